@@ -1,0 +1,124 @@
+// Backend: the kernels one device type provides.
+//
+// ops.cc is device-agnostic: it checks arguments, works out shapes, broadcasting and dtype
+// promotion, allocates outputs, and then calls the Backend of the operands' device. A Backend
+// only computes, on tensors whose shapes and dtypes ops.cc has already made consistent, so the
+// CPU kernels (tensor/cpu) and the CUDA kernels (tensor/cuda) implement exactly this list and
+// nothing else. The CPU backend is always linked; the CUDA one registers itself when built with
+// --config=cuda.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/conv_params.h"
+#include "tensor/tensor.h"
+
+namespace tessera {
+
+enum class UnaryOp {
+  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kSign, kSquare, kReciprocal,
+  kClamp,  // alpha = low, beta = high
+};
+
+enum class BinaryOp {
+  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow,
+  kEq, kNe, kLt, kLe, kGt, kGe,  // output bool
+  kReluBackward,     // a = grad, b = input:  grad * (input > 0)
+  kSigmoidBackward,  // a = grad, b = output: grad * out * (1 - out)
+  kTanhBackward,     // a = grad, b = output: grad * (1 - out^2)
+};
+
+enum class ReduceOp { kSum, kMean, kMax, kMin, kArgmax, kArgmin, kVar };
+
+// Row-major C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b in [0, batch).
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  double alpha = 1, beta = 0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  DType dtype = kF32;
+  Device device;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // dst and src have the same shape; dtypes may differ (converted); either may be strided.
+  // A Backend whose device is not the CPU also copies between its device and the CPU.
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+
+  // Elementwise. `out` is contiguous; inputs have out's shape (broadcast by stride-0 views) and
+  // one dtype, which out shares except for comparisons (bool).
+  virtual void unary(UnaryOp op, const Tensor& in, const Tensor& out, double alpha,
+                     double beta) = 0;
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // in: contiguous [outer, inner]; out: contiguous [outer]; reduces each row.
+  // kArgmax/kArgmin write i64; kSum over integers writes i64; kVar uses `correction`.
+  virtual void reduce(ReduceOp op, const Tensor& in, const Tensor& out, int64_t correction) = 0;
+
+  virtual void gemm(const GemmArgs& args) = 0;
+
+  // Over the last dim of contiguous [rows, n] tensors.
+  virtual void softmax(const Tensor& in, const Tensor& out, bool log) = 0;
+  virtual void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& grad_in,
+                                bool log) = 0;
+
+  // NCHW, all contiguous; bias may be undefined.
+  virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const Conv2dParams& p, const Tensor& out) = 0;
+  virtual void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
+                                     const Conv2dParams& p, const Tensor& grad_in) = 0;
+  virtual void conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
+                                      const Conv2dParams& p, const Tensor& grad_weight) = 0;
+
+  virtual void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
+                          const Tensor& indices) = 0;
+  virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
+                                   const Tensor& grad_in) = 0;
+  virtual void avg_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out) = 0;
+  virtual void avg_pool2d_backward(const Tensor& grad_out, const Pool2dParams& p,
+                                   const Tensor& grad_in) = 0;
+  virtual void adaptive_avg_pool2d(const Tensor& input, const Tensor& out) = 0;
+  virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) = 0;
+
+  // Batch norm on contiguous [N, C, S] (S = H*W); per-channel tensors are [C] in the compute
+  // type (f32, or f64 for f64 inputs); weight/bias may be undefined (affine = false).
+  virtual void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) = 0;
+  virtual void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                const Tensor& weight, const Tensor& bias, const Tensor& out) = 0;
+  // grad_in (if defined) uses batch statistics when `training`, else treats mean/invstd as
+  // constants. grad_weight/grad_bias may be undefined.
+  virtual void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                                   const Tensor& invstd, const Tensor& weight, bool training,
+                                   const Tensor& grad_in, const Tensor& grad_weight,
+                                   const Tensor& grad_bias) = 0;
+
+  // Indexing; index tensors are contiguous i64, checked in range by ops.cc.
+  virtual void index_select(const Tensor& in, int64_t dim, const Tensor& index,
+                            const Tensor& out) = 0;
+  virtual void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) = 0;
+  // self[..., index[i], ...] += src[..., i, ...] along dim (self contiguous).
+  virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
+                           const Tensor& src) = 0;
+
+  // Counter-based random numbers: element i depends only on (seed, offset, i), never on the
+  // thread count, so runs are bitwise reproducible. `out` is contiguous floating.
+  virtual void uniform(const Tensor& out, double low, double high, uint64_t seed,
+                       uint64_t offset) = 0;
+  virtual void normal(const Tensor& out, double mean, double std, uint64_t seed,
+                      uint64_t offset) = 0;
+};
+
+Backend& backend(DeviceType type);
+inline Backend& backend(Device device) { return backend(device.type()); }
+void register_backend(DeviceType type, Backend* backend);
+
+}  // namespace tessera

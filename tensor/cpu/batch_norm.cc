@@ -1,0 +1,147 @@
+// CPU batch norm on [N, C, S] (S = H*W); per-channel statistics in f32 (f64 for f64 inputs).
+//
+// With xhat = (x - mean) * invstd and M = N*S values per channel, training-mode backward is
+//   dbias   = sum(g)
+//   dweight = sum(g * xhat)
+//   dx      = weight * invstd * (g - dbias / M - xhat * dweight / M)
+// (eval mode: mean and invstd are constants, dx = g * weight * invstd).
+#include <vector>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/dispatch.h"
+#include "tensor/parallel.h"
+
+namespace tessera {
+namespace cpu {
+
+namespace {
+struct NCS {
+  int64_t n, c, s;
+};
+NCS ncs(const Tensor& x) { return {x.size(0), x.size(1), x.size(2)}; }
+}  // namespace
+
+void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  const NCS d = ncs(x);
+  TS_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
+    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    using C = compute_t<scalar_t>;
+    const scalar_t* px = x.data<scalar_t>();
+    S* pm = mean.data<S>();
+    S* pv = var.data<S>();
+    const double count = static_cast<double>(d.n * d.s);
+    parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double sum = 0;
+        for (int64_t i = 0; i < d.n; ++i) {
+          const scalar_t* row = px + (i * d.c + c) * d.s;
+          for (int64_t j = 0; j < d.s; ++j) sum += C(row[j]);
+        }
+        const double m = sum / count;
+        double ss = 0;
+        for (int64_t i = 0; i < d.n; ++i) {
+          const scalar_t* row = px + (i * d.c + c) * d.s;
+          for (int64_t j = 0; j < d.s; ++j) {
+            const double t = C(row[j]) - m;
+            ss += t * t;
+          }
+        }
+        pm[c] = S(m);
+        pv[c] = S(ss / count);
+      }
+    });
+  });
+}
+
+void CpuBackend::batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                  const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  const NCS d = ncs(x);
+  TS_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
+    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    const scalar_t* px = x.data<scalar_t>();
+    scalar_t* py = out.data<scalar_t>();
+    const S* pm = mean.data<S>();
+    const S* pi = invstd.data<S>();
+    const S* pw = weight.defined() ? weight.data<S>() : nullptr;
+    const S* pb = bias.defined() ? bias.data<S>() : nullptr;
+    parallel_for(d.n * d.c, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t c = t % d.c;
+        // y = x * scale + shift, with scale = w * invstd and shift = b - mean * scale.
+        const S scale = (pw ? pw[c] : S(1)) * pi[c];
+        const S shift = (pb ? pb[c] : S(0)) - pm[c] * scale;
+        const scalar_t* row = px + t * d.s;
+        scalar_t* dst = py + t * d.s;
+        for (int64_t j = 0; j < d.s; ++j) dst[j] = scalar_t(S(row[j]) * scale + shift);
+      }
+    });
+  });
+}
+
+void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                                     const Tensor& invstd, const Tensor& weight, bool training,
+                                     const Tensor& grad_in, const Tensor& grad_weight,
+                                     const Tensor& grad_bias) {
+  const NCS d = ncs(x);
+  TS_DISPATCH_FLOATING(x.dtype(), "batch_norm_backward", [&] {
+    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+    using C = compute_t<scalar_t>;
+    const scalar_t* px = x.data<scalar_t>();
+    const scalar_t* pg = grad_out.data<scalar_t>();
+    const S* pm = mean.data<S>();
+    const S* pi = invstd.data<S>();
+    const S* pw = weight.defined() ? weight.data<S>() : nullptr;
+    std::vector<double> sum_g(d.c), sum_gxhat(d.c);
+    parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double sg = 0, sgx = 0;
+        for (int64_t i = 0; i < d.n; ++i) {
+          const scalar_t* xr = px + (i * d.c + c) * d.s;
+          const scalar_t* gr = pg + (i * d.c + c) * d.s;
+          for (int64_t j = 0; j < d.s; ++j) {
+            sg += C(gr[j]);
+            sgx += double(C(gr[j])) * (double(C(xr[j])) - pm[c]);
+          }
+        }
+        sum_g[c] = sg;
+        sum_gxhat[c] = sgx * pi[c];
+      }
+    });
+    if (grad_weight.defined()) {
+      S* gw = grad_weight.data<S>();
+      S* gb = grad_bias.data<S>();
+      for (int64_t c = 0; c < d.c; ++c) {
+        gw[c] = S(sum_gxhat[c]);
+        gb[c] = S(sum_g[c]);
+      }
+    }
+    if (!grad_in.defined()) return;
+    scalar_t* pdx = grad_in.data<scalar_t>();
+    const double count = static_cast<double>(d.n * d.s);
+    parallel_for(d.n * d.c, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t c = t % d.c;
+        const S w = pw ? pw[c] : S(1);
+        const scalar_t* xr = px + t * d.s;
+        const scalar_t* gr = pg + t * d.s;
+        scalar_t* dr = pdx + t * d.s;
+        if (!training) {
+          const S k = w * pi[c];
+          for (int64_t j = 0; j < d.s; ++j) dr[j] = scalar_t(static_cast<S>(static_cast<C>(gr[j])) * k);
+          continue;
+        }
+        const S k = w * pi[c];
+        const S mean_g = S(sum_g[c] / count);
+        const S proj = S(sum_gxhat[c] / count) * pi[c];  // multiplies (x - mean)
+        for (int64_t j = 0; j < d.s; ++j) {
+          const S g = static_cast<S>(static_cast<C>(gr[j]));
+          const S centered = static_cast<S>(static_cast<C>(xr[j])) - pm[c];
+          dr[j] = scalar_t(k * (g - mean_g - centered * proj));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace cpu
+}  // namespace tessera

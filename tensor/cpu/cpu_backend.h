@@ -1,0 +1,66 @@
+// CpuBackend: tessera's kernels for the CPU (Eigen types, OpenBLAS GEMM, OpenMP threads).
+// Its methods are defined by family in this folder's .cc files; see tensor/backend.h for what
+// each one must do.
+#pragma once
+
+#include "tensor/backend.h"
+
+namespace tessera {
+namespace cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& in, const Tensor& out, double alpha,
+             double beta) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& in, const Tensor& out, int64_t correction) override;
+  void gemm(const GemmArgs& args) override;
+  void softmax(const Tensor& in, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& grad_in,
+                        bool log) override;
+  void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const Conv2dParams& p, const Tensor& out) override;
+  void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p,
+                             const Tensor& grad_in) override;
+  void conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Conv2dParams& p,
+                              const Tensor& grad_weight) override;
+  void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
+                  const Tensor& indices) override;
+  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
+                           const Tensor& grad_in) override;
+  void avg_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out) override;
+  void avg_pool2d_backward(const Tensor& grad_out, const Pool2dParams& p,
+                           const Tensor& grad_in) override;
+  void adaptive_avg_pool2d(const Tensor& input, const Tensor& out) override;
+  void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) override;
+  void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) override;
+  void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                        const Tensor& weight, const Tensor& bias, const Tensor& out) override;
+  void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                           const Tensor& invstd, const Tensor& weight, bool training,
+                           const Tensor& grad_in, const Tensor& grad_weight,
+                           const Tensor& grad_bias) override;
+  void index_select(const Tensor& in, int64_t dim, const Tensor& index,
+                    const Tensor& out) override;
+  void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) override;
+  void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
+                   const Tensor& src) override;
+  void uniform(const Tensor& out, double low, double high, uint64_t seed,
+               uint64_t offset) override;
+  void normal(const Tensor& out, double mean, double std, uint64_t seed,
+              uint64_t offset) override;
+};
+
+// Row-major GEMM on raw pointers (OpenBLAS sgemm/dgemm), for kernels in this folder.
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc);
+void gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+              const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+              int64_t ldc);
+
+}  // namespace cpu
+}  // namespace tessera

@@ -1,0 +1,71 @@
+// CPU softmax and log-softmax over the rows of a contiguous [rows, n] matrix.
+//
+// Forward subtracts the row maximum before exponentiating (exp never overflows).
+// Backward, with y the output and g its gradient:
+//   softmax:     dx = y * (g - sum(g * y))
+//   log_softmax: dx = g - exp(y) * sum(g)
+#include <cmath>
+
+#include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/dispatch.h"
+#include "tensor/parallel.h"
+
+namespace tessera {
+namespace cpu {
+
+void CpuBackend::softmax(const Tensor& in, const Tensor& out, bool log) {
+  const int64_t rows = in.size(0), n = in.size(1);
+  TS_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
+    using C = compute_t<scalar_t>;
+    const scalar_t* x = static_cast<const scalar_t*>(in.raw_data());
+    scalar_t* y = static_cast<scalar_t*>(out.raw_data());
+    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+                 [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const scalar_t* xr = x + r * n;
+        scalar_t* yr = y + r * n;
+        C m = C(xr[0]);
+        for (int64_t j = 1; j < n; ++j) m = std::max(m, C(xr[j]));
+        double total = 0;
+        for (int64_t j = 0; j < n; ++j) total += std::exp(C(xr[j]) - m);
+        if (log) {
+          const C lse = m + C(std::log(total));
+          for (int64_t j = 0; j < n; ++j) yr[j] = scalar_t(C(xr[j]) - lse);
+        } else {
+          const C inv = C(1.0 / total);
+          for (int64_t j = 0; j < n; ++j) yr[j] = scalar_t(std::exp(C(xr[j]) - m) * inv);
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::softmax_backward(const Tensor& grad_out, const Tensor& out,
+                                  const Tensor& grad_in, bool log) {
+  const int64_t rows = out.size(0), n = out.size(1);
+  TS_DISPATCH_FLOATING(out.dtype(), "softmax_backward", [&] {
+    using C = compute_t<scalar_t>;
+    const scalar_t* g = static_cast<const scalar_t*>(grad_out.raw_data());
+    const scalar_t* y = static_cast<const scalar_t*>(out.raw_data());
+    scalar_t* dx = static_cast<scalar_t*>(grad_in.raw_data());
+    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+                 [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const scalar_t* gr = g + r * n;
+        const scalar_t* yr = y + r * n;
+        scalar_t* dr = dx + r * n;
+        double dot = 0;
+        if (log) {
+          for (int64_t j = 0; j < n; ++j) dot += C(gr[j]);
+          for (int64_t j = 0; j < n; ++j) dr[j] = scalar_t(C(gr[j]) - std::exp(C(yr[j])) * C(dot));
+        } else {
+          for (int64_t j = 0; j < n; ++j) dot += C(gr[j]) * C(yr[j]);
+          for (int64_t j = 0; j < n; ++j) dr[j] = scalar_t(C(yr[j]) * (C(gr[j]) - C(dot)));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace cpu
+}  // namespace tessera

@@ -1,0 +1,184 @@
+// Tensor ops: free functions on Tensors, without autograd (autograd/ builds on these).
+//
+// Each op checks its arguments (errors name the op and the shapes/dtypes/devices involved),
+// works out the result's shape and dtype (NumPy broadcasting, promote_types), allocates it and
+// hands the computation to the Backend of the operands' device (tensor/backend.h). Results are
+// fresh contiguous tensors unless the name ends in '_' (in place).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "tensor/conv_params.h"
+#include "tensor/random.h"
+#include "tensor/tensor.h"
+
+namespace tessera {
+
+// ---- elementwise binary, with broadcasting ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
+
+// Comparisons give bool tensors.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+// In place: a op= b (b broadcast to a's shape, converted to a's dtype).
+Tensor& add_(Tensor& a, const Tensor& b, double alpha = 1.0);  // a += alpha * b
+Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& mul_(Tensor& a, double b);
+
+// ---- elementwise unary ----
+Tensor neg(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor sign(const Tensor& a);
+Tensor square(const Tensor& a);
+Tensor reciprocal(const Tensor& a);
+Tensor clamp(const Tensor& a, double low, double high);
+// Backward helpers: the gradient of relu/sigmoid/tanh given grad_out and the saved value.
+Tensor relu_backward(const Tensor& grad, const Tensor& input);
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& output);
+Tensor tanh_backward(const Tensor& grad, const Tensor& output);
+// cond ? a : b, all three broadcast together; cond is bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions; an empty `dims` means every dim ----
+Tensor sum(const Tensor& a, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& a, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& a, const Shape& dims = {}, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1), as torch.var.
+Tensor var(const Tensor& a, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+// Max/min along one dim: values and (i64) indices of the first extreme element.
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+// Sums `a` down to `shape` (the inverse of broadcasting `shape` up to a's shape).
+Tensor sum_to(const Tensor& a, const Shape& shape);
+
+// ---- linear algebra ----
+// 1-D/2-D/batched like torch.matmul (batch dims broadcast). Transposed views are handed to the
+// GEMM as transposed operands, not copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- softmax over one dim ----
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+
+// ---- convolution and pooling (NCHW) ----
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const Conv2dParams& params);
+Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
+                             const Shape& input_shape, const Conv2dParams& params);
+Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
+                              const Shape& weight_shape, const Conv2dParams& params);
+// Values and the flat (h * W + w) index of each window's maximum within its plane.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p);
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
+                           const Shape& input_shape);
+Tensor avg_pool2d(const Tensor& input, const Pool2dParams& p);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
+                           const Pool2dParams& p);
+Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape);
+
+// ---- batch norm over dim 1 of [N, C, ...] ----
+struct BatchNormResult {
+  Tensor output;
+  Tensor mean;    // [C], the statistics used (batch's in training, running in eval)
+  Tensor invstd;  // [C], 1 / sqrt(var + eps)
+};
+// Training uses batch statistics and updates running_mean/running_var in place (unbiased
+// variance, momentum as PyTorch: running = (1 - m) running + m batch); eval uses them.
+BatchNormResult batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, bool training,
+                           double momentum, double eps);
+struct BatchNormGrads {
+  Tensor input, weight, bias;
+};
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                   const Tensor& weight, const Tensor& mean,
+                                   const Tensor& invstd, bool training, bool need_input,
+                                   bool need_weight);
+
+// ---- joining, splitting, indexing ----
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+// Views of consecutive pieces of `split_size` along dim (the last may be smaller).
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim);
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+// out[i][j] = a[i][index[i][j]] (dim = 1), as torch.gather.
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+// A copy of `a` with src added at the positions `index` names along dim, as torch.scatter_add.
+Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src);
+// [N] class indices -> [N, classes] of 0/1 in `dtype`.
+Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype = kF32);
+
+// ---- random (seeded; default_generator() unless one is given) ----
+Tensor rand(const Shape& shape, const TensorOptions& options = {}, Generator* gen = nullptr);
+Tensor uniform(const Shape& shape, double low, double high, const TensorOptions& options = {},
+               Generator* gen = nullptr);
+Tensor randn(const Shape& shape, const TensorOptions& options = {}, Generator* gen = nullptr);
+Tensor normal(const Shape& shape, double mean, double std, const TensorOptions& options = {},
+              Generator* gen = nullptr);
+// 1 with probability p, else 0, in options' dtype.
+Tensor bernoulli(const Shape& shape, double p, const TensorOptions& options = {},
+                 Generator* gen = nullptr);
+Tensor& uniform_(Tensor& t, double low, double high, Generator* gen = nullptr);
+Tensor& normal_(Tensor& t, double mean, double std, Generator* gen = nullptr);
+
+// ---- checks for tests ----
+// |a - b| <= atol + rtol |b| elementwise, shapes equal (NaNs never match).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+// The largest |a - b| (in f64).
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace tessera

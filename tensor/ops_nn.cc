@@ -1,0 +1,326 @@
+// Neural-network kernels' front ends: softmax, convolution, pooling, batch norm.
+#include <cmath>
+
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+#include "tensor/ops_util.h"
+
+namespace tessera {
+
+namespace {
+
+// Softmax over `dim`: moves that dim last (a copy unless it already is) and runs the kernel on
+// the [rows, n] matrix.
+Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* op) {
+  detail::check_defined(a, op);
+  detail::check_floating(a, op);
+  if (a.dim() == 0) return softmax_impl(a.reshape({1}), 0, log, op).reshape({});
+  dim = wrap_dim(dim, a.dim(), op);
+  const int64_t last = a.dim() - 1, n = a.size(dim);
+  const Tensor moved = a.transpose(dim, last).contiguous();
+  Tensor out = empty(moved.shape(), moved.options());
+  if (out.numel() > 0) {
+    backend(a.device()).softmax(moved.view({-1, n}), out.view({-1, n}), log);
+  }
+  return out.transpose(dim, last).contiguous();
+}
+
+void check_nchw(const Tensor& t, const char* op, const char* what) {
+  detail::check_defined(t, op, what);
+  TS_CHECK(t.dim() == 4, op, ": expected a 4-D ", what, " [N, C, H, W], got shape ", t.shape());
+}
+
+void check_pool(const Tensor& input, const Pool2dParams& p, const char* op) {
+  check_nchw(input, op, "input");
+  detail::check_floating(input, op);
+  for (int i = 0; i < 2; ++i) {
+    TS_CHECK(p.kernel[i] > 0 && p.stride[i] > 0, op, ": kernel and stride must be positive, got ",
+             "kernel [", p.kernel[0], ", ", p.kernel[1], "] stride [", p.stride[0], ", ",
+             p.stride[1], "]");
+    TS_CHECK(p.padding[i] >= 0 && p.padding[i] * 2 <= p.kernel[i], op,
+             ": padding should be at most half the kernel, got padding [", p.padding[0], ", ",
+             p.padding[1], "] for kernel [", p.kernel[0], ", ", p.kernel[1], "]");
+  }
+}
+
+Shape pool_output_shape(const Tensor& input, const Pool2dParams& p, const char* op) {
+  const int64_t oh = window_output_size(input.size(2), p.kernel[0], p.stride[0], p.padding[0]);
+  const int64_t ow = window_output_size(input.size(3), p.kernel[1], p.stride[1], p.padding[1]);
+  TS_CHECK(oh > 0 && ow > 0, op, ": input ", input.shape(), " is too small for kernel [",
+           p.kernel[0], ", ", p.kernel[1], "] (output would be ", oh, "x", ow, ")");
+  return {input.size(0), input.size(1), oh, ow};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------- softmax
+
+Tensor softmax(const Tensor& a, int64_t dim) { return softmax_impl(a, dim, false, "softmax"); }
+
+Tensor log_softmax(const Tensor& a, int64_t dim) {
+  return softmax_impl(a, dim, true, "log_softmax");
+}
+
+namespace {
+Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& out, int64_t dim, bool log,
+                             const char* op) {
+  detail::check_defined(grad_out, op, "grad");
+  detail::check_defined(out, op, "output");
+  TS_CHECK(grad_out.shape() == out.shape(), op, ": grad shape ", grad_out.shape(),
+           " differs from output shape ", out.shape());
+  detail::check_same_device(grad_out, out, op);
+  if (out.dim() == 0) {
+    return softmax_backward_impl(grad_out.reshape({1}), out.reshape({1}), 0, log, op).reshape({});
+  }
+  dim = wrap_dim(dim, out.dim(), op);
+  const int64_t last = out.dim() - 1, n = out.size(dim);
+  const Tensor y = out.transpose(dim, last).contiguous();
+  const Tensor g = grad_out.to(out.dtype()).transpose(dim, last).contiguous();
+  Tensor grad_in = empty(y.shape(), y.options());
+  if (grad_in.numel() > 0) {
+    backend(out.device())
+        .softmax_backward(g.view({-1, n}), y.view({-1, n}), grad_in.view({-1, n}), log);
+  }
+  return grad_in.transpose(dim, last).contiguous();
+}
+}  // namespace
+
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl(grad_out, out, dim, false, "softmax_backward");
+}
+
+Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
+  return softmax_backward_impl(grad_out, out, dim, true, "log_softmax_backward");
+}
+
+// ---------------------------------------------------------------------------- conv2d
+
+namespace {
+Shape conv_output_shape(const Shape& in, const Shape& w, const Conv2dParams& p) {
+  const int64_t oh = window_output_size(in[2], w[2], p.stride[0], p.padding[0], p.dilation[0]);
+  const int64_t ow = window_output_size(in[3], w[3], p.stride[1], p.padding[1], p.dilation[1]);
+  return {in[0], w[0], oh, ow};
+}
+
+void check_conv(const Shape& in, const Shape& w, const Conv2dParams& p, const char* op) {
+  for (int i = 0; i < 2; ++i) {
+    TS_CHECK(p.stride[i] > 0 && p.dilation[i] > 0 && p.padding[i] >= 0, op,
+             ": stride and dilation must be positive and padding non-negative, got stride [",
+             p.stride[0], ", ", p.stride[1], "] padding [", p.padding[0], ", ", p.padding[1],
+             "] dilation [", p.dilation[0], ", ", p.dilation[1], "]");
+  }
+  TS_CHECK(p.groups > 0, op, ": groups must be positive, got ", p.groups);
+  TS_CHECK(in.size() == 4 && w.size() == 4, op, ": expected 4-D input and weight, got ", in,
+           " and ", w);
+  TS_CHECK(in[1] % p.groups == 0 && w[0] % p.groups == 0, op, ": ", in[1], " input and ", w[0],
+           " output channels must both be divisible by groups = ", p.groups);
+  TS_CHECK(w[1] * p.groups == in[1], op, ": weight ", w, " expects ", w[1] * p.groups,
+           " input channels (groups = ", p.groups, "), but input ", in, " has ", in[1]);
+  const Shape out = conv_output_shape(in, w, p);
+  TS_CHECK(out[2] > 0 && out[3] > 0, op, ": input ", in, " is too small for kernel ", w,
+           " with padding [", p.padding[0], ", ", p.padding[1], "] (output would be ", out[2],
+           "x", out[3], ")");
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const Conv2dParams& params) {
+  check_nchw(input, "conv2d", "input");
+  check_nchw(weight, "conv2d", "weight");
+  detail::check_floating(input, "conv2d");
+  detail::check_same_device(input, weight, "conv2d");
+  TS_CHECK(input.dtype() == weight.dtype(), "conv2d: input is ", input.dtype(), " but weight is ",
+           weight.dtype());
+  check_conv(input.shape(), weight.shape(), params, "conv2d");
+  if (bias.defined()) {
+    TS_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "conv2d: bias shape ",
+             bias.shape(), " does not match ", weight.size(0), " output channels");
+    detail::check_same_device(input, bias, "conv2d");
+  }
+  Tensor out = empty(conv_output_shape(input.shape(), weight.shape(), params), input.options());
+  backend(input.device())
+      .conv2d(input.contiguous(), weight.contiguous(),
+              bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor(), params, out);
+  return out;
+}
+
+Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
+                             const Shape& input_shape, const Conv2dParams& params) {
+  check_conv(input_shape, weight.shape(), params, "conv2d_backward_input");
+  const Shape expected = conv_output_shape(input_shape, weight.shape(), params);
+  TS_CHECK(grad_out.shape() == expected, "conv2d_backward_input: grad shape ", grad_out.shape(),
+           " differs from the output shape ", expected);
+  Tensor grad_in = empty(input_shape, weight.options());
+  backend(weight.device())
+      .conv2d_backward_input(grad_out.to(weight.dtype()).contiguous(), weight.contiguous(),
+                             params, grad_in);
+  return grad_in;
+}
+
+Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
+                              const Shape& weight_shape, const Conv2dParams& params) {
+  check_conv(input.shape(), weight_shape, params, "conv2d_backward_weight");
+  const Shape expected = conv_output_shape(input.shape(), weight_shape, params);
+  TS_CHECK(grad_out.shape() == expected, "conv2d_backward_weight: grad shape ",
+           grad_out.shape(), " differs from the output shape ", expected);
+  Tensor grad_w = empty(weight_shape, input.options());
+  backend(input.device())
+      .conv2d_backward_weight(grad_out.to(input.dtype()).contiguous(), input.contiguous(), params,
+                              grad_w);
+  return grad_w;
+}
+
+// ---------------------------------------------------------------------------- pooling
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p) {
+  check_pool(input, p, "max_pool2d");
+  const Shape shape = pool_output_shape(input, p, "max_pool2d");
+  Tensor out = empty(shape, input.options());
+  Tensor indices = empty(shape, TensorOptions(kI64).device(input.device()));
+  backend(input.device()).max_pool2d(input.contiguous(), p, out, indices);
+  return {out, indices};
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
+                           const Shape& input_shape) {
+  TS_CHECK(grad_out.shape() == indices.shape(), "max_pool2d_backward: grad shape ",
+           grad_out.shape(), " differs from indices shape ", indices.shape());
+  Tensor grad_in = zeros(input_shape, grad_out.options());
+  backend(grad_out.device())
+      .max_pool2d_backward(grad_out.contiguous(), indices.contiguous(), grad_in);
+  return grad_in;
+}
+
+Tensor avg_pool2d(const Tensor& input, const Pool2dParams& p) {
+  check_pool(input, p, "avg_pool2d");
+  Tensor out = empty(pool_output_shape(input, p, "avg_pool2d"), input.options());
+  backend(input.device()).avg_pool2d(input.contiguous(), p, out);
+  return out;
+}
+
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
+                           const Pool2dParams& p) {
+  Tensor grad_in = zeros(input_shape, grad_out.options());
+  TS_CHECK(grad_out.shape() == pool_output_shape(grad_in, p, "avg_pool2d_backward"),
+           "avg_pool2d_backward: grad shape ", grad_out.shape(), " does not match input ",
+           input_shape);
+  backend(grad_out.device()).avg_pool2d_backward(grad_out.contiguous(), p, grad_in);
+  return grad_in;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size) {
+  check_nchw(input, "adaptive_avg_pool2d", "input");
+  detail::check_floating(input, "adaptive_avg_pool2d");
+  TS_CHECK(output_size[0] > 0 && output_size[1] > 0, "adaptive_avg_pool2d: output size [",
+           output_size[0], ", ", output_size[1], "] must be positive");
+  TS_CHECK(input.size(2) > 0 && input.size(3) > 0, "adaptive_avg_pool2d: empty input plane ",
+           input.shape());
+  Tensor out = empty({input.size(0), input.size(1), output_size[0], output_size[1]},
+                     input.options());
+  backend(input.device()).adaptive_avg_pool2d(input.contiguous(), out);
+  return out;
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape) {
+  TS_CHECK(grad_out.dim() == 4 && input_shape.size() == 4 &&
+               grad_out.size(0) == input_shape[0] && grad_out.size(1) == input_shape[1],
+           "adaptive_avg_pool2d_backward: grad ", grad_out.shape(), " does not match input ",
+           input_shape);
+  Tensor grad_in = empty(input_shape, grad_out.options());
+  backend(grad_out.device()).adaptive_avg_pool2d_backward(grad_out.contiguous(), grad_in);
+  return grad_in;
+}
+
+// ---------------------------------------------------------------------------- batch norm
+
+namespace {
+// [N, C, ...] -> contiguous [N, C, S].
+Tensor as_ncs(const Tensor& x) {
+  return x.contiguous().view({x.size(0), x.size(1), x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1)});
+}
+
+void check_channel_tensor(const Tensor& t, int64_t channels, const char* what) {
+  if (!t.defined()) return;
+  TS_CHECK(t.dim() == 1 && t.size(0) == channels, "batch_norm: ", what, " has shape ", t.shape(),
+           ", expected [", channels, "]");
+}
+}  // namespace
+
+BatchNormResult batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const Tensor& running_mean, const Tensor& running_var, bool training,
+                           double momentum, double eps) {
+  detail::check_defined(input, "batch_norm");
+  detail::check_floating(input, "batch_norm");
+  TS_CHECK(input.dim() >= 2, "batch_norm: expected input [N, C, ...], got shape ", input.shape());
+  TS_CHECK(eps > 0, "batch_norm: eps must be positive, got ", eps);
+  const int64_t channels = input.size(1);
+  check_channel_tensor(weight, channels, "weight");
+  check_channel_tensor(bias, channels, "bias");
+  check_channel_tensor(running_mean, channels, "running_mean");
+  check_channel_tensor(running_var, channels, "running_var");
+  const Tensor x = as_ncs(input);
+  const int64_t per_channel = x.size(0) * x.size(2);
+  const TensorOptions stat_options =
+      TensorOptions(detail::compute_dtype(input.dtype())).device(input.device());
+  Backend& be = backend(input.device());
+
+  BatchNormResult result;
+  if (training) {
+    TS_CHECK(per_channel > 1, "batch_norm: expected more than 1 value per channel when training, "
+             "got input shape ", input.shape());
+    result.mean = empty({channels}, stat_options);
+    Tensor biased_var = empty({channels}, stat_options);
+    be.batch_norm_stats(x, result.mean, biased_var);
+    result.invstd = rsqrt(add(biased_var, eps));
+    if (running_mean.defined()) {
+      Tensor rm = running_mean;
+      mul_(rm, 1.0 - momentum);
+      add_(rm, result.mean, momentum);
+    }
+    if (running_var.defined()) {
+      Tensor rv = running_var;
+      mul_(rv, 1.0 - momentum);
+      add_(rv, biased_var, momentum * static_cast<double>(per_channel) / (per_channel - 1));
+    }
+  } else {
+    TS_CHECK(running_mean.defined() && running_var.defined(),
+             "batch_norm: eval mode needs running_mean and running_var");
+    result.mean = running_mean.to(stat_options);
+    result.invstd = rsqrt(add(running_var.to(stat_options), eps));
+  }
+  Tensor out = empty(x.shape(), x.options());
+  be.batch_norm_apply(x, result.mean, result.invstd,
+                      weight.defined() ? weight.to(stat_options).contiguous() : Tensor(),
+                      bias.defined() ? bias.to(stat_options).contiguous() : Tensor(), out);
+  result.output = out.view(input.shape());
+  return result;
+}
+
+BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                   const Tensor& weight, const Tensor& mean,
+                                   const Tensor& invstd, bool training, bool need_input,
+                                   bool need_weight) {
+  TS_CHECK(grad_out.shape() == input.shape(), "batch_norm_backward: grad shape ",
+           grad_out.shape(), " differs from input shape ", input.shape());
+  const int64_t channels = input.size(1);
+  const TensorOptions stat_options = mean.options();
+  BatchNormGrads grads;
+  const Tensor x = as_ncs(input);
+  Tensor gin = need_input ? empty(x.shape(), x.options()) : Tensor();
+  if (need_weight) {
+    grads.weight = empty({channels}, stat_options);
+    grads.bias = empty({channels}, stat_options);
+  }
+  backend(input.device())
+      .batch_norm_backward(as_ncs(grad_out.to(input.dtype())), x, mean, invstd,
+                           weight.defined() ? weight.to(stat_options).contiguous() : Tensor(),
+                           training, gin, grads.weight, grads.bias);
+  if (need_input) grads.input = gin.view(input.shape());
+  if (need_weight && weight.defined()) {
+    grads.weight = grads.weight.to(weight.dtype());
+    grads.bias = grads.bias.to(weight.dtype());
+  }
+  return grads;
+}
+
+}  // namespace tessera

@@ -1,0 +1,26 @@
+// Small checks shared by the ops_*.cc files (internal to //tensor).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace tessera {
+namespace detail {
+
+inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
+  TS_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+}
+
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  TS_CHECK(a.device() == b.device(), op, ": expected tensors on one device, got ", a.device(),
+           " and ", b.device());
+}
+
+inline void check_floating(const Tensor& t, const char* op) {
+  TS_CHECK(is_floating(t.dtype()), op, ": expected a floating-point tensor, got ", t.dtype());
+}
+
+// The dtype per-channel statistics are kept in: f64 for f64 inputs, else f32.
+inline DType compute_dtype(DType dtype) { return dtype == kF64 ? kF64 : kF32; }
+
+}  // namespace detail
+}  // namespace tessera

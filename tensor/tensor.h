@@ -1,0 +1,141 @@
+// Tensor: an n-dimensional view of typed elements in a Storage.
+//
+// A Tensor is a cheap handle: copying one copies a shared_ptr and the small shape/stride
+// vectors, never the elements. Views (view/reshape, narrow/slice, select, transpose/permute,
+// expand, squeeze/unsqueeze) build new handles over the same Storage with other sizes, strides
+// and offset, so writing through a view writes the base. contiguous() copies only when the
+// elements are not already densely packed in row-major order. Math lives in tensor/ops.h.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/shape.h"
+#include "tensor/storage.h"
+
+namespace tessera {
+
+// What a factory makes: dtype and device, with chained setters. A bare DType converts to it.
+class TensorOptions {
+ public:
+  TensorOptions() = default;
+  TensorOptions(DType dtype) : dtype_(dtype) {}  // NOLINT: implicit by design
+  TensorOptions(Device device) : device_(device) {}  // NOLINT
+  TensorOptions& dtype(DType d) { dtype_ = d; return *this; }
+  TensorOptions& device(Device d) { device_ = d; return *this; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+
+ private:
+  DType dtype_ = kF32;
+  Device device_ = Device::cpu();
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+  Tensor(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, int64_t offset,
+         DType dtype);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return sizes_; }
+  const Shape& sizes() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
+  int64_t numel() const { return numel_; }
+  int64_t offset() const { return offset_; }
+  DType dtype() const { return dtype_; }
+  Device device() const;
+  size_t element_size() const { return tessera::element_size(dtype_); }
+  size_t nbytes() const { return numel_ * element_size(); }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  TensorOptions options() const { return TensorOptions(dtype_).device(device()); }
+
+  bool is_contiguous() const;
+  // True when both handles look at the same elements of the same storage.
+  bool is_same(const Tensor& other) const;
+
+  // Address of element [0, ..., 0].
+  void* raw_data() const;
+  template <typename T>
+  T* data() const {
+    TS_CHECK(DTypeOf<T>::value == dtype_, "Tensor::data: tensor holds ", dtype_, ", asked for ",
+             DTypeOf<T>::value);
+    return static_cast<T*>(raw_data());
+  }
+
+  // ---- views (share storage) ----
+  Tensor view(Shape shape) const;     // error if the strides cannot express it
+  Tensor reshape(Shape shape) const;  // a view when possible, else a contiguous copy
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // transpose of a 2-D tensor
+  Tensor permute(const Shape& dims) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a dim; new leading dims allowed
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor as_strided(Shape sizes, Shape strides, int64_t offset) const;
+
+  // ---- copies ----
+  Tensor contiguous() const;
+  Tensor clone() const;  // always a fresh contiguous copy
+  Tensor to(DType dtype) const;    // returns *this when already that dtype
+  Tensor to(Device device) const;  // returns *this when already there
+  Tensor to(const TensorOptions& options) const;
+  Tensor cpu() const { return to(Device::cpu()); }
+
+  // ---- in place ----
+  // Copies src (broadcast to this shape, converted to this dtype, from any device) into this.
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+
+  // ---- element access (tests, printing; copies to the CPU when needed) ----
+  double item() const;  // the only element
+  double at(const Shape& index) const;
+  template <typename T>
+  std::vector<T> to_vector() const;
+  std::string str() const;  // "Tensor[f32, cpu, [2, 3]]"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape sizes_;
+  Shape strides_;
+  int64_t offset_ = 0;
+  int64_t numel_ = 0;
+  DType dtype_ = kF32;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- factories ----
+Tensor empty(const Shape& shape, const TensorOptions& options = {});
+Tensor zeros(const Shape& shape, const TensorOptions& options = {});
+Tensor ones(const Shape& shape, const TensorOptions& options = {});
+Tensor full(const Shape& shape, double value, const TensorOptions& options = {});
+Tensor scalar_tensor(double value, const TensorOptions& options = {});  // 0-dim
+// [start, end) by step, like Python's range; dtype i64 unless options say otherwise.
+Tensor arange(double start, double end, double step = 1, const TensorOptions& options = kI64);
+Tensor arange(int64_t end, const TensorOptions& options = kI64);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+// Copies `values` into a new tensor of dtype DTypeOf<T> (then converted to options.dtype()).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& options) {
+  return from_vector<T>(values, shape).to(options);
+}
+
+}  // namespace tessera

@@ -1,0 +1,162 @@
+// Convolution, pooling, softmax and batch norm against direct loops and formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace {
+
+// Direct convolution, the definition written out.
+Tensor naive_conv(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dParams& p) {
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t o = w.size(0), cg = w.size(1), kh = w.size(2), kw = w.size(3);
+  const int64_t oh = window_output_size(h, kh, p.stride[0], p.padding[0], p.dilation[0]);
+  const int64_t ow = window_output_size(wd, kw, p.stride[1], p.padding[1], p.dilation[1]);
+  const int64_t og = o / p.groups;
+  std::vector<double> xs = x.to_vector<double>(), ws = w.to_vector<double>();
+  std::vector<double> out(n * o * oh * ow);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double s = bias.defined() ? bias.at({oc}) : 0.0;
+          const int64_t g = oc / og;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t iy = y * p.stride[0] - p.padding[0] + i * p.dilation[0];
+                const int64_t ix = z * p.stride[1] - p.padding[1] + j * p.dilation[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                s += xs[((b * c + g * cg + ic) * h + iy) * wd + ix] *
+                     ws[((oc * cg + ic) * kh + i) * kw + j];
+              }
+          out[((b * o + oc) * oh + y) * ow + z] = s;
+        }
+  return from_vector<double>(out, {n, o, oh, ow});
+}
+
+struct ConvCase {
+  Shape x, w;
+  Conv2dParams p;
+};
+
+std::vector<ConvCase> conv_cases() {
+  Conv2dParams strided;
+  strided.stride = {2, 1};
+  strided.padding = {1, 2};
+  Conv2dParams dilated;
+  dilated.dilation = {2, 2};
+  dilated.padding = {2, 1};
+  Conv2dParams grouped;
+  grouped.groups = 2;
+  grouped.padding = {1, 1};
+  return {{{2, 3, 7, 6}, {4, 3, 3, 3}, Conv2dParams{}},
+          {{2, 3, 7, 6}, {5, 3, 3, 2}, strided},
+          {{1, 2, 9, 8}, {3, 2, 3, 3}, dilated},
+          {{3, 4, 5, 5}, {6, 2, 3, 3}, grouped}};
+}
+
+TEST(Conv2d, ForwardMatchesDirectConvolution) {
+  for (const ConvCase& c : conv_cases()) {
+    Tensor x = randn(c.x, kF64), w = randn(c.w, kF64), b = randn({c.w[0]}, kF64);
+    EXPECT_LT(max_abs_diff(conv2d(x, w, b, c.p), naive_conv(x, w, b, c.p)), 1e-10);
+    Tensor y32 = conv2d(x.to(kF32), w.to(kF32), Tensor(), c.p);
+    EXPECT_LT(max_abs_diff(y32, naive_conv(x, w, Tensor(), c.p)), 1e-4);
+  }
+}
+
+TEST(Conv2d, BackwardPassesAreTheAdjoints) {
+  // conv is linear in x and in w, so <g, conv(x, w)> = <dx(g, w), x> = <dw(g, x), w>.
+  for (const ConvCase& c : conv_cases()) {
+    Tensor x = randn(c.x, kF64), w = randn(c.w, kF64);
+    Tensor y = conv2d(x, w, Tensor(), c.p);
+    Tensor g = randn(y.shape(), kF64);
+    const double lhs = sum(g * y).item();
+    const double via_input = sum(conv2d_backward_input(g, w, x.shape(), c.p) * x).item();
+    const double via_weight = sum(conv2d_backward_weight(g, x, w.shape(), c.p) * w).item();
+    EXPECT_NEAR(via_input, lhs, 1e-9 * (1 + std::fabs(lhs)));
+    EXPECT_NEAR(via_weight, lhs, 1e-9 * (1 + std::fabs(lhs)));
+  }
+}
+
+TEST(Conv2d, ErrorsNameShapes) {
+  EXPECT_THROW(conv2d(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3}), Tensor(), {}), Error);
+  EXPECT_THROW(conv2d(zeros({1, 3, 2, 2}), zeros({4, 3, 3, 3}), Tensor(), {}), Error);
+  EXPECT_THROW(conv2d(zeros({3, 5, 5}), zeros({4, 3, 3, 3}), Tensor(), {}), Error);
+}
+
+TEST(Pool, MaxPoolValuesAndIndices) {
+  Tensor x = from_vector<float>({1, 5, 2, 0,
+                                 3, 4, 8, 1,
+                                 0, 2, 6, 7,
+                                 9, 1, 3, 2}, {1, 1, 4, 4});
+  Pool2dParams p;
+  p.kernel = {2, 2};
+  p.stride = {2, 2};
+  auto [y, idx] = max_pool2d_with_indices(x, p);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{5, 8, 9, 7}));
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{1, 6, 12, 11}));
+  Tensor g = max_pool2d_backward(ones({1, 1, 2, 2}), idx, x.shape());
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{0, 1, 0, 0, 0, 0, 1, 0,
+                                                      0, 0, 0, 1, 1, 0, 0, 0}));
+}
+
+TEST(Pool, AvgPoolCountsPaddingAsPyTorchDoes) {
+  Tensor x = ones({1, 1, 3, 3});
+  Pool2dParams p;
+  p.kernel = {2, 2};
+  p.stride = {2, 2};
+  p.padding = {1, 1};
+  // Corner window covers one real element and three padded ones.
+  EXPECT_EQ(avg_pool2d(x, p).at({0, 0, 0, 0}), 0.25);
+  p.count_include_pad = false;
+  EXPECT_EQ(avg_pool2d(x, p).at({0, 0, 0, 0}), 1.0);
+}
+
+TEST(Pool, AdaptiveAveragePool) {
+  Tensor x = arange(0, 2 * 5 * 7, 1, kF64).view({1, 2, 5, 7});
+  Tensor y = adaptive_avg_pool2d(x, {1, 1});
+  EXPECT_NEAR(y.at({0, 1, 0, 0}), mean(x.select(1, 1)).item(), 1e-12);
+  Tensor z = adaptive_avg_pool2d(x, {2, 3});  // windows rows [0,3) [2,5); cols [0,3) [2,5) [4,7)
+  EXPECT_NEAR(z.at({0, 0, 1, 2}),
+              mean(x.select(1, 0).narrow(1, 2, 3).narrow(2, 4, 3)).item(), 1e-12);
+  Tensor g = adaptive_avg_pool2d_backward(ones({1, 2, 1, 1}, kF64), x.shape());
+  EXPECT_NEAR(g.at({0, 0, 4, 6}), 1.0 / 35, 1e-15);
+}
+
+TEST(Softmax, MatchesFormulaAlongAnyDim) {
+  Tensor x = randn({3, 4, 5}, kF64) * 10.0;
+  for (int64_t dim : {0, 1, 2}) {
+    Tensor s = softmax(x, dim);
+    Tensor want = exp(x) / sum(exp(x), {dim}, true);
+    EXPECT_LT(max_abs_diff(s, want), 1e-12);
+    EXPECT_LT(max_abs_diff(log_softmax(x, dim), log(want)), 1e-10);
+  }
+  // Large logits: subtracting the max keeps it finite.
+  Tensor big = from_vector<float>({1000, 1001}, {1, 2});
+  EXPECT_NEAR(softmax(big, 1).at({0, 1}), 1 / (1 + std::exp(-1.0)), 1e-6);
+}
+
+TEST(BatchNorm, TrainingNormalizesAndUpdatesRunningStats) {
+  Tensor x = randn({4, 3, 2, 2}, kF64) * 3.0 + 1.0;
+  Tensor w = from_vector<double>({1, 2, 3}, {3}), b = from_vector<double>({0, 1, -1}, {3});
+  Tensor rm = zeros({3}, kF64), rv = ones({3}, kF64);
+  BatchNormResult r = batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+  for (int64_t c = 0; c < 3; ++c) {
+    Tensor xc = x.select(1, c);
+    const double m = mean(xc).item(), v = var(xc, {}, 0).item();
+    Tensor want = (xc - m) / std::sqrt(v + 1e-5) * w.at({c}) + b.at({c});
+    EXPECT_LT(max_abs_diff(r.output.select(1, c), want), 1e-10);
+    EXPECT_NEAR(rm.at({c}), 0.1 * m, 1e-12);
+    EXPECT_NEAR(rv.at({c}), 0.9 + 0.1 * var(xc, {}, 1).item(), 1e-12);  // unbiased
+  }
+  BatchNormResult e = batch_norm(x, w, b, rm, rv, false, 0.1, 1e-5);
+  const double want = (x.at({0, 2, 1, 1}) - rm.at({2})) / std::sqrt(rv.at({2}) + 1e-5) * 3 - 1;
+  EXPECT_NEAR(e.output.at({0, 2, 1, 1}), want, 1e-12);
+  EXPECT_THROW(batch_norm(zeros({1, 3}), w, b, rm, rv, true, 0.1, 1e-5), Error);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package tessera needs (build, tests, data), as root on Debian 12.
+# Idempotent: when everything is already installed it only checks and returns.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap bazel-rules-java        # Bazel 4.2.3 and the rules_java it needs offline
+  g++ libeigen3-dev libopenblas-dev       # CPU kernels: Eigen, OpenBLAS sgemm/dgemm
+  libopenmpi-dev openmpi-bin              # multi-process training under mpirun
+  libgtest-dev libbenchmark-dev           # GoogleTest suites, Google Benchmark
+  zlib1g-dev                              # gzip'd IDX files
+  dataset-fashion-mnist                   # the real Fashion-MNIST, under /usr/share/datasets
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages: ${missing[*]}; run this script as root" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "setup: done"
