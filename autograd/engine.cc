@@ -1,0 +1,118 @@
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+
+namespace {
+
+// The start of every backward: hands the roots' gradients to the roots' edges.
+class GraphRoot final : public Node {
+ public:
+  GraphRoot(std::vector<Edge> edges, std::vector<Tensor> grads) : Node(0), grads_(std::move(grads)) {
+    set_next_edges(std::move(edges));
+  }
+  std::string name() const override { return "GraphRoot"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override { return grads_; }
+
+ private:
+  std::vector<Tensor> grads_;
+};
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
+};
+
+void accumulate(Tensor& slot, Tensor grad) {
+  if (!slot.defined()) {
+    slot = std::move(grad);
+  } else {
+    slot = add(slot, grad);
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  TS_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(),
+           " roots but ", grads.size(), " gradients");
+  std::vector<Edge> edges;
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Variable& root = roots[i];
+    TS_CHECK(root.defined(), "backward: root ", i, " is undefined");
+    TS_CHECK(root.requires_grad(), "backward: root ", i, " (shape ", root.shape(),
+             ") does not require grad and has no grad_fn: nothing to differentiate");
+    Tensor g;
+    if (!grads.empty() && grads[i].defined()) {
+      g = grads[i];
+      TS_CHECK(g.shape() == root.shape(), "backward: gradient shape ", g.shape(),
+               " differs from root shape ", root.shape());
+    } else {
+      TS_CHECK(root.numel() == 1, "backward: a gradient can be implied only for one-element "
+               "outputs, but root ", i, " has shape ", root.shape());
+      g = ones(root.shape(), root.data().options());
+    }
+    edges.push_back(gradient_edge(root));
+    root_grads.push_back(g);
+  }
+  auto graph_root = std::make_shared<GraphRoot>(std::move(edges), std::move(root_grads));
+
+  // Count, for every reachable node, how many gradients it will receive.
+  std::unordered_map<Node*, int> dependencies;
+  {
+    std::vector<Node*> stack{graph_root.get()};
+    std::unordered_map<Node*, bool> seen{{graph_root.get(), true}};
+    while (!stack.empty()) {
+      Node* node = stack.back();
+      stack.pop_back();
+      for (const Edge& e : node->next_edges()) {
+        if (!e.valid()) continue;
+        ++dependencies[e.node.get()];
+        if (!seen[e.node.get()]) {
+          seen[e.node.get()] = true;
+          stack.push_back(e.node.get());
+        }
+      }
+    }
+  }
+
+  // Backward itself never records a graph (gradients are plain tensors).
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, std::vector<Tensor>> inputs;
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  ready.push(graph_root.get());
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> node_grads = std::move(inputs[node]);
+    inputs.erase(node);
+    node_grads.resize(node->num_outputs());
+    node->run_pre_hooks(node_grads);
+    bool any = node->num_outputs() == 0;
+    for (const Tensor& g : node_grads) any = any || g.defined();
+    std::vector<Tensor> outputs;
+    if (any) outputs = node->apply(std::move(node_grads));
+    if (!retain_graph) node->release_saved();
+    const std::vector<Edge>& next = node->next_edges();
+    for (size_t i = 0; i < next.size(); ++i) {
+      const Edge& e = next[i];
+      if (!e.valid()) continue;
+      Node* target = e.node.get();
+      if (i < outputs.size() && outputs[i].defined()) {
+        std::vector<Tensor>& slots = inputs[target];
+        slots.resize(target->num_outputs());
+        accumulate(slots[e.input_nr], std::move(outputs[i]));
+      }
+      if (--dependencies[target] == 0) ready.push(target);
+    }
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,115 @@
+// Differentiable ops on Variables. Each computes with the Tensor op of the same name
+// (tensor/ops.h) and records its backward (autograd/function.h) when a gradient is needed.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "tensor/conv_params.h"
+#include "tensor/random.h"
+
+namespace tessera {
+
+// ---- elementwise (broadcasting; gradients are summed back to each input's shape) ----
+Variable add(const Variable& a, const Variable& b);
+Variable sub(const Variable& a, const Variable& b);
+Variable mul(const Variable& a, const Variable& b);
+Variable div(const Variable& a, const Variable& b);
+Variable maximum(const Variable& a, const Variable& b);
+Variable minimum(const Variable& a, const Variable& b);
+Variable add(const Variable& a, double b);
+Variable mul(const Variable& a, double b);
+Variable pow(const Variable& a, double exponent);
+Variable operator+(const Variable& a, const Variable& b);
+Variable operator-(const Variable& a, const Variable& b);
+Variable operator*(const Variable& a, const Variable& b);
+Variable operator/(const Variable& a, const Variable& b);
+Variable operator+(const Variable& a, double b);
+Variable operator-(const Variable& a, double b);
+Variable operator*(const Variable& a, double b);
+Variable operator/(const Variable& a, double b);
+Variable operator+(double a, const Variable& b);
+Variable operator-(double a, const Variable& b);
+Variable operator*(double a, const Variable& b);
+Variable operator/(double a, const Variable& b);
+Variable operator-(const Variable& a);
+
+Variable neg(const Variable& a);
+Variable abs(const Variable& a);
+Variable exp(const Variable& a);
+Variable log(const Variable& a);
+Variable sqrt(const Variable& a);
+Variable square(const Variable& a);
+Variable tanh(const Variable& a);
+Variable sigmoid(const Variable& a);
+Variable relu(const Variable& a);
+Variable clamp(const Variable& a, double low, double high);
+// cond (a bool Tensor) ? a : b.
+Variable where(const Tensor& cond, const Variable& a, const Variable& b);
+
+// ---- reductions (empty dims: all) ----
+Variable sum(const Variable& a, const Shape& dims = {}, bool keepdim = false);
+Variable mean(const Variable& a, const Shape& dims = {}, bool keepdim = false);
+Variable var(const Variable& a, const Shape& dims = {}, int64_t correction = 1,
+             bool keepdim = false);
+// Gradient shared equally among tied maxima, as torch.amax.
+Variable amax(const Variable& a, const Shape& dims = {}, bool keepdim = false);
+Variable amin(const Variable& a, const Shape& dims = {}, bool keepdim = false);
+
+// ---- shape and views (gradients flow back through the view) ----
+Variable reshape(const Variable& a, const Shape& shape);
+Variable view(const Variable& a, const Shape& shape);
+Variable flatten(const Variable& a, int64_t start_dim = 0, int64_t end_dim = -1);
+Variable transpose(const Variable& a, int64_t dim0, int64_t dim1);
+Variable permute(const Variable& a, const Shape& dims);
+Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length);
+Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Variable select(const Variable& a, int64_t dim, int64_t index);
+Variable expand(const Variable& a, const Shape& shape);
+Variable squeeze(const Variable& a, int64_t dim);
+Variable unsqueeze(const Variable& a, int64_t dim);
+Variable contiguous(const Variable& a);
+Variable to(const Variable& a, DType dtype);
+Variable to(const Variable& a, Device device);
+Variable cat(const std::vector<Variable>& parts, int64_t dim);
+Variable stack(const std::vector<Variable>& parts, int64_t dim);
+std::vector<Variable> split(const Variable& a, int64_t split_size, int64_t dim);
+std::vector<Variable> chunk(const Variable& a, int64_t chunks, int64_t dim);
+Variable index_select(const Variable& a, int64_t dim, const Tensor& index);
+Variable gather(const Variable& a, int64_t dim, const Tensor& index);
+
+// ---- linear algebra ----
+Variable matmul(const Variable& a, const Variable& b);
+// x [..., in] W^T [in, out] + b [out]. bias may be undefined.
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
+// ---- neural-network ops ----
+Variable conv2d(const Variable& input, const Variable& weight, const Variable& bias,
+                const Conv2dParams& params = {});
+Variable max_pool2d(const Variable& input, const Pool2dParams& params);
+Variable avg_pool2d(const Variable& input, const Pool2dParams& params);
+Variable adaptive_avg_pool2d(const Variable& input, std::array<int64_t, 2> output_size);
+Variable softmax(const Variable& a, int64_t dim);
+Variable log_softmax(const Variable& a, int64_t dim);
+// Training: normalizes with batch statistics and updates running_mean/running_var (plain
+// Tensors, in place); eval: uses them. weight/bias may be undefined.
+Variable batch_norm(const Variable& input, const Variable& weight, const Variable& bias,
+                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                    double momentum = 0.1, double eps = 1e-5);
+// Zeroes each element with probability p and scales the rest by 1/(1-p) (training only).
+Variable dropout(const Variable& a, double p, bool training, Generator* gen = nullptr);
+
+// ---- losses ----
+enum class Reduction { kMean, kSum, kNone };
+// Fused log-softmax + NLL on logits [N, C] and class indices [N] (i64), with optional label
+// smoothing eps: the target distribution is (1 - eps) one_hot + eps / C.
+Variable cross_entropy(const Variable& logits, const Tensor& target,
+                       Reduction reduction = Reduction::kMean, double label_smoothing = 0.0);
+// Negative log-likelihood of log-probabilities [N, C] at class indices [N].
+Variable nll_loss(const Variable& log_probs, const Tensor& target,
+                  Reduction reduction = Reduction::kMean);
+Variable mse_loss(const Variable& input, const Variable& target,
+                  Reduction reduction = Reduction::kMean);
+
+}  // namespace tessera

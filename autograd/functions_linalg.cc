@@ -1,0 +1,66 @@
+// Differentiable matmul and linear.
+//   C = A B:  dA = dC B^T,  dB = A^T dC   (summed over broadcast batch dims)
+//   y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum of dy over all but the last dim
+#include "autograd/function.h"
+#include "autograd/functions.h"
+#include "autograd/functions_util.h"
+
+namespace tessera {
+
+Variable matmul(const Variable& a, const Variable& b) {
+  if (a.dim() == 1 && b.dim() == 1) {
+    return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
+  }
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
+  const detail::InputMeta ma = detail::meta(a), mb = detail::meta(b);
+  const Tensor x = mb.needs_grad ? a.data() : Tensor();  // A, kept only if dB is needed
+  const Tensor y = ma.needs_grad ? b.data() : Tensor();  // B, kept only if dA is needed
+  return record("MatmulBackward", matmul(a.data(), b.data()), {a, b},
+                [ma, mb, x, y](const Tensor& g) -> Grads {
+                  Tensor ga, gb;
+                  if (ma.needs_grad) ga = detail::reduce_to(matmul(g, y.transpose(-1, -2)), ma);
+                  if (mb.needs_grad) {
+                    if (mb.shape.size() == 2 && x.dim() > 2) {
+                      // B shared by every batch entry: one GEMM over the folded batch.
+                      const int64_t k = x.size(-1), n = g.size(-1);
+                      gb = matmul(x.reshape({-1, k}).t(), g.reshape({-1, n})).to(mb.dtype);
+                    } else {
+                      gb = detail::reduce_to(matmul(x.transpose(-1, -2), g), mb);
+                    }
+                  }
+                  return {ga, gb};
+                });
+}
+
+Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+  TS_CHECK(x.dim() >= 1 && weight.dim() == 2, "linear: expected input [..., in] and weight "
+           "[out, in], got ", x.shape(), " and ", weight.shape());
+  TS_CHECK(x.size(-1) == weight.size(1), "linear: input features ", x.size(-1),
+           " differ from weight ", weight.shape(), " (in = ", weight.size(1), ")");
+  Tensor out = matmul(x.data(), weight.data().t());
+  if (bias.defined()) {
+    TS_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias shape ",
+             bias.shape(), " does not match ", weight.size(0), " outputs");
+    add_(out, bias.data());
+  }
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Tensor input = need_w ? x.data() : Tensor();
+  // The weight is saved as a Variable: backward reads whatever data it holds then.
+  const Variable w = need_x ? weight : Variable();
+  return record("LinearBackward", out, {x, weight, bias},
+                [need_x, need_w, need_b, input, w](const Tensor& g) -> Grads {
+                  Tensor gx, gw, gb;
+                  const int64_t out_features = g.size(-1);
+                  if (need_x) gx = matmul(g, w.data());
+                  if (need_w) {
+                    const Tensor g2 = g.reshape({-1, out_features});
+                    gw = matmul(g2.t(), input.reshape({-1, input.size(-1)}));
+                  }
+                  if (need_b) gb = sum(g.reshape({-1, out_features}), {0});
+                  return {gx, gw, gb};
+                });
+}
+
+}  // namespace tessera

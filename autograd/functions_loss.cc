@@ -1,0 +1,98 @@
+// Differentiable losses.
+//
+// cross_entropy fuses log-softmax with the negative log-likelihood: with p = softmax(x) and
+// the target distribution q = (1 - eps) one_hot(y) + eps / C, the loss of a row is
+// -sum_c q_c log p_c and its gradient with respect to the logits is simply p - q.
+#include "autograd/function.h"
+#include "autograd/functions.h"
+#include "autograd/functions_util.h"
+
+namespace tessera {
+
+namespace {
+
+void check_classification(const Variable& scores, const Tensor& target, const char* op) {
+  TS_CHECK(scores.dim() == 2, op, ": expected scores [N, C], got shape ", scores.shape());
+  TS_CHECK(target.defined() && target.dim() == 1 && target.size(0) == scores.size(0), op,
+           ": expected target [", scores.size(0), "] of class indices, got shape ",
+           target.defined() ? target.shape() : Shape{});
+  TS_CHECK(target.dtype() == kI64 || target.dtype() == kI32, op,
+           ": target must hold class indices (i64 or i32), got ", target.dtype());
+  if (target.numel() > 0) {
+    const int64_t lo = static_cast<int64_t>(amin(target).item());
+    const int64_t hi = static_cast<int64_t>(amax(target).item());
+    TS_CHECK(lo >= 0 && hi < scores.size(1), op, ": target class out of range: values span [",
+             lo, ", ", hi, "] but there are ", scores.size(1), " classes");
+  }
+}
+
+// Per-row losses, reduced.
+Tensor reduce_rows(const Tensor& rows, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kMean: return mean(rows);
+    case Reduction::kSum: return sum(rows);
+    case Reduction::kNone: return rows;
+  }
+  return rows;
+}
+
+// The upstream gradient of the reduced loss, as one factor per row.
+Tensor per_row_grad(const Tensor& g, int64_t n, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kMean: return div(g.reshape({1, 1}), static_cast<double>(n));
+    case Reduction::kSum: return g.reshape({1, 1});
+    case Reduction::kNone: return g.reshape({n, 1});
+  }
+  return g;
+}
+
+}  // namespace
+
+Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction reduction,
+                       double label_smoothing) {
+  check_classification(logits, target, "cross_entropy");
+  TS_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+           "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  const int64_t n = logits.size(0), classes = logits.size(1);
+  const Tensor logp = log_softmax(logits.data(), 1);
+  const Tensor idx = target.to(kI64).unsqueeze(1);
+  Tensor rows = neg(gather(logp, 1, idx).squeeze(1));
+  if (label_smoothing > 0) {
+    const Tensor uniform_term = neg(mean(logp, {1}));
+    rows = add(mul(rows, 1 - label_smoothing), mul(uniform_term, label_smoothing));
+  }
+  return record("CrossEntropyBackward", reduce_rows(rows, reduction), {logits},
+                [=](const Tensor& g) -> Grads {
+                  Tensor q = one_hot(target, classes, logp.dtype());
+                  if (label_smoothing > 0) {
+                    q = add(mul(q, 1 - label_smoothing), label_smoothing / classes);
+                  }
+                  return {mul(sub(exp(logp), q), per_row_grad(g, n, reduction))};
+                });
+}
+
+Variable nll_loss(const Variable& log_probs, const Tensor& target, Reduction reduction) {
+  check_classification(log_probs, target, "nll_loss");
+  const int64_t n = log_probs.size(0), classes = log_probs.size(1);
+  const Tensor idx = target.to(kI64).unsqueeze(1);
+  const Tensor rows = neg(gather(log_probs.data(), 1, idx).squeeze(1));
+  const DType dtype = log_probs.dtype();
+  return record("NllLossBackward", reduce_rows(rows, reduction), {log_probs},
+                [=](const Tensor& g) -> Grads {
+                  return {mul(neg(one_hot(target, classes, dtype)), per_row_grad(g, n, reduction))};
+                });
+}
+
+Variable mse_loss(const Variable& input, const Variable& target, Reduction reduction) {
+  TS_CHECK(input.shape() == target.shape(), "mse_loss: input shape ", input.shape(),
+           " differs from target shape ", target.shape());
+  const Variable sq = square(input - target);
+  switch (reduction) {
+    case Reduction::kMean: return mean(sq);
+    case Reduction::kSum: return sum(sq);
+    case Reduction::kNone: return sq;
+  }
+  return sq;
+}
+
+}  // namespace tessera

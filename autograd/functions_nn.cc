@@ -1,0 +1,94 @@
+// Differentiable neural-network ops: convolution, pooling, softmax, batch norm, dropout.
+#include "autograd/function.h"
+#include "autograd/functions.h"
+#include "autograd/functions_util.h"
+
+namespace tessera {
+
+Variable conv2d(const Variable& input, const Variable& weight, const Variable& bias,
+                const Conv2dParams& params) {
+  Tensor out = conv2d(input.data(), weight.data(), bias.defined() ? bias.data() : Tensor(), params);
+  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const Shape input_shape = input.shape();
+  const Tensor x = need_w ? input.data() : Tensor();
+  const Variable w = weight;  // read at backward time (ZeRO-3 re-gathers it)
+  return record("Conv2dBackward", out, {input, weight, bias},
+                [=](const Tensor& g) -> Grads {
+                  Tensor gx, gw, gb;
+                  if (need_x) gx = conv2d_backward_input(g, w.data(), input_shape, params);
+                  if (need_w) gw = conv2d_backward_weight(g, x, w.shape(), params);
+                  if (need_b) gb = sum(g, {0, 2, 3});
+                  return {gx, gw, gb};
+                });
+}
+
+Variable max_pool2d(const Variable& input, const Pool2dParams& params) {
+  auto [out, indices] = max_pool2d_with_indices(input.data(), params);
+  const Shape input_shape = input.shape();
+  return record("MaxPool2dBackward", out, {input},
+                [indices = indices, input_shape](const Tensor& g) -> Grads {
+                  return {max_pool2d_backward(g, indices, input_shape)};
+                });
+}
+
+Variable avg_pool2d(const Variable& input, const Pool2dParams& params) {
+  const Shape input_shape = input.shape();
+  return record("AvgPool2dBackward", avg_pool2d(input.data(), params), {input},
+                [input_shape, params](const Tensor& g) -> Grads {
+                  return {avg_pool2d_backward(g, input_shape, params)};
+                });
+}
+
+Variable adaptive_avg_pool2d(const Variable& input, std::array<int64_t, 2> output_size) {
+  const Shape input_shape = input.shape();
+  return record("AdaptiveAvgPool2dBackward", adaptive_avg_pool2d(input.data(), output_size),
+                {input}, [input_shape](const Tensor& g) -> Grads {
+                  return {adaptive_avg_pool2d_backward(g, input_shape)};
+                });
+}
+
+Variable softmax(const Variable& a, int64_t dim) {
+  const Tensor y = softmax(a.data(), dim);
+  return record("SoftmaxBackward", y, {a},
+                [y, dim](const Tensor& g) -> Grads { return {softmax_backward(g, y, dim)}; });
+}
+
+Variable log_softmax(const Variable& a, int64_t dim) {
+  const Tensor y = log_softmax(a.data(), dim);
+  return record("LogSoftmaxBackward", y, {a}, [y, dim](const Tensor& g) -> Grads {
+    return {log_softmax_backward(g, y, dim)};
+  });
+}
+
+Variable batch_norm(const Variable& input, const Variable& weight, const Variable& bias,
+                    const Tensor& running_mean, const Tensor& running_var, bool training,
+                    double momentum, double eps) {
+  BatchNormResult r = batch_norm(input.data(), weight.defined() ? weight.data() : Tensor(),
+                                 bias.defined() ? bias.data() : Tensor(), running_mean,
+                                 running_var, training, momentum, eps);
+  const bool need_x = input.requires_grad();
+  const bool need_affine = weight.defined() && (weight.requires_grad() ||
+                                                (bias.defined() && bias.requires_grad()));
+  const Tensor x = input.data();
+  const Variable w = weight;
+  return record("BatchNormBackward", r.output, {input, weight, bias},
+                [=, mean = r.mean, invstd = r.invstd](const Tensor& g) -> Grads {
+                  BatchNormGrads grads =
+                      batch_norm_backward(g, x, w.defined() ? w.data() : Tensor(), mean, invstd,
+                                          training, need_x, need_affine);
+                  return {grads.input, grads.weight, grads.bias};
+                });
+}
+
+Variable dropout(const Variable& a, double p, bool training, Generator* gen) {
+  TS_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return a;
+  if (p == 1) return mul(a, 0.0);
+  // The mask holds 0 or 1/(1-p), so the expected value of every element is unchanged.
+  const Tensor mask = mul(bernoulli(a.shape(), 1 - p, a.data().options(), gen), 1.0 / (1 - p));
+  return record("DropoutBackward", mul(a.data(), mask), {a},
+                [mask](const Tensor& g) -> Grads { return {mul(g, mask)}; });
+}
+
+}  // namespace tessera

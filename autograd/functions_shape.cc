@@ -1,0 +1,174 @@
+// Differentiable views and shape ops: the gradient takes the inverse path (reshape back,
+// transpose back, scatter into the slice, sum over the expanded dims).
+#include <numeric>
+
+#include "autograd/function.h"
+#include "autograd/functions.h"
+#include "autograd/functions_util.h"
+
+namespace tessera {
+
+Variable reshape(const Variable& a, const Shape& shape) {
+  const Shape input = a.shape();
+  return record("ReshapeBackward", a.data().reshape(shape), {a},
+                [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
+}
+
+Variable view(const Variable& a, const Shape& shape) {
+  const Shape input = a.shape();
+  return record("ViewBackward", a.data().view(shape), {a},
+                [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
+}
+
+Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
+  const Shape input = a.shape();
+  return record("FlattenBackward", a.data().flatten(start_dim, end_dim), {a},
+                [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
+}
+
+Variable transpose(const Variable& a, int64_t dim0, int64_t dim1) {
+  return record("TransposeBackward", a.data().transpose(dim0, dim1), {a},
+                [dim0, dim1](const Tensor& g) -> Grads { return {g.transpose(dim0, dim1)}; });
+}
+
+Variable permute(const Variable& a, const Shape& dims) {
+  Tensor out = a.data().permute(dims);
+  Shape inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], a.dim(), "permute")] = i;
+  return record("PermuteBackward", out, {a},
+                [inverse](const Tensor& g) -> Grads { return {g.permute(inverse)}; });
+}
+
+namespace {
+// Gradient of a view that picks part of the input: zeros with the part filled in.
+Variable part(const char* name, const Variable& a, Tensor out,
+              std::function<Tensor(const Tensor&)> same_view) {
+  const detail::InputMeta m = detail::meta(a);
+  return record(name, std::move(out), {a}, [m, same_view](const Tensor& g) -> Grads {
+    Tensor full = zeros(m.shape, g.options());
+    same_view(full).copy_(g);
+    return {full};
+  });
+}
+}  // namespace
+
+Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
+  return part("NarrowBackward", a, a.data().narrow(dim, start, length),
+              [dim, start, length](const Tensor& t) { return t.narrow(dim, start, length); });
+}
+
+Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return part("SliceBackward", a, a.data().slice(dim, start, end, step),
+              [=](const Tensor& t) { return t.slice(dim, start, end, step); });
+}
+
+Variable select(const Variable& a, int64_t dim, int64_t index) {
+  return part("SelectBackward", a, a.data().select(dim, index),
+              [dim, index](const Tensor& t) { return t.select(dim, index); });
+}
+
+Variable expand(const Variable& a, const Shape& shape) {
+  const Shape input = a.shape();
+  return record("ExpandBackward", a.data().expand(shape), {a},
+                [input](const Tensor& g) -> Grads { return {sum_to(g, input)}; });
+}
+
+Variable squeeze(const Variable& a, int64_t dim) {
+  const Shape input = a.shape();
+  return record("SqueezeBackward", a.data().squeeze(dim), {a},
+                [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
+}
+
+Variable unsqueeze(const Variable& a, int64_t dim) {
+  const Shape input = a.shape();
+  return record("UnsqueezeBackward", a.data().unsqueeze(dim), {a},
+                [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
+}
+
+Variable contiguous(const Variable& a) {
+  if (a.data().is_contiguous()) return a;
+  return record("ContiguousBackward", a.data().contiguous(), {a},
+                [](const Tensor& g) -> Grads { return {g}; });
+}
+
+Variable to(const Variable& a, DType dtype) {
+  if (a.dtype() == dtype) return a;
+  const DType from = a.dtype();
+  return record("ToDTypeBackward", a.data().to(dtype), {a},
+                [from](const Tensor& g) -> Grads { return {g.to(from)}; });
+}
+
+Variable to(const Variable& a, Device device) {
+  if (a.device() == device) return a;
+  const Device from = a.device();
+  return record("ToDeviceBackward", a.data().to(device), {a},
+                [from](const Tensor& g) -> Grads { return {g.to(from)}; });
+}
+
+Variable cat(const std::vector<Variable>& parts, int64_t dim) {
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> sizes;
+  for (const Variable& v : parts) {
+    tensors.push_back(v.data());
+    sizes.push_back(v.dim() > 0 ? v.size(wrap_dim(dim, v.dim(), "cat")) : 0);
+  }
+  Tensor out = cat(tensors, dim);
+  const int64_t d = wrap_dim(dim, out.dim(), "cat");
+  return record("CatBackward", out, parts, [sizes, d](const Tensor& g) -> Grads {
+    Grads grads;
+    int64_t at = 0;
+    for (int64_t s : sizes) {
+      grads.push_back(g.narrow(d, at, s));
+      at += s;
+    }
+    return grads;
+  });
+}
+
+Variable stack(const std::vector<Variable>& parts, int64_t dim) {
+  TS_CHECK(!parts.empty(), "stack: expected a non-empty list");
+  const int64_t d = wrap_dim(dim, parts[0].dim() + 1, "stack");
+  std::vector<Variable> unsqueezed;
+  for (const Variable& v : parts) unsqueezed.push_back(unsqueeze(v, d));
+  return cat(unsqueezed, d);
+}
+
+std::vector<Variable> split(const Variable& a, int64_t split_size, int64_t dim) {
+  TS_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
+  const int64_t d = wrap_dim(dim, a.dim(), "split");
+  std::vector<Variable> out;
+  for (int64_t at = 0; at < a.size(d); at += split_size) {
+    out.push_back(narrow(a, d, at, std::min(split_size, a.size(d) - at)));
+  }
+  return out;
+}
+
+std::vector<Variable> chunk(const Variable& a, int64_t chunks, int64_t dim) {
+  TS_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
+  const int64_t d = wrap_dim(dim, a.dim(), "chunk");
+  return split(a, std::max<int64_t>(1, (a.size(d) + chunks - 1) / chunks), d);
+}
+
+Variable index_select(const Variable& a, int64_t dim, const Tensor& index) {
+  const Shape input = a.shape();
+  const int64_t d = wrap_dim(dim, a.dim(), "index_select");
+  return record("IndexSelectBackward", index_select(a.data(), d, index), {a},
+                [input, d, index](const Tensor& g) -> Grads {
+                  // Each selected row's gradient goes back to the row it came from.
+                  Shape shape(g.dim(), 1);
+                  shape[d] = index.numel();
+                  const Tensor idx = index.to(kI64).reshape(shape).expand(g.shape());
+                  return {scatter_add(zeros(input, g.options()), d, idx, g)};
+                });
+}
+
+Variable gather(const Variable& a, int64_t dim, const Tensor& index) {
+  const Shape input = a.shape();
+  const int64_t d = wrap_dim(dim, a.dim(), "gather");
+  return record("GatherBackward", gather(a.data(), d, index), {a},
+                [input, d, index](const Tensor& g) -> Grads {
+                  return {scatter_add(zeros(input, g.options()), d, index, g)};
+                });
+}
+
+}  // namespace tessera
