@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   bazel-bootstrap bazel-rules-java        # Bazel 4.2.3 and the rules_java it needs offline
-  g++ libeigen3-dev libopenblas-dev       # CPU kernels: Eigen, OpenBLAS sgemm/dgemm
+  g++ libeigen3-dev                       # CPU kernels: Eigen types
+  libopenblas-openmp-dev                  # OpenBLAS sgemm/dgemm on OpenMP threads
   libopenmpi-dev openmpi-bin              # multi-process training under mpirun
   libgtest-dev libbenchmark-dev           # GoogleTest suites, Google Benchmark
   zlib1g-dev                              # gzip'd IDX files

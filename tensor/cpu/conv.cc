@@ -21,7 +21,7 @@ namespace cpu {
 
 namespace {
 
-constexpr int64_t kColBudget = 8 << 20;  // elements
+constexpr int64_t kColBudget = 1 << 18;  // elements
 
 struct Geometry {
   int64_t n, c, h, w;      // input

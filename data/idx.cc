@@ -1,0 +1,104 @@
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <vector>
+
+namespace tessera {
+namespace data {
+
+namespace {
+
+// gzread reads gzip'd and plain files alike.
+std::vector<unsigned char> read_all(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  TS_CHECK(file != nullptr, "read_idx: cannot open '", path, "': ", std::strerror(errno),
+           " (Fashion-MNIST is installed by tools/setup.sh under /usr/share/datasets/fashion-mnist)");
+  std::vector<unsigned char> bytes;
+  unsigned char chunk[1 << 16];
+  while (true) {
+    const int n = gzread(file, chunk, sizeof(chunk));
+    if (n < 0) {
+      int code = 0;
+      const std::string message = gzerror(file, &code);
+      gzclose(file);
+      TS_FAIL("read_idx: '", path, "' is corrupt: ", message);
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), chunk, chunk + n);
+  }
+  // A truncated gzip stream reads as a short file; gzclose reports the missing trailer.
+  const int status = gzclose(file);
+  TS_CHECK(status == Z_OK, "read_idx: '", path, "' is corrupt or truncated (gzip status ",
+           status, ")");
+  return bytes;
+}
+
+uint32_t big_endian_u32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+template <typename T>
+T big_endian(const unsigned char* p) {
+  unsigned char swapped[sizeof(T)];
+  for (size_t i = 0; i < sizeof(T); ++i) swapped[i] = p[sizeof(T) - 1 - i];
+  T value;
+  std::memcpy(&value, swapped, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+Tensor read_idx(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_all(path);
+  TS_CHECK(bytes.size() >= 4, "read_idx: '", path, "' is ", bytes.size(),
+           " bytes long, too short for an IDX header");
+  TS_CHECK(bytes[0] == 0 && bytes[1] == 0, "read_idx: '", path,
+           "' does not start with the IDX magic number (first bytes ", int(bytes[0]), " ",
+           int(bytes[1]), ", expected 0 0)");
+  const int type = bytes[2], rank = bytes[3];
+  size_t element = 0;
+  DType dtype = kU8;
+  switch (type) {
+    case 0x08: element = 1; dtype = kU8; break;
+    case 0x09: element = 1; dtype = kI32; break;
+    case 0x0B: element = 2; dtype = kI32; break;
+    case 0x0C: element = 4; dtype = kI32; break;
+    case 0x0D: element = 4; dtype = kF32; break;
+    case 0x0E: element = 8; dtype = kF64; break;
+    default:
+      TS_FAIL("read_idx: '", path, "' has unknown element type 0x", std::hex, type);
+  }
+  TS_CHECK(rank >= 1, "read_idx: '", path, "' has rank 0");
+  const size_t header = 4 + 4 * static_cast<size_t>(rank);
+  TS_CHECK(bytes.size() >= header, "read_idx: '", path, "' ends inside its header (", bytes.size(),
+           " bytes, header needs ", header, ")");
+  Shape shape;
+  size_t count = 1;
+  for (int d = 0; d < rank; ++d) {
+    shape.push_back(big_endian_u32(&bytes[4 + 4 * d]));
+    count *= static_cast<size_t>(shape.back());
+  }
+  const size_t expected = header + count * element;
+  TS_CHECK(bytes.size() >= expected, "read_idx: '", path, "' is truncated: header says ", shape,
+           " (", count * element, " bytes of data) but only ", bytes.size() - header,
+           " bytes follow it");
+  TS_CHECK(bytes.size() == expected, "read_idx: '", path, "' has ", bytes.size() - expected,
+           " unexpected bytes after the ", shape, " elements its header describes");
+
+  Tensor out = empty(shape, dtype);
+  const unsigned char* p = bytes.data() + header;
+  switch (type) {
+    case 0x08: std::memcpy(out.raw_data(), p, count); break;
+    case 0x09: for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = static_cast<int8_t>(p[i]); break;
+    case 0x0B: for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = big_endian<int16_t>(p + 2 * i); break;
+    case 0x0C: for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = big_endian<int32_t>(p + 4 * i); break;
+    case 0x0D: for (size_t i = 0; i < count; ++i) out.data<float>()[i] = big_endian<float>(p + 4 * i); break;
+    case 0x0E: for (size_t i = 0; i < count; ++i) out.data<double>()[i] = big_endian<double>(p + 8 * i); break;
+  }
+  return out;
+}
+
+}  // namespace data
+}  // namespace tessera

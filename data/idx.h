@@ -1,0 +1,20 @@
+// IDX files: the format of MNIST and Fashion-MNIST (LeCun et al.), plain or gzip'd.
+//
+// Layout: two zero bytes, a type byte (0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32,
+// 0x0E f64), a rank byte, then `rank` big-endian u32 dimensions, then the elements,
+// big-endian, row-major. read_idx checks each of these and that the file holds exactly the
+// elements its header promises; any problem is an Error naming the file and what is wrong.
+#pragma once
+
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace tessera {
+namespace data {
+
+// u8 files give u8 tensors, i8/i16/i32 give i32, f32 gives f32, f64 gives f64.
+Tensor read_idx(const std::string& path);
+
+}  // namespace data
+}  // namespace tessera

@@ -1,0 +1,45 @@
+#include "data/mnist.h"
+
+#include <sys/stat.h>
+
+#include "data/idx.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace data {
+
+namespace {
+// The file, gzip'd or not, whichever exists.
+std::string find_file(const std::string& root, const std::string& stem) {
+  struct stat st;
+  for (const std::string& candidate : {root + "/" + stem + ".gz", root + "/" + stem}) {
+    if (::stat(candidate.c_str(), &st) == 0) return candidate;
+  }
+  TS_FAIL("MNIST: neither ", root, "/", stem, ".gz nor ", root, "/", stem,
+          " exists (tools/setup.sh installs Fashion-MNIST under ", kFashionMnistRoot, ")");
+}
+}  // namespace
+
+ImageSet load_mnist_format(const std::string& root, bool train) {
+  const std::string prefix = train ? "train" : "t10k";
+  const std::string image_path = find_file(root, prefix + "-images-idx3-ubyte");
+  const std::string label_path = find_file(root, prefix + "-labels-idx1-ubyte");
+  Tensor images = read_idx(image_path);
+  Tensor labels = read_idx(label_path);
+  TS_CHECK(images.dtype() == kU8 && images.dim() == 3 && images.size(1) == 28 &&
+               images.size(2) == 28,
+           "MNIST: '", image_path, "' holds ", images.dtype(), " ", images.shape(),
+           ", expected u8 [N, 28, 28]");
+  TS_CHECK(labels.dtype() == kU8 && labels.dim() == 1, "MNIST: '", label_path, "' holds ",
+           labels.dtype(), " ", labels.shape(), ", expected u8 [N]");
+  TS_CHECK(images.size(0) == labels.size(0), "MNIST: ", images.size(0), " images in '",
+           image_path, "' but ", labels.size(0), " labels in '", label_path, "'");
+  if (labels.numel() > 0) {
+    const double top = amax(labels).item();
+    TS_CHECK(top <= 9, "MNIST: '", label_path, "' has label ", top, ", expected 0..9");
+  }
+  return {images.unsqueeze(1), labels.to(kI64)};
+}
+
+}  // namespace data
+}  // namespace tessera

@@ -1,0 +1,27 @@
+// MNIST and Fashion-MNIST: 28x28 grey images in 10 classes, read from their IDX files.
+#pragma once
+
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace tessera {
+namespace data {
+
+inline constexpr const char* kFashionMnistRoot = "/usr/share/datasets/fashion-mnist";
+
+struct ImageSet {
+  Tensor images;  // [N, 1, 28, 28] u8
+  Tensor labels;  // [N] i64, 0..9
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+// Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte(.gz) under root; checks that images are
+// [N, 28, 28] u8, labels [N] u8 in 0..9, and that both have the same N.
+ImageSet load_mnist_format(const std::string& root, bool train);
+inline ImageSet FashionMNIST(const std::string& root = kFashionMnistRoot, bool train = true) {
+  return load_mnist_format(root, train);
+}
+
+}  // namespace data
+}  // namespace tessera

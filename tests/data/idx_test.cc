@@ -1,0 +1,126 @@
+// The IDX reader on files written here: good (plain and gzip'd), truncated, corrupt, missing.
+#include "data/idx.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/mnist.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace data {
+namespace {
+
+using Bytes = std::vector<unsigned char>;
+
+std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+void write_plain(const std::string& path, const Bytes& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+void write_gzip(const std::string& path, const Bytes& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+// Header for a u8 tensor of the given dims.
+Bytes header(unsigned char type, const std::vector<uint32_t>& dims) {
+  Bytes b = {0, 0, type, static_cast<unsigned char>(dims.size())};
+  for (uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) b.push_back((d >> shift) & 0xFF);
+  }
+  return b;
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    read_idx(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Idx, ReadsPlainAndGzipU8) {
+  Bytes b = header(0x08, {2, 3});
+  for (unsigned char v = 1; v <= 6; ++v) b.push_back(v);
+  write_plain(temp_path("ok.idx"), b);
+  write_gzip(temp_path("ok.idx.gz"), b);
+  for (const std::string name : {"ok.idx", "ok.idx.gz"}) {
+    Tensor t = read_idx(temp_path(name));
+    EXPECT_EQ(t.dtype(), kU8);
+    EXPECT_EQ(t.shape(), (Shape{2, 3}));
+    EXPECT_EQ(t.to_vector<uint8_t>(), (std::vector<uint8_t>{1, 2, 3, 4, 5, 6}));
+  }
+}
+
+TEST(Idx, ReadsBigEndianWiderTypes) {
+  Bytes b = header(0x0C, {2});
+  for (unsigned char v : {0x00, 0x00, 0x01, 0x02, 0xFF, 0xFF, 0xFF, 0xFE}) b.push_back(v);
+  write_plain(temp_path("i32.idx"), b);
+  EXPECT_EQ(read_idx(temp_path("i32.idx")).to_vector<int32_t>(), (std::vector<int32_t>{258, -2}));
+  Bytes f = header(0x0D, {1});
+  for (unsigned char v : {0x3F, 0xC0, 0x00, 0x00}) f.push_back(v);  // 1.5f
+  write_plain(temp_path("f32.idx"), f);
+  EXPECT_EQ(read_idx(temp_path("f32.idx")).item(), 1.5);
+}
+
+TEST(Idx, TruncatedFileNamesTheShortfall) {
+  Bytes b = header(0x08, {4, 4});
+  b.resize(b.size() + 10);  // 16 promised, 10 present
+  write_gzip(temp_path("short.idx.gz"), b);
+  const std::string err = error_of(temp_path("short.idx.gz"));
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+  EXPECT_NE(err.find("short.idx.gz"), std::string::npos) << err;
+}
+
+TEST(Idx, TruncatedGzipStreamIsAnError) {
+  Bytes b = header(0x08, {64, 64});
+  b.resize(b.size() + 64 * 64, 7);
+  write_gzip(temp_path("full.idx.gz"), b);
+  std::ifstream in(temp_path("full.idx.gz"), std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(temp_path("cut.idx.gz"), std::ios::binary).write(gz.data(), gz.size() / 2);
+  EXPECT_NE(error_of(temp_path("cut.idx.gz")), "");
+}
+
+TEST(Idx, CorruptHeadersAreRejected) {
+  write_plain(temp_path("magic.idx"), {1, 2, 8, 1, 0, 0, 0, 1, 5});
+  EXPECT_NE(error_of(temp_path("magic.idx")).find("magic"), std::string::npos);
+  write_plain(temp_path("type.idx"), {0, 0, 0x42, 1, 0, 0, 0, 1, 5});
+  EXPECT_NE(error_of(temp_path("type.idx")).find("element type"), std::string::npos);
+  write_plain(temp_path("header.idx"), {0, 0, 8, 3, 0, 0});
+  EXPECT_NE(error_of(temp_path("header.idx")).find("header"), std::string::npos);
+  Bytes extra = header(0x08, {2});
+  extra.insert(extra.end(), {1, 2, 3});
+  write_plain(temp_path("extra.idx"), extra);
+  EXPECT_NE(error_of(temp_path("extra.idx")).find("unexpected bytes"), std::string::npos);
+}
+
+TEST(Idx, MissingFileNamesThePath) {
+  const std::string err = error_of(temp_path("nope.idx"));
+  EXPECT_NE(err.find("nope.idx"), std::string::npos) << err;
+  EXPECT_THROW(load_mnist_format(temp_path("no-such-dir"), true), Error);
+}
+
+TEST(Mnist, RealFashionMnistIsInstalled) {
+  const ImageSet test = FashionMNIST(kFashionMnistRoot, false);
+  EXPECT_EQ(test.images.shape(), (Shape{10000, 1, 28, 28}));
+  EXPECT_EQ(test.labels.shape(), (Shape{10000}));
+  // The test split is balanced: 1000 images per class.
+  for (int c = 0; c < 10; ++c) EXPECT_EQ(sum(eq(test.labels, c)).item(), 1000) << c;
+}
+
+}  // namespace
+}  // namespace data
+}  // namespace tessera

@@ -1,0 +1,82 @@
+// Kernel benchmarks (Google Benchmark): GEMM and the ResNet-20 convolutions, 1 and 2 threads.
+//
+//   bazel run -c opt --config=native //tools/bench:kernels_bench
+//
+// GEMM: C = A B with n x n f32 matrices through tessera's matmul (OpenBLAS sgemm underneath),
+// next to Eigen's own product on the same data, in GFLOP/s (2 n^3 flops).
+// Conv: forward + backward-input + backward-weight at ResNet-20's shapes (3x3, batch 128,
+// 16/32/64 channels on 28x28/14x14/7x7 maps, Fashion-MNIST-sized), GFLOP/s over all three.
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Core>
+
+#include "tensor/ops.h"
+#include "tensor/parallel.h"
+
+namespace tessera {
+namespace {
+
+void BM_Gemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  set_num_threads(static_cast<int>(state.range(1)));
+  const Tensor a = randn({n, n}), b = randn({n, n});
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b).raw_data());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Gemm)
+    ->ArgNames({"n", "threads"})
+    ->ArgsProduct({{256, 512, 1024, 2048}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_EigenGemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Eigen::setNbThreads(static_cast<int>(state.range(1)));
+  Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n);
+  Eigen::MatrixXf c(n, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_EigenGemm)
+    ->ArgNames({"n", "threads"})
+    ->ArgsProduct({{1024}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Conv2dForwardBackward(benchmark::State& state) {
+  const int64_t channels = state.range(0), hw = state.range(1), batch = 128;
+  set_num_threads(static_cast<int>(state.range(2)));
+  Conv2dParams p;
+  p.padding = {1, 1};
+  const Tensor x = randn({batch, channels, hw, hw});
+  const Tensor w = mul(randn({channels, channels, 3, 3}), 0.1);
+  const Tensor g = randn({batch, channels, hw, hw});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(conv2d(x, w, Tensor(), p).raw_data());
+    benchmark::DoNotOptimize(conv2d_backward_input(g, w, x.shape(), p).raw_data());
+    benchmark::DoNotOptimize(conv2d_backward_weight(g, x, w.shape(), p).raw_data());
+  }
+  const double flops = 3 * 2.0 * batch * channels * channels * 9 * hw * hw;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Conv2dForwardBackward)
+    ->ArgNames({"channels", "hw", "threads"})
+    ->Args({16, 28, 1})
+    ->Args({16, 28, 2})
+    ->Args({32, 14, 1})
+    ->Args({32, 14, 2})
+    ->Args({64, 7, 1})
+    ->Args({64, 7, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tessera
+
+BENCHMARK_MAIN();
