@@ -15,23 +15,7 @@ void set_num_threads(int n);
 
 // Runs fn(begin, end) over [0, n) split into chunks of at least `grain` elements, in parallel
 // when n is big enough to pay for it. fn must be safe to call concurrently on disjoint ranges.
-template <typename F>
-void parallel_for(int64_t n, int64_t grain, const F& fn) {
-  if (n <= 0) return;
-  const int threads = num_threads();
-  if (threads <= 1 || n <= grain) {
-    fn(int64_t{0}, n);
-    return;
-  }
-  int64_t chunks = (n + grain - 1) / grain;
-  if (chunks > threads) chunks = threads;
-  const int64_t per = (n + chunks - 1) / chunks;
-#pragma omp parallel for num_threads(threads) schedule(static, 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * per;
-    const int64_t end = begin + per < n ? begin + per : n;
-    if (begin < end) fn(begin, end);
-  }
-}
+// (The OpenMP region lives in parallel.cc, so callers need not be compiled with -fopenmp.)
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace tessera

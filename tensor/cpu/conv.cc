@@ -1,14 +1,17 @@
-// CPU 2-D convolution by im2col + GEMM, a chunk of images at a time.
+// CPU 2-D convolution by im2col + GEMM, one image per task.
 //
-// im2col lays the input patches of Nc images out as one matrix
-//     col[(c, ki, kj), (n, oh, ow)] = x[n, c, oh*s - p + ki*d, ow*s - p + kj*d]   (0 off the edge)
-// so that for each group g the convolution is a single large GEMM:
-//     out_g[O/g, Nc*OH*OW]  = W_g[O/g, C/g*KH*KW] . col_g
-// and its two backward passes are GEMMs too:
-//     dW_g += dout_g . col_g^T                 (weight gradient, summed over chunks)
-//     dcol_g = W_g^T . dout_g, then col2im adds dcol back onto the input positions.
-// Batching Nc images into one GEMM keeps the matrices wide enough for OpenBLAS to run near
-// peak; Nc is chosen so the col buffer stays near kColBudget elements.
+// im2col lays the input patches of one image out as a matrix
+//     col[(c, ki, kj), (oh, ow)] = x[c, oh*s - p + ki*d, ow*s - p + kj*d]   (0 off the edge)
+// so that for each group g the convolution of that image is one GEMM straight into the output:
+//     y_g[O/g, OH*OW] = W_g[O/g, C/g*KH*KW] . col_g
+// and its backward passes are GEMMs too:
+//     dcol_g = W_g^T . dy_g, then col2im adds dcol back onto the input positions;
+//     dW_g  += dy_g . col_g^T, summed over images.
+// Images run in parallel on OpenMP threads, each with its own col buffer (a few hundred KiB for
+// ResNet-20's layers, so it stays in cache); the GEMMs inside run single-threaded (OpenBLAS's
+// OpenMP build does so inside a parallel region). The weight gradient is summed per fixed block
+// of images and the blocks are added in order, so the result does not depend on the number of
+// threads.
 #include <algorithm>
 #include <vector>
 
@@ -21,19 +24,18 @@ namespace cpu {
 
 namespace {
 
-constexpr int64_t kColBudget = 1 << 18;  // elements
+constexpr int64_t kWeightGradBlock = 4;  // images per partial weight gradient
 
 struct Geometry {
-  int64_t n, c, h, w;      // input
-  int64_t o, kh, kw;       // weight [O, C/g, KH, KW]
-  int64_t oh, ow;          // output plane
+  int64_t n, c, h, w;  // input
+  int64_t o, kh, kw;   // weight [O, C/g, KH, KW]
+  int64_t oh, ow;      // output plane
   int64_t groups;
   Conv2dParams p;
-  int64_t col_rows() const { return c * kh * kw; }       // all groups
+  int64_t col_rows() const { return c * kh * kw; }  // all groups
   int64_t plane() const { return oh * ow; }
-  int64_t chunk() const {
-    return std::clamp<int64_t>(kColBudget / std::max<int64_t>(col_rows() * plane(), 1), 1, n);
-  }
+  int64_t rows_per_group() const { return col_rows() / groups; }
+  int64_t out_per_group() const { return o / groups; }
 };
 
 Geometry geometry(const Shape& in, const Shape& weight, const Shape& out, const Conv2dParams& p) {
@@ -41,60 +43,69 @@ Geometry geometry(const Shape& in, const Shape& weight, const Shape& out, const 
           p.groups, p};
 }
 
-// col[(c, ki, kj), (i, oh, ow)] for images n0 .. n0+nc-1.
-template <typename T>
-void im2col(const T* x, const Geometry& g, int64_t n0, int64_t nc, T* col) {
-  const int64_t cols = nc * g.plane();
-  parallel_for(g.col_rows(), 1, [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
-      T* dst = col + row * cols;
-      for (int64_t i = 0; i < nc; ++i) {
-        const T* plane = x + ((n0 + i) * g.c + ch) * g.h * g.w;
-        for (int64_t y = 0; y < g.oh; ++y) {
-          const int64_t iy = y * g.p.stride[0] - g.p.padding[0] + ki * g.p.dilation[0];
-          T* out_row = dst + (i * g.oh + y) * g.ow;
-          if (iy < 0 || iy >= g.h) {
-            std::fill(out_row, out_row + g.ow, T(0));
-            continue;
-          }
-          const T* in_row = plane + iy * g.w;
-          for (int64_t xo = 0; xo < g.ow; ++xo) {
-            const int64_t ix = xo * g.p.stride[1] - g.p.padding[1] + kj * g.p.dilation[1];
-            out_row[xo] = (ix >= 0 && ix < g.w) ? in_row[ix] : T(0);
-          }
-        }
-      }
-    }
-  });
+// The output columns [lo, hi) whose input column ix = xo*stride - pad + offset is in [0, w).
+inline void valid_range(int64_t offset, int64_t stride, int64_t pad, int64_t w, int64_t ow,
+                        int64_t* lo, int64_t* hi) {
+  const int64_t first = pad - offset;  // ix >= 0  <=>  xo*stride >= pad - offset
+  *lo = first <= 0 ? 0 : std::min(ow, (first + stride - 1) / stride);
+  const int64_t last = w - 1 + pad - offset;  // ix <= w-1
+  *hi = last < 0 ? 0 : std::min(ow, last / stride + 1);
+  if (*hi < *lo) *hi = *lo;
 }
 
-// grad_x[n, c, ...] += dcol[(c, ki, kj), (i, oh, ow)]; one (image, channel) plane per task, so
-// no two threads write the same element.
+// col[(c, ki, kj), (oh, ow)] for one image x [C, H, W].
 template <typename T>
-void col2im(const T* dcol, const Geometry& g, int64_t n0, int64_t nc, T* grad_x) {
-  const int64_t cols = nc * g.plane();
-  parallel_for(nc * g.c, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i = t / g.c, ch = t % g.c;
-      T* plane = grad_x + ((n0 + i) * g.c + ch) * g.h * g.w;
-      for (int64_t ki = 0; ki < g.kh; ++ki) {
-        for (int64_t kj = 0; kj < g.kw; ++kj) {
-          const T* src = dcol + ((ch * g.kh + ki) * g.kw + kj) * cols + i * g.plane();
-          for (int64_t y = 0; y < g.oh; ++y) {
-            const int64_t iy = y * g.p.stride[0] - g.p.padding[0] + ki * g.p.dilation[0];
-            if (iy < 0 || iy >= g.h) continue;
-            T* in_row = plane + iy * g.w;
-            const T* s = src + y * g.ow;
-            for (int64_t xo = 0; xo < g.ow; ++xo) {
-              const int64_t ix = xo * g.p.stride[1] - g.p.padding[1] + kj * g.p.dilation[1];
-              if (ix >= 0 && ix < g.w) in_row[ix] += s[xo];
-            }
-          }
-        }
+void im2col(const T* x, const Geometry& g, T* col) {
+  const int64_t sy = g.p.stride[0], sx = g.p.stride[1];
+  for (int64_t row = 0; row < g.col_rows(); ++row) {
+    const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
+    const T* plane = x + ch * g.h * g.w;
+    const int64_t off_x = kj * g.p.dilation[1];
+    int64_t lo, hi;
+    valid_range(off_x, sx, g.p.padding[1], g.w, g.ow, &lo, &hi);
+    T* dst = col + row * g.plane();
+    for (int64_t y = 0; y < g.oh; ++y) {
+      const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
+      T* out_row = dst + y * g.ow;
+      if (iy < 0 || iy >= g.h) {
+        std::fill(out_row, out_row + g.ow, T(0));
+        continue;
+      }
+      const T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;  // in_row[xo*sx] = x[iy][ix]
+      std::fill(out_row, out_row + lo, T(0));
+      if (sx == 1) {
+        std::copy(in_row + lo, in_row + hi, out_row + lo);
+      } else {
+        for (int64_t xo = lo; xo < hi; ++xo) out_row[xo] = in_row[xo * sx];
+      }
+      std::fill(out_row + hi, out_row + g.ow, T(0));
+    }
+  }
+}
+
+// dx[c, ...] += dcol[(c, ki, kj), (oh, ow)] for one image (dx zeroed by the caller).
+template <typename T>
+void col2im(const T* dcol, const Geometry& g, T* dx) {
+  const int64_t sy = g.p.stride[0], sx = g.p.stride[1];
+  for (int64_t row = 0; row < g.col_rows(); ++row) {
+    const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
+    T* plane = dx + ch * g.h * g.w;
+    const int64_t off_x = kj * g.p.dilation[1];
+    int64_t lo, hi;
+    valid_range(off_x, sx, g.p.padding[1], g.w, g.ow, &lo, &hi);
+    const T* src = dcol + row * g.plane();
+    for (int64_t y = 0; y < g.oh; ++y) {
+      const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
+      if (iy < 0 || iy >= g.h) continue;
+      T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;
+      const T* s = src + y * g.ow;
+      if (sx == 1) {
+        for (int64_t xo = lo; xo < hi; ++xo) in_row[xo] += s[xo];
+      } else {
+        for (int64_t xo = lo; xo < hi; ++xo) in_row[xo * sx] += s[xo];
       }
     }
-  });
+  }
 }
 
 template <typename T>
@@ -107,84 +118,73 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
 }
 
-// [O, (i, plane)] <-> y[n0 + i, O, plane]
-template <typename T>
-void unpack_output(const T* tmp, const Geometry& g, int64_t n0, int64_t nc, const T* bias,
-                   T* y) {
-  const int64_t cols = nc * g.plane();
-  parallel_for(nc * g.o, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i = t / g.o, oc = t % g.o;
-      const T* src = tmp + oc * cols + i * g.plane();
-      T* dst = y + ((n0 + i) * g.o + oc) * g.plane();
-      const T b = bias != nullptr ? bias[oc] : T(0);
-      for (int64_t j = 0; j < g.plane(); ++j) dst[j] = src[j] + b;
-    }
-  });
-}
-
-template <typename T>
-void pack_grad_output(const T* dy, const Geometry& g, int64_t n0, int64_t nc, T* tmp) {
-  const int64_t cols = nc * g.plane();
-  parallel_for(nc * g.o, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i = t / g.o, oc = t % g.o;
-      std::copy_n(dy + ((n0 + i) * g.o + oc) * g.plane(), g.plane(),
-                  tmp + oc * cols + i * g.plane());
-    }
-  });
-}
-
 template <typename T>
 void conv_forward(const T* x, const T* w, const T* bias, const Geometry& g, T* y) {
-  const int64_t chunk = g.chunk();
-  const int64_t rows_g = g.col_rows() / g.groups, o_g = g.o / g.groups;
-  std::vector<T> col(g.col_rows() * chunk * g.plane());
-  std::vector<T> tmp(g.o * chunk * g.plane());
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t nc = std::min(chunk, g.n - n0), cols = nc * g.plane();
-    im2col(x, g, n0, nc, col.data());
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      gemm<T>(false, false, o_g, cols, rows_g, w + gi * o_g * rows_g, rows_g,
-              col.data() + gi * rows_g * cols, cols, T(0), tmp.data() + gi * o_g * cols, cols);
+  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
+  parallel_for(g.n, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<T> col(g.col_rows() * plane);
+    for (int64_t i = n0; i < n1; ++i) {
+      im2col(x + i * g.c * g.h * g.w, g, col.data());
+      T* yi = y + i * g.o * plane;
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        gemm<T>(false, false, outs, plane, rows, w + gi * outs * rows, rows,
+                col.data() + gi * rows * plane, plane, T(0), yi + gi * outs * plane, plane);
+      }
+      if (bias != nullptr) {
+        for (int64_t oc = 0; oc < g.o; ++oc) {
+          T* row = yi + oc * plane;
+          for (int64_t j = 0; j < plane; ++j) row[j] += bias[oc];
+        }
+      }
     }
-    unpack_output(tmp.data(), g, n0, nc, bias, y);
-  }
+  });
 }
 
 template <typename T>
 void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
-  const int64_t chunk = g.chunk();
-  const int64_t rows_g = g.col_rows() / g.groups, o_g = g.o / g.groups;
-  std::vector<T> dcol(g.col_rows() * chunk * g.plane());
-  std::vector<T> tmp(g.o * chunk * g.plane());
-  std::fill(dx, dx + g.n * g.c * g.h * g.w, T(0));
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t nc = std::min(chunk, g.n - n0), cols = nc * g.plane();
-    pack_grad_output(dy, g, n0, nc, tmp.data());
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      gemm<T>(true, false, rows_g, cols, o_g, w + gi * o_g * rows_g, rows_g,
-              tmp.data() + gi * o_g * cols, cols, T(0), dcol.data() + gi * rows_g * cols, cols);
+  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
+  parallel_for(g.n, 1, [&](int64_t n0, int64_t n1) {
+    std::vector<T> dcol(g.col_rows() * plane);
+    for (int64_t i = n0; i < n1; ++i) {
+      const T* dyi = dy + i * g.o * plane;
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        gemm<T>(true, false, rows, plane, outs, w + gi * outs * rows, rows,
+                dyi + gi * outs * plane, plane, T(0), dcol.data() + gi * rows * plane, plane);
+      }
+      T* dxi = dx + i * g.c * g.h * g.w;
+      std::fill(dxi, dxi + g.c * g.h * g.w, T(0));
+      col2im(dcol.data(), g, dxi);
     }
-    col2im(dcol.data(), g, n0, nc, dx);
-  }
+  });
 }
 
 template <typename T>
 void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
-  const int64_t chunk = g.chunk();
-  const int64_t rows_g = g.col_rows() / g.groups, o_g = g.o / g.groups;
-  std::vector<T> col(g.col_rows() * chunk * g.plane());
-  std::vector<T> tmp(g.o * chunk * g.plane());
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t nc = std::min(chunk, g.n - n0), cols = nc * g.plane();
-    im2col(x, g, n0, nc, col.data());
-    pack_grad_output(dy, g, n0, nc, tmp.data());
-    for (int64_t gi = 0; gi < g.groups; ++gi) {
-      gemm<T>(false, true, o_g, rows_g, cols, tmp.data() + gi * o_g * cols, cols,
-              col.data() + gi * rows_g * cols, cols, n0 == 0 ? T(0) : T(1),
-              dw + gi * o_g * rows_g, rows_g);
+  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
+  const int64_t weight_size = g.o * rows;
+  const int64_t blocks = (g.n + kWeightGradBlock - 1) / kWeightGradBlock;
+  std::vector<T> partial(blocks * weight_size);
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> col(g.col_rows() * plane);
+    for (int64_t b = b0; b < b1; ++b) {
+      T* dwb = partial.data() + b * weight_size;
+      const int64_t first = b * kWeightGradBlock, last = std::min(g.n, first + kWeightGradBlock);
+      for (int64_t i = first; i < last; ++i) {
+        im2col(x + i * g.c * g.h * g.w, g, col.data());
+        const T* dyi = dy + i * g.o * plane;
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          gemm<T>(false, true, outs, rows, plane, dyi + gi * outs * plane, plane,
+                  col.data() + gi * rows * plane, plane, i == first ? T(0) : T(1),
+                  dwb + gi * outs * rows, rows);
+        }
+      }
     }
+  });
+  // Blocks are added in a fixed order: the sum is the same for any thread count.
+  std::copy(partial.begin(), partial.begin() + weight_size, dw);
+  for (int64_t b = 1; b < blocks; ++b) {
+    const T* src = partial.data() + b * weight_size;
+    for (int64_t k = 0; k < weight_size; ++k) dw[k] += src[k];
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tensor/ops.h"
+#include "tensor/parallel.h"
 
 namespace tessera {
 namespace {
@@ -79,6 +80,21 @@ TEST(Conv2d, BackwardPassesAreTheAdjoints) {
     EXPECT_NEAR(via_input, lhs, 1e-9 * (1 + std::fabs(lhs)));
     EXPECT_NEAR(via_weight, lhs, 1e-9 * (1 + std::fabs(lhs)));
   }
+}
+
+TEST(Conv2d, ResultsDoNotDependOnTheThreadCount) {
+  Conv2dParams p;
+  p.padding = {1, 1};
+  const Tensor x = randn({9, 4, 6, 6}), w = randn({5, 4, 3, 3});
+  const Tensor g = randn({9, 5, 6, 6});
+  const int before = num_threads();
+  set_num_threads(1);
+  const Tensor y1 = conv2d(x, w, Tensor(), p), dw1 = conv2d_backward_weight(g, x, w.shape(), p);
+  set_num_threads(2);
+  const Tensor y2 = conv2d(x, w, Tensor(), p), dw2 = conv2d_backward_weight(g, x, w.shape(), p);
+  set_num_threads(before);
+  EXPECT_EQ(y1.to_vector<float>(), y2.to_vector<float>());
+  EXPECT_EQ(dw1.to_vector<float>(), dw2.to_vector<float>());
 }
 
 TEST(Conv2d, ErrorsNameShapes) {
