@@ -1,7 +1,7 @@
 // GEMM on the CPU: OpenBLAS's sgemm/dgemm (faster here than Eigen's own product), with f16/bf16
 // operands widened to f32 first. OpenBLAS keeps its own thread pool; it is told tessera's
 // thread count before each call, and is never called from inside an OpenMP parallel region.
-#include <cblas.h>
+#include <cblas-openblas.h>  // OpenBLAS's own cblas.h (declares openblas_set_num_threads)
 
 #include <vector>
 

@@ -103,6 +103,16 @@ TEST(Gradcheck, Losses) {
                    std::vector<Tensor>{r({3, 2}, 22), r({3, 2}, 23)});
 }
 
+TEST(Gradcheck, Dropout) {
+  // A generator created inside fn draws the same mask on every evaluation.
+  EXPECT_GRADCHECK(
+      [](const V& v) {
+        Generator g(4);
+        return dropout(v[0], 0.4, true, &g);
+      },
+      std::vector<Tensor>{r({3, 4}, 24)});
+}
+
 TEST(Losses, CrossEntropyValueMatchesFormula) {
   const Tensor x = from_vector<double>({1, 2, 3, 0, 0, 0}, {2, 3});
   const Tensor y = from_vector<int64_t>({2, 1}, {2});
