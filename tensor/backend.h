@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tensor/conv_params.h"
+#include "tensor/fused_updates.h"
 #include "tensor/tensor.h"
 
 namespace tessera {
@@ -108,6 +109,13 @@ class Backend {
   // self[..., index[i], ...] += src[..., i, ...] along dim (self contiguous).
   virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                            const Tensor& src) = 0;
+
+  // Fused optimizer updates (tensor/fused_updates.h); all tensors contiguous, one dtype.
+  virtual void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                          const SgdUpdate& u) = 0;
+  virtual void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                           const AdamUpdate& u) = 0;
 
   // Counter-based random numbers: element i depends only on (seed, offset, i), never on the
   // thread count, so runs are bitwise reproducible. `out` is contiguous floating.

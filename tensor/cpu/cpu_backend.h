@@ -48,6 +48,11 @@ class CpuBackend final : public Backend {
   void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) override;
   void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                    const Tensor& src) override;
+  void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                  const SgdUpdate& u) override;
+  void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                   const AdamUpdate& u) override;
   void uniform(const Tensor& out, double low, double high, uint64_t seed,
                uint64_t offset) override;
   void normal(const Tensor& out, double mean, double std, uint64_t seed,

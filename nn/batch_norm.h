@@ -1,0 +1,51 @@
+// BatchNorm2d (Ioffe and Szegedy): normalizes each channel of NCHW input with the batch's
+// statistics in training (updating running_mean/running_var with `momentum`) and with the
+// running statistics in eval. Buffers as PyTorch's: running_mean, running_var,
+// num_batches_tracked.
+#pragma once
+
+#include "nn/module.h"
+
+namespace tessera {
+namespace nn {
+
+class BatchNorm2dOptions {
+ public:
+  explicit BatchNorm2dOptions(int64_t num_features) : num_features_(num_features) {}
+  BatchNorm2dOptions& eps(double e) { eps_ = e; return *this; }
+  BatchNorm2dOptions& momentum(double m) { momentum_ = m; return *this; }
+  BatchNorm2dOptions& affine(bool a) { affine_ = a; return *this; }
+  BatchNorm2dOptions& track_running_stats(bool t) { track_ = t; return *this; }
+
+  int64_t num_features() const { return num_features_; }
+  double eps() const { return eps_; }
+  double momentum() const { return momentum_; }
+  bool affine() const { return affine_; }
+  bool track_running_stats() const { return track_; }
+
+ private:
+  int64_t num_features_;
+  double eps_ = 1e-5, momentum_ = 0.1;
+  bool affine_ = true, track_ = true;
+};
+
+class BatchNorm2d : public Layer {
+ public:
+  explicit BatchNorm2d(const BatchNorm2dOptions& options);
+  explicit BatchNorm2d(int64_t num_features) : BatchNorm2d(BatchNorm2dOptions(num_features)) {}
+  std::string type_name() const override { return "BatchNorm2d"; }
+  std::string extra_repr() const override;
+  Variable forward(const Variable& x) override;
+
+  const Variable& weight() const { return weight_; }
+  const Variable& bias() const { return bias_; }
+  const Variable& running_mean() const { return running_mean_; }
+  const Variable& running_var() const { return running_var_; }
+
+ private:
+  BatchNorm2dOptions options_;
+  Variable weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+};
+
+}  // namespace nn
+}  // namespace tessera

@@ -1,0 +1,182 @@
+#include "nn/module.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace nn {
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  TS_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), ": ", what,
+           " name '", name, "' must be non-empty and contain no '.'");
+  auto taken = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
+  };
+  TS_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), type_name(), ": ", what,
+           " name '", name, "' is already registered");
+}
+
+Variable Module::register_parameter(const std::string& name, Tensor data, bool requires_grad) {
+  check_new_name(name, "parameter");
+  Variable v(std::move(data), requires_grad);
+  v.set_name(name);
+  parameters_.emplace_back(name, v);
+  return v;
+}
+
+Variable Module::register_buffer(const std::string& name, Tensor data) {
+  check_new_name(name, "buffer");
+  Variable v(std::move(data), false);
+  v.set_name(name);
+  buffers_.emplace_back(name, v);
+  return v;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name, "module");
+  TS_CHECK(module != nullptr, type_name(), ": module '", name, "' is null");
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, bool recurse, bool buffers,
+                     std::vector<std::pair<std::string, Variable>>& out,
+                     std::vector<const VariableImpl*>& seen) const {
+  for (const auto& [name, v] : buffers ? buffers_ : parameters_) {
+    if (std::find(seen.begin(), seen.end(), v.impl()) != seen.end()) continue;
+    seen.push_back(v.impl());
+    out.emplace_back(prefix + name, v);
+  }
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) {
+    child->collect(prefix + name + ".", true, buffers, out, seen);
+  }
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Variable>> out;
+  std::vector<const VariableImpl*> seen;
+  collect("", recurse, false, out, seen);
+  return out;
+}
+
+std::vector<Variable> Module::parameters(bool recurse) const {
+  std::vector<Variable> out;
+  for (auto& [name, v] : named_parameters(recurse)) out.push_back(v);
+  return out;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Variable>> out;
+  std::vector<const VariableImpl*> seen;
+  collect("", recurse, true, out, seen);
+  return out;
+}
+
+std::vector<Variable> Module::buffers(bool recurse) const {
+  std::vector<Variable> out;
+  for (auto& [name, v] : named_buffers(recurse)) out.push_back(v);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [name, child] : children_) out.push_back(child);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (const auto& [name, child] : children_) {
+    for (auto& [sub, m] : child->named_modules()) {
+      out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+    }
+  }
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::to(DType dtype) {
+  for (auto* list : {&parameters_, &buffers_}) {
+    for (auto& [name, v] : *list) {
+      if (!is_floating(v.dtype())) continue;
+      v.set_data(v.data().to(dtype));
+      v.zero_grad();
+    }
+  }
+  for (auto& [name, child] : children_) child->to(dtype);
+}
+
+void Module::to(Device device) {
+  for (auto* list : {&parameters_, &buffers_}) {
+    for (auto& [name, v] : *list) {
+      v.set_data(v.data().to(device));
+      v.zero_grad();
+    }
+  }
+  for (auto& [name, child] : children_) child->to(device);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (Variable& p : parameters()) p.zero_grad(set_to_none);
+}
+
+StateDict Module::state_dict() const {
+  StateDict state;
+  // PyTorch's order: each module's parameters, then its buffers, then its children.
+  for (const auto& [name, v] : parameters_) state.set(name, v.data());
+  for (const auto& [name, v] : buffers_) state.set(name, v.data());
+  for (const auto& [name, child] : children_) state.merge(child->state_dict(), name + ".");
+  return state;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  std::vector<std::string> missing, unexpected, mismatched;
+  const StateDict own = state_dict();
+  for (const auto& [name, target] : own) {
+    const Tensor* source = state.find(name);
+    if (source == nullptr) {
+      missing.push_back(name);
+    } else if (source->shape() != target.shape()) {
+      mismatched.push_back(name + " (checkpoint " + shape_str(source->shape()) + ", model " +
+                           shape_str(target.shape()) + ")");
+    }
+  }
+  for (const auto& [name, t] : state) {
+    if (!own.contains(name)) unexpected.push_back(name);
+  }
+  TS_CHECK(mismatched.empty(), "load_state_dict: shape mismatch for ", mismatched);
+  TS_CHECK(!strict || (missing.empty() && unexpected.empty()),
+           "load_state_dict: missing keys ", missing, ", unexpected keys ", unexpected);
+  for (const auto& [name, target] : own) {
+    if (const Tensor* source = state.find(name)) Tensor(target).copy_(*source);
+  }
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const Variable& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::print(std::ostream& os, const std::string& name, int indent) const {
+  os << std::string(indent, ' ') << (name.empty() ? "" : "(" + name + "): ") << type_name();
+  const std::string extra = extra_repr();
+  if (!extra.empty()) os << "(" << extra << ")";
+  os << "\n";
+  for (const auto& [child_name, child] : children_) child->print(os, child_name, indent + 2);
+}
+
+std::string Module::str() const {
+  std::ostringstream os;
+  print(os, "", 0);
+  return os.str();
+}
+
+}  // namespace nn
+}  // namespace tessera

@@ -1,0 +1,96 @@
+// Module: the base of every layer and model, as in LibTorch.
+//
+// A module registers its parameters (Variables that require grad), buffers (Variables that do
+// not: BatchNorm's running statistics) and child modules under names. named_parameters()
+// walks them recursively in registration order with dotted names ("layer1.0.conv1.weight");
+// that order is identical on every rank and is the contract DDP's buckets and ZeRO's shards
+// rely on. Parameters and buffers are Variables, so to(DType) swaps their data in place and
+// every holder (the layer's own members, an optimizer) sees the change.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "tensor/state_dict.h"
+
+namespace tessera {
+namespace nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The module's kind ("Linear"), and the details shown after it when printing.
+  virtual std::string type_name() const = 0;
+  virtual std::string extra_repr() const { return ""; }
+
+  Variable register_parameter(const std::string& name, Tensor data, bool requires_grad = true);
+  Variable register_buffer(const std::string& name, Tensor data);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  // Recursive, registration order, dotted names; a parameter shared by two modules is listed
+  // once, under its first name.
+  std::vector<std::pair<std::string, Variable>> named_parameters(bool recurse = true) const;
+  std::vector<Variable> parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Variable>> named_buffers(bool recurse = true) const;
+  std::vector<Variable> buffers(bool recurse = true) const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+    return children_;
+  }
+  std::vector<std::shared_ptr<Module>> children() const;
+  // This module ("") and every descendant, depth first (non-owning pointers).
+  std::vector<std::pair<std::string, Module*>> named_modules();
+
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Converts floating-point parameters and buffers (integer buffers keep their dtype) and
+  // drops gradients.
+  void to(DType dtype);
+  void to(Device device);
+  void zero_grad(bool set_to_none = true);
+
+  // Parameters and buffers by dotted name (the tensors themselves, not copies).
+  StateDict state_dict() const;
+  // Copies values into the registered tensors. Strict: a missing, unexpected or mis-shaped key
+  // is an error listing every such key.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  int64_t num_parameters() const;
+  // The module tree, one line per module.
+  std::string str() const;
+
+ private:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name, const char* what) const;
+  void collect(const std::string& prefix, bool recurse, bool buffers,
+               std::vector<std::pair<std::string, Variable>>& out,
+               std::vector<const VariableImpl*>& seen) const;
+  void print(std::ostream& os, const std::string& name, int indent) const;
+
+  std::vector<std::pair<std::string, Variable>> parameters_;
+  std::vector<std::pair<std::string, Variable>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// A module with one input and one output: what Sequential holds and the pipeline cuts.
+class Layer : public Module {
+ public:
+  virtual Variable forward(const Variable& x) = 0;
+  Variable operator()(const Variable& x) { return forward(x); }
+};
+
+}  // namespace nn
+}  // namespace tessera

@@ -1,0 +1,14 @@
+// All of nn in one include.
+#pragma once
+
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/conv2d.h"
+#include "nn/dropout.h"
+#include "nn/flatten.h"
+#include "nn/init.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/module.h"
+#include "nn/pooling.h"
+#include "nn/sequential.h"

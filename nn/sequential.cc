@@ -1,0 +1,48 @@
+#include "nn/sequential.h"
+
+namespace tessera {
+namespace nn {
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Layer>> layers) {
+  for (const auto& layer : layers) push_back(layer);
+}
+
+void Sequential::push_back(std::shared_ptr<Layer> layer) {
+  push_back(std::to_string(layers_.size()), std::move(layer));
+}
+
+void Sequential::push_back(const std::string& name, std::shared_ptr<Layer> layer) {
+  register_module(name, layer);
+  layers_.push_back(std::move(layer));
+  names_.push_back(name);
+}
+
+const std::shared_ptr<Layer>& Sequential::operator[](size_t i) const {
+  TS_CHECK(i < layers_.size(), "Sequential: index ", i, " out of range for ", layers_.size(),
+           " layers");
+  return layers_[i];
+}
+
+const std::string& Sequential::name_at(size_t i) const {
+  TS_CHECK(i < names_.size(), "Sequential: index ", i, " out of range for ", names_.size(),
+           " layers");
+  return names_[i];
+}
+
+std::shared_ptr<Sequential> Sequential::slice(size_t begin, size_t end) const {
+  TS_CHECK(begin <= end && end <= layers_.size(), "Sequential::slice: [", begin, ", ", end,
+           ") out of range for ", layers_.size(), " layers");
+  auto out = std::make_shared<Sequential>();
+  for (size_t i = begin; i < end; ++i) out->push_back(names_[i], layers_[i]);
+  out->train(is_training());
+  return out;
+}
+
+Variable Sequential::forward(const Variable& x) {
+  Variable h = x;
+  for (const auto& layer : layers_) h = layer->forward(h);
+  return h;
+}
+
+}  // namespace nn
+}  // namespace tessera

@@ -1,0 +1,41 @@
+#include "optim/clip_grad.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace optim {
+
+double clip_grad_norm(const std::vector<Variable>& params, double max_norm, double norm_type) {
+  TS_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  const bool inf = std::isinf(norm_type);
+  TS_CHECK(inf || norm_type == 2.0, "clip_grad_norm: norm_type must be 2 or infinity, got ",
+           norm_type);
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Variable& p : params) {
+    const Tensor& g = p.grad();
+    if (!g.defined()) continue;
+    if (inf) {
+      total = std::max(total, amax(abs(g)).item());
+    } else {
+      total += sum(square(g.to(kF64))).item();
+    }
+  }
+  if (!inf) total = std::sqrt(total);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1) {
+    for (const Variable& p : params) {
+      if (!p.grad().defined()) continue;
+      Tensor g = p.grad();
+      mul_(g, coef);
+    }
+  }
+  return total;
+}
+
+}  // namespace optim
+}  // namespace tessera

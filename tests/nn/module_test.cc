@@ -1,0 +1,146 @@
+// Module: registration order and dotted names, train/eval, to(dtype), state_dict round trips
+// and strict loading errors.
+#include "nn/module.h"
+
+#include <gtest/gtest.h>
+
+#include "nn/nn.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace nn {
+namespace {
+
+class Block : public Layer {
+ public:
+  Block() {
+    conv = register_module("conv", std::make_shared<Conv2d>(Conv2dOptions(2, 3, 3).padding(1)));
+    bn = register_module("bn", std::make_shared<BatchNorm2d>(3));
+    scale = register_parameter("scale", ones({1}));
+  }
+  std::string type_name() const override { return "Block"; }
+  Variable forward(const Variable& x) override { return bn->forward(conv->forward(x)) * scale; }
+  std::shared_ptr<Conv2d> conv;
+  std::shared_ptr<BatchNorm2d> bn;
+  Variable scale;
+};
+
+std::vector<std::string> names(const std::vector<std::pair<std::string, Variable>>& items) {
+  std::vector<std::string> out;
+  for (const auto& [name, v] : items) out.push_back(name);
+  return out;
+}
+
+TEST(Module, NamedParametersAreRecursiveDottedAndInRegistrationOrder) {
+  Sequential model{std::make_shared<Block>(), std::make_shared<Flatten>(),
+                   std::make_shared<Linear>(48, 10)};
+  EXPECT_EQ(names(model.named_parameters()),
+            (std::vector<std::string>{"0.scale", "0.conv.weight", "0.conv.bias", "0.bn.weight",
+                                      "0.bn.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(names(model.named_buffers()),
+            (std::vector<std::string>{"0.bn.running_mean", "0.bn.running_var",
+                                      "0.bn.num_batches_tracked"}));
+  EXPECT_EQ(model.num_parameters(), 1 + 3 * 2 * 9 + 3 + 3 + 3 + 48 * 10 + 10);
+  EXPECT_EQ(model.parameters()[1].name(), "weight");
+  EXPECT_EQ(model.named_modules().size(), 6u);  // Sequential, Block, Conv2d, BN, Flatten, Linear
+}
+
+TEST(Module, DuplicateAndDottedNamesAreRejected) {
+  Block b;
+  EXPECT_THROW(b.register_parameter("scale", ones({1})), Error);
+  EXPECT_THROW(b.register_buffer("a.b", ones({1})), Error);
+  EXPECT_THROW(b.register_module("conv", std::make_shared<ReLU>()), Error);
+}
+
+TEST(Module, TrainEvalRecurse) {
+  Sequential model{std::make_shared<Block>(), std::make_shared<Dropout>(0.5)};
+  model.eval();
+  EXPECT_FALSE(model[0]->is_training());
+  EXPECT_FALSE(std::static_pointer_cast<Block>(model[0])->bn->is_training());
+  model.train();
+  EXPECT_TRUE(model[1]->is_training());
+}
+
+TEST(Module, ToDtypeConvertsFloatingTensorsInPlaceForEveryHolder) {
+  auto block = std::make_shared<Block>();
+  Variable held = block->conv->weight();  // a handle taken before the conversion
+  block->to(kF64);
+  EXPECT_EQ(held.dtype(), kF64);
+  EXPECT_EQ(block->bn->running_var().dtype(), kF64);
+  EXPECT_EQ(block->state_dict().at("bn.num_batches_tracked").dtype(), kI64);
+  Variable y = block->forward(Variable(randn({2, 2, 4, 4}, kF64)));
+  EXPECT_EQ(y.dtype(), kF64);
+}
+
+TEST(Module, StateDictRoundTrip) {
+  manual_seed(1);
+  Block a;
+  manual_seed(2);
+  Block b;
+  EXPECT_GT(max_abs_diff(a.conv->weight().data(), b.conv->weight().data()), 0);
+  a.forward(Variable(randn({4, 2, 3, 3})));  // moves running stats
+  b.load_state_dict(a.state_dict());
+  for (const auto& [name, t] : a.state_dict()) {
+    EXPECT_EQ(max_abs_diff(t, b.state_dict().at(name)), 0) << name;
+  }
+  // Loading copies values: b's tensors stay b's own.
+  EXPECT_NE(a.conv->weight().data().storage(), b.conv->weight().data().storage());
+}
+
+TEST(Module, StrictLoadListsMissingUnexpectedAndMismatchedKeys) {
+  Block a;
+  StateDict state = a.state_dict();
+  state.erase("conv.bias");
+  state.set("extra.weight", ones({1}));
+  try {
+    a.load_state_dict(state);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("missing keys [conv.bias]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("unexpected keys [extra.weight]"), std::string::npos) << msg;
+  }
+  a.load_state_dict(state, /*strict=*/false);  // fine without strictness
+  StateDict bad = a.state_dict();
+  bad.set("scale", ones({2}));
+  try {
+    a.load_state_dict(bad);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("scale (checkpoint [2], model [1])"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Module, ZeroGradAndSharedParameters) {
+  auto shared = std::make_shared<Linear>(3, 3);
+  Sequential twice{shared, shared};
+  EXPECT_EQ(twice.parameters().size(), 2u);  // listed once
+  sum(twice.forward(Variable(ones({1, 3})))).backward();
+  EXPECT_TRUE(shared->weight().grad().defined());
+  twice.zero_grad();
+  EXPECT_FALSE(shared->weight().grad().defined());
+}
+
+TEST(Sequential, SliceSharesLayersAndKeepsNames) {
+  Sequential model{std::make_shared<Linear>(4, 4), std::make_shared<ReLU>(),
+                   std::make_shared<Linear>(4, 2)};
+  auto tail = model.slice(1, 3);
+  EXPECT_EQ(tail->size(), 2u);
+  EXPECT_EQ(names(tail->named_parameters()), (std::vector<std::string>{"2.weight", "2.bias"}));
+  EXPECT_TRUE(tail->parameters()[0].is_same(model.parameters()[2]));
+  const Variable x(randn({3, 4}));
+  const Variable h = model.slice(0, 1)->forward(x);
+  EXPECT_EQ(max_abs_diff(tail->forward(h).data(), model.forward(x).data()), 0);
+  EXPECT_THROW(model.slice(2, 4), Error);
+  EXPECT_THROW(model[3], Error);
+}
+
+TEST(Module, PrintsTheTree) {
+  Sequential model{std::make_shared<Linear>(4, 2)};
+  EXPECT_EQ(model.str(), "Sequential\n  (0): Linear(in_features=4, out_features=2, bias=true)\n");
+}
+
+}  // namespace
+}  // namespace nn
+}  // namespace tessera
