@@ -1,0 +1,135 @@
+// DataLoader: order and determinism, drop_last, prefetch equals synchronous loading, worker
+// exceptions reach the caller, leaving early does not hang; samplers and transforms.
+#include "data/data_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace data {
+namespace {
+
+std::shared_ptr<TensorDataset> numbers(int64_t n) {
+  return std::make_shared<TensorDataset>(arange(0, n, 1, kF32).view({n, 1}), arange(n, kI64));
+}
+
+std::vector<int64_t> visit(const DataLoader& loader, int64_t epoch) {
+  std::vector<int64_t> seen;
+  for (Batch& b : loader.epoch(epoch)) {
+    for (int64_t v : b.targets.to_vector<int64_t>()) seen.push_back(v);
+  }
+  return seen;
+}
+
+TEST(DataLoader, SequentialBatchesAndDropLast) {
+  DataLoader keep(numbers(10), DataLoaderOptions(4));
+  EXPECT_EQ(keep.num_batches(), 3);
+  EXPECT_EQ(visit(keep, 0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  DataLoader drop(numbers(10), DataLoaderOptions(4).drop_last(true));
+  EXPECT_EQ(drop.num_batches(), 2);
+  EXPECT_EQ(visit(drop, 0).size(), 8u);
+}
+
+TEST(DataLoader, ShuffleIsAPermutationFixedBySeedAndEpoch) {
+  DataLoader a(numbers(100), DataLoaderOptions(7).shuffle(true).seed(3));
+  DataLoader b(numbers(100), DataLoaderOptions(7).shuffle(true).seed(3).prefetch(0));
+  DataLoader c(numbers(100), DataLoaderOptions(7).shuffle(true).seed(4));
+  const std::vector<int64_t> e0 = visit(a, 0);
+  std::vector<int64_t> sorted = e0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, visit(DataLoader(numbers(100), DataLoaderOptions(100)), 0));
+  EXPECT_EQ(e0, visit(b, 0));       // prefetching changes nothing
+  EXPECT_EQ(e0, visit(a, 0));       // same epoch, same order
+  EXPECT_NE(e0, visit(a, 1));       // next epoch reshuffles
+  EXPECT_NE(e0, visit(c, 0));       // another seed
+}
+
+TEST(DataLoader, TransformsAreSeededPerBatch) {
+  auto noisy = [](Batch batch, Generator& gen) {
+    batch.inputs = add(batch.inputs, rand(batch.inputs.shape(), {}, &gen));
+    return batch;
+  };
+  DataLoader a(numbers(20), DataLoaderOptions(5).seed(1), noisy);
+  DataLoader b(numbers(20), DataLoaderOptions(5).seed(1).prefetch(0), noisy);
+  auto inputs = [](const DataLoader& l) {
+    std::vector<float> all;
+    for (Batch& batch : l.epoch(2)) {
+      for (float v : batch.inputs.to_vector<float>()) all.push_back(v);
+    }
+    return all;
+  };
+  EXPECT_EQ(inputs(a), inputs(b));
+}
+
+class Failing : public Dataset {
+ public:
+  int64_t size() const override { return 100; }
+  Batch get_batch(const std::vector<int64_t>& indices) const override {
+    TS_CHECK(indices[0] < 30, "Failing: example ", indices[0], " is unreadable");
+    return {zeros({static_cast<int64_t>(indices.size()), 1}), zeros({1}, kI64)};
+  }
+};
+
+TEST(DataLoader, WorkerExceptionsReachTheCaller) {
+  DataLoader loader(std::make_shared<Failing>(), DataLoaderOptions(10).prefetch(2));
+  int batches = 0;
+  try {
+    for (Batch& b : loader.epoch(0)) {
+      (void)b;
+      ++batches;
+    }
+    FAIL() << "expected the worker's error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("example 30 is unreadable"), std::string::npos);
+  }
+  EXPECT_EQ(batches, 3);
+}
+
+TEST(DataLoader, LeavingAnEpochEarlyStopsTheWorker) {
+  DataLoader loader(numbers(1000), DataLoaderOptions(1).prefetch(4));
+  for (Batch& b : loader.epoch(0)) {
+    (void)b;
+    break;  // the Epoch's destructor must stop and join the worker
+  }
+  SUCCEED();
+}
+
+TEST(Sampler, RandomPermutationIsDeterministicAndComplete) {
+  const std::vector<int64_t> p = random_permutation(1000, 42);
+  EXPECT_EQ(p, random_permutation(1000, 42));
+  EXPECT_EQ(std::set<int64_t>(p.begin(), p.end()).size(), 1000u);
+  EXPECT_NE(p, random_permutation(1000, 43));
+}
+
+TEST(Transforms, CropFlipNormalize) {
+  Generator gen(1);
+  const Tensor img = arange(0, 2 * 9, 1, kF32).view({2, 1, 3, 3});
+  const Tensor cropped = random_crop(img, 1, gen);
+  EXPECT_EQ(cropped.shape(), img.shape());
+  // Every crop is a 3x3 window of the zero-padded 5x5 image: its values are image values or 0.
+  for (float v : cropped.to_vector<float>()) EXPECT_TRUE(v == 0 || (v >= 0 && v < 18));
+  const Tensor flipped = random_horizontal_flip(img, 1.0, gen);
+  EXPECT_EQ(flipped.at({0, 0, 0, 0}), 2);
+  EXPECT_EQ(flipped.at({1, 0, 2, 2}), 15);
+  EXPECT_EQ(max_abs_diff(random_horizontal_flip(img, 0.0, gen), img), 0);
+  const Tensor n = normalize(img, {1.0}, {2.0});
+  EXPECT_EQ(n.at({0, 0, 0, 1}), 0);
+  EXPECT_THROW(normalize(img, {1.0, 2.0}, {1.0, 1.0}), Error);
+}
+
+TEST(SyntheticImages, DeterministicPerIndex) {
+  SyntheticImages a(100, 3, 8, 8, 10, 7);
+  const Batch x = a.get_batch({5, 17});
+  const Batch y = a.get_batch({17});
+  EXPECT_EQ(x.inputs.select(0, 1).to_vector<float>(), y.inputs.select(0, 0).to_vector<float>());
+  EXPECT_EQ(x.targets.at({1}), y.targets.at({0}));
+  EXPECT_THROW(a.get_batch({100}), Error);
+}
+
+}  // namespace
+}  // namespace data
+}  // namespace tessera
