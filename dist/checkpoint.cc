@@ -1,0 +1,59 @@
+#include "dist/checkpoint.h"
+
+namespace tessera {
+
+namespace {
+constexpr const char* kFormat = "tessera-checkpoint-1";
+
+uint64_t metadata_uint(const Metadata& m, const std::string& key, const std::string& path) {
+  const auto it = m.find(key);
+  TS_CHECK(it != m.end(), "load_checkpoint: '", path, "' has no '", key,
+           "' in its metadata (not a tessera checkpoint?)");
+  const std::string& text = it->second;
+  TS_CHECK(!text.empty() && text.size() <= 20 &&
+               text.find_first_not_of("0123456789") == std::string::npos,
+           "load_checkpoint: '", path, "': metadata '", key, "' = '", text,
+           "' is not a non-negative integer");
+  return std::stoull(text);
+}
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer* optimizer, const TrainingProgress& progress,
+                     const Metadata& extra) {
+  StateDict all;
+  all.merge(model.state_dict(), "model.");
+  if (optimizer != nullptr) all.merge(optimizer->state_dict(), "optimizer.");
+  Metadata meta = extra;
+  meta["format"] = kFormat;
+  meta["epoch"] = std::to_string(progress.epoch);
+  meta["step"] = std::to_string(progress.step);
+  meta["rng_seed"] = std::to_string(progress.rng.seed);
+  meta["rng_offset"] = std::to_string(progress.rng.offset);
+  meta["has_optimizer"] = optimizer != nullptr ? "1" : "0";
+  save_safetensors(path, all, meta);
+}
+
+TrainingProgress load_checkpoint(const std::string& path, nn::Module& model,
+                                 optim::Optimizer* optimizer, Metadata* metadata) {
+  SafetensorsFile file = load_safetensors(path);
+  const auto format = file.metadata.find("format");
+  TS_CHECK(format != file.metadata.end() && format->second == kFormat, "load_checkpoint: '", path,
+           "' is not a ", kFormat, " file (format '",
+           format == file.metadata.end() ? std::string("none") : format->second, "')");
+  model.load_state_dict(file.tensors.with_prefix_removed("model."));
+  if (optimizer != nullptr) {
+    TS_CHECK(file.metadata["has_optimizer"] == "1", "load_checkpoint: '", path,
+             "' holds no optimizer state");
+    optimizer->load_state_dict(file.tensors.with_prefix_removed("optimizer."));
+  }
+  TrainingProgress progress;
+  progress.epoch = static_cast<int64_t>(metadata_uint(file.metadata, "epoch", path));
+  progress.step = static_cast<int64_t>(metadata_uint(file.metadata, "step", path));
+  progress.rng.seed = metadata_uint(file.metadata, "rng_seed", path);
+  progress.rng.offset = metadata_uint(file.metadata, "rng_offset", path);
+  if (metadata != nullptr) *metadata = file.metadata;
+  return progress;
+}
+
+}  // namespace tessera

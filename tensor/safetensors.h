@@ -1,0 +1,32 @@
+// Named tensors in the safetensors layout (Hugging Face), so other tools can read the weights:
+//
+//   [8 bytes: header length N, little-endian u64][N bytes: JSON header][raw data]
+//   header: {"__metadata__": {"key": "value", ...},
+//            "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//
+// Offsets are relative to the start of the data, little-endian element bytes, row-major.
+// save_safetensors writes to a temporary file in the same directory, flushes it to disk and
+// renames it over `path`, so a crash never leaves a half-written file behind. load checks the
+// header length, every dtype, shape and offset pair (in bounds, of the size its shape needs,
+// the ranges tiling the data exactly) and names the file and entry in every error.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tensor/state_dict.h"
+
+namespace tessera {
+
+using Metadata = std::map<std::string, std::string>;
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const Metadata& metadata = {});
+
+struct SafetensorsFile {
+  StateDict tensors;  // CPU tensors, in the file's data order
+  Metadata metadata;
+};
+SafetensorsFile load_safetensors(const std::string& path);
+
+}  // namespace tessera
