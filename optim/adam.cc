@@ -79,10 +79,10 @@ void Adam::update(const OptimizerOptions& options, ParamState& state, const Tens
                o.amsgrad() ? state.tensors["max_exp_avg_sq"] : Tensor(), u);
 }
 
-AdamW::AdamW(std::vector<Variable> params, const AdamWOptions& options)
+AdamW::AdamW(std::vector<Variable> params, const AdamOptions& options)
     : Adam(one_group(std::move(params)), options, true) {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults)
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Adam(std::move(groups), defaults, true) {}
 
 }  // namespace optim

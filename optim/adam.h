@@ -56,8 +56,9 @@ class Adam : public Optimizer {
 
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Variable> params, const AdamWOptions& options = AdamWOptions());
-  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults);
+  // AdamWOptions gives AdamW's default weight decay; setters return AdamOptions, accepted too.
+  AdamW(std::vector<Variable> params, const AdamOptions& options = AdamWOptions());
+  AdamW(std::vector<ParamGroup> groups, const AdamOptions& defaults);
 };
 
 }  // namespace optim

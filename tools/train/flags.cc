@@ -1,0 +1,147 @@
+#include "tools/train/flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& message) {
+  std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", message.c_str());
+  std::exit(2);
+}
+
+int64_t to_int(const std::string& flag, const std::string& v, int64_t min) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < min) {
+    bad("--" + flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  }
+  return n;
+}
+
+double to_double(const std::string& flag, const std::string& v, double min) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(x >= min)) {
+    bad("--" + flag + " expects a number >= " + std::to_string(min) + ", got '" + v + "'");
+  }
+  return x;
+}
+
+std::string one_of(const std::string& flag, const std::string& v,
+                   const std::vector<std::string>& choices) {
+  for (const std::string& c : choices) {
+    if (v == c) return v;
+  }
+  std::string list;
+  for (const std::string& c : choices) list += (list.empty() ? "" : "|") + c;
+  bad("--" + flag + " must be one of " + list + ", got '" + v + "'");
+}
+
+bool to_bool(const std::string& flag, const std::string& v) {
+  if (v == "1" || v == "true" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "off") return false;
+  bad("--" + flag + " expects true or false, got '" + v + "'");
+}
+
+}  // namespace
+
+std::string usage() {
+  return R"(train: trains a model with tessera and reports its test accuracy.
+
+  bazel run -c opt //tools:train -- --model=logistic
+
+flags (defaults depend on --model; see below):
+  --model=logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
+  --data=fashion-mnist|synthetic   --data-dir=DIR (/usr/share/datasets/fashion-mnist)
+  --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
+  --weight-decay=X  --schedule=constant|step|cosine  --warmup-epochs=N
+  --label-smoothing=X  --augment=true|false  --seed=N  --threads=N
+  --train-limit=N (first N training images only)  --synthetic-size=N
+  --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
+  --resume=FILE (continues from a checkpoint)  --metrics=FILE (JSON lines per epoch)
+
+defaults:
+  logistic  adam lr 1e-3, batch 64, 5 epochs, cosine
+  mlp       adam lr 1e-3, batch 64, 10 epochs, cosine
+  resnet*   sgd (nesterov, momentum 0.9) lr 0.1, weight decay 5e-4, batch 128,
+            cosine, random crop + flip; 15 epochs (CIFAR-style), 10 (ImageNet-style)
+)";
+}
+
+Config parse_flags(int argc, char** argv) {
+  Config c;
+  using Setter = std::function<void(const std::string&)>;
+  const std::map<std::string, Setter> setters = {
+      {"model", [&](const std::string& v) {
+         c.model = one_of("model", v, {"logistic", "mlp", "resnet20", "resnet32", "resnet56",
+                                       "resnet18", "resnet34", "resnet50"});
+       }},
+      {"data", [&](const std::string& v) { c.data = one_of("data", v, {"fashion-mnist", "synthetic"}); }},
+      {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
+      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single"}); }},
+      {"epochs", [&](const std::string& v) { c.epochs = to_int("epochs", v, 1); }},
+      {"batch-size", [&](const std::string& v) { c.batch_size = to_int("batch-size", v, 1); }},
+      {"lr", [&](const std::string& v) {
+         c.lr = to_double("lr", v, 0);
+         if (c.lr == 0) bad("--lr must be positive");
+       }},
+      {"optimizer", [&](const std::string& v) { c.optimizer = one_of("optimizer", v, {"sgd", "adam", "adamw"}); }},
+      {"momentum", [&](const std::string& v) { c.momentum = to_double("momentum", v, 0); }},
+      {"weight-decay", [&](const std::string& v) { c.weight_decay = to_double("weight-decay", v, 0); }},
+      {"schedule", [&](const std::string& v) { c.schedule = one_of("schedule", v, {"constant", "step", "cosine"}); }},
+      {"warmup-epochs", [&](const std::string& v) { c.warmup_epochs = to_int("warmup-epochs", v, 0); }},
+      {"label-smoothing", [&](const std::string& v) {
+         c.label_smoothing = to_double("label-smoothing", v, 0);
+         if (c.label_smoothing > 1) bad("--label-smoothing must be in [0, 1], got '" + v + "'");
+       }},
+      {"augment", [&](const std::string& v) { c.augment = to_bool("augment", v) ? 1 : 0; }},
+      {"seed", [&](const std::string& v) { c.seed = static_cast<uint64_t>(to_int("seed", v, 0)); }},
+      {"threads", [&](const std::string& v) { c.threads = static_cast<int>(to_int("threads", v, 1)); }},
+      {"train-limit", [&](const std::string& v) { c.train_limit = to_int("train-limit", v, 1); }},
+      {"synthetic-size", [&](const std::string& v) { c.synthetic_size = to_int("synthetic-size", v, 1); }},
+      {"checkpoint-dir", [&](const std::string& v) { c.checkpoint_dir = v; }},
+      {"resume", [&](const std::string& v) { c.resume = v; }},
+      {"metrics", [&](const std::string& v) { c.metrics = v; }},
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("%s", usage().c_str());
+      std::exit(0);
+    }
+    if (arg.rfind("--", 0) != 0) bad("unexpected argument '" + arg + "'");
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const auto it = setters.find(name);
+    if (it == setters.end()) bad("unknown flag --" + name);
+    if (eq == std::string::npos) bad("--" + name + " needs a value (--" + name + "=VALUE)");
+    it->second(arg.substr(eq + 1));
+  }
+  apply_model_defaults(c);
+  return c;
+}
+
+void apply_model_defaults(Config& c) {
+  const bool resnet = c.model.rfind("resnet", 0) == 0;
+  const bool imagenet_style = c.model == "resnet18" || c.model == "resnet34" || c.model == "resnet50";
+  if (c.optimizer.empty()) c.optimizer = resnet ? "sgd" : "adam";
+  if (c.lr == 0) c.lr = c.optimizer == "sgd" ? 0.1 : 1e-3;
+  if (c.batch_size == 0) c.batch_size = resnet ? 128 : 64;
+  if (c.epochs == 0) c.epochs = c.model == "logistic" ? 5 : c.model == "mlp" ? 10 : imagenet_style ? 10 : 15;
+  if (c.weight_decay < 0) c.weight_decay = resnet ? 5e-4 : 0;
+  if (c.schedule.empty()) c.schedule = "cosine";
+  if (c.augment < 0) c.augment = resnet ? 1 : 0;
+  if (c.warmup_epochs >= c.epochs) {
+    bad("--warmup-epochs (" + std::to_string(c.warmup_epochs) + ") must be less than --epochs (" +
+        std::to_string(c.epochs) + ")");
+  }
+}
+
+}  // namespace train
+}  // namespace tessera

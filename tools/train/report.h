@@ -1,0 +1,43 @@
+// What the train tool prints: a progress bar on a terminal (plain lines otherwise), one line per
+// epoch, JSON-lines metrics, and a final JSON summary.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tessera {
+namespace train {
+
+// A flat JSON object, fields in insertion order.
+class JsonObject {
+ public:
+  JsonObject& add(const std::string& key, const std::string& value);
+  JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
+  JsonObject& add(const std::string& key, double value);
+  JsonObject& add(const std::string& key, int64_t value);
+  JsonObject& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
+  std::string str() const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;  // key -> encoded value
+};
+
+class Progress {
+ public:
+  // tty: redraw one bar in place; otherwise print a line every tenth of the epoch.
+  Progress(int64_t epoch, int64_t epochs, int64_t steps, bool tty);
+  void update(int64_t step, double loss, double images_per_second);
+  void finish();
+
+ private:
+  int64_t epoch_, epochs_, steps_;
+  bool tty_;
+  int64_t next_line_ = 0;
+  double last_draw_ = -1;
+};
+
+}  // namespace train
+}  // namespace tessera
