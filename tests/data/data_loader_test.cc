@@ -1,6 +1,7 @@
 // DataLoader: order and determinism, drop_last, prefetch equals synchronous loading, worker
 // exceptions reach the caller, leaving early does not hang; samplers and transforms.
 #include "data/data_loader.h"
+#include "data/distributed_sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -128,6 +129,43 @@ TEST(SyntheticImages, DeterministicPerIndex) {
   EXPECT_EQ(x.inputs.select(0, 1).to_vector<float>(), y.inputs.select(0, 0).to_vector<float>());
   EXPECT_EQ(x.targets.at({1}), y.targets.at({0}));
   EXPECT_THROW(a.get_batch({100}), Error);
+}
+
+}  // namespace
+}  // namespace data
+}  // namespace tessera
+
+namespace tessera {
+namespace data {
+namespace {
+
+TEST(DistributedSampler, ShardsCoverTheEpochWithPaddingOrDropLast) {
+  // 10 examples on 4 ranks: padded to 12 (two repeats), each rank 3.
+  std::vector<int64_t> all;
+  for (int r = 0; r < 4; ++r) {
+    DistributedSampler s(10, 4, r, /*shuffle=*/true, /*seed=*/5);
+    EXPECT_EQ(s.size(), 3);
+    const std::vector<int64_t> mine = s.indices(2);
+    EXPECT_EQ(static_cast<int64_t>(mine.size()), s.size());
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  std::set<int64_t> distinct(all.begin(), all.end());
+  EXPECT_EQ(distinct.size(), 10u);  // every example, two of them twice
+  EXPECT_EQ(all.size(), 12u);
+  // The same epoch order on every rank: rank r takes positions r, r+4, ... of one permutation.
+  const std::vector<int64_t> order = random_permutation(10, 5 * 1000003ull + 2);
+  EXPECT_EQ(DistributedSampler(10, 4, 1, true, 5).indices(2),
+            (std::vector<int64_t>{order[1], order[5], order[9]}));
+  EXPECT_NE(DistributedSampler(10, 4, 1, true, 5).indices(3),
+            DistributedSampler(10, 4, 1, true, 5).indices(2));  // set_epoch reshuffles
+  // drop_last: 8 examples used, 2 each.
+  EXPECT_EQ(DistributedSampler(10, 4, 3, false, 0, true).indices(0), (std::vector<int64_t>{3, 7}));
+  // Uneven shards for evaluation: each example exactly once.
+  EXPECT_EQ(DistributedSampler(10, 4, 1, false, 0, false, false).indices(0),
+            (std::vector<int64_t>{1, 5, 9}));
+  EXPECT_EQ(DistributedSampler(10, 4, 3, false, 0, false, false).indices(0),
+            (std::vector<int64_t>{3, 7}));
+  EXPECT_THROW(DistributedSampler(10, 4, 4), Error);
 }
 
 }  // namespace

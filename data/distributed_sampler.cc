@@ -1,0 +1,46 @@
+#include "data/distributed_sampler.h"
+
+#include <numeric>
+
+#include "tensor/check.h"
+
+namespace tessera {
+namespace data {
+
+DistributedSampler::DistributedSampler(int64_t n, int64_t replicas, int64_t rank, bool shuffle,
+                                       uint64_t seed, bool drop_last, bool pad)
+    : n_(n), replicas_(replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
+      drop_last_(drop_last), pad_(pad) {
+  TS_CHECK(n >= 0, "DistributedSampler: negative dataset size ", n);
+  TS_CHECK(replicas >= 1 && rank >= 0 && rank < replicas, "DistributedSampler: rank ", rank,
+           " outside [0, ", replicas, ")");
+}
+
+int64_t DistributedSampler::size() const {
+  if (drop_last_) return n_ / replicas_;
+  if (pad_) return (n_ + replicas_ - 1) / replicas_;
+  return n_ / replicas_ + (rank_ < n_ % replicas_ ? 1 : 0);
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
+  std::vector<int64_t> order;
+  if (shuffle_) {
+    order = random_permutation(n_, seed_ * 1000003ull + static_cast<uint64_t>(epoch));
+  } else {
+    order.resize(n_);
+    std::iota(order.begin(), order.end(), 0);
+  }
+  int64_t total = n_;
+  if (drop_last_) {
+    total = n_ / replicas_ * replicas_;
+  } else if (pad_ && n_ > 0) {
+    total = (n_ + replicas_ - 1) / replicas_ * replicas_;
+    for (int64_t i = n_; i < total; ++i) order.push_back(order[i - n_]);
+  }
+  std::vector<int64_t> mine;
+  for (int64_t i = rank_; i < total; i += replicas_) mine.push_back(order[i]);
+  return mine;
+}
+
+}  // namespace data
+}  // namespace tessera

@@ -1,0 +1,201 @@
+#include "dist/ddp.h"
+
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "dist/module_sync.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace dist {
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Layer> module,
+                                                 std::shared_ptr<ProcessGroup> group,
+                                                 const DDPOptions& options)
+    : module_(std::move(module)), group_(std::move(group)), options_(options) {
+  TS_CHECK(module_ != nullptr && group_ != nullptr, "DDP: module and group are required");
+  TS_CHECK(options.bucket_cap_mb() > 0 && options.first_bucket_mb() > 0,
+           "DDP: bucket sizes must be positive, got bucket_cap_mb ", options.bucket_cap_mb(),
+           " and first_bucket_mb ", options.first_bucket_mb());
+  register_module("module", module_);
+  for (const Variable& p : module_->parameters()) {
+    if (p.requires_grad()) params_.push_back(p);
+  }
+  verify_same_parameters(*module_, *group_);
+  broadcast_module_states(*module_, *group_, 0, /*buffers=*/true);
+  build_buckets();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hook_handles_.push_back(
+        params_[i].register_grad_ready_hook([this, i](Variable&) { on_grad_ready(i); }));
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_hook(hook_handles_[i]);
+}
+
+void DistributedDataParallel::build_buckets() {
+  bucket_of_.assign(params_.size(), 0);
+  slot_of_.assign(params_.size(), 0);
+  // Reverse registration order; a bucket closes once it reaches its cap (the first one's is
+  // smaller) or when the dtype changes.
+  Bucket current;
+  auto close = [&] {
+    if (current.params.empty()) return;
+    current.buffer = zeros({current.numel}, TensorOptions(current.dtype).device(
+                                                params_[current.params[0]].device()));
+    buckets_.push_back(std::move(current));
+    current = Bucket();
+  };
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Variable& p = params_[k];
+    if (!current.params.empty() && current.dtype != p.dtype()) close();
+    if (current.params.empty()) current.dtype = p.dtype();
+    bucket_of_[k] = buckets_.size();
+    slot_of_[k] = current.params.size();
+    current.params.push_back(k);
+    current.offsets.push_back(current.numel);
+    current.numel += p.numel();
+    const double cap_mb = buckets_.empty() ? options_.first_bucket_mb() : options_.bucket_cap_mb();
+    if (static_cast<double>(current.numel) * element_size(current.dtype) >= cap_mb * 1024 * 1024) {
+      close();
+    }
+  }
+  close();
+}
+
+Tensor DistributedDataParallel::bucket_view(size_t index) const {
+  const Bucket& b = buckets_[bucket_of_[index]];
+  return b.buffer.narrow(0, b.offsets[slot_of_[index]], params_[index].numel())
+      .view(params_[index].shape());
+}
+
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  TS_CHECK(hook != nullptr, "DDP: register_comm_hook got an empty hook");
+  hook_ = std::move(hook);
+}
+
+Variable DistributedDataParallel::forward(const Variable& x) {
+  if (expecting_) {
+    std::vector<std::string> missing;
+    const auto named = module_->named_parameters();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!param_ready_[i]) {
+        for (const auto& [name, p] : named) {
+          if (p.is_same(params_[i])) missing.push_back(name);
+        }
+      }
+    }
+    TS_FAIL("DDP: the previous iteration's gradient reduction never finished: parameters ",
+            missing, " received no gradient. If the model leaves parameters unused, construct "
+            "DDP with DDPOptions().find_unused_parameters(true); otherwise call backward() on the "
+            "loss of every DDP forward");
+  }
+  if (options_.broadcast_buffers()) broadcast_buffers(*module_, *group_, 0);
+  Variable out = module_->forward(x);
+  if (GradMode::is_enabled() && !no_sync_ && out.requires_grad()) prepare_for_backward(out);
+  return out;
+}
+
+void DistributedDataParallel::prepare_for_backward(const Variable& output) {
+  expecting_ = true;
+  next_launch_ = ready_count_ = 0;
+  param_ready_.assign(params_.size(), false);
+  bucket_pending_.clear();
+  for (const Bucket& b : buckets_) bucket_pending_.push_back(static_cast<int64_t>(b.params.size()));
+  bucket_work_.assign(buckets_.size(), nullptr);
+  trace_.clear();
+  if (options_.gradient_as_bucket_view()) {
+    // Gradients accumulate straight into the buckets.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor view = bucket_view(i);
+      const Tensor& grad = params_[i].grad();
+      if (grad.defined() && grad.is_same(view)) continue;
+      if (grad.defined()) {
+        Tensor(view).copy_(grad);
+      } else {
+        Tensor(view).zero_();
+      }
+      params_[i].set_grad(view);
+    }
+  }
+  if (options_.find_unused_parameters()) {
+    // Walk the graph from the output: parameters whose accumulator is not reached get no
+    // gradient this iteration, so they are ready now (contributing zeros).
+    std::unordered_set<const VariableImpl*> reached;
+    std::unordered_set<const Node*> seen;
+    std::vector<Node*> stack;
+    if (output.grad_fn()) stack.push_back(output.grad_fn().get());
+    while (!stack.empty()) {
+      Node* node = stack.back();
+      stack.pop_back();
+      if (!seen.insert(node).second) continue;
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) reached.insert(acc->leaf().impl());
+      for (const Edge& e : node->next_edges()) {
+        if (e.valid()) stack.push_back(e.node.get());
+      }
+    }
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!reached.count(params_[i].impl())) mark_ready(i);
+    }
+  }
+}
+
+void DistributedDataParallel::on_grad_ready(size_t index) {
+  if (!expecting_ || no_sync_ || param_ready_[index]) return;
+  mark_ready(index);
+}
+
+void DistributedDataParallel::mark_ready(size_t index) {
+  trace_.push_back({DDPEvent::kGradReady, index});
+  param_ready_[index] = true;
+  const Tensor view = bucket_view(index);
+  const Tensor& grad = params_[index].grad();
+  if (!grad.defined()) {
+    Tensor(view).zero_();
+  } else if (!grad.is_same(view)) {
+    Tensor(view).copy_(grad);
+  }
+  if (--bucket_pending_[bucket_of_[index]] == 0) launch_ready_buckets();
+  if (++ready_count_ == params_.size()) finish_reduction();
+}
+
+void DistributedDataParallel::launch_ready_buckets() {
+  // Strictly in bucket order, so all ranks issue the same collectives in the same sequence.
+  while (next_launch_ < buckets_.size() && bucket_pending_[next_launch_] == 0) {
+    bucket_work_[next_launch_] = hook_(*group_, buckets_[next_launch_].buffer);
+    trace_.push_back({DDPEvent::kLaunch, next_launch_});
+    ++next_launch_;
+  }
+}
+
+void DistributedDataParallel::finish_reduction() {
+  const double scale = 1.0 / group_->size();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    bucket_work_[b]->wait();
+    trace_.push_back({DDPEvent::kWait, b});
+    mul_(buckets_[b].buffer, scale);
+  }
+  if (!options_.gradient_as_bucket_view()) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor view = bucket_view(i);
+      if (params_[i].grad().defined()) {
+        Tensor(params_[i].grad()).copy_(view);
+      } else {
+        params_[i].set_grad(view.clone());
+      }
+    }
+  }
+  expecting_ = false;
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
+    : ddp_(ddp), previous_(ddp.no_sync_) {
+  ddp_.no_sync_ = true;
+}
+
+DistributedDataParallel::NoSync::~NoSync() { ddp_.no_sync_ = previous_; }
+
+}  // namespace dist
+}  // namespace tessera

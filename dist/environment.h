@@ -1,0 +1,40 @@
+// The distributed environment: MPI start-up, the world group, sub-groups, and ending a job on
+// error.
+//
+//   mpirun -np 4 train ...     each process calls dist::init() and gets the world (size 4)
+//   ./train ...                 without mpirun the world has size 1
+//
+// MPI is initialized with MPI_THREAD_MULTIPLE: every group's communication thread calls MPI
+// on its own. An error on one rank must not leave the others waiting forever in a collective:
+// run_or_abort() (and the terminate handler init() installs) print the error with the rank and
+// call MPI_Abort, which ends every process of the job.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+
+namespace tessera {
+namespace dist {
+
+// Initializes MPI once (later calls return the same world). argc/argv may be null.
+std::shared_ptr<ProcessGroup> init(int* argc = nullptr, char*** argv = nullptr);
+bool is_initialized();
+// The world group; init() must have been called.
+std::shared_ptr<ProcessGroup> world();
+// A group of the given world ranks, in that order. Collective: every world rank must call it
+// with the same list (ranks outside it get nullptr).
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+// Drains every group and finalizes MPI (also registered with atexit by init()).
+void finalize();
+
+// Prints "[rank R] message" and ends the whole job with `code`.
+[[noreturn]] void abort_job(const std::string& message, int code = 1);
+// Runs body; an exception on any rank aborts the job with its message.
+int run_or_abort(const std::function<int()>& body);
+
+}  // namespace dist
+}  // namespace tessera

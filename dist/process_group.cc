@@ -1,0 +1,23 @@
+#include "dist/process_group.h"
+
+namespace tessera {
+namespace dist {
+
+std::vector<int64_t> balanced_counts(int64_t n, int parts) {
+  TS_CHECK(parts > 0 && n >= 0, "balanced_counts: cannot split ", n, " into ", parts, " parts");
+  std::vector<int64_t> counts(parts, n / parts);
+  for (int64_t i = 0; i < n % parts; ++i) ++counts[i];
+  return counts;
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
+                                                   ReduceOp op) {
+  return reduce_scatter(input, output, balanced_counts(input.numel(), size()), op);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(const Tensor& input, const Tensor& output) {
+  return all_gather(input, output, balanced_counts(output.numel(), size()));
+}
+
+}  // namespace dist
+}  // namespace tessera

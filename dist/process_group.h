@@ -1,0 +1,63 @@
+// ProcessGroup: a set of ranks and the collectives they run together.
+//
+// Every member must issue the same collectives in the same order (the contract of MPI and
+// NCCL). Each call returns a Work at once; the operation runs on the group's communication
+// thread (or stream) in issue order, so it overlaps with computation until someone waits.
+// Tensors are flat views of contiguous memory and must stay untouched until the Work is done.
+//
+// Sizes need not divide by the group size: reduce_scatter and all_gather take per-rank counts
+// (balanced_counts() splits n as evenly as possible, the default).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dist/byte_ledger.h"
+#include "dist/work.h"
+#include "tensor/tensor.h"
+
+namespace tessera {
+namespace dist {
+
+enum class ReduceOp { kSum, kAvg, kMax, kMin };
+
+// n split into `parts` counts that differ by at most one, larger ones first.
+std::vector<int64_t> balanced_counts(int64_t n, int parts);
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The ranks of this group in the world, indexed by group rank.
+  virtual const std::vector<int>& world_ranks() const = 0;
+
+  // In place: every rank ends with the reduction of all ranks' tensors.
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::kSum) = 0;
+  // input holds sum(counts) elements on every rank; output (counts[rank] elements) receives
+  // this rank's segment of the reduction.
+  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
+                                               const std::vector<int64_t>& counts,
+                                               ReduceOp op = ReduceOp::kSum) = 0;
+  // input holds counts[rank] elements; output (sum(counts)) receives every rank's, in rank order.
+  virtual std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
+                                           const std::vector<int64_t>& counts) = 0;
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) = 0;
+  // Point to point, matched by (peer, tag).
+  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag) = 0;
+  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag) = 0;
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+  // Balanced-count forms.
+  std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
+                                       ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output);
+
+  ByteLedger& ledger() { return ledger_; }
+
+ private:
+  ByteLedger ledger_;
+};
+
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,278 @@
+#include "dist/process_group_mpi.h"
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "dist/mpi_check.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace dist {
+
+namespace {
+
+constexpr int kRingTag = 7001;
+constexpr int kBroadcastTag = 7002;
+constexpr int64_t kMaxMessage = int64_t{1} << 30;  // bytes per MPI call (counts are ints)
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> offsets(counts.size() + 1, 0);
+  std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
+  return offsets;
+}
+
+// dst (op)= src, elementwise.
+void reduce_into(const Tensor& dst, const Tensor& src, ReduceOp op) {
+  Tensor d = dst;
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: add_(d, src); break;
+    case ReduceOp::kMax: d.copy_(maximum(dst, src)); break;
+    case ReduceOp::kMin: d.copy_(minimum(dst, src)); break;
+  }
+}
+
+void check_flat(const Tensor& t, const char* op, const char* what) {
+  TS_CHECK(t.defined(), op, ": ", what, " is undefined");
+  TS_CHECK(t.is_contiguous(), op, ": ", what, " ", t.str(), " must be contiguous");
+}
+
+// The tensor's bytes on the host: itself if on the CPU, else a copy.
+Tensor host(const Tensor& t) { return t.device().is_cpu() ? t.view({t.numel()}) : t.cpu().view({t.numel()}); }
+
+// Copies a host result back when the tensor lives on a device.
+void write_back(const Tensor& t, const Tensor& host_flat) {
+  if (!t.device().is_cpu()) Tensor(t).copy_(host_flat.view(t.shape()));
+}
+
+}  // namespace
+
+ProcessGroupMPI::ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks)
+    : comm_(comm), world_ranks_(std::move(world_ranks)) {
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_CHECK(MPI_Comm_dup(comm_, &p2p_comm_));
+  MPI_CHECK(MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN));
+  TS_INTERNAL_ASSERT(static_cast<int>(world_ranks_.size()) == size_);
+  thread_ = std::make_unique<CommThread>();
+}
+
+ProcessGroupMPI::~ProcessGroupMPI() { shutdown(); }
+
+void ProcessGroupMPI::shutdown() {
+  if (thread_) thread_->shutdown();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
+  if (comm_ != MPI_COMM_NULL && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+  p2p_comm_ = comm_ = MPI_COMM_NULL;
+}
+
+void ProcessGroupMPI::check_counts(const std::vector<int64_t>& counts, const char* op) const {
+  TS_CHECK(static_cast<int>(counts.size()) == size_, op, ": ", counts.size(),
+           " counts for a group of ", size_);
+  for (int64_t c : counts) TS_CHECK(c >= 0, op, ": negative count in ", counts);
+}
+
+void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
+  const char* s = static_cast<const char*>(send.numel() ? send.raw_data() : nullptr);
+  char* r = static_cast<char*>(recv.numel() ? recv.raw_data() : nullptr);
+  int64_t send_left = static_cast<int64_t>(send.nbytes());
+  int64_t recv_left = static_cast<int64_t>(recv.nbytes());
+  // Large buffers go in pieces of at most kMaxMessage bytes (MPI counts are ints); both sides
+  // cut the same way, so the pieces pair up.
+  do {
+    const int sn = static_cast<int>(std::min(send_left, kMaxMessage));
+    const int rn = static_cast<int>(std::min(recv_left, kMaxMessage));
+    MPI_CHECK(MPI_Sendrecv(s, sn, MPI_BYTE, dst, kRingTag, r, rn, MPI_BYTE, src, kRingTag, comm_,
+                           MPI_STATUS_IGNORE));
+    s += sn;
+    r += rn;
+    send_left -= sn;
+    recv_left -= rn;
+  } while (send_left > 0 || recv_left > 0);
+}
+
+void ProcessGroupMPI::ring_reduce_scatter(const Tensor& buffer, const std::vector<int64_t>& counts,
+                                          ReduceOp op, CollectiveKind kind) {
+  const std::vector<int64_t> off = offsets_of(counts);
+  const int right = mod(rank_ + 1, size_), left = mod(rank_ - 1, size_);
+  const int64_t largest = *std::max_element(counts.begin(), counts.end());
+  const Tensor incoming = empty({largest}, buffer.dtype());
+  for (int s = 0; s < size_ - 1; ++s) {
+    const int out_chunk = mod(rank_ - 1 - s, size_), in_chunk = mod(rank_ - 2 - s, size_);
+    const Tensor out = buffer.narrow(0, off[out_chunk], counts[out_chunk]);
+    const Tensor in = incoming.narrow(0, 0, counts[in_chunk]);
+    sendrecv(out, right, in, left);
+    ledger().add_bytes(kind, static_cast<int64_t>(out.nbytes()));
+    reduce_into(buffer.narrow(0, off[in_chunk], counts[in_chunk]), in, op);
+  }
+}
+
+void ProcessGroupMPI::ring_all_gather(const Tensor& buffer, const std::vector<int64_t>& counts,
+                                      CollectiveKind kind) {
+  const std::vector<int64_t> off = offsets_of(counts);
+  const int right = mod(rank_ + 1, size_), left = mod(rank_ - 1, size_);
+  for (int s = 0; s < size_ - 1; ++s) {
+    const int out_chunk = mod(rank_ - s, size_), in_chunk = mod(rank_ - 1 - s, size_);
+    const Tensor out = buffer.narrow(0, off[out_chunk], counts[out_chunk]);
+    sendrecv(out, right, buffer.narrow(0, off[in_chunk], counts[in_chunk]), left);
+    ledger().add_bytes(kind, static_cast<int64_t>(out.nbytes()));
+  }
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::all_reduce(const Tensor& tensor, ReduceOp op) {
+  check_flat(tensor, "all_reduce", "tensor");
+  TS_CHECK(op != ReduceOp::kAvg || is_floating(tensor.dtype()),
+           "all_reduce: kAvg needs a floating-point tensor, got ", tensor.dtype());
+  ledger().record(CollectiveKind::kAllReduce, 0);
+  return thread_->submit([this, tensor, op]() -> CommThread::InFlight {
+    const Tensor buf = host(tensor);
+    if (size_ > 1 && buf.numel() > 0) {
+      const std::vector<int64_t> counts = balanced_counts(buf.numel(), size_);
+      ring_reduce_scatter(buf, counts, op, CollectiveKind::kAllReduce);
+      ring_all_gather(buf, counts, CollectiveKind::kAllReduce);
+    }
+    if (op == ReduceOp::kAvg && size_ > 1) {
+      Tensor b = buf;
+      mul_(b, 1.0 / size_);
+    }
+    write_back(tensor, buf);
+    return {};
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(const Tensor& input, const Tensor& output,
+                                                      const std::vector<int64_t>& counts,
+                                                      ReduceOp op) {
+  check_flat(input, "reduce_scatter", "input");
+  check_flat(output, "reduce_scatter", "output");
+  check_counts(counts, "reduce_scatter");
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  TS_CHECK(input.numel() == total && output.numel() == counts[rank_], "reduce_scatter: input has ",
+           input.numel(), " elements and output ", output.numel(), ", but counts ", counts,
+           " need ", total, " and ", counts[rank_], " (rank ", rank_, ")");
+  TS_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ", input.dtype(),
+           ", output ", output.dtype());
+  TS_CHECK(op != ReduceOp::kAvg || is_floating(input.dtype()),
+           "reduce_scatter: kAvg needs a floating-point tensor, got ", input.dtype());
+  ledger().record(CollectiveKind::kReduceScatter, 0);
+  return thread_->submit([this, input, output, counts, op]() -> CommThread::InFlight {
+    // Work on a copy: the input is left as it was.
+    const Tensor buf = host(input).clone();
+    if (size_ > 1) ring_reduce_scatter(buf, counts, op, CollectiveKind::kReduceScatter);
+    const std::vector<int64_t> off = offsets_of(counts);
+    Tensor mine = buf.narrow(0, off[rank_], counts[rank_]);
+    if (op == ReduceOp::kAvg && size_ > 1) mul_(mine, 1.0 / size_);
+    Tensor(output).copy_(mine.view(output.shape()));
+    return {};
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::all_gather(const Tensor& input, const Tensor& output,
+                                                  const std::vector<int64_t>& counts) {
+  check_flat(input, "all_gather", "input");
+  check_flat(output, "all_gather", "output");
+  check_counts(counts, "all_gather");
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  TS_CHECK(output.numel() == total && input.numel() == counts[rank_], "all_gather: input has ",
+           input.numel(), " elements and output ", output.numel(), ", but counts ", counts,
+           " need ", counts[rank_], " and ", total, " (rank ", rank_, ")");
+  TS_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", input.dtype(), ", output ",
+           output.dtype());
+  ledger().record(CollectiveKind::kAllGather, 0);
+  return thread_->submit([this, input, output, counts]() -> CommThread::InFlight {
+    const Tensor buf = output.device().is_cpu() ? output.view({output.numel()})
+                                                : empty({output.numel()}, output.dtype());
+    const std::vector<int64_t> off = offsets_of(counts);
+    buf.narrow(0, off[rank_], counts[rank_]).copy_(host(input));
+    if (size_ > 1) ring_all_gather(buf, counts, CollectiveKind::kAllGather);
+    write_back(output, buf);
+    return {};
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root) {
+  check_flat(tensor, "broadcast", "tensor");
+  TS_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " outside a group of ", size_);
+  ledger().record(CollectiveKind::kBroadcast, 0);
+  return thread_->submit([this, tensor, root]() -> CommThread::InFlight {
+    const Tensor buf = host(tensor);
+    // Binomial tree: in round k, ranks that have the data (relative rank < 2^k) send to
+    // relative rank + 2^k. log2(N) rounds; every rank receives once.
+    const int vr = mod(rank_ - root, size_);
+    char* data = static_cast<char*>(buf.numel() ? buf.raw_data() : nullptr);
+    const int64_t bytes = static_cast<int64_t>(buf.nbytes());
+    for (int mask = 1; mask < size_; mask <<= 1) {
+      for (int64_t at = 0; at < bytes || at == 0; at += kMaxMessage) {
+        const int n = static_cast<int>(std::min(bytes - at, kMaxMessage));
+        if (vr < mask && vr + mask < size_) {
+          MPI_CHECK(MPI_Send(data + at, n, MPI_BYTE, mod(vr + mask + root, size_), kBroadcastTag, comm_));
+          ledger().add_bytes(CollectiveKind::kBroadcast, n);
+        } else if (vr >= mask && vr < 2 * mask) {
+          MPI_CHECK(MPI_Recv(data + at, n, MPI_BYTE, mod(vr - mask + root, size_), kBroadcastTag,
+                             comm_, MPI_STATUS_IGNORE));
+        }
+        if (bytes == 0) break;
+      }
+    }
+    write_back(tensor, buf);
+    return {};
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& tensor, int dst, int tag) {
+  check_flat(tensor, "send", "tensor");
+  TS_CHECK(dst >= 0 && dst < size_ && dst != rank_, "send: bad destination ", dst,
+           " from rank ", rank_, " of ", size_);
+  TS_CHECK(tensor.nbytes() <= static_cast<size_t>(INT_MAX), "send: ", tensor.nbytes(),
+           " bytes is more than one message can carry");
+  ledger().record(CollectiveKind::kSendRecv, static_cast<int64_t>(tensor.nbytes()));
+  return thread_->submit([this, tensor, dst, tag]() -> CommThread::InFlight {
+    const Tensor buf = host(tensor);
+    MPI_Request request;
+    MPI_CHECK(MPI_Isend(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
+                        MPI_BYTE, dst, tag, p2p_comm_, &request));
+    return {{request}, {buf}, nullptr};
+  });
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int tag) {
+  check_flat(tensor, "recv", "tensor");
+  TS_CHECK(src >= 0 && src < size_ && src != rank_, "recv: bad source ", src, " at rank ",
+           rank_, " of ", size_);
+  TS_CHECK(tensor.nbytes() <= static_cast<size_t>(INT_MAX), "recv: ", tensor.nbytes(),
+           " bytes is more than one message can carry");
+  return thread_->submit([this, tensor, src, tag]() -> CommThread::InFlight {
+    // Device tensors receive into a host buffer, copied over once the message is in.
+    const Tensor buf = tensor.device().is_cpu() ? tensor : empty({tensor.numel()}, tensor.dtype());
+    MPI_Request request;
+    MPI_CHECK(MPI_Irecv(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
+                        MPI_BYTE, src, tag, p2p_comm_, &request));
+    return {{request}, {buf, tensor}, [tensor, buf] { write_back(tensor, buf); }};
+  });
+}
+
+MPI_Comm ProcessGroupMPI::split(int color, int key) {
+  MPI_Comm out = MPI_COMM_NULL;
+  thread_->submit([this, color, key, &out]() -> CommThread::InFlight {
+    MPI_CHECK(MPI_Comm_split(comm_, color, key, &out));
+    return {};
+  })->wait();
+  return out;
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::barrier() {
+  return thread_->submit([this]() -> CommThread::InFlight {
+    MPI_CHECK(MPI_Barrier(comm_));
+    return {};
+  });
+}
+
+}  // namespace dist
+}  // namespace tessera

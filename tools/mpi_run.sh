@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs a test binary on N ranks under mpirun: oversubscribed (CI has 2 cores), allowed as root,
+# shared-memory transport on one machine. Usage: mpi_run.sh N BINARY [ARGS...]
+set -euo pipefail
+np=$1
+shift
+export OMPI_MCA_btl=self,vader
+export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no ptrace-based copies in sandboxes
+export OMPI_MCA_rmaps_base_oversubscribe=1
+exec mpirun -np "$np" --oversubscribe --allow-run-as-root --bind-to none "$@"
