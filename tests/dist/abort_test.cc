@@ -1,0 +1,40 @@
+// One rank throwing ends the whole job with a non-zero exit and the message, within seconds,
+// instead of leaving the other ranks waiting in a collective forever.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace {
+std::string g_runner, g_helper;
+
+TEST(Abort, OneRankThrowingEndsTheJob) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string command = g_runner + " 2 " + g_helper + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_NE(out.find("[rank 1] error:"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1 failed on purpose"), std::string::npos) << out;
+  EXPECT_LT(seconds, 20.0);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: abort_test MPI_RUN HELPER\n");
+    return 2;
+  }
+  g_runner = argv[1];
+  g_helper = argv[2];
+  return RUN_ALL_TESTS();
+}
