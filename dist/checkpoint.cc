@@ -18,42 +18,60 @@ uint64_t metadata_uint(const Metadata& m, const std::string& key, const std::str
 }
 }  // namespace
 
-void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer* optimizer, const TrainingProgress& progress,
+void save_checkpoint(const std::string& path, const StateDict& model_state,
+                     const StateDict* optimizer_state, const TrainingProgress& progress,
                      const Metadata& extra) {
   StateDict all;
-  all.merge(model.state_dict(), "model.");
-  if (optimizer != nullptr) all.merge(optimizer->state_dict(), "optimizer.");
+  all.merge(model_state, "model.");
+  if (optimizer_state != nullptr) all.merge(*optimizer_state, "optimizer.");
   Metadata meta = extra;
   meta["format"] = kFormat;
   meta["epoch"] = std::to_string(progress.epoch);
   meta["step"] = std::to_string(progress.step);
   meta["rng_seed"] = std::to_string(progress.rng.seed);
   meta["rng_offset"] = std::to_string(progress.rng.offset);
-  meta["has_optimizer"] = optimizer != nullptr ? "1" : "0";
+  meta["has_optimizer"] = optimizer_state != nullptr ? "1" : "0";
   save_safetensors(path, all, meta);
 }
 
-TrainingProgress load_checkpoint(const std::string& path, nn::Module& model,
-                                 optim::Optimizer* optimizer, Metadata* metadata) {
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer* optimizer, const TrainingProgress& progress,
+                     const Metadata& extra) {
+  const StateDict optimizer_state = optimizer != nullptr ? optimizer->state_dict() : StateDict();
+  save_checkpoint(path, model.state_dict(), optimizer != nullptr ? &optimizer_state : nullptr,
+                  progress, extra);
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   const auto format = file.metadata.find("format");
   TS_CHECK(format != file.metadata.end() && format->second == kFormat, "load_checkpoint: '", path,
            "' is not a ", kFormat, " file (format '",
            format == file.metadata.end() ? std::string("none") : format->second, "')");
-  model.load_state_dict(file.tensors.with_prefix_removed("model."));
-  if (optimizer != nullptr) {
-    TS_CHECK(file.metadata["has_optimizer"] == "1", "load_checkpoint: '", path,
-             "' holds no optimizer state");
-    optimizer->load_state_dict(file.tensors.with_prefix_removed("optimizer."));
+  Checkpoint c;
+  c.model = file.tensors.with_prefix_removed("model.");
+  if (file.metadata["has_optimizer"] == "1") {
+    c.optimizer = file.tensors.with_prefix_removed("optimizer.");
   }
-  TrainingProgress progress;
-  progress.epoch = static_cast<int64_t>(metadata_uint(file.metadata, "epoch", path));
-  progress.step = static_cast<int64_t>(metadata_uint(file.metadata, "step", path));
-  progress.rng.seed = metadata_uint(file.metadata, "rng_seed", path);
-  progress.rng.offset = metadata_uint(file.metadata, "rng_offset", path);
-  if (metadata != nullptr) *metadata = file.metadata;
-  return progress;
+  c.progress.epoch = static_cast<int64_t>(metadata_uint(file.metadata, "epoch", path));
+  c.progress.step = static_cast<int64_t>(metadata_uint(file.metadata, "step", path));
+  c.progress.rng.seed = metadata_uint(file.metadata, "rng_seed", path);
+  c.progress.rng.offset = metadata_uint(file.metadata, "rng_offset", path);
+  c.metadata = std::move(file.metadata);
+  return c;
+}
+
+TrainingProgress load_checkpoint(const std::string& path, nn::Module& model,
+                                 optim::Optimizer* optimizer, Metadata* metadata) {
+  Checkpoint c = read_checkpoint(path);
+  model.load_state_dict(c.model);
+  if (optimizer != nullptr) {
+    TS_CHECK(c.metadata["has_optimizer"] == "1", "load_checkpoint: '", path,
+             "' holds no optimizer state");
+    optimizer->load_state_dict(c.optimizer);
+  }
+  if (metadata != nullptr) *metadata = c.metadata;
+  return c.progress;
 }
 
 }  // namespace tessera

@@ -22,6 +22,18 @@ struct TrainingProgress {
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer, const TrainingProgress& progress,
                      const Metadata& extra = {});
+// The same with the optimizer state given as a StateDict (ZeRO's consolidated state).
+void save_checkpoint(const std::string& path, const StateDict& model_state,
+                     const StateDict* optimizer_state, const TrainingProgress& progress,
+                     const Metadata& extra = {});
+
+// A checkpoint's contents, for callers that restore the parts themselves.
+struct Checkpoint {
+  StateDict model, optimizer;  // optimizer is empty when none was saved
+  TrainingProgress progress;
+  Metadata metadata;
+};
+Checkpoint read_checkpoint(const std::string& path);
 
 // Loads into `model` (strictly) and `optimizer` (when given and saved), and returns the
 // progress. Restoring the random stream into the default generator is the caller's choice.

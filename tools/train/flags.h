@@ -12,7 +12,7 @@ struct Config {
   std::string model = "logistic";  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
   std::string data = "fashion-mnist";  // fashion-mnist|synthetic
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string strategy = "single";
+  std::string strategy = "single";  // single|ddp|zero1
   int64_t epochs = 0;      // 0: the model's default
   int64_t batch_size = 0;  // 0: the model's default
   double lr = 0;           // 0: the model's default

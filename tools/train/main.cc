@@ -1,9 +1,13 @@
 // train: trains a model on Fashion-MNIST (or synthetic images) with tessera and reports test
 // accuracy, throughput and memory. See flags.cc for the flags and per-model defaults.
 //
-// Output: a progress bar (plain lines when stdout is not a terminal), one line per epoch, JSON
-// lines per epoch to --metrics, and as the last line on stdout one JSON object with the run's
-// figures. Exit codes: 0 done, 1 runtime error, 2 bad flags.
+//   bazel-bin/tools/train --model=logistic                               one process
+//   mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1  data parallel
+//
+// Output (rank 0): a progress bar (plain lines when stdout is not a terminal), one line per
+// epoch, JSON lines per epoch to --metrics, and as the last line on stdout one JSON object with
+// the run's figures. Exit codes: 0 done, 1 runtime error (an error on any rank ends the whole
+// job), 2 bad flags.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,25 +19,27 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "data/data_loader.h"
+#include "data/distributed_sampler.h"
 #include "data/mnist.h"
 #include "dist/checkpoint.h"
+#include "dist/environment.h"
 #include "models/resnet.h"
-#include "nn/loss.h"
 #include "models/simple.h"
-#include "optim/adam.h"
+#include "nn/loss.h"
 #include "optim/lr_scheduler.h"
-#include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tools/train/flags.h"
 #include "tools/train/report.h"
+#include "tools/train/strategy.h"
 
 namespace tessera {
 namespace train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tessera::Checkpoint;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -48,20 +54,6 @@ std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels) {
   if (c.model == "resnet18") return models::ResNet18(channels, 10);
   if (c.model == "resnet34") return models::ResNet34(channels, 10);
   return models::ResNet50(channels, 10);
-}
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Variable> params) {
-  if (c.optimizer == "sgd") {
-    return std::make_unique<optim::SGD>(
-        params, optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay)
-                    .nesterov(c.momentum > 0));
-  }
-  if (c.optimizer == "adam") {
-    return std::make_unique<optim::Adam>(params,
-                                         optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
-  }
-  return std::make_unique<optim::AdamW>(
-      params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay == 0 ? 1e-2 : c.weight_decay));
 }
 
 std::shared_ptr<optim::LRScheduler> make_schedule(const Config& c, optim::Optimizer& opt) {
@@ -116,7 +108,8 @@ data::Transform make_transform(const Config& c, bool augment) {
   };
 }
 
-double evaluate(nn::Sequential& model, const data::DataLoader& loader) {
+// Test accuracy; with a group, each rank evaluates its shard and the counts are summed.
+double evaluate(nn::Sequential& model, const data::DataLoader& loader, dist::ProcessGroup* group) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, total = 0;
@@ -126,7 +119,20 @@ double evaluate(nn::Sequential& model, const data::DataLoader& loader) {
     total += b.size();
   }
   model.train();
+  if (group != nullptr) {
+    Tensor counts = from_vector<int64_t>({correct, total}, {2});
+    group->all_reduce(counts)->wait();
+    correct = static_cast<int64_t>(counts.at({0}));
+    total = static_cast<int64_t>(counts.at({1}));
+  }
   return total > 0 ? static_cast<double>(correct) / total : 0.0;
+}
+
+double average_over_ranks(double value, dist::ProcessGroup* group) {
+  if (group == nullptr) return value;
+  Tensor t = scalar_tensor(value, kF64);
+  group->all_reduce(t, dist::ReduceOp::kAvg)->wait();
+  return t.item();
 }
 
 void make_dirs(const std::string& path) {
@@ -138,80 +144,106 @@ void make_dirs(const std::string& path) {
            "train: cannot create the checkpoint directory '", path, "'");
 }
 
-int run(const Config& c) {
+int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   if (c.threads > 0) set_num_threads(c.threads);
   manual_seed(c.seed);
+  const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
+  const bool lead = rank == 0;
   const auto wall_start = Clock::now();
   const Data d = load_data(c);
   auto model = make_model(c, d.channels);
-  auto optimizer = make_optimizer(c, model->parameters());
-  auto schedule = make_schedule(c, *optimizer);
+  auto strategy = make_strategy(c, model, world);
+  auto schedule = make_schedule(c, strategy->scheduled_optimizer());
   const nn::CrossEntropyLoss criterion(Reduction::kMean, c.label_smoothing);
 
+  // Each rank trains on its own shard (--batch-size per rank) and evaluates its own part.
+  std::shared_ptr<data::Sampler> train_sampler, test_sampler;
+  if (world) {
+    train_sampler = std::make_shared<data::DistributedSampler>(d.train->size(), ranks, rank, true, c.seed);
+    test_sampler = std::make_shared<data::DistributedSampler>(d.test->size(), ranks, rank, false, 0,
+                                                              false, /*pad=*/false);
+  }
   data::DataLoader train_loader(
       d.train, data::DataLoaderOptions(c.batch_size).shuffle(true).drop_last(true).seed(c.seed),
-      make_transform(c, c.augment == 1));
-  data::DataLoader test_loader(d.test, data::DataLoaderOptions(1000), make_transform(c, false));
+      make_transform(c, c.augment == 1), train_sampler);
+  data::DataLoader test_loader(d.test, data::DataLoaderOptions(1000), make_transform(c, false),
+                               test_sampler);
   TS_CHECK(train_loader.num_batches() > 0, "train: ", d.train->size(),
-           " training examples make no batch of ", c.batch_size);
+           " training examples make no batch of ", c.batch_size, " on each of ", ranks, " ranks");
 
   int64_t first_epoch = 1, step = 0;
   if (!c.resume.empty()) {
-    const TrainingProgress p = load_checkpoint(c.resume, *model, optimizer.get());
-    first_epoch = p.epoch + 1;
-    step = p.step;
-    default_generator().set_state(p.rng);
-    if (schedule) schedule->set_epoch(p.epoch);
-    std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(),
-                static_cast<long long>(p.epoch));
+    const Checkpoint ckpt = read_checkpoint(c.resume);
+    model->load_state_dict(ckpt.model);
+    TS_CHECK(!ckpt.optimizer.empty(), "train: '", c.resume, "' holds no optimizer state");
+    strategy->load_optimizer_state(ckpt.optimizer);
+    first_epoch = ckpt.progress.epoch + 1;
+    step = ckpt.progress.step;
+    default_generator().set_state(ckpt.progress.rng);
+    if (schedule) schedule->set_epoch(ckpt.progress.epoch);
+    if (lead) {
+      std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(),
+                  static_cast<long long>(ckpt.progress.epoch));
+    }
   }
-  if (!c.checkpoint_dir.empty()) make_dirs(c.checkpoint_dir);
+  if (!c.checkpoint_dir.empty() && lead) make_dirs(c.checkpoint_dir);
   std::ofstream metrics;
-  if (!c.metrics.empty()) {
+  if (!c.metrics.empty() && lead) {
     metrics.open(c.metrics, std::ios::app);
     TS_CHECK(metrics.good(), "train: cannot open --metrics file '", c.metrics, "'");
   }
 
-  std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g, batch %lld, "
-              "%d threads\n",
-              c.model.c_str(), static_cast<long long>(model->num_parameters()), c.data.c_str(),
-              static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
-              c.optimizer.c_str(), c.lr, static_cast<long long>(c.batch_size), num_threads());
-  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  if (lead) {
+    std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g, batch %lld, "
+                "%s on %d rank%s, %d threads\n",
+                c.model.c_str(), static_cast<long long>(model->num_parameters()), c.data.c_str(),
+                static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
+                c.optimizer.c_str(), c.lr, static_cast<long long>(c.batch_size), c.strategy.c_str(),
+                ranks, ranks == 1 ? "" : "s", num_threads());
+  }
+  // mpirun gives rank 0 a pseudo-terminal even when its own output is a file: plain lines then.
+  const bool tty = lead && !world && ::isatty(STDOUT_FILENO) != 0;
   reset_peak(Device::cpu());
-  double train_loss = 0, accuracy = 0, images_per_second = 0, train_seconds = 0;
-  int64_t train_images = 0;
+  if (world) world->ledger().reset();
+  double train_loss = 0, accuracy = 0, train_seconds = 0;
+  int64_t train_images = 0, train_steps = 0, train_comm_bytes = 0;
   for (int64_t epoch = first_epoch; epoch <= c.epochs; ++epoch) {
     model->train();
-    const double lr = optimizer->param_groups()[0].options->lr();
+    const double lr = strategy->scheduled_optimizer().param_groups()[0].options->lr();
     Progress progress(epoch, c.epochs, train_loader.num_batches(), tty);
     const auto start = Clock::now();
     double loss_sum = 0;
     int64_t batches = 0, images = 0;
+    const int64_t comm_before = world ? world->ledger().total_bytes() : 0;
     for (data::Batch& batch : train_loader.epoch(epoch)) {
-      Variable loss = criterion(model->forward(Variable(batch.inputs)), batch.targets);
-      optimizer->zero_grad();
+      Variable loss = criterion(strategy->forward(Variable(batch.inputs)), batch.targets);
+      strategy->zero_grad();
       loss.backward();
-      optimizer->step();
+      strategy->step();
       ++step;
       loss_sum += loss.item();
       ++batches;
-      images += batch.size();
-      progress.update(batches, loss_sum / batches, images / seconds_since(start));
+      images += batch.size() * ranks;
+      if (lead) progress.update(batches, loss_sum / batches, images / seconds_since(start));
     }
-    progress.finish();
+    if (lead) progress.finish();
     const double seconds = seconds_since(start);
+    // Only the training steps' traffic counts toward bytes per step (not evaluation's).
+    if (world) train_comm_bytes += world->ledger().total_bytes() - comm_before;
     if (schedule) schedule->step();
-    train_loss = loss_sum / std::max<int64_t>(batches, 1);
-    images_per_second = images / seconds;
+    train_loss = average_over_ranks(loss_sum / std::max<int64_t>(batches, 1), world.get());
+    const double images_per_second = images / seconds;
     train_seconds += seconds;
     train_images += images;
-    accuracy = evaluate(*model, test_loader);
-    std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
-                "lr %.3g\n",
-                static_cast<long long>(epoch), static_cast<long long>(c.epochs), train_loss,
-                accuracy, images_per_second, seconds, lr);
-    std::fflush(stdout);
+    train_steps += batches;
+    accuracy = evaluate(*model, test_loader, world.get());
+    if (lead) {
+      std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
+                  "lr %.3g\n",
+                  static_cast<long long>(epoch), static_cast<long long>(c.epochs), train_loss,
+                  accuracy, images_per_second, seconds, lr);
+      std::fflush(stdout);
+    }
     if (metrics.is_open()) {
       metrics << JsonObject().add("epoch", epoch).add("train_loss", train_loss)
                      .add("test_accuracy", accuracy).add("images_per_second", images_per_second)
@@ -219,25 +251,58 @@ int run(const Config& c) {
               << std::endl;
     }
     if (!c.checkpoint_dir.empty()) {
-      save_checkpoint(c.checkpoint_dir + "/last.safetensors", *model, optimizer.get(),
-                      {epoch, step, default_generator().state()}, {{"model", c.model}});
+      const StateDict optimizer_state = strategy->optimizer_state();  // collective for ZeRO-1
+      if (lead) {
+        save_checkpoint(c.checkpoint_dir + "/last.safetensors", model->state_dict(),
+                        &optimizer_state, {epoch, step, default_generator().state()},
+                        {{"model", c.model}, {"strategy", c.strategy}});
+      }
     }
   }
-  std::printf("%s\n",
-              JsonObject()
-                  .add("model", c.model)
-                  .add("strategy", c.strategy)
-                  .add("world_size", 1)
-                  .add("epochs", c.epochs)
-                  .add("train_loss", train_loss)
-                  .add("test_accuracy", accuracy)
-                  .add("images_per_second", train_seconds > 0 ? train_images / train_seconds : 0.0)
-                  .add("wall_seconds", seconds_since(wall_start))
-                  .add("peak_bytes", memory_stats(Device::cpu()).peak_bytes)
-                  .add("parameters", model->num_parameters())
-                  .add("threads", num_threads())
-                  .str()
-                  .c_str());
+
+  // Per-rank figures, gathered to everyone: peak memory and optimizer state.
+  std::vector<int64_t> peaks{memory_stats(Device::cpu()).peak_bytes};
+  std::vector<int64_t> states{strategy->optimizer_state_bytes()};
+  int64_t comm_bytes_per_step = 0;
+  if (world) {
+    Tensor gathered = empty({2 * ranks}, kI64);
+    world->all_gather(from_vector<int64_t>({peaks[0], states[0]}, {2}), gathered)->wait();
+    const std::vector<int64_t> all = gathered.to_vector<int64_t>();
+    peaks.clear();
+    states.clear();
+    for (int k = 0; k < ranks; ++k) {
+      peaks.push_back(all[2 * k]);
+      states.push_back(all[2 * k + 1]);
+    }
+    comm_bytes_per_step = train_comm_bytes / std::max<int64_t>(train_steps, 1);
+  }
+  if (lead) {
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+      return s + "]";
+    };
+    if (world) std::printf("communication, whole run (rank 0): %s\n", world->ledger().str().c_str());
+    std::printf("%s\n",
+                JsonObject()
+                    .add("model", c.model)
+                    .add("strategy", c.strategy)
+                    .add("world_size", ranks)
+                    .add("epochs", c.epochs)
+                    .add("train_loss", train_loss)
+                    .add("test_accuracy", accuracy)
+                    .add("images_per_second", train_seconds > 0 ? train_images / train_seconds : 0.0)
+                    .add("wall_seconds", seconds_since(wall_start))
+                    .add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
+                    .add_raw("peak_bytes_per_rank", list(peaks))
+                    .add_raw("optimizer_state_bytes_per_rank", list(states))
+                    .add("comm_bytes_per_step", comm_bytes_per_step)
+                    .add("parameters", model->num_parameters())
+                    .add("threads", num_threads())
+                    .str()
+                    .c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }
 
@@ -247,10 +312,17 @@ int run(const Config& c) {
 
 int main(int argc, char** argv) {
   const tessera::train::Config config = tessera::train::parse_flags(argc, argv);
-  try {
-    return tessera::train::run(config);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "\ntrain: %s\n", e.what());
-    return 1;
+  if (config.strategy == "single") {
+    try {
+      return tessera::train::run(config, nullptr);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "\ntrain: %s\n", e.what());
+      return 1;
+    }
   }
+  // Data parallel: an error on any rank ends the whole job (no rank waits forever).
+  auto world = tessera::dist::init(&argc, &argv);
+  const int code = tessera::dist::run_or_abort([&] { return tessera::train::run(config, world); });
+  tessera::dist::finalize();
+  return code;
 }

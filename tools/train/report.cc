@@ -42,6 +42,11 @@ JsonObject& JsonObject::add(const std::string& key, int64_t value) {
   return *this;
 }
 
+JsonObject& JsonObject::add_raw(const std::string& key, const std::string& json) {
+  fields_.emplace_back(key, json);
+  return *this;
+}
+
 std::string JsonObject::str() const {
   std::string out = "{";
   for (size_t i = 0; i < fields_.size(); ++i) {

@@ -19,6 +19,8 @@ class JsonObject {
   JsonObject& add(const std::string& key, double value);
   JsonObject& add(const std::string& key, int64_t value);
   JsonObject& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
+  // An already-encoded JSON value (an array, say).
+  JsonObject& add_raw(const std::string& key, const std::string& json);
   std::string str() const;
 
  private:
