@@ -3,29 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "autograd/functions.h"
-#include "autograd/gradcheck.h"
+#include "tests/autograd/gradcheck_util.h"
 #include "tensor/ops.h"
 
 namespace tessera {
 namespace {
-
-using V = std::vector<Variable>;
-
-Tensor r(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return randn(shape, kF64, &g);
-}
-// Values in [0.5, 2]: safe for log, sqrt, division.
-Tensor positive(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return uniform(shape, 0.5, 2.0, kF64, &g);
-}
-
-#define EXPECT_GRADCHECK(fn, ...)                           \
-  do {                                                      \
-    const GradcheckResult res = gradcheck(fn, __VA_ARGS__); \
-    EXPECT_TRUE(res.ok) << res.message;                     \
-  } while (0)
 
 TEST(Gradcheck, BinaryOpsWithBroadcasting) {
   const std::vector<Tensor> in = {r({3, 4}, 1), r({4}, 2)};

@@ -2,24 +2,11 @@
 #include <gtest/gtest.h>
 
 #include "autograd/functions.h"
-#include "autograd/gradcheck.h"
+#include "tests/autograd/gradcheck_util.h"
 #include "tensor/ops.h"
 
 namespace tessera {
 namespace {
-
-using V = std::vector<Variable>;
-
-Tensor r(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return randn(shape, kF64, &g);
-}
-
-#define EXPECT_GRADCHECK(fn, ...)                           \
-  do {                                                      \
-    const GradcheckResult res = gradcheck(fn, __VA_ARGS__); \
-    EXPECT_TRUE(res.ok) << res.message;                     \
-  } while (0)
 
 TEST(Gradcheck, Views) {
   const std::vector<Tensor> in = {r({2, 3, 4}, 1)};

@@ -11,6 +11,7 @@
 
 #include "data/mnist.h"
 #include "tensor/ops.h"
+#include "tests/util/test_util.h"
 
 namespace tessera {
 namespace data {
@@ -18,10 +19,7 @@ namespace {
 
 using Bytes = std::vector<unsigned char>;
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
+using tessera::testing::temp_path;
 
 void write_plain(const std::string& path, const Bytes& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());

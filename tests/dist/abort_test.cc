@@ -1,27 +1,22 @@
 // One rank throwing ends the whole job with a non-zero exit and the message, within seconds,
 // instead of leaving the other ranks waiting in a collective forever.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
 #include <string>
+
+#include "tests/util/test_util.h"
 
 namespace {
 std::string g_runner, g_helper;
 
 TEST(Abort, OneRankThrowingEndsTheJob) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string command = g_runner + " 2 " + g_helper + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
-  const int status = pclose(pipe);
+  const auto [exit_code, out] = tessera::testing::run_command(g_runner + " 2 " + g_helper);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_TRUE(exit_code > 0) << out;
   EXPECT_NE(out.find("[rank 1] error:"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1 failed on purpose"), std::string::npos) << out;
   EXPECT_LT(seconds, 20.0);

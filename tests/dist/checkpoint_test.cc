@@ -10,14 +10,12 @@
 #include "models/simple.h"
 #include "optim/adam.h"
 #include "tensor/ops.h"
+#include "tests/util/test_util.h"
 
 namespace tessera {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
+using tessera::testing::temp_path;
 
 // One Adam step of an MLP on a fixed batch.
 void train_step(nn::Sequential& model, optim::Optimizer& opt, int seed) {

@@ -9,14 +9,12 @@
 #include <iterator>
 
 #include "tensor/ops.h"
+#include "tests/util/test_util.h"
 
 namespace tessera {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
-}
+using tessera::testing::temp_path;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
