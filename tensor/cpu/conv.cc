@@ -1,18 +1,21 @@
-// CPU 2-D convolution by im2col + GEMM, one image per task.
+// CPU 2-D convolution by im2col + GEMM, a small group of images per task.
 //
-// im2col lays the input patches of one image out as a matrix
-//     col[(c, ki, kj), (oh, ow)] = x[c, oh*s - p + ki*d, ow*s - p + kj*d]   (0 off the edge)
-// so that for each group g the convolution of that image is one GEMM straight into the output:
-//     y_g[O/g, OH*OW] = W_g[O/g, C/g*KH*KW] . col_g
+// im2col lays the input patches of G images out side by side as one matrix
+//     col[(c, ki, kj), (i, oh, ow)] = x[i, c, oh*s - p + ki*d, ow*s - p + kj*d]   (0 off the edge)
+// so that for each group g the convolution of those images is one GEMM:
+//     y_g[O/g, G*OH*OW] = W_g[O/g, C/g*KH*KW] . col_g
 // and its backward passes are GEMMs too:
 //     dcol_g = W_g^T . dy_g, then col2im adds dcol back onto the input positions;
 //     dW_g  += dy_g . col_g^T, summed over images.
-// Images run in parallel on OpenMP threads, each with its own col buffer (a few hundred KiB for
-// ResNet-20's layers, so it stays in cache); the GEMMs inside run single-threaded (OpenBLAS's
-// OpenMP build does so inside a parallel region). The weight gradient is summed per fixed block
-// of images and the blocks are added in order, so the result does not depend on the number of
-// threads.
+// G is 1 for large maps and grows for small ones (7x7 has only 49 columns per image), so every
+// GEMM has a few hundred columns: wide enough for OpenBLAS to run well, small enough that the
+// col buffer stays in cache. Groups of images run in parallel on OpenMP threads; the GEMMs
+// inside run single-threaded (OpenBLAS's OpenMP build does so inside a parallel region). The
+// weight gradient is summed per fixed block of images and the blocks are added in order, so the
+// result does not depend on the number of threads.
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
@@ -24,7 +27,7 @@ namespace cpu {
 
 namespace {
 
-constexpr int64_t kWeightGradBlock = 4;  // images per partial weight gradient
+constexpr int64_t kTargetColumns = 256;  // GEMM columns per task (images x output pixels)
 
 struct Geometry {
   int64_t n, c, h, w;  // input
@@ -36,6 +39,10 @@ struct Geometry {
   int64_t plane() const { return oh * ow; }
   int64_t rows_per_group() const { return col_rows() / groups; }
   int64_t out_per_group() const { return o / groups; }
+  // Images per task: enough for ~kTargetColumns GEMM columns.
+  int64_t images_per_task() const {
+    return std::clamp<int64_t>((kTargetColumns + plane() - 1) / plane(), 1, n);
+  }
 };
 
 Geometry geometry(const Shape& in, const Shape& weight, const Shape& out, const Conv2dParams& p) {
@@ -53,56 +60,73 @@ inline void valid_range(int64_t offset, int64_t stride, int64_t pad, int64_t w, 
   if (*hi < *lo) *hi = *lo;
 }
 
-// col[(c, ki, kj), (oh, ow)] for one image x [C, H, W].
+// Scratch memory for one task; deliberately not zero-filled (every element is written).
 template <typename T>
-void im2col(const T* x, const Geometry& g, T* col) {
-  const int64_t sy = g.p.stride[0], sx = g.p.stride[1];
+std::unique_ptr<T[]> scratch(int64_t n) {
+  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
+}
+
+// dst[i] += src[i]; the two never overlap, which lets the compiler vectorize.
+template <typename T>
+inline void accumulate_row(T* __restrict dst, const T* __restrict src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// col[(c, ki, kj), (i, oh, ow)] for the nc images starting at x (each [C, H, W]).
+template <typename T>
+void im2col(const T* x, int64_t nc, const Geometry& g, T* col) {
+  const int64_t sy = g.p.stride[0], sx = g.p.stride[1], cols = nc * g.plane();
   for (int64_t row = 0; row < g.col_rows(); ++row) {
     const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
-    const T* plane = x + ch * g.h * g.w;
     const int64_t off_x = kj * g.p.dilation[1];
     int64_t lo, hi;
     valid_range(off_x, sx, g.p.padding[1], g.w, g.ow, &lo, &hi);
-    T* dst = col + row * g.plane();
-    for (int64_t y = 0; y < g.oh; ++y) {
-      const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
-      T* out_row = dst + y * g.ow;
-      if (iy < 0 || iy >= g.h) {
-        std::fill(out_row, out_row + g.ow, T(0));
-        continue;
+    for (int64_t i = 0; i < nc; ++i) {
+      const T* plane = x + (i * g.c + ch) * g.h * g.w;
+      T* dst = col + row * cols + i * g.plane();
+      for (int64_t y = 0; y < g.oh; ++y) {
+        const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
+        T* out_row = dst + y * g.ow;
+        if (iy < 0 || iy >= g.h) {
+          std::memset(out_row, 0, g.ow * sizeof(T));
+          continue;
+        }
+        const T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;  // in_row[xo*sx] = x[iy][ix]
+        if (lo > 0) std::memset(out_row, 0, lo * sizeof(T));
+        if (sx == 1) {
+          std::memcpy(out_row + lo, in_row + lo, (hi - lo) * sizeof(T));
+        } else {
+          for (int64_t xo = lo; xo < hi; ++xo) out_row[xo] = in_row[xo * sx];
+        }
+        if (hi < g.ow) std::memset(out_row + hi, 0, (g.ow - hi) * sizeof(T));
       }
-      const T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;  // in_row[xo*sx] = x[iy][ix]
-      std::fill(out_row, out_row + lo, T(0));
-      if (sx == 1) {
-        std::copy(in_row + lo, in_row + hi, out_row + lo);
-      } else {
-        for (int64_t xo = lo; xo < hi; ++xo) out_row[xo] = in_row[xo * sx];
-      }
-      std::fill(out_row + hi, out_row + g.ow, T(0));
     }
   }
 }
 
-// dx[c, ...] += dcol[(c, ki, kj), (oh, ow)] for one image (dx zeroed by the caller).
+// dx[i, c, ...] += dcol[(c, ki, kj), (i, oh, ow)] for the nc images starting at dx (zeroed by
+// the caller).
 template <typename T>
-void col2im(const T* dcol, const Geometry& g, T* dx) {
-  const int64_t sy = g.p.stride[0], sx = g.p.stride[1];
+void col2im(const T* dcol, int64_t nc, const Geometry& g, T* dx) {
+  const int64_t sy = g.p.stride[0], sx = g.p.stride[1], cols = nc * g.plane();
   for (int64_t row = 0; row < g.col_rows(); ++row) {
     const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
-    T* plane = dx + ch * g.h * g.w;
     const int64_t off_x = kj * g.p.dilation[1];
     int64_t lo, hi;
     valid_range(off_x, sx, g.p.padding[1], g.w, g.ow, &lo, &hi);
-    const T* src = dcol + row * g.plane();
-    for (int64_t y = 0; y < g.oh; ++y) {
-      const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
-      if (iy < 0 || iy >= g.h) continue;
-      T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;
-      const T* s = src + y * g.ow;
-      if (sx == 1) {
-        for (int64_t xo = lo; xo < hi; ++xo) in_row[xo] += s[xo];
-      } else {
-        for (int64_t xo = lo; xo < hi; ++xo) in_row[xo * sx] += s[xo];
+    for (int64_t i = 0; i < nc; ++i) {
+      T* plane = dx + (i * g.c + ch) * g.h * g.w;
+      const T* src = dcol + row * cols + i * g.plane();
+      for (int64_t y = 0; y < g.oh; ++y) {
+        const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
+        if (iy < 0 || iy >= g.h) continue;
+        T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;
+        const T* s = src + y * g.ow;
+        if (sx == 1) {
+          accumulate_row(in_row + lo, s + lo, hi - lo);
+        } else {
+          for (int64_t xo = lo; xo < hi; ++xo) in_row[xo * sx] += s[xo];
+        }
       }
     }
   }
@@ -118,22 +142,50 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   }
 }
 
+// [O, (i, plane)] <-> y[i, O, plane] for the nc images of one task.
+template <typename T>
+void unpack_rows(const T* tmp, int64_t nc, const Geometry& g, T* y) {
+  for (int64_t i = 0; i < nc; ++i) {
+    for (int64_t oc = 0; oc < g.o; ++oc) {
+      std::memcpy(y + (i * g.o + oc) * g.plane(), tmp + oc * nc * g.plane() + i * g.plane(),
+                  g.plane() * sizeof(T));
+    }
+  }
+}
+
+template <typename T>
+void pack_rows(const T* y, int64_t nc, const Geometry& g, T* tmp) {
+  for (int64_t i = 0; i < nc; ++i) {
+    for (int64_t oc = 0; oc < g.o; ++oc) {
+      std::memcpy(tmp + oc * nc * g.plane() + i * g.plane(), y + (i * g.o + oc) * g.plane(),
+                  g.plane() * sizeof(T));
+    }
+  }
+}
+
 template <typename T>
 void conv_forward(const T* x, const T* w, const T* bias, const Geometry& g, T* y) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
-  parallel_for(g.n, 1, [&](int64_t n0, int64_t n1) {
-    std::vector<T> col(g.col_rows() * plane);
-    for (int64_t i = n0; i < n1; ++i) {
-      im2col(x + i * g.c * g.h * g.w, g, col.data());
-      T* yi = y + i * g.o * plane;
+  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    const auto col = scratch<T>(g.col_rows() * per_task * plane);
+    const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
+      im2col(x + first * g.c * g.h * g.w, nc, g, col.get());
+      // One image writes straight into y; several go through tmp and are unpacked.
+      T* out = nc == 1 ? y + first * g.o * plane : tmp.get();
       for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm<T>(false, false, outs, plane, rows, w + gi * outs * rows, rows,
-                col.data() + gi * rows * plane, plane, T(0), yi + gi * outs * plane, plane);
+        gemm<T>(false, false, outs, cols, rows, w + gi * outs * rows, rows,
+                col.get() + gi * rows * cols, cols, T(0), out + gi * outs * cols, cols);
       }
+      if (nc > 1) unpack_rows(tmp.get(), nc, g, y + first * g.o * plane);
       if (bias != nullptr) {
-        for (int64_t oc = 0; oc < g.o; ++oc) {
-          T* row = yi + oc * plane;
-          for (int64_t j = 0; j < plane; ++j) row[j] += bias[oc];
+        for (int64_t i = first; i < first + nc; ++i) {
+          for (int64_t oc = 0; oc < g.o; ++oc) {
+            T* row = y + (i * g.o + oc) * plane;
+            for (int64_t j = 0; j < plane; ++j) row[j] += bias[oc];
+          }
         }
       }
     }
@@ -143,17 +195,24 @@ void conv_forward(const T* x, const T* w, const T* bias, const Geometry& g, T* y
 template <typename T>
 void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
-  parallel_for(g.n, 1, [&](int64_t n0, int64_t n1) {
-    std::vector<T> dcol(g.col_rows() * plane);
-    for (int64_t i = n0; i < n1; ++i) {
-      const T* dyi = dy + i * g.o * plane;
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm<T>(true, false, rows, plane, outs, w + gi * outs * rows, rows,
-                dyi + gi * outs * plane, plane, T(0), dcol.data() + gi * rows * plane, plane);
+  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    const auto dcol = scratch<T>(g.col_rows() * per_task * plane);
+    const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
+      const T* grad = dy + first * g.o * plane;
+      if (nc > 1) {
+        pack_rows(grad, nc, g, tmp.get());
+        grad = tmp.get();
       }
-      T* dxi = dx + i * g.c * g.h * g.w;
-      std::fill(dxi, dxi + g.c * g.h * g.w, T(0));
-      col2im(dcol.data(), g, dxi);
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        gemm<T>(true, false, rows, cols, outs, w + gi * outs * rows, rows,
+                grad + gi * outs * cols, cols, T(0), dcol.get() + gi * rows * cols, cols);
+      }
+      T* dxi = dx + first * g.c * g.h * g.w;
+      std::memset(dxi, 0, nc * g.c * g.h * g.w * sizeof(T));
+      col2im(dcol.get(), nc, g, dxi);
     }
   });
 }
@@ -162,30 +221,30 @@ template <typename T>
 void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
   const int64_t weight_size = g.o * rows;
-  const int64_t blocks = (g.n + kWeightGradBlock - 1) / kWeightGradBlock;
-  std::vector<T> partial(blocks * weight_size);
-  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> col(g.col_rows() * plane);
-    for (int64_t b = b0; b < b1; ++b) {
-      T* dwb = partial.data() + b * weight_size;
-      const int64_t first = b * kWeightGradBlock, last = std::min(g.n, first + kWeightGradBlock);
-      for (int64_t i = first; i < last; ++i) {
-        im2col(x + i * g.c * g.h * g.w, g, col.data());
-        const T* dyi = dy + i * g.o * plane;
-        for (int64_t gi = 0; gi < g.groups; ++gi) {
-          gemm<T>(false, true, outs, rows, plane, dyi + gi * outs * plane, plane,
-                  col.data() + gi * rows * plane, plane, i == first ? T(0) : T(1),
-                  dwb + gi * outs * rows, rows);
-        }
+  // Fixed blocks of images (independent of the thread count) each get a partial gradient.
+  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  const auto partial = scratch<T>(tasks * weight_size);
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    const auto col = scratch<T>(g.col_rows() * per_task * plane);
+    const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
+      im2col(x + first * g.c * g.h * g.w, nc, g, col.get());
+      const T* grad = dy + first * g.o * plane;
+      if (nc > 1) {
+        pack_rows(grad, nc, g, tmp.get());
+        grad = tmp.get();
+      }
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        gemm<T>(false, true, outs, rows, cols, grad + gi * outs * cols, cols,
+                col.get() + gi * rows * cols, cols, T(0),
+                partial.get() + t * weight_size + gi * outs * rows, rows);
       }
     }
   });
   // Blocks are added in a fixed order: the sum is the same for any thread count.
-  std::copy(partial.begin(), partial.begin() + weight_size, dw);
-  for (int64_t b = 1; b < blocks; ++b) {
-    const T* src = partial.data() + b * weight_size;
-    for (int64_t k = 0; k < weight_size; ++k) dw[k] += src[k];
-  }
+  std::memcpy(dw, partial.get(), weight_size * sizeof(T));
+  for (int64_t t = 1; t < tasks; ++t) accumulate_row(dw, partial.get() + t * weight_size, weight_size);
 }
 
 // f16/bf16: run the f32 kernels on widened copies.

@@ -48,6 +48,23 @@ BENCHMARK(BM_EigenGemm)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// The per-image GEMMs of a 3x3 convolution with C channels on an H x W map:
+// forward [C, 9C] x [9C, HW], backward-input [9C, C] x [C, HW], backward-weight [C, HW] x [HW, 9C].
+void BM_ConvGemmShapes(benchmark::State& state) {
+  const int64_t c = state.range(0), hw = state.range(1) * state.range(1), which = state.range(2);
+  set_num_threads(1);
+  const int64_t m = which == 1 ? 9 * c : c, n = which == 2 ? 9 * c : hw, k = which == 0 ? 9 * c : which == 1 ? c : hw;
+  const Tensor a = randn({m, k}), b = randn({k, n});
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b).raw_data());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ConvGemmShapes)
+    ->ArgNames({"channels", "hw", "pass"})
+    ->ArgsProduct({{16, 32, 64}, {28}, {0, 1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_Conv2dForwardBackward(benchmark::State& state) {
   const int64_t channels = state.range(0), hw = state.range(1), batch = 128;
   set_num_threads(static_cast<int>(state.range(2)));
