@@ -52,6 +52,7 @@ void CommThread::loop() {
       }
     }
     if (have) {
+      item.work->mark_started();
       try {
         InFlight transfer = item.task();
         if (transfer.requests.empty()) {

@@ -147,8 +147,14 @@ void DistributedDataParallel::on_grad_ready(size_t index) {
   mark_ready(index);
 }
 
+double ReductionTiming::communication_seconds() const {
+  double total = 0;
+  for (const BucketTime& b : buckets) total += b.finished - b.started;
+  return total;
+}
+
 void DistributedDataParallel::mark_ready(size_t index) {
-  trace_.push_back({DDPEvent::kGradReady, index});
+  trace_.push_back({DDPEvent::kGradReady, index, steady_seconds()});
   param_ready_[index] = true;
   const Tensor view = bucket_view(index);
   const Tensor& grad = params_[index].grad();
@@ -165,17 +171,31 @@ void DistributedDataParallel::launch_ready_buckets() {
   // Strictly in bucket order, so all ranks issue the same collectives in the same sequence.
   while (next_launch_ < buckets_.size() && bucket_pending_[next_launch_] == 0) {
     bucket_work_[next_launch_] = hook_(*group_, buckets_[next_launch_].buffer);
-    trace_.push_back({DDPEvent::kLaunch, next_launch_});
+    trace_.push_back({DDPEvent::kLaunch, next_launch_, steady_seconds()});
     ++next_launch_;
   }
 }
 
 void DistributedDataParallel::finish_reduction() {
+  timing_ = ReductionTiming();
+  timing_.last_gradient = steady_seconds();
   const double scale = 1.0 / group_->size();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     bucket_work_[b]->wait();
-    trace_.push_back({DDPEvent::kWait, b});
+    trace_.push_back({DDPEvent::kWait, b, steady_seconds()});
     mul_(buckets_[b].buffer, scale);
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    ReductionTiming::BucketTime t;
+    for (const DDPEvent& e : trace_) {
+      if (e.kind == DDPEvent::kLaunch && e.index == b) t.launched = e.time;
+    }
+    // Hooks may chain works; the timestamps come from the communication thread's own work.
+    if (auto* f = dynamic_cast<FutureWork*>(bucket_work_[b].get())) {
+      t.started = f->started_at();
+      t.finished = f->finished_at();
+    }
+    timing_.buckets.push_back(t);
   }
   if (!options_.gradient_as_bucket_view()) {
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -187,6 +207,7 @@ void DistributedDataParallel::finish_reduction() {
       }
     }
   }
+  timing_.done = steady_seconds();
   expecting_ = false;
 }
 

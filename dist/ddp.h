@@ -61,10 +61,25 @@ struct Bucket {
   Tensor buffer;  // flat, contiguous
 };
 
-// What happened during the last backward, in order (for tests and the teaching view).
+// What happened during the last backward, in order, with steady-clock times in seconds (for
+// tests, benchmarks and the teaching view).
 struct DDPEvent {
   enum Kind { kGradReady, kLaunch, kWait } kind;
   size_t index;  // parameter index (kGradReady) or bucket index
+  double time;
+};
+
+// How the last reduction overlapped with backward: per bucket, when its all-reduce ran on the
+// communication thread; and when backward delivered its last gradient and when the averaged
+// gradients were in place. exposed = done - last_gradient is what communication added.
+struct ReductionTiming {
+  struct BucketTime {
+    double launched = 0, started = 0, finished = 0;
+  };
+  std::vector<BucketTime> buckets;
+  double last_gradient = 0, done = 0;
+  double communication_seconds() const;  // sum of the buckets' all-reduce durations
+  double exposed_seconds() const { return done - last_gradient; }
 };
 
 class DistributedDataParallel : public nn::Layer {
@@ -80,6 +95,7 @@ class DistributedDataParallel : public nn::Layer {
   const std::vector<Variable>& parameters_in_order() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const std::vector<DDPEvent>& trace() const { return trace_; }
+  const ReductionTiming& last_reduction() const { return timing_; }
   void register_comm_hook(CommHook hook);
 
   // While alive, backward accumulates gradients locally without communicating.
@@ -122,6 +138,7 @@ class DistributedDataParallel : public nn::Layer {
   std::vector<std::shared_ptr<Work>> bucket_work_;
   size_t next_launch_ = 0, ready_count_ = 0;
   std::vector<DDPEvent> trace_;
+  ReductionTiming timing_;
 };
 
 }  // namespace dist

@@ -1,8 +1,10 @@
 #include "dist/process_group_mpi.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <numeric>
+#include <thread>
 
 #include "dist/mpi_check.h"
 #include "tensor/ops.h"
@@ -22,6 +24,25 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
   std::vector<int64_t> offsets(counts.size() + 1, 0);
   std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
   return offsets;
+}
+
+// Waits for MPI requests without taking a core from computation. A peer that is late (still in
+// its backward pass) would otherwise have this thread spin inside a blocking MPI call, and with
+// more threads than cores that spinning slows this rank's own compute thread. Between polls the
+// thread yields the core to any runnable thread (returning at once when there is none, so
+// latency stays low); after a long wait it sleeps instead.
+void wait_all(std::vector<MPI_Request>& requests) {
+  for (int round = 0;; ++round) {
+    int done = 0;
+    MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                          MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (round < 20000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 }
 
 // dst (op)= src, elementwise.
@@ -89,8 +110,10 @@ void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, 
   do {
     const int sn = static_cast<int>(std::min(send_left, kMaxMessage));
     const int rn = static_cast<int>(std::min(recv_left, kMaxMessage));
-    MPI_CHECK(MPI_Sendrecv(s, sn, MPI_BYTE, dst, kRingTag, r, rn, MPI_BYTE, src, kRingTag, comm_,
-                           MPI_STATUS_IGNORE));
+    std::vector<MPI_Request> requests(2);
+    MPI_CHECK(MPI_Irecv(r, rn, MPI_BYTE, src, kRingTag, comm_, &requests[0]));
+    MPI_CHECK(MPI_Isend(s, sn, MPI_BYTE, dst, kRingTag, comm_, &requests[1]));
+    wait_all(requests);
     s += sn;
     r += rn;
     send_left -= sn;
@@ -211,12 +234,16 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
     for (int mask = 1; mask < size_; mask <<= 1) {
       for (int64_t at = 0; at < bytes || at == 0; at += kMaxMessage) {
         const int n = static_cast<int>(std::min(bytes - at, kMaxMessage));
+        std::vector<MPI_Request> request(1);
         if (vr < mask && vr + mask < size_) {
-          MPI_CHECK(MPI_Send(data + at, n, MPI_BYTE, mod(vr + mask + root, size_), kBroadcastTag, comm_));
+          MPI_CHECK(MPI_Isend(data + at, n, MPI_BYTE, mod(vr + mask + root, size_), kBroadcastTag,
+                              comm_, &request[0]));
+          wait_all(request);
           ledger().add_bytes(CollectiveKind::kBroadcast, n);
         } else if (vr >= mask && vr < 2 * mask) {
-          MPI_CHECK(MPI_Recv(data + at, n, MPI_BYTE, mod(vr - mask + root, size_), kBroadcastTag,
-                             comm_, MPI_STATUS_IGNORE));
+          MPI_CHECK(MPI_Irecv(data + at, n, MPI_BYTE, mod(vr - mask + root, size_), kBroadcastTag,
+                              comm_, &request[0]));
+          wait_all(request);
         }
         if (bytes == 0) break;
       }
@@ -269,7 +296,9 @@ MPI_Comm ProcessGroupMPI::split(int color, int key) {
 
 std::shared_ptr<Work> ProcessGroupMPI::barrier() {
   return thread_->submit([this]() -> CommThread::InFlight {
-    MPI_CHECK(MPI_Barrier(comm_));
+    std::vector<MPI_Request> request(1);
+    MPI_CHECK(MPI_Ibarrier(comm_, &request[0]));
+    wait_all(request);
     return {};
   });
 }

@@ -1,5 +1,7 @@
 #include "dist/work.h"
 
+#include <chrono>
+
 namespace tessera {
 namespace dist {
 
@@ -14,9 +16,16 @@ bool FutureWork::is_completed() {
   return done_;
 }
 
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void FutureWork::mark_started() { started_at_ = steady_seconds(); }
+
 void FutureWork::mark_done(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    finished_at_ = steady_seconds();
     done_ = true;
     error_ = error;
   }

@@ -23,19 +23,27 @@ class Work {
   virtual bool is_completed() = 0;
 };
 
-// Completed by whoever runs the operation (the communication thread).
+// Completed by whoever runs the operation (the communication thread), which also stamps when
+// it started and finished the work (steady-clock seconds), for timelines.
 class FutureWork : public Work {
  public:
   void wait() override;
   bool is_completed() override;
+  void mark_started();
   void mark_done(std::exception_ptr error = nullptr);
+  double started_at() const { return started_at_; }
+  double finished_at() const { return finished_at_; }
 
  private:
   std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  double started_at_ = 0, finished_at_ = 0;
 };
+
+// Seconds on the steady clock (the time base of Work and DDP timestamps).
+double steady_seconds();
 
 // `inner`, then `then` (run once, on the thread that first waits).
 class ChainedWork : public Work {
