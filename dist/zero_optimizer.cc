@@ -16,8 +16,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
   TS_CHECK(group_ != nullptr, "ZeroRedundancyOptimizer: group is null");
   TS_CHECK(!params_.empty(), "ZeroRedundancyOptimizer: no parameters");
   for (const Variable& p : params_) {
-    TS_CHECK(is_floating(p.dtype()) && p.is_leaf(), "ZeroRedundancyOptimizer: parameter ",
-             p.name(), " must be a floating-point leaf");
+    TS_CHECK(is_floating(p.dtype()) && p.is_leaf() && p.requires_grad(),
+             "ZeroRedundancyOptimizer: parameter ", p.name(),
+             " must be a floating-point leaf that requires grad (frozen parameters would still be "
+             "changed by weight decay)");
     param_offsets_.push_back(total_);
     total_ += p.numel();
   }
