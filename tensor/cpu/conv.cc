@@ -278,8 +278,45 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
   }
 }
 
+namespace {
+
+// With stride 1 the input gradient is itself a convolution: of dy with the weights flipped in
+// space and with input and output channels swapped, W'[c, o, i, j] = W[o, c, kh-1-i, kw-1-j],
+// padded by d(k-1) - p. That reuses the forward kernel (im2col, which only copies, instead of
+// col2im, which scatters and adds) and writes dx directly.
+template <typename T>
+Tensor flip_and_swap_channels(const Tensor& weight) {
+  const int64_t o = weight.size(0), c = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+  Tensor out = empty({c, o, kh, kw}, weight.dtype());
+  const T* w = weight.data<T>();
+  T* f = out.data<T>();
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t ic = 0; ic < c; ++ic)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          f[((ic * o + oc) * kh + i) * kw + j] = w[((oc * c + ic) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+  return out;
+}
+
+bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
+  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 &&
+         p.padding[0] <= p.dilation[0] * (weight[2] - 1) &&
+         p.padding[1] <= p.dilation[1] * (weight[3] - 1);
+}
+
+}  // namespace
+
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
+  if ((weight.dtype() == kF32 || weight.dtype() == kF64) &&
+      backward_input_as_convolution(p, weight.shape())) {
+    const int64_t kh = weight.size(2), kw = weight.size(3);
+    const Tensor flipped = weight.dtype() == kF32 ? flip_and_swap_channels<float>(weight)
+                                                  : flip_and_swap_channels<double>(weight);
+    Conv2dParams q = p;
+    q.padding = {p.dilation[0] * (kh - 1) - p.padding[0], p.dilation[1] * (kw - 1) - p.padding[1]};
+    return conv2d(grad_out, flipped, Tensor(), q, grad_in);
+  }
   const Geometry g = geometry(grad_in.shape(), weight.shape(), grad_out.shape(), p);
   switch (weight.dtype()) {
     case kF32:
