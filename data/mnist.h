@@ -22,6 +22,10 @@ ImageSet load_mnist_format(const std::string& root, bool train);
 inline ImageSet FashionMNIST(const std::string& root = kFashionMnistRoot, bool train = true) {
   return load_mnist_format(root, train);
 }
+// The original MNIST digits: the same files and format, from wherever they were put.
+inline ImageSet MNIST(const std::string& root, bool train = true) {
+  return load_mnist_format(root, train);
+}
 
 }  // namespace data
 }  // namespace tessera
