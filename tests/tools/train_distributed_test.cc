@@ -23,7 +23,7 @@ TEST(TrainDistributed, DdpAndZero1Learn) {
   // logistic regression: 7850 f32 parameters; a 2-rank ring all-reduce sends 2 * 1/2 of them.
   const int64_t ring_bytes = 7850 * 4;
   for (const char* strategy : {"ddp", "zero1"}) {
-    const auto r = run(std::string("--model=logistic --train-limit=4000 --epochs=2 --threads=1 --strategy=") +
+    const auto r = run(std::string("--model=logistic --train-limit=4000 --epochs=3 --threads=1 --strategy=") +
                          strategy);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::string s = last_json_line(r.output);
