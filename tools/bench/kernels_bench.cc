@@ -49,11 +49,17 @@ BENCHMARK(BM_EigenGemm)
     ->Unit(benchmark::kMillisecond);
 
 // The per-image GEMMs of a 3x3 convolution with C channels on an H x W map:
-// forward [C, 9C] x [9C, HW], backward-input [9C, C] x [C, HW], backward-weight [C, HW] x [HW, 9C].
+// pass 0 forward [C, 9C] x [9C, HW], 1 backward-input [9C, C] x [C, HW], 2 backward-weight
+// [C, HW] x [HW, 9C], 3 the forward transposed ("im2row") [HW, 9C] x [9C, C].
 void BM_ConvGemmShapes(benchmark::State& state) {
   const int64_t c = state.range(0), hw = state.range(1) * state.range(1), which = state.range(2);
   set_num_threads(1);
-  const int64_t m = which == 1 ? 9 * c : c, n = which == 2 ? 9 * c : hw, k = which == 0 ? 9 * c : which == 1 ? c : hw;
+  int64_t m = which == 1 ? 9 * c : c, n = which == 2 ? 9 * c : hw, k = which == 0 ? 9 * c : which == 1 ? c : hw;
+  if (which == 3) {
+    m = hw;
+    n = c;
+    k = 9 * c;
+  }
   const Tensor a = randn({m, k}), b = randn({k, n});
   for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b).raw_data());
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
@@ -61,7 +67,7 @@ void BM_ConvGemmShapes(benchmark::State& state) {
 }
 BENCHMARK(BM_ConvGemmShapes)
     ->ArgNames({"channels", "hw", "pass"})
-    ->ArgsProduct({{16, 32, 64}, {28}, {0, 1, 2}})
+    ->ArgsProduct({{16, 32, 64}, {28}, {0, 1, 2, 3}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
