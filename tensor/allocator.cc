@@ -59,6 +59,19 @@ void set_allocator(DeviceType type, Allocator* allocator) {
   g_allocators[static_cast<int>(type)] = allocator;
 }
 
+namespace {
+Allocator* g_pinned_allocator = nullptr;
+}
+
+Allocator* get_pinned_allocator() {
+  TS_CHECK(g_pinned_allocator != nullptr,
+           "pinned memory needs the CUDA backend: this binary was built without CUDA "
+           "(build with --config=cuda)");
+  return g_pinned_allocator;
+}
+
+void set_pinned_allocator(Allocator* allocator) { g_pinned_allocator = allocator; }
+
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
   MemoryStats stats;

@@ -31,6 +31,11 @@ Allocator* get_allocator(DeviceType type);
 // Installs the allocator for a device type (the CUDA backend does this at load time).
 void set_allocator(DeviceType type, Allocator* allocator);
 
+// Page-locked host memory (counted as CPU memory) from which copies to a GPU run
+// asynchronously; registered by the CUDA backend, an error in a CPU-only build.
+Allocator* get_pinned_allocator();
+void set_pinned_allocator(Allocator* allocator);
+
 MemoryStats memory_stats(Device device);
 // Makes the peak equal to the current figure, so the next peak is measured from here.
 void reset_peak(Device device);

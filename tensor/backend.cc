@@ -20,4 +20,6 @@ Backend& backend(DeviceType type) {
 
 void register_backend(DeviceType type, Backend* b) { g_backends[static_cast<int>(type)] = b; }
 
+bool backend_registered(DeviceType type) { return g_backends[static_cast<int>(type)] != nullptr; }
+
 }  // namespace tessera

@@ -9,27 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "tensor/conv_params.h"
 #include "tensor/fused_updates.h"
+#include "tensor/kinds.h"
 #include "tensor/tensor.h"
 
 namespace tessera {
-
-enum class UnaryOp {
-  kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kRelu, kSign, kSquare, kReciprocal,
-  kClamp,  // alpha = low, beta = high
-};
-
-enum class BinaryOp {
-  kAdd, kSub, kMul, kDiv, kMaximum, kMinimum, kPow,
-  kEq, kNe, kLt, kLe, kGt, kGe,  // output bool
-  kReluBackward,     // a = grad, b = input:  grad * (input > 0)
-  kSigmoidBackward,  // a = grad, b = output: grad * out * (1 - out)
-  kTanhBackward,     // a = grad, b = output: grad * (1 - out^2)
-};
-
-enum class ReduceOp { kSum, kMean, kMax, kMin, kArgmax, kArgmin, kVar };
 
 // Row-major C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b in [0, batch).
 struct GemmArgs {
@@ -48,6 +35,13 @@ struct GemmArgs {
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  // The devices of this type the process can use; never throws (0 when there are none).
+  virtual int device_count() { return 1; }
+  // Why device_count() is 0, in words (for errors and test skips).
+  virtual std::string unavailable_reason() { return ""; }
+  // Waits for all work queued on device `index`.
+  virtual void synchronize(int /*index*/) {}
 
   // dst and src have the same shape; dtypes may differ (converted); either may be strided.
   // A Backend whose device is not the CPU also copies between its device and the CPU.
@@ -128,5 +122,6 @@ class Backend {
 Backend& backend(DeviceType type);
 inline Backend& backend(Device device) { return backend(device.type()); }
 void register_backend(DeviceType type, Backend* backend);
+bool backend_registered(DeviceType type);
 
 }  // namespace tessera

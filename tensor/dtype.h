@@ -10,9 +10,10 @@
 #include <cstdint>
 #include <ostream>
 
+#include "tensor/kinds.h"
+
 namespace tessera {
 
-enum class DType : uint8_t { kF32, kF64, kF16, kBF16, kI64, kI32, kU8, kBool };
 
 inline constexpr DType kF32 = DType::kF32;
 inline constexpr DType kF64 = DType::kF64;

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 
+#include "tensor/philox.h"
+
 namespace tessera {
 
 struct GeneratorState {
@@ -41,14 +43,10 @@ class Generator {
 Generator& default_generator();
 void manual_seed(uint64_t seed);
 
-// Philox4x32 with 10 rounds: four 32-bit random words for (seed, counter).
-std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t counter);
-// A float in [0, 1) from 32 random bits (24 bits of mantissa).
-inline float uniform_from_bits(uint32_t bits) { return (bits >> 8) * (1.0f / 16777216.0f); }
-// A double in [0, 1) from 64 random bits (53 bits of mantissa).
-inline double uniform_double_from_bits(uint32_t hi, uint32_t lo) {
-  const uint64_t x = (static_cast<uint64_t>(hi) << 32 | lo) >> 11;
-  return static_cast<double>(x) * (1.0 / 9007199254740992.0);
+// Philox4x32 with 10 rounds: four 32-bit random words for (seed, counter) (tensor/philox.h).
+inline std::array<uint32_t, 4> philox4x32(uint64_t seed, uint64_t counter) {
+  const PhiloxWords r = philox4x32_10(seed, counter);
+  return {r[0], r[1], r[2], r[3]};
 }
 
 }  // namespace tessera

@@ -13,9 +13,13 @@
 
 namespace tessera {
 
+class Allocator;
+
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
+  // Bytes from a specific allocator (pinned host memory for fast copies to and from a GPU).
+  Storage(size_t nbytes, Device device, Allocator* allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -23,6 +27,7 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  Allocator* allocator() const { return allocator_; }
   bool is_materialized() const { return data_ != nullptr || nbytes_ == 0; }
 
   // Frees the bytes; the size is kept so materialize() can bring them back.
@@ -34,6 +39,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  Allocator* allocator_ = nullptr;
 };
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "tensor/allocator.h"
 #include "tensor/backend.h"
 
 namespace tessera {
@@ -302,6 +303,20 @@ Tensor Tensor::to(Device target) const {
 
 Tensor Tensor::to(const TensorOptions& options) const {
   return to(options.device()).to(options.dtype());
+}
+
+Tensor Tensor::pin_memory() const {
+  TS_CHECK(device().is_cpu(), "pin_memory: only CPU tensors can be pinned, this one is on ",
+           device());
+  if (is_pinned()) return *this;
+  auto storage = std::make_shared<Storage>(nbytes(), Device::cpu(), get_pinned_allocator());
+  Tensor out(std::move(storage), sizes_, contiguous_strides(sizes_), 0, dtype_);
+  out.copy_(*this);
+  return out;
+}
+
+bool Tensor::is_pinned() const {
+  return defined() && device().is_cpu() && storage_->allocator() != get_allocator(DeviceType::kCPU);
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {

@@ -93,6 +93,9 @@ class Tensor {
   Tensor to(Device device) const;  // returns *this when already there
   Tensor to(const TensorOptions& options) const;
   Tensor cpu() const { return to(Device::cpu()); }
+  // A copy in page-locked host memory (CUDA builds), so copies to the GPU run asynchronously.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
 
   // ---- in place ----
   // Copies src (broadcast to this shape, converted to this dtype, from any device) into this.
