@@ -14,6 +14,7 @@ NVCC_FLAGS = [
     "-std=c++17",
     "-O3",
     "--expt-relaxed-constexpr",
+    "-diag-suppress=186",  # "pointless comparison of unsigned integer with zero" in templates
     "-Xcompiler",
     "-fPIC",
     "-gencode arch=compute_80,code=sm_80",

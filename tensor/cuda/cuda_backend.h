@@ -1,0 +1,83 @@
+// CudaBackend: tessera's kernels for NVIDIA GPUs. Elementwise, reduction, indexing, pooling,
+// batch-norm, optimizer and random kernels are tessera's own (this folder's .cu files); GEMMs
+// run on cuBLAS and convolutions on cuDNN. Every method runs on the current stream of the
+// operands' device and returns without waiting for the GPU, except copies to the CPU.
+//
+// Linked only under --config=cuda; it registers itself (and the caching and pinned allocators)
+// from a static initializer, so nothing else in tessera names it.
+#pragma once
+
+#include "tensor/backend.h"
+#include "tensor/cuda/kernel_args.h"
+#include "tensor/cuda/runtime.h"
+
+namespace tessera {
+namespace cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  int device_count() override;
+  std::string unavailable_reason() override;
+  void synchronize(int index) override;
+
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& in, const Tensor& out, double alpha,
+             double beta) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& in, const Tensor& out, int64_t correction) override;
+  void gemm(const GemmArgs& args) override;
+  void softmax(const Tensor& in, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& grad_in,
+                        bool log) override;
+  void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const Conv2dParams& p, const Tensor& out) override;
+  void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p,
+                             const Tensor& grad_in) override;
+  void conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Conv2dParams& p,
+                              const Tensor& grad_weight) override;
+  void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
+                  const Tensor& indices) override;
+  void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
+                           const Tensor& grad_in) override;
+  void avg_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out) override;
+  void avg_pool2d_backward(const Tensor& grad_out, const Pool2dParams& p,
+                           const Tensor& grad_in) override;
+  void adaptive_avg_pool2d(const Tensor& input, const Tensor& out) override;
+  void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) override;
+  void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) override;
+  void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                        const Tensor& weight, const Tensor& bias, const Tensor& out) override;
+  void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                           const Tensor& invstd, const Tensor& weight, bool training,
+                           const Tensor& grad_in, const Tensor& grad_weight,
+                           const Tensor& grad_bias) override;
+  void index_select(const Tensor& in, int64_t dim, const Tensor& index,
+                    const Tensor& out) override;
+  void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) override;
+  void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
+                   const Tensor& src) override;
+  void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                  const SgdUpdate& u) override;
+  void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                   const AdamUpdate& u) override;
+  void uniform(const Tensor& out, double low, double high, uint64_t seed,
+               uint64_t offset) override;
+  void normal(const Tensor& out, double mean, double std, uint64_t seed,
+              uint64_t offset) override;
+};
+
+// The kernel argument for a tensor view (at most kMaxDims dims).
+TensorArg arg(const Tensor& t);
+// For the scope of one backend call: makes the tensor's device current and names its current
+// stream, on which the call's kernels are launched.
+struct OnDevice {
+  explicit OnDevice(const Tensor& t);
+  DeviceGuard guard;
+  cudaStream_t stream;
+};
+
+}  // namespace cuda
+}  // namespace tessera
