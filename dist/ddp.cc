@@ -4,6 +4,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "dist/device_groups.h"
 #include "dist/module_sync.h"
 #include "tensor/ops.h"
 
@@ -22,6 +23,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Layer> modu
   for (const Variable& p : module_->parameters()) {
     if (p.requires_grad()) params_.push_back(p);
   }
+  const Device device = params_.empty() ? Device::cpu() : params_[0].data().device();
+  comm_ = options_.use_device_group() ? group_for_device(group_, device) : group_;
   verify_same_parameters(*module_, *group_);
   broadcast_module_states(*module_, *group_, 0, /*buffers=*/true);
   build_buckets();
@@ -92,7 +95,7 @@ Variable DistributedDataParallel::forward(const Variable& x) {
             "DDP with DDPOptions().find_unused_parameters(true); otherwise call backward() on the "
             "loss of every DDP forward");
   }
-  if (options_.broadcast_buffers()) broadcast_buffers(*module_, *group_, 0);
+  if (options_.broadcast_buffers()) broadcast_buffers(*module_, *comm_, 0);
   Variable out = module_->forward(x);
   if (GradMode::is_enabled() && !no_sync_ && out.requires_grad()) prepare_for_backward(out);
   return out;
@@ -170,7 +173,7 @@ void DistributedDataParallel::mark_ready(size_t index) {
 void DistributedDataParallel::launch_ready_buckets() {
   // Strictly in bucket order, so all ranks issue the same collectives in the same sequence.
   while (next_launch_ < buckets_.size() && bucket_pending_[next_launch_] == 0) {
-    bucket_work_[next_launch_] = hook_(*group_, buckets_[next_launch_].buffer);
+    bucket_work_[next_launch_] = hook_(*comm_, buckets_[next_launch_].buffer);
     trace_.push_back({DDPEvent::kLaunch, next_launch_, steady_seconds()});
     ++next_launch_;
   }

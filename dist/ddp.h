@@ -41,16 +41,22 @@ class DDPOptions {
   DDPOptions& broadcast_buffers(bool b) { broadcast_buffers_ = b; return *this; }
   DDPOptions& find_unused_parameters(bool f) { find_unused_parameters_ = f; return *this; }
   DDPOptions& gradient_as_bucket_view(bool g) { gradient_as_bucket_view_ = g; return *this; }
+  // Gradient buckets of CUDA parameters all-reduce over the device's group (NCCL in a CUDA
+  // build; dist/device_groups.h) with the given group's ranks. false keeps the given group for
+  // them too (MPI with CUDA tensors staged through the host: several ranks sharing one GPU).
+  DDPOptions& use_device_group(bool u) { use_device_group_ = u; return *this; }
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   double first_bucket_mb() const { return first_bucket_mb_; }
   bool broadcast_buffers() const { return broadcast_buffers_; }
   bool find_unused_parameters() const { return find_unused_parameters_; }
   bool gradient_as_bucket_view() const { return gradient_as_bucket_view_; }
+  bool use_device_group() const { return use_device_group_; }
 
  private:
   double bucket_cap_mb_ = 25, first_bucket_mb_ = 1;
   bool broadcast_buffers_ = true, find_unused_parameters_ = false;
   bool gradient_as_bucket_view_ = false;
+  bool use_device_group_ = true;
 };
 
 struct Bucket {
@@ -122,7 +128,8 @@ class DistributedDataParallel : public nn::Layer {
   Tensor bucket_view(size_t index) const;
 
   std::shared_ptr<nn::Layer> module_;
-  std::shared_ptr<ProcessGroup> group_;
+  std::shared_ptr<ProcessGroup> group_;  // the given group: set-up checks and broadcasts
+  std::shared_ptr<ProcessGroup> comm_;   // the buckets' all-reduces (group_for_device)
   DDPOptions options_;
   CommHook hook_ = allreduce_hook;
   std::vector<Variable> params_;

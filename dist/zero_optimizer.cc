@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "autograd/grad_mode.h"
+#include "dist/device_groups.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -11,10 +12,17 @@ namespace dist {
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
                                                  std::shared_ptr<ProcessGroup> group,
-                                                 const OptimizerFactory& make_optimizer)
+                                                 const OptimizerFactory& make_optimizer,
+                                                 bool use_device_group)
     : params_(std::move(params)), group_(std::move(group)) {
   TS_CHECK(group_ != nullptr, "ZeroRedundancyOptimizer: group is null");
   TS_CHECK(!params_.empty(), "ZeroRedundancyOptimizer: no parameters");
+  const Device device = params_[0].data().device();
+  for (const Variable& p : params_) {
+    TS_CHECK(p.data().device() == device, "ZeroRedundancyOptimizer: parameter ", p.name(),
+             " is on ", p.data().device(), ", the first on ", device, " (one device per rank)");
+  }
+  comm_ = use_device_group ? group_for_device(group_, device) : group_;
   for (const Variable& p : params_) {
     TS_CHECK(is_floating(p.dtype()) && p.is_leaf() && p.requires_grad(),
              "ZeroRedundancyOptimizer: parameter ", p.name(),
@@ -76,13 +84,13 @@ void ZeroRedundancyOptimizer::step() {
   refresh_shard_from_params();
   // 1. This rank's shard of the averaged gradient.
   Tensor shard_grad = empty({shard_numel()}, flat_dtype_);
-  group_->reduce_scatter(flatten_grads(), shard_grad, counts_, ReduceOp::kAvg)->wait();
+  comm_->reduce_scatter(flatten_grads(), shard_grad, counts_, ReduceOp::kAvg)->wait();
   shard_.set_grad(shard_grad);
   // 2. The wrapped optimizer updates the shard (and only holds state for it).
   inner_->step();
   // 3. Everyone gets every shard back.
   Tensor flat = empty({total_}, flat_dtype_);
-  group_->all_gather(shard_.data(), flat, counts_)->wait();
+  comm_->all_gather(shard_.data(), flat, counts_)->wait();
   scatter_into_params(flat);
 }
 

@@ -39,8 +39,11 @@ class ZeroRedundancyOptimizer {
   using OptimizerFactory =
       std::function<std::unique_ptr<optim::Optimizer>(std::vector<Variable> shard)>;
 
+  // The step's reduce-scatter and all-gather of CUDA parameters run over the device's group
+  // (NCCL in a CUDA build; dist/device_groups.h) unless use_device_group is false (as DDP's
+  // option of that name).
   ZeroRedundancyOptimizer(std::vector<Variable> params, std::shared_ptr<ProcessGroup> group,
-                          const OptimizerFactory& make_optimizer);
+                          const OptimizerFactory& make_optimizer, bool use_device_group = true);
 
   // Averages gradients across the group and updates every rank's parameters. Parameters
   // without a gradient count as zero gradient.
@@ -68,7 +71,8 @@ class ZeroRedundancyOptimizer {
   void refresh_shard_from_params();
 
   std::vector<Variable> params_;
-  std::shared_ptr<ProcessGroup> group_;
+  std::shared_ptr<ProcessGroup> group_;  // the given group: checkpoints
+  std::shared_ptr<ProcessGroup> comm_;   // the step's collectives (group_for_device)
   std::vector<int64_t> param_offsets_;   // where each parameter starts in the flat vector
   int64_t total_ = 0;
   DType flat_dtype_ = kF32;                // f64 when every parameter is f64, else f32
