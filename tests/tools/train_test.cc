@@ -43,6 +43,21 @@ TEST(Train, ShortLogisticRunLearnsFashionMnist) {
   EXPECT_EQ(lines, 2);
 }
 
+// On a GPU the same short run learns as well; without one (or without --config=cuda) the tool
+// ends with exit code 1 and the runtime's reason, which the test reports as its skip.
+TEST(Train, ShortLogisticRunOnCudaLearnsOrSaysWhyItCannot) {
+  const auto r = run("--model=logistic --train-limit=4000 --epochs=2 --device=cuda");
+  if (r.exit_code == 1 && (r.output.find("built without CUDA") != std::string::npos ||
+                           r.output.find("no usable CUDA device") != std::string::npos ||
+                           r.output.find("no CUDA device") != std::string::npos)) {
+    GTEST_SKIP() << r.output;
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string summary = last_json_line(r.output);
+  EXPECT_NE(summary.find("\"device\": \"cuda:0\""), std::string::npos) << summary;
+  EXPECT_GT(json_number(summary, "test_accuracy"), 0.75) << summary;
+}
+
 TEST(Train, BadFlagsExitWithTwoAndSayWhatWasWrong) {
   auto r = run("--model=logistic --bogus=1");
   EXPECT_EQ(r.exit_code, 2);
@@ -55,6 +70,10 @@ TEST(Train, BadFlagsExitWithTwoAndSayWhatWasWrong) {
   EXPECT_NE(r.output.find("--model must be one of"), std::string::npos) << r.output;
   r = run("--lr=fast");
   EXPECT_EQ(r.exit_code, 2);
+  r = run("--device=gpu");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--device must be cpu, cuda or cuda:N, got 'gpu'"), std::string::npos)
+      << r.output;
   r = run("--data-dir=/nonexistent");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;

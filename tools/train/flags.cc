@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 
+#include "tensor/device.h"
+
 namespace tessera {
 namespace train {
 
@@ -64,6 +66,7 @@ flags (defaults depend on --model; see below):
   --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
   --weight-decay=X  --schedule=constant|step|cosine  --warmup-epochs=N
   --label-smoothing=X  --augment=true|false  --seed=N  --threads=N
+  --device=cpu|cuda|cuda:N (cuda: rank r uses GPU r mod the number of GPUs; --config=cuda builds)
   --train-limit=N (first N training images only)  --synthetic-size=N
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
   --resume=FILE (continues from a checkpoint)  --metrics=FILE (JSON lines per epoch)
@@ -105,6 +108,17 @@ Config parse_flags(int argc, char** argv) {
       {"augment", [&](const std::string& v) { c.augment = to_bool("augment", v) ? 1 : 0; }},
       {"seed", [&](const std::string& v) { c.seed = static_cast<uint64_t>(to_int("seed", v, 0)); }},
       {"threads", [&](const std::string& v) { c.threads = static_cast<int>(to_int("threads", v, 1)); }},
+      {"device", [&](const std::string& v) {
+         if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0) {
+           bad("--device must be cpu, cuda or cuda:N, got '" + v + "'");
+         }
+         try {
+           Device::parse(v);
+         } catch (const std::exception& e) {
+           bad("--device: " + std::string(e.what()));
+         }
+         c.device = v;
+       }},
       {"train-limit", [&](const std::string& v) { c.train_limit = to_int("train-limit", v, 1); }},
       {"synthetic-size", [&](const std::string& v) { c.synthetic_size = to_int("synthetic-size", v, 1); }},
       {"checkpoint-dir", [&](const std::string& v) { c.checkpoint_dir = v; }},

@@ -25,6 +25,8 @@ struct Config {
   int augment = -1;  // -1: the model's default (on for ResNets)
   uint64_t seed = 0;
   int threads = 0;  // 0: leave as is ($TESSERA_NUM_THREADS or all cores)
+  // "cpu", "cuda" (rank r uses GPU r mod the GPU count) or "cuda:N".
+  std::string device = "cpu";
   int64_t train_limit = 0;  // use only the first N training examples (0: all)
   int64_t synthetic_size = 10000;
   std::string checkpoint_dir;

@@ -27,6 +27,7 @@
 #include "models/simple.h"
 #include "nn/loss.h"
 #include "optim/lr_scheduler.h"
+#include "tensor/accelerator.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -109,13 +110,14 @@ data::Transform make_transform(const Config& c, bool augment) {
 }
 
 // Test accuracy; with a group, each rank evaluates its shard and the counts are summed.
-double evaluate(nn::Sequential& model, const data::DataLoader& loader, dist::ProcessGroup* group) {
+double evaluate(nn::Sequential& model, const data::DataLoader& loader, dist::ProcessGroup* group,
+                Device device) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, total = 0;
   for (data::Batch& b : loader.epoch(0)) {
-    const Tensor logits = model.forward(Variable(b.inputs)).data();
-    correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), b.targets)).item());
+    const Tensor logits = model.forward(Variable(b.inputs.to(device))).data();
+    correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), b.targets.to(device))).item());
     total += b.size();
   }
   model.train();
@@ -144,14 +146,24 @@ void make_dirs(const std::string& path) {
            "train: cannot create the checkpoint directory '", path, "'");
 }
 
+// The device this rank trains on: --device=cuda picks GPU (rank mod GPU count).
+Device resolve_device(const Config& c, int rank) {
+  if (c.device == "cpu") return Device::cpu();
+  TS_CHECK(cuda_is_available(), "train: --device=", c.device, ": ", cuda_unavailable_reason());
+  if (c.device == "cuda") return Device::cuda(rank % device_count(DeviceType::kCUDA));
+  return Device::parse(c.device);
+}
+
 int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   if (c.threads > 0) set_num_threads(c.threads);
   manual_seed(c.seed);
   const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   const bool lead = rank == 0;
   const auto wall_start = Clock::now();
+  const Device device = resolve_device(c, rank);
   const Data d = load_data(c);
   auto model = make_model(c, d.channels);
+  model->to(device);  // before the strategy: DDP broadcasts and ZeRO shards the device's tensors
   auto strategy = make_strategy(c, model, world);
   auto schedule = make_schedule(c, strategy->scheduled_optimizer());
   const nn::CrossEntropyLoss criterion(Reduction::kMean, c.label_smoothing);
@@ -195,15 +207,16 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   if (lead) {
     std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g, batch %lld, "
-                "%s on %d rank%s, %d threads\n",
+                "%s on %d rank%s, %s, %d threads\n",
                 c.model.c_str(), static_cast<long long>(model->num_parameters()), c.data.c_str(),
                 static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
                 c.optimizer.c_str(), c.lr, static_cast<long long>(c.batch_size), c.strategy.c_str(),
-                ranks, ranks == 1 ? "" : "s", num_threads());
+                ranks, ranks == 1 ? "" : "s", device.str().c_str(), num_threads());
   }
   // mpirun gives rank 0 a pseudo-terminal even when its own output is a file: plain lines then.
   const bool tty = lead && !world && ::isatty(STDOUT_FILENO) != 0;
   reset_peak(Device::cpu());
+  if (device.is_cuda()) reset_peak(device);
   if (world) world->ledger().reset();
   double train_loss = 0, accuracy = 0, train_seconds = 0;
   int64_t train_images = 0, train_steps = 0, train_comm_bytes = 0;
@@ -216,7 +229,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     int64_t batches = 0, images = 0;
     const int64_t comm_before = world ? world->ledger().total_bytes() : 0;
     for (data::Batch& batch : train_loader.epoch(epoch)) {
-      Variable loss = criterion(strategy->forward(Variable(batch.inputs)), batch.targets);
+      Variable loss = criterion(strategy->forward(Variable(batch.inputs.to(device))),
+                                batch.targets.to(device));
       strategy->zero_grad();
       loss.backward();
       strategy->step();
@@ -236,7 +250,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     train_seconds += seconds;
     train_images += images;
     train_steps += batches;
-    accuracy = evaluate(*model, test_loader, world.get());
+    accuracy = evaluate(*model, test_loader, world.get(), device);
     if (lead) {
       std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
                   "lr %.3g\n",
@@ -261,7 +275,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   }
 
   // Per-rank figures, gathered to everyone: peak memory and optimizer state.
-  std::vector<int64_t> peaks{memory_stats(Device::cpu()).peak_bytes};
+  // Peak memory of the device trained on (the CPU's, or the GPU's).
+  std::vector<int64_t> peaks{memory_stats(device).peak_bytes};
   std::vector<int64_t> states{strategy->optimizer_state_bytes()};
   int64_t comm_bytes_per_step = 0;
   if (world) {
@@ -288,6 +303,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
                     .add("model", c.model)
                     .add("strategy", c.strategy)
                     .add("world_size", ranks)
+                    .add("device", device.str())
                     .add("epochs", c.epochs)
                     .add("train_loss", train_loss)
                     .add("test_accuracy", accuracy)
