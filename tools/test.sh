@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The test command (README.md): every test target in the default CPU-only build, then, where the
+# CUDA toolkit is installed (/usr/local/cuda), the same targets built with --config=cuda. So the
+# CUDA code always compiles and links; its GPU tests run on a GPU machine and skip, naming the
+# reason, on one without.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bazel test //...
+status=$?
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  bazel test --config=cuda //... || status=1
+else
+  echo "tools/test.sh: no /usr/local/cuda/bin/nvcc, so the --config=cuda build was not tested"
+fi
+exit "$status"
