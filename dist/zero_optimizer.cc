@@ -22,6 +22,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
     TS_CHECK(p.data().device() == device, "ZeroRedundancyOptimizer: parameter ", p.name(),
              " is on ", p.data().device(), ", the first on ", device, " (one device per rank)");
   }
+  device_ = device;
   comm_ = use_device_group ? group_for_device(group_, device) : group_;
   for (const Variable& p : params_) {
     TS_CHECK(is_floating(p.dtype()) && p.is_leaf() && p.requires_grad(),
@@ -40,7 +41,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
   std::partial_sum(counts_.begin(), counts_.end() - 1, offsets_.begin() + 1);
   // The shard starts from this rank's current parameter values (identical on every rank after
   // DDP-style broadcasting; the caller is responsible for that).
-  Tensor flat = empty({total_}, flat_dtype_);
+  Tensor flat = empty({total_}, flat_options());
   for (size_t i = 0; i < params_.size(); ++i) {
     flat.narrow(0, param_offsets_[i], params_[i].numel()).copy_(params_[i].data().reshape({-1}));
   }
@@ -51,7 +52,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
 }
 
 Tensor ZeroRedundancyOptimizer::flatten_grads() const {
-  Tensor flat = zeros({total_}, flat_dtype_);
+  Tensor flat = zeros({total_}, flat_options());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& g = params_[i].grad();
     if (g.defined()) flat.narrow(0, param_offsets_[i], params_[i].numel()).copy_(g.reshape({-1}));
@@ -83,13 +84,13 @@ void ZeroRedundancyOptimizer::step() {
   NoGradGuard no_grad;
   refresh_shard_from_params();
   // 1. This rank's shard of the averaged gradient.
-  Tensor shard_grad = empty({shard_numel()}, flat_dtype_);
+  Tensor shard_grad = empty({shard_numel()}, flat_options());
   comm_->reduce_scatter(flatten_grads(), shard_grad, counts_, ReduceOp::kAvg)->wait();
   shard_.set_grad(shard_grad);
   // 2. The wrapped optimizer updates the shard (and only holds state for it).
   inner_->step();
   // 3. Everyone gets every shard back.
-  Tensor flat = empty({total_}, flat_dtype_);
+  Tensor flat = empty({total_}, flat_options());
   comm_->all_gather(shard_.data(), flat, counts_)->wait();
   scatter_into_params(flat);
 }
@@ -117,7 +118,7 @@ StateDict ZeroRedundancyOptimizer::consolidated_state_dict() {
   }
   std::vector<std::pair<std::string, Tensor>> gathered;
   for (const std::string& name : names) {
-    Tensor flat = empty({total_}, flat_dtype_);
+    Tensor flat = empty({total_}, flat_options());
     group_->all_gather(local.at("state.0." + name).to(flat_dtype_).contiguous(), flat, counts_)->wait();
     gathered.emplace_back(name, flat);
   }
@@ -126,7 +127,7 @@ StateDict ZeroRedundancyOptimizer::consolidated_state_dict() {
     return p.dtype() == kF16 || p.dtype() == kBF16;
   });
   if (has_master) {
-    master = empty({total_}, kF32);
+    master = empty({total_}, TensorOptions(kF32).device(device_));
     group_->all_gather(shard_.data(), master, counts_)->wait();
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -157,7 +158,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
       if (name != "step" && name != "master") names.push_back(name);
     }
     for (const std::string& name : names) {
-      Tensor flat = empty({total_}, flat_dtype_);
+      Tensor flat = empty({total_}, flat_options());
       for (size_t i = 0; i < params_.size(); ++i) {
         const std::string key = "state." + std::to_string(i) + "." + name;
         TS_CHECK(full.contains(key), "ZeroRedundancyOptimizer::load_state_dict: missing '", key, "'");
@@ -169,7 +170,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
       local.set("state.0." + name, flat.narrow(0, shard_offset(), shard_numel()).clone());
     }
     if (full.contains("state.0.master")) {
-      Tensor flat = empty({total_}, kF32);
+      Tensor flat = empty({total_}, TensorOptions(kF32).device(device_));
       for (size_t i = 0; i < params_.size(); ++i) {
         const std::string key = "state." + std::to_string(i) + ".master";
         const Tensor* t = full.find(key);

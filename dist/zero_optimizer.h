@@ -76,6 +76,8 @@ class ZeroRedundancyOptimizer {
   std::vector<int64_t> param_offsets_;   // where each parameter starts in the flat vector
   int64_t total_ = 0;
   DType flat_dtype_ = kF32;                // f64 when every parameter is f64, else f32
+  Device device_;                          // the parameters' device: the shard lives there too
+  TensorOptions flat_options() const { return TensorOptions(flat_dtype_).device(device_); }
   std::vector<int64_t> counts_, offsets_;  // shard sizes and starts, by rank
   Variable shard_;                         // f32 master copy of this rank's shard
   std::unique_ptr<optim::Optimizer> inner_;

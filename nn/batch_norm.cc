@@ -36,7 +36,7 @@ Variable BatchNorm2d::forward(const Variable& x) {
   if (is_training() && track) {
     NoGradGuard no_grad;
     Tensor count = num_batches_tracked_.data();
-    add_(count, ones({}, kI64));
+    add_(count, ones({}, count.options()));
   }
   // Training normalizes with batch statistics and updates the running ones; eval uses the
   // running ones, or the batch's own when none are tracked (as PyTorch does).

@@ -1,7 +1,7 @@
 // Elementwise CUDA kernels: copy (any dtype to any dtype, strided on both sides), fill, unary,
 // binary and where. One thread per output element in a grid-stride loop; an operand that is
-// contiguous is read at the linear index directly, a strided or broadcast one (stride 0)
-// through offset_of(). Arithmetic runs in the compute type (f32 for f16/bf16), as on the CPU.
+// contiguous is addressed at the linear index directly, a strided or broadcast one (stride 0)
+// through offset_of() (outputs too: in-place ops may write through a view). Arithmetic runs in the compute type (f32 for f16/bf16), as on the CPU.
 #include <cmath>
 
 #include "tensor/cuda/cuda_check_launch.h"
@@ -60,7 +60,7 @@ __global__ void unary_kernel(UnaryOp op, TensorArg in, TensorArg out, double alp
   const T* x = static_cast<const T*>(in.data);
   T* y = static_cast<T*>(out.data);
   TS_GRID_STRIDE(i, n) {
-    y[i] = store<T>(unary_value(op, load(x[offset_of(i, in)]), alpha, beta));
+    y[offset_of(i, out)] = store<T>(unary_value(op, load(x[offset_of(i, in)]), alpha, beta));
   }
 }
 
@@ -105,7 +105,7 @@ __global__ void binary_kernel(BinaryOp op, TensorArg a, TensorArg b, TensorArg o
   TS_GRID_STRIDE(i, n) {
     const C u = C(load(x[offset_of(i, a)]));
     const C v = C(load(y[offset_of(i, b)]));
-    z[i] = store<Out>(binary_value<C>(op, u, v));
+    z[offset_of(i, out)] = store<Out>(binary_value<C>(op, u, v));
   }
 }
 
@@ -116,7 +116,9 @@ __global__ void where_kernel(TensorArg cond, TensorArg a, TensorArg b, TensorArg
   const T* x = static_cast<const T*>(a.data);
   const T* y = static_cast<const T*>(b.data);
   T* z = static_cast<T*>(out.data);
-  TS_GRID_STRIDE(i, n) { z[i] = c[offset_of(i, cond)] ? x[offset_of(i, a)] : y[offset_of(i, b)]; }
+  TS_GRID_STRIDE(i, n) {
+    z[offset_of(i, out)] = c[offset_of(i, cond)] ? x[offset_of(i, a)] : y[offset_of(i, b)];
+  }
 }
 
 }  // namespace
