@@ -1,5 +1,9 @@
 #include "optim/adam.h"
 
+#include <map>
+#include <string>
+#include <tuple>
+
 #include "tensor/fused_updates.h"
 #include "tensor/ops.h"
 
@@ -57,26 +61,56 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool dec
   for (const ParamGroup& g : param_groups()) static_cast<const AdamOptions&>(*g.options).validate();
 }
 
-void Adam::update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
-                  const Tensor& grad) {
-  const auto& o = static_cast<const AdamOptions&>(options);
-  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-    if (!state.tensors.count(name)) state.tensors[name] = zeros_like(param);
-  }
-  if (o.amsgrad() && !state.tensors.count("max_exp_avg_sq")) {
-    state.tensors["max_exp_avg_sq"] = zeros_like(param);
-  }
+namespace {
+
+AdamUpdate adam_update_for(const AdamOptions& o, bool decoupled, int64_t step) {
   AdamUpdate u;
   u.lr = o.lr();
   u.beta1 = o.betas().first;
   u.beta2 = o.betas().second;
   u.eps = o.eps();
   u.weight_decay = o.weight_decay();
-  u.decoupled_weight_decay = decoupled_;
+  u.decoupled_weight_decay = decoupled;
   u.amsgrad = o.amsgrad();
-  u.step = state.step;
-  adam_update_(param, grad, state.tensors["exp_avg"], state.tensors["exp_avg_sq"],
-               o.amsgrad() ? state.tensors["max_exp_avg_sq"] : Tensor(), u);
+  u.step = step;
+  return u;
+}
+
+// The parameter's state tensors, created (zeros) on its first update.
+AdamTensors adam_tensors(const AdamOptions& o, ParamState& state, const Tensor& param,
+                         const Tensor& grad) {
+  for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+    if (!state.tensors.count(name)) state.tensors[name] = zeros_like(param);
+  }
+  if (o.amsgrad() && !state.tensors.count("max_exp_avg_sq")) {
+    state.tensors["max_exp_avg_sq"] = zeros_like(param);
+  }
+  return {param, grad, state.tensors["exp_avg"], state.tensors["exp_avg_sq"],
+          o.amsgrad() ? state.tensors["max_exp_avg_sq"] : Tensor()};
+}
+
+}  // namespace
+
+void Adam::update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
+                  const Tensor& grad) {
+  const auto& o = static_cast<const AdamOptions&>(options);
+  const AdamTensors t = adam_tensors(o, state, param, grad);
+  adam_update_(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq,
+               adam_update_for(o, decoupled_, state.step));
+}
+
+// Parameters that share dtype, device and step count update together (multi-tensor kernels).
+void Adam::update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates) {
+  const auto& o = static_cast<const AdamOptions&>(options);
+  std::map<std::tuple<int, std::string, int64_t>, std::vector<AdamTensors>> batches;
+  for (PendingUpdate& u : updates) {
+    const auto key = std::make_tuple(static_cast<int>(u.param.dtype()), u.param.device().str(),
+                                     u.state->step);
+    batches[key].push_back(adam_tensors(o, *u.state, u.param, u.grad));
+  }
+  for (const auto& [key, list] : batches) {
+    adam_update_many_(list, adam_update_for(o, decoupled_, std::get<2>(key)));
+  }
 }
 
 AdamW::AdamW(std::vector<Variable> params, const AdamOptions& options)

@@ -47,6 +47,7 @@ class Adam : public Optimizer {
 
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled);
+  void update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates) override;
   void update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
               const Tensor& grad) override;
 

@@ -52,22 +52,33 @@ void Optimizer::step() {
   NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const ParamGroup& group = groups_[gi];
+    std::vector<PendingUpdate> updates;
+    std::vector<size_t> low_precision;  // indices into group.params whose master is updated
     for (size_t pi = 0; pi < group.params.size(); ++pi) {
       const Variable& p = group.params[pi];
       if (!p.grad().defined()) continue;
       ParamState& state = state_[gi][pi];
-      const bool low_precision = p.dtype() == kF16 || p.dtype() == kBF16;
-      if (low_precision && !state.tensors.count("master")) {
+      const bool low = p.dtype() == kF16 || p.dtype() == kBF16;
+      if (low && !state.tensors.count("master")) {
         state.tensors["master"] = p.data().to(kF32).contiguous().clone();
       }
-      const Tensor target = low_precision ? state.tensors["master"] : p.data();
+      const Tensor target = low ? state.tensors["master"] : p.data();
       TS_CHECK(target.is_contiguous(), "Optimizer: parameter ", p.name(),
                " is not contiguous; optimizers update parameters in place");
       ++state.step;
-      update(*group.options, state, target, p.grad().to(target.dtype()).contiguous());
-      if (low_precision) Tensor(p.data()).copy_(target);
+      updates.push_back({&state, target, p.grad().to(target.dtype()).contiguous()});
+      if (low) low_precision.push_back(pi);
+    }
+    update_group(*group.options, updates);
+    for (size_t pi : low_precision) {
+      Tensor(group.params[pi].data()).copy_(state_[gi][pi].tensors["master"]);
     }
   }
+}
+
+void Optimizer::update_group(const OptimizerOptions& options,
+                             std::vector<PendingUpdate>& updates) {
+  for (PendingUpdate& u : updates) update(options, *u.state, u.param, u.grad);
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

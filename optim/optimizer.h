@@ -79,6 +79,14 @@ class Optimizer {
   // param's dtype). state.step was already incremented.
   virtual void update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
                       const Tensor& grad) = 0;
+  // One group's updates together (in parameter order), so a device can run them as one
+  // multi-tensor launch; by default update() one by one.
+  struct PendingUpdate {
+    ParamState* state;
+    Tensor param;  // the f32 master for f16/bf16 parameters
+    Tensor grad;   // in param's dtype, contiguous
+  };
+  virtual void update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates);
   const OptimizerOptions& defaults() const { return *defaults_; }
 
  private:

@@ -1,5 +1,9 @@
 #include "optim/sgd.h"
 
+#include <map>
+#include <string>
+#include <tuple>
+
 #include "tensor/fused_updates.h"
 #include "tensor/ops.h"
 
@@ -54,23 +58,54 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults)
   for (const ParamGroup& g : param_groups()) static_cast<const SGDOptions&>(*g.options).validate();
 }
 
-void SGD::update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
-                 const Tensor& grad) {
-  const auto& o = static_cast<const SGDOptions&>(options);
+namespace {
+
+SgdUpdate sgd_update_for(const SGDOptions& o) {
   SgdUpdate u;
   u.lr = o.lr();
   u.momentum = o.momentum();
   u.dampening = o.dampening();
   u.weight_decay = o.weight_decay();
   u.nesterov = o.nesterov();
-  Tensor buffer;
-  if (o.momentum() != 0) {
-    auto it = state.tensors.find("momentum_buffer");
-    u.first_step = it == state.tensors.end();
-    if (u.first_step) it = state.tensors.emplace("momentum_buffer", empty_like(param)).first;
-    buffer = it->second;
-  }
+  return u;
+}
+
+// The parameter's momentum buffer (made on its first update, which *first_step reports).
+Tensor momentum_buffer(const SGDOptions& o, ParamState& state, const Tensor& param,
+                       bool* first_step) {
+  *first_step = false;
+  if (o.momentum() == 0) return Tensor();
+  auto it = state.tensors.find("momentum_buffer");
+  *first_step = it == state.tensors.end();
+  if (*first_step) it = state.tensors.emplace("momentum_buffer", empty_like(param)).first;
+  return it->second;
+}
+
+}  // namespace
+
+void SGD::update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
+                 const Tensor& grad) {
+  const auto& o = static_cast<const SGDOptions&>(options);
+  SgdUpdate u = sgd_update_for(o);
+  const Tensor buffer = momentum_buffer(o, state, param, &u.first_step);
   sgd_update_(param, grad, buffer, u);
+}
+
+// Parameters that share dtype, device and first-step-ness update together (multi-tensor).
+void SGD::update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates) {
+  const auto& o = static_cast<const SGDOptions&>(options);
+  std::map<std::tuple<int, std::string, bool>, std::vector<SgdTensors>> batches;
+  for (PendingUpdate& u : updates) {
+    bool first = false;
+    const Tensor buffer = momentum_buffer(o, *u.state, u.param, &first);
+    batches[std::make_tuple(static_cast<int>(u.param.dtype()), u.param.device().str(), first)]
+        .push_back({u.param, u.grad, buffer});
+  }
+  for (const auto& [key, list] : batches) {
+    SgdUpdate u = sgd_update_for(o);
+    u.first_step = std::get<2>(key);
+    sgd_update_many_(list, u);
+  }
 }
 
 }  // namespace optim

@@ -40,6 +40,7 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
 
  protected:
+  void update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates) override;
   void update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
               const Tensor& grad) override;
 };

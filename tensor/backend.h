@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor/conv_params.h"
 #include "tensor/fused_updates.h"
@@ -110,6 +111,15 @@ class Backend {
   virtual void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
                            const AdamUpdate& u) = 0;
+  // Many parameters of one dtype at once; by default one update after the other.
+  virtual void sgd_update_many(const std::vector<SgdTensors>& list, const SgdUpdate& u) {
+    for (const SgdTensors& t : list) sgd_update(t.param, t.grad, t.momentum_buffer, u);
+  }
+  virtual void adam_update_many(const std::vector<AdamTensors>& list, const AdamUpdate& u) {
+    for (const AdamTensors& t : list) {
+      adam_update(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, u);
+    }
+  }
 
   // Counter-based random numbers: element i depends only on (seed, offset, i), never on the
   // thread count, so runs are bitwise reproducible. `out` is contiguous floating.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/tensor.h"
 #include "tensor/update_params.h"
@@ -16,5 +17,18 @@ void sgd_update_(const Tensor& param, const Tensor& grad, const Tensor& momentum
 
 void adam_update_(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const AdamUpdate& u);
+
+// Multi-tensor forms: the same update applied to many parameters (one dtype, one device) at
+// once. The CUDA backend runs them as a few launches over all the tensors together, instead of
+// one small launch per parameter; the CPU runs them one by one.
+struct SgdTensors {
+  Tensor param, grad, momentum_buffer;
+};
+void sgd_update_many_(const std::vector<SgdTensors>& list, const SgdUpdate& u);
+
+struct AdamTensors {
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+};
+void adam_update_many_(const std::vector<AdamTensors>& list, const AdamUpdate& u);
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/pinned_allocator.h"
+#include "tensor/fused_updates.h"
 
 namespace tessera {
 namespace cuda {
@@ -225,6 +226,42 @@ void CudaBackend::adam_update(const Tensor& param, const Tensor& grad, const Ten
                      exp_avg_sq.raw_data(),
                      max_exp_avg_sq.defined() ? max_exp_avg_sq.raw_data() : nullptr,
                      param.dtype(), param.numel(), u, on.stream);
+}
+
+namespace {
+void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+}  // namespace
+
+void CudaBackend::sgd_update_many(const std::vector<SgdTensors>& list, const SgdUpdate& u) {
+  std::vector<ListSlot> slots;
+  for (const SgdTensors& t : list) {
+    ListSlot slot;
+    slot.param = t.param.raw_data();
+    slot.grad = t.grad.raw_data();
+    slot.state[0] = u.momentum != 0 ? data_or_null(t.momentum_buffer) : nullptr;
+    slot.numel = t.param.numel();
+    slots.push_back(slot);
+  }
+  OnDevice on(list[0].param);
+  launch_sgd_update_many(slots.data(), static_cast<int>(slots.size()), list[0].param.dtype(), u,
+                         on.stream);
+}
+
+void CudaBackend::adam_update_many(const std::vector<AdamTensors>& list, const AdamUpdate& u) {
+  std::vector<ListSlot> slots;
+  for (const AdamTensors& t : list) {
+    ListSlot slot;
+    slot.param = t.param.raw_data();
+    slot.grad = t.grad.raw_data();
+    slot.state[0] = t.exp_avg.raw_data();
+    slot.state[1] = t.exp_avg_sq.raw_data();
+    slot.state[2] = u.amsgrad ? data_or_null(t.max_exp_avg_sq) : nullptr;
+    slot.numel = t.param.numel();
+    slots.push_back(slot);
+  }
+  OnDevice on(list[0].param);
+  launch_adam_update_many(slots.data(), static_cast<int>(slots.size()), list[0].param.dtype(), u,
+                          on.stream);
 }
 
 // ---------------------------------------------------------------------------- random

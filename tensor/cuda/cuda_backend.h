@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
                    const AdamUpdate& u) override;
+  void sgd_update_many(const std::vector<SgdTensors>& list, const SgdUpdate& u) override;
+  void adam_update_many(const std::vector<AdamTensors>& list, const AdamUpdate& u) override;
   void uniform(const Tensor& out, double low, double high, uint64_t seed,
                uint64_t offset) override;
   void normal(const Tensor& out, double mean, double std, uint64_t seed,

@@ -33,5 +33,14 @@ struct PoolArgs {
   bool count_include_pad = true;
 };
 
+// One tensor of a multi-tensor optimizer update: the parameter, its gradient, and up to three
+// state tensors (SGD: momentum buffer; Adam: exp_avg, exp_avg_sq, max_exp_avg_sq or null).
+struct ListSlot {
+  void* param = nullptr;
+  const void* grad = nullptr;
+  void* state[3] = {nullptr, nullptr, nullptr};
+  int64_t numel = 0;
+};
+
 }  // namespace cuda
 }  // namespace tessera

@@ -77,6 +77,12 @@ void launch_adam_update(void* param, const void* grad, void* exp_avg, void* exp_
                         void* max_exp_avg_sq, DType dtype, int64_t numel, const AdamUpdate& u,
                         cudaStream_t s);
 
+// Multi-tensor forms: all `count` slots (one dtype) in as few launches as fit.
+void launch_sgd_update_many(const ListSlot* slots, int count, DType dtype, const SgdUpdate& u,
+                            cudaStream_t s);
+void launch_adam_update_many(const ListSlot* slots, int count, DType dtype, const AdamUpdate& u,
+                             cudaStream_t s);
+
 // random.cu: the CPU backend's Philox mapping, so CUDA and CPU draw the same numbers.
 void launch_uniform(void* out, DType dtype, int64_t numel, double low, double high,
                     uint64_t seed, uint64_t offset, cudaStream_t s);

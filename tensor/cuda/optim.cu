@@ -1,6 +1,12 @@
-// Fused optimizer updates on CUDA: one thread per element reads the parameter, its gradient and
-// its state once and writes them back, with PyTorch's arithmetic (tensor/update_params.h;
-// the same order of operations as tensor/cpu/optimizer.cc).
+// Fused optimizer updates on CUDA: each element's parameter, gradient and state are read once
+// and written back, with PyTorch's arithmetic (tensor/update_params.h; the same order of
+// operations as tensor/cpu/optimizer.cc).
+//
+// The multi-tensor forms follow apex's multi_tensor_apply: the tensors are cut into chunks of
+// kChunk elements, and one launch covers up to kListTensors tensors and kListBlocks chunks,
+// block b updating chunk block_chunk[b] of tensor block_tensor[b]. A model's hundred small
+// parameters then cost a few launches instead of a hundred.
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/cuda/cuda_check_launch.h"
@@ -12,49 +18,147 @@ namespace cuda {
 
 namespace {
 
+constexpr int kListTensors = 24;
+constexpr int kListBlocks = 320;
+constexpr int64_t kChunk = 65536;
+
 template <typename T>
-__global__ void sgd_kernel(T* p, const T* g, T* b, SgdUpdate u, int64_t n) {
+struct SgdConstants {
+  acc_t<T> lr, wd, mom, damp;
+  bool nesterov, first_step;
+  explicit SgdConstants(const SgdUpdate& u)
+      : lr(acc_t<T>(u.lr)), wd(acc_t<T>(u.weight_decay)), mom(acc_t<T>(u.momentum)),
+        damp(acc_t<T>(1 - u.dampening)), nesterov(u.nesterov), first_step(u.first_step) {}
+};
+
+template <typename T>
+__device__ __forceinline__ void sgd_element(T* p, const T* g, T* b, int64_t i,
+                                            const SgdConstants<T>& k) {
   using C = acc_t<T>;
-  const C lr = C(u.lr), wd = C(u.weight_decay), mom = C(u.momentum), damp = C(1 - u.dampening);
-  TS_GRID_STRIDE(i, n) {
-    C d = load(g[i]);
-    if (wd != C(0)) d += wd * load(p[i]);
-    if (b != nullptr) {
-      const C buf = u.first_step ? d : mom * load(b[i]) + damp * d;
-      b[i] = store<T>(buf);
-      d = u.nesterov ? d + mom * buf : buf;
+  C d = load(g[i]);
+  if (k.wd != C(0)) d += k.wd * load(p[i]);
+  if (b != nullptr) {
+    const C buf = k.first_step ? d : k.mom * load(b[i]) + k.damp * d;
+    b[i] = store<T>(buf);
+    d = k.nesterov ? d + k.mom * buf : buf;
+  }
+  p[i] = store<T>(load(p[i]) - k.lr * d);
+}
+
+template <typename T>
+struct AdamConstants {
+  acc_t<T> b1w, b2, b2w, eps, wd, decay, bias_correction2_sqrt, step_size;
+  bool decoupled;
+  explicit AdamConstants(const AdamUpdate& u) {
+    using C = acc_t<T>;
+    const double t = static_cast<double>(u.step);
+    b1w = C(1 - u.beta1);
+    b2 = C(u.beta2);
+    b2w = C(1 - u.beta2);
+    eps = C(u.eps);
+    wd = C(u.weight_decay);
+    decay = C(1 - u.lr * u.weight_decay);
+    bias_correction2_sqrt = C(std::sqrt(1 - std::pow(u.beta2, t)));
+    step_size = C(u.lr / (1 - std::pow(u.beta1, t)));
+    decoupled = u.decoupled_weight_decay;
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ void adam_element(T* p, const T* g, T* m, T* v, T* vmax, int64_t i,
+                                             const AdamConstants<T>& k) {
+  using C = acc_t<T>;
+  C pi = load(p[i]), gi = load(g[i]);
+  if (k.wd != C(0)) {
+    if (k.decoupled) {
+      pi *= k.decay;
+    } else {
+      gi += k.wd * pi;
     }
-    p[i] = store<T>(load(p[i]) - lr * d);
+  }
+  const C mi = load(m[i]) + k.b1w * (gi - load(m[i]));  // lerp(m, g, 1 - beta1)
+  C vi = k.b2 * load(v[i]) + k.b2w * gi * gi;
+  m[i] = store<T>(mi);
+  v[i] = store<T>(vi);
+  if (vmax != nullptr) {
+    const C previous = load(vmax[i]);
+    vi = previous > vi ? previous : vi;
+    vmax[i] = store<T>(vi);
+  }
+  const C denom = sqrt(vi) / k.bias_correction2_sqrt + k.eps;
+  p[i] = store<T>(pi - k.step_size * (mi / denom));  // addcdiv's order
+}
+
+template <typename T>
+__global__ void sgd_kernel(T* p, const T* g, T* b, SgdConstants<T> k, int64_t n) {
+  TS_GRID_STRIDE(i, n) { sgd_element(p, g, b, i, k); }
+}
+
+template <typename T>
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, AdamConstants<T> k,
+                            int64_t n) {
+  TS_GRID_STRIDE(i, n) { adam_element(p, g, m, v, vmax, i, k); }
+}
+
+// One launch's worth of a tensor list.
+struct ListLaunch {
+  ListSlot slots[kListTensors];
+  unsigned char block_tensor[kListBlocks];
+  int block_chunk[kListBlocks];
+};
+
+template <typename T>
+__global__ void sgd_list_kernel(ListLaunch list, SgdConstants<T> k) {
+  const ListSlot& t = list.slots[list.block_tensor[blockIdx.x]];
+  const int64_t begin = list.block_chunk[blockIdx.x] * kChunk;
+  const int64_t end = min(begin + kChunk, t.numel);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    sgd_element(static_cast<T*>(t.param), static_cast<const T*>(t.grad),
+                static_cast<T*>(t.state[0]), i, k);
   }
 }
 
 template <typename T>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, AdamUpdate u,
-                            acc_t<T> bias_correction2_sqrt, acc_t<T> step_size, int64_t n) {
-  using C = acc_t<T>;
-  const C b1w = C(1 - u.beta1), b2 = C(u.beta2), b2w = C(1 - u.beta2), eps = C(u.eps);
-  const C wd = C(u.weight_decay), decay = C(1 - u.lr * u.weight_decay);
-  TS_GRID_STRIDE(i, n) {
-    C pi = load(p[i]), gi = load(g[i]);
-    if (wd != C(0)) {
-      if (u.decoupled_weight_decay) {
-        pi *= decay;
-      } else {
-        gi += wd * pi;
+__global__ void adam_list_kernel(ListLaunch list, AdamConstants<T> k) {
+  const ListSlot& t = list.slots[list.block_tensor[blockIdx.x]];
+  const int64_t begin = list.block_chunk[blockIdx.x] * kChunk;
+  const int64_t end = min(begin + kChunk, t.numel);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    adam_element(static_cast<T*>(t.param), static_cast<const T*>(t.grad),
+                 static_cast<T*>(t.state[0]), static_cast<T*>(t.state[1]),
+                 static_cast<T*>(t.state[2]), i, k);
+  }
+}
+
+// Packs the slots into launches (a tensor may span several) and calls launch(list, blocks).
+template <typename Launch>
+void for_each_launch(const ListSlot* slots, int count, Launch launch) {
+  ListLaunch list{};
+  int tensors = 0, blocks = 0;
+  for (int t = 0; t < count; ++t) {
+    if (slots[t].numel == 0) continue;
+    list.slots[tensors] = slots[t];
+    const int64_t chunks = (slots[t].numel + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      list.block_tensor[blocks] = static_cast<unsigned char>(tensors);
+      list.block_chunk[blocks] = static_cast<int>(c);
+      ++blocks;
+      const bool last_chunk = c + 1 == chunks;
+      if (blocks == kListBlocks || (last_chunk && tensors + 1 == kListTensors)) {
+        launch(list, blocks);
+        blocks = 0;
+        // A tensor cut off mid-way carries on in slot 0 of the next launch.
+        if (!last_chunk) {
+          list.slots[0] = slots[t];
+          tensors = 0;
+        } else {
+          tensors = -1;
+        }
       }
     }
-    const C mi = load(m[i]) + b1w * (gi - load(m[i]));
-    C vi = b2 * load(v[i]) + b2w * gi * gi;
-    m[i] = store<T>(mi);
-    v[i] = store<T>(vi);
-    if (vmax != nullptr) {
-      const C previous = load(vmax[i]);
-      vi = previous > vi ? previous : vi;
-      vmax[i] = store<T>(vi);
-    }
-    const C denom = sqrt(vi) / bias_correction2_sqrt + eps;
-    p[i] = store<T>(pi - step_size * (mi / denom));
+    ++tensors;
   }
+  if (blocks > 0) launch(list, blocks);
 }
 
 }  // namespace
@@ -65,7 +169,8 @@ void launch_sgd_update(void* param, const void* grad, void* momentum_buffer, DTy
   TS_CUDA_DISPATCH_FLOATING(dtype, "sgd_update", [&] {
     sgd_kernel<scalar_t><<<blocks_for(numel), kThreads, 0, s>>>(
         static_cast<scalar_t*>(param), static_cast<const scalar_t*>(grad),
-        u.momentum != 0 ? static_cast<scalar_t*>(momentum_buffer) : nullptr, u, numel);
+        u.momentum != 0 ? static_cast<scalar_t*>(momentum_buffer) : nullptr,
+        SgdConstants<scalar_t>(u), numel);
   });
   check_launch("sgd_update");
 }
@@ -74,17 +179,36 @@ void launch_adam_update(void* param, const void* grad, void* exp_avg, void* exp_
                         void* max_exp_avg_sq, DType dtype, int64_t numel, const AdamUpdate& u,
                         cudaStream_t s) {
   if (numel == 0) return;
-  const double t = static_cast<double>(u.step);
   TS_CUDA_DISPATCH_FLOATING(dtype, "adam_update", [&] {
-    using C = acc_t<scalar_t>;
-    const C bc2 = C(std::sqrt(1 - std::pow(u.beta2, t)));
-    const C step_size = C(u.lr / (1 - std::pow(u.beta1, t)));
     adam_kernel<scalar_t><<<blocks_for(numel), kThreads, 0, s>>>(
         static_cast<scalar_t*>(param), static_cast<const scalar_t*>(grad),
         static_cast<scalar_t*>(exp_avg), static_cast<scalar_t*>(exp_avg_sq),
-        u.amsgrad ? static_cast<scalar_t*>(max_exp_avg_sq) : nullptr, u, bc2, step_size, numel);
+        u.amsgrad ? static_cast<scalar_t*>(max_exp_avg_sq) : nullptr,
+        AdamConstants<scalar_t>(u), numel);
   });
   check_launch("adam_update");
+}
+
+void launch_sgd_update_many(const ListSlot* slots, int count, DType dtype, const SgdUpdate& u,
+                            cudaStream_t s) {
+  TS_CUDA_DISPATCH_FLOATING(dtype, "sgd_update_many", [&] {
+    const SgdConstants<scalar_t> k(u);
+    for_each_launch(slots, count, [&](const ListLaunch& list, int blocks) {
+      sgd_list_kernel<scalar_t><<<blocks, kThreads, 0, s>>>(list, k);
+    });
+  });
+  check_launch("sgd_update_many");
+}
+
+void launch_adam_update_many(const ListSlot* slots, int count, DType dtype, const AdamUpdate& u,
+                             cudaStream_t s) {
+  TS_CUDA_DISPATCH_FLOATING(dtype, "adam_update_many", [&] {
+    const AdamConstants<scalar_t> k(u);
+    for_each_launch(slots, count, [&](const ListLaunch& list, int blocks) {
+      adam_list_kernel<scalar_t><<<blocks, kThreads, 0, s>>>(list, k);
+    });
+  });
+  check_launch("adam_update_many");
 }
 
 }  // namespace cuda

@@ -7,6 +7,7 @@
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "optim/sgd.h"
+#include "tensor/fused_updates.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -178,6 +179,38 @@ TEST(Optimizer, OptionErrorsNameTheValues) {
   EXPECT_THROW(SGD({p}, SGDOptions(0.1).nesterov(true)), Error);
   EXPECT_THROW(Adam({p}, AdamOptions().betas({1.0, 0.9})), Error);
   EXPECT_THROW(SGD({p, p}, SGDOptions(0.1)), Error);  // a parameter listed twice
+}
+
+// The multi-tensor front end: the same as one update per tensor, and one dtype per call.
+TEST(FusedUpdates, ManyEqualsOneByOneAndRejectsMixedDtypes) {
+  Generator gen(5);
+  std::vector<AdamTensors> many;
+  std::vector<AdamTensors> single;
+  for (int64_t n : {3, 10, 1}) {
+    const Tensor p = randn({n}, kF64, &gen), g = randn({n}, kF64, &gen);
+    many.push_back({p.clone(), g, zeros({n}, kF64), zeros({n}, kF64), Tensor()});
+    single.push_back({p.clone(), g, zeros({n}, kF64), zeros({n}, kF64), Tensor()});
+  }
+  AdamUpdate u;
+  u.lr = 0.1;
+  adam_update_many_(many, u);
+  for (const AdamTensors& t : single) {
+    adam_update_(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, u);
+  }
+  for (size_t i = 0; i < many.size(); ++i) {
+    EXPECT_EQ(many[i].param.to_vector<double>(), single[i].param.to_vector<double>());
+  }
+  std::vector<SgdTensors> mixed = {{zeros({2}), zeros({2}), Tensor()},
+                                   {zeros({2}, kF64), zeros({2}, kF64), Tensor()}};
+  SgdUpdate s;
+  s.lr = 0.1;
+  try {
+    sgd_update_many_(mixed, s);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("first one's dtype and device"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ClipGradNorm, ScalesToMaxNorm) {

@@ -309,6 +309,43 @@ TEST_F(CudaOps, FusedOptimizerUpdatesMatchCpu) {
   }
 }
 
+// The multi-tensor launches: 30 tensors (more than one launch holds), one of them spanning
+// several chunks, against the CPU's one-by-one updates.
+TEST_F(CudaOps, MultiTensorUpdatesMatchCpu) {
+  std::vector<AdamTensors> cpu_adam, gpu_adam;
+  std::vector<SgdTensors> cpu_sgd, gpu_sgd;
+  for (int i = 0; i < 30; ++i) {
+    const int64_t n = i == 7 ? 200000 : 1 + 37 * i;
+    const Tensor p = random_cpu({n}, kF32, 100 + i), g = random_cpu({n}, kF32, 200 + i);
+    cpu_adam.push_back({p.clone(), g, zeros({n}), zeros({n}), zeros({n})});
+    gpu_adam.push_back({p.to(gpu), g.to(gpu), zeros({n}, gpu), zeros({n}, gpu), zeros({n}, gpu)});
+    cpu_sgd.push_back({p.clone(), g, zeros({n})});
+    gpu_sgd.push_back({p.to(gpu), g.to(gpu), zeros({n}, gpu)});
+  }
+  AdamUpdate a;
+  a.lr = 0.01;
+  a.amsgrad = true;
+  a.weight_decay = 0.01;
+  a.decoupled_weight_decay = true;
+  SgdUpdate s;
+  s.lr = 0.1;
+  s.momentum = 0.9;
+  for (int64_t step = 1; step <= 2; ++step) {
+    a.step = step;
+    s.first_step = step == 1;
+    adam_update_many_(cpu_adam, a);
+    adam_update_many_(gpu_adam, a);
+    sgd_update_many_(cpu_sgd, s);
+    sgd_update_many_(gpu_sgd, s);
+  }
+  for (size_t i = 0; i < cpu_adam.size(); ++i) {
+    expect_close(gpu_adam[i].param, cpu_adam[i].param, 1e-5, "adam many: param");
+    expect_close(gpu_adam[i].max_exp_avg_sq, cpu_adam[i].max_exp_avg_sq, 1e-5, "adam many: vmax");
+    expect_close(gpu_sgd[i].param, cpu_sgd[i].param, 1e-5, "sgd many: param");
+    expect_close(gpu_sgd[i].momentum_buffer, cpu_sgd[i].momentum_buffer, 1e-5, "sgd many: buf");
+  }
+}
+
 TEST_F(CudaOps, MixingDevicesIsAClearError) {
   const Tensor a = ones({3});
   const Tensor b = ones({3}, gpu);
