@@ -1,8 +1,9 @@
 // Differentiable losses.
 //
-// cross_entropy fuses log-softmax with the negative log-likelihood: with p = softmax(x) and
-// the target distribution q = (1 - eps) one_hot(y) + eps / C, the loss of a row is
-// -sum_c q_c log p_c and its gradient with respect to the logits is simply p - q.
+// cross_entropy fuses log-softmax with the negative log-likelihood (tensor/ops.h's
+// cross_entropy_rows, one kernel pass per row): with p = softmax(x) and the target
+// distribution q = (1 - eps) one_hot(y) + eps / C, the loss of a row is -sum_c q_c log p_c and
+// its gradient with respect to the logits is simply p - q.
 #include "autograd/function.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
@@ -50,24 +51,15 @@ Tensor per_row_grad(const Tensor& g, int64_t n, Reduction reduction) {
 
 Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction reduction,
                        double label_smoothing) {
-  check_classification(logits, target, "cross_entropy");
-  TS_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
-           "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
-  const int64_t n = logits.size(0), classes = logits.size(1);
-  const Tensor logp = log_softmax(logits.data(), 1);
-  const Tensor idx = target.to(kI64).unsqueeze(1);
-  Tensor rows = neg(gather(logp, 1, idx).squeeze(1));
-  if (label_smoothing > 0) {
-    const Tensor uniform_term = neg(mean(logp, {1}));
-    rows = add(mul(rows, 1 - label_smoothing), mul(uniform_term, label_smoothing));
-  }
-  return record("CrossEntropyBackward", reduce_rows(rows, reduction), {logits},
+  // The fused op checks shapes, dtypes, devices and the class range.
+  const CrossEntropyRows r = cross_entropy_rows(logits.data(), target, label_smoothing);
+  const int64_t n = logits.size(0);
+  const Tensor log_probs = r.log_probs;
+  return record("CrossEntropyBackward", reduce_rows(r.loss, reduction), {logits},
                 [=](const Tensor& g) -> Grads {
-                  Tensor q = one_hot(target, classes, logp.dtype());
-                  if (label_smoothing > 0) {
-                    q = add(mul(q, 1 - label_smoothing), label_smoothing / classes);
-                  }
-                  return {mul(sub(exp(logp), q), per_row_grad(g, n, reduction))};
+                  return {cross_entropy_rows_backward(log_probs, target,
+                                                      per_row_grad(g, n, reduction),
+                                                      label_smoothing)};
                 });
 }
 

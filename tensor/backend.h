@@ -67,6 +67,15 @@ class Backend {
   virtual void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& grad_in,
                                 bool log) = 0;
 
+  // Fused cross-entropy on contiguous [N, C] rows; target contiguous i64 [N], in range.
+  // Writes log_probs [N, C] and loss [N] in logits' dtype (tensor/ops.h has the formulas);
+  // the backward's row_grad is [N] in that dtype.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing,
+                             const Tensor& log_probs, const Tensor& loss) = 0;
+  virtual void cross_entropy_backward(const Tensor& log_probs, const Tensor& target,
+                                      const Tensor& row_grad, double label_smoothing,
+                                      const Tensor& grad_logits) = 0;
+
   // NCHW, all contiguous; bias may be undefined.
   virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       const Conv2dParams& p, const Tensor& out) = 0;

@@ -128,6 +128,19 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape,
 Tensor adaptive_avg_pool2d(const Tensor& input, std::array<int64_t, 2> output_size);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_shape);
 
+// ---- fused cross-entropy over the rows of [N, C] logits (class-index targets) ----
+// With q_i = (1 - eps) one_hot(y_i) + eps / C: loss_i = -sum_c q_ic log softmax(x_i)_c. One
+// pass per row computes the log-probabilities (kept for the backward) and the loss.
+struct CrossEntropyRows {
+  Tensor loss;       // [N], logits' dtype
+  Tensor log_probs;  // [N, C]
+};
+CrossEntropyRows cross_entropy_rows(const Tensor& logits, const Tensor& target,
+                                    double label_smoothing = 0);
+// d loss_i / d logits_i = softmax(x_i) - q_i, times row_grad ([N], or [1] for every row).
+Tensor cross_entropy_rows_backward(const Tensor& log_probs, const Tensor& target,
+                                   const Tensor& row_grad, double label_smoothing = 0);
+
 // ---- batch norm over dim 1 of [N, C, ...] ----
 struct BatchNormResult {
   Tensor output;

@@ -85,6 +85,58 @@ Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& out, int64_t 
 }
 }  // namespace
 
+namespace {
+// The targets as contiguous i64 [N], checked against the [N, C] scores.
+Tensor checked_targets(const Tensor& scores, const Tensor& target, const char* op) {
+  detail::check_defined(scores, op, "logits");
+  detail::check_floating(scores, op);
+  TS_CHECK(scores.dim() == 2, op, ": expected logits [N, C], got shape ", scores.shape());
+  detail::check_defined(target, op, "target");
+  TS_CHECK(target.dim() == 1 && target.size(0) == scores.size(0), op, ": expected target [",
+           scores.size(0), "] of class indices, got shape ", target.shape());
+  TS_CHECK(target.dtype() == kI64 || target.dtype() == kI32, op,
+           ": target must hold class indices (i64 or i32), got ", target.dtype());
+  detail::check_same_device(scores, target, op);
+  if (target.numel() > 0) {
+    const int64_t lo = static_cast<int64_t>(amin(target).item());
+    const int64_t hi = static_cast<int64_t>(amax(target).item());
+    TS_CHECK(lo >= 0 && hi < scores.size(1), op, ": target class out of range: values span [",
+             lo, ", ", hi, "] but there are ", scores.size(1), " classes");
+  }
+  return target.to(kI64).contiguous();
+}
+}  // namespace
+
+CrossEntropyRows cross_entropy_rows(const Tensor& logits, const Tensor& target,
+                                    double label_smoothing) {
+  const Tensor y = checked_targets(logits, target, "cross_entropy");
+  TS_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+           "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  TS_CHECK(logits.size(1) > 0 || logits.size(0) == 0, "cross_entropy: no classes (logits ",
+           logits.shape(), ")");
+  const Tensor x = logits.contiguous();
+  CrossEntropyRows r{empty({x.size(0)}, x.options()), empty(x.shape(), x.options())};
+  if (x.numel() > 0) backend(x.device()).cross_entropy(x, y, label_smoothing, r.log_probs, r.loss);
+  return r;
+}
+
+Tensor cross_entropy_rows_backward(const Tensor& log_probs, const Tensor& target,
+                                   const Tensor& row_grad, double label_smoothing) {
+  const Tensor y = checked_targets(log_probs, target, "cross_entropy_backward");
+  detail::check_defined(row_grad, "cross_entropy_backward", "row_grad");
+  detail::check_same_device(log_probs, row_grad, "cross_entropy_backward");
+  const int64_t n = log_probs.size(0);
+  TS_CHECK(row_grad.numel() == n || row_grad.numel() == 1, "cross_entropy_backward: row_grad has ",
+           row_grad.numel(), " elements, expected ", n, " or 1");
+  const Tensor g = row_grad.to(log_probs.dtype()).reshape({-1}).expand({n}).contiguous();
+  const Tensor lp = log_probs.contiguous();
+  Tensor grad = empty(lp.shape(), lp.options());
+  if (grad.numel() > 0) {
+    backend(lp.device()).cross_entropy_backward(lp, y, g, label_smoothing, grad);
+  }
+  return grad;
+}
+
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim) {
   return softmax_backward_impl(grad_out, out, dim, false, "softmax_backward");
 }

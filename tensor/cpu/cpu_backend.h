@@ -21,6 +21,11 @@ class CpuBackend final : public Backend {
   void softmax(const Tensor& in, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& grad_out, const Tensor& out, const Tensor& grad_in,
                         bool log) override;
+  void cross_entropy(const Tensor& logits, const Tensor& target, double label_smoothing,
+                     const Tensor& log_probs, const Tensor& loss) override;
+  void cross_entropy_backward(const Tensor& log_probs, const Tensor& target,
+                              const Tensor& row_grad, double label_smoothing,
+                              const Tensor& grad_logits) override;
   void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv2dParams& p, const Tensor& out) override;
   void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p,

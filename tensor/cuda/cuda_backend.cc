@@ -160,6 +160,25 @@ void CudaBackend::softmax_backward(const Tensor& grad_out, const Tensor& out,
                           out.size(0), out.size(1), log, on.stream);
 }
 
+void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& target,
+                                double label_smoothing, const Tensor& log_probs,
+                                const Tensor& loss) {
+  OnDevice on(logits);
+  launch_cross_entropy(logits.raw_data(), target.data<int64_t>(), label_smoothing,
+                       log_probs.raw_data(), loss.raw_data(), logits.dtype(), logits.size(0),
+                       logits.size(1), on.stream);
+}
+
+void CudaBackend::cross_entropy_backward(const Tensor& log_probs, const Tensor& target,
+                                         const Tensor& row_grad, double label_smoothing,
+                                         const Tensor& grad_logits) {
+  OnDevice on(log_probs);
+  launch_cross_entropy_backward(log_probs.raw_data(), target.data<int64_t>(),
+                                row_grad.raw_data(), label_smoothing, grad_logits.raw_data(),
+                                log_probs.dtype(), log_probs.size(0), log_probs.size(1),
+                                on.stream);
+}
+
 // ---------------------------------------------------------------------------- indexing
 
 namespace {

@@ -27,6 +27,15 @@ void launch_softmax(const void* in, void* out, DType dtype, int64_t rows, int64_
 void launch_softmax_backward(const void* grad_out, const void* out, void* grad_in, DType dtype,
                              int64_t rows, int64_t n, bool log, cudaStream_t s);
 
+// Fused cross-entropy on [rows, n] (reduce.cu): log_probs and per-row loss, and the backward.
+void launch_cross_entropy(const void* logits, const int64_t* target, double label_smoothing,
+                          void* log_probs, void* loss, DType dtype, int64_t rows, int64_t n,
+                          cudaStream_t s);
+void launch_cross_entropy_backward(const void* log_probs, const int64_t* target,
+                                   const void* row_grad, double label_smoothing,
+                                   void* grad_logits, DType dtype, int64_t rows, int64_t n,
+                                   cudaStream_t s);
+
 // index.cu (index tensors are contiguous i64, already checked in range).
 // in: [outer, n_in, inner] -> out: [outer, n_index, inner].
 void launch_index_select(const void* in, void* out, const int64_t* index, int64_t outer,

@@ -1,4 +1,4 @@
-// Row reductions and softmax on CUDA: one thread block per row of a contiguous [outer, inner]
+// Row reductions, softmax and the fused cross-entropy on CUDA: one thread block per row of a contiguous [outer, inner]
 // matrix. Sums accumulate in f64 (i64 for integers), like the CPU backend; arg-reductions keep
 // the first index of the extreme value, and a NaN wins, as in PyTorch.
 #include <cmath>
@@ -132,6 +132,47 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, T* dx, int64_t n
   }
 }
 
+// One block per row: log-softmax as softmax_kernel, then the row's loss
+// -(1 - eps) logp[t] - eps / n * sum(logp) (tensor/cpu/softmax.cc has the formulas).
+template <typename T>
+__global__ void cross_entropy_kernel(const T* x, const int64_t* target, double eps, T* logp,
+                                     T* loss, int64_t n) {
+  using C = acc_t<T>;
+  const T* xr = x + blockIdx.x * n;
+  T* lr = logp + blockIdx.x * n;
+  C m = load(xr[0]);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxOp()(m, load(xr[j]));
+  m = block_reduce(m, MaxOp(), m);
+  double total = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += exp(load(xr[j]) - m);
+  total = block_reduce(total, SumOp(), 0.0);
+  const C lse = m + C(::log(total));
+  double sum_logp = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const T v = store<T>(load(xr[j]) - lse);
+    lr[j] = v;
+    sum_logp += double(load(v));
+  }
+  sum_logp = block_reduce(sum_logp, SumOp(), 0.0);
+  if (threadIdx.x == 0) {
+    const double picked = double(load(store<T>(load(xr[target[blockIdx.x]]) - lse)));
+    loss[blockIdx.x] = store<T>(C(-(1 - eps) * picked - eps / n * sum_logp));
+  }
+}
+
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* logp, const int64_t* target,
+                                              const T* row_grad, double eps, T* dx,
+                                              int64_t rows, int64_t n) {
+  using C = acc_t<T>;
+  const C off = C(eps / n), on = C(1 - eps) + off;
+  TS_GRID_STRIDE(i, rows * n) {
+    const int64_t r = i / n, j = i % n;
+    const C q = j == target[r] ? on : off;
+    dx[i] = store<T>((C(exp(load(logp[i]))) - q) * load(row_grad[r]));
+  }
+}
+
 // Threads per row block: enough for the row, a multiple of 32, at most 256.
 int row_threads(int64_t n) {
   int t = 32;
@@ -187,6 +228,32 @@ void launch_softmax_backward(const void* grad_out, const void* out, void* grad_i
         static_cast<scalar_t*>(grad_in), n, log);
   });
   check_launch("softmax_backward");
+}
+
+void launch_cross_entropy(const void* logits, const int64_t* target, double label_smoothing,
+                          void* log_probs, void* loss, DType dtype, int64_t rows, int64_t n,
+                          cudaStream_t s) {
+  if (rows == 0 || n == 0) return;
+  TS_CUDA_DISPATCH_FLOATING(dtype, "cross_entropy", [&] {
+    cross_entropy_kernel<scalar_t><<<static_cast<unsigned>(rows), row_threads(n), 0, s>>>(
+        static_cast<const scalar_t*>(logits), target, label_smoothing,
+        static_cast<scalar_t*>(log_probs), static_cast<scalar_t*>(loss), n);
+  });
+  check_launch("cross_entropy");
+}
+
+void launch_cross_entropy_backward(const void* log_probs, const int64_t* target,
+                                   const void* row_grad, double label_smoothing,
+                                   void* grad_logits, DType dtype, int64_t rows, int64_t n,
+                                   cudaStream_t s) {
+  if (rows == 0 || n == 0) return;
+  TS_CUDA_DISPATCH_FLOATING(dtype, "cross_entropy_backward", [&] {
+    cross_entropy_backward_kernel<scalar_t><<<blocks_for(rows * n), kThreads, 0, s>>>(
+        static_cast<const scalar_t*>(log_probs), target,
+        static_cast<const scalar_t*>(row_grad), label_smoothing,
+        static_cast<scalar_t*>(grad_logits), rows, n);
+  });
+  check_launch("cross_entropy_backward");
 }
 
 }  // namespace cuda

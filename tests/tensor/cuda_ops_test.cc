@@ -152,6 +152,25 @@ TEST_F(CudaOps, SoftmaxAndBackwardMatchCpu) {
   }
 }
 
+TEST_F(CudaOps, FusedCrossEntropyMatchesCpu) {
+  const Tensor target = from_vector<int64_t>({3, 0, 9, 9, 1, 5}, {6});
+  for (DType t : kFloatTypes) {
+    const double tol = tolerance(t);
+    const Tensor x = random_cpu({6, 10}, t, 30, -5, 5), g = random_cpu({6}, t, 31);
+    for (double eps : {0.0, 0.1}) {
+      const CrossEntropyRows r = cross_entropy_rows(x, target, eps);
+      const CrossEntropyRows gr = cross_entropy_rows(x.to(gpu), target.to(gpu), eps);
+      expect_close(gr.loss, r.loss, tol, "cross_entropy loss");
+      expect_close(gr.log_probs, r.log_probs, tol, "cross_entropy log_probs");
+      expect_close(cross_entropy_rows_backward(gr.log_probs, target.to(gpu), g.to(gpu), eps),
+                   cross_entropy_rows_backward(r.log_probs, target, g, eps), tol,
+                   "cross_entropy backward");
+    }
+  }
+  EXPECT_THROW(cross_entropy_rows(zeros({2, 3}, gpu), from_vector<int64_t>({0, 3}, {2}).to(gpu)),
+               Error);
+}
+
 TEST_F(CudaOps, MatmulMatchesCpuForEveryLayout) {
   for (DType t : kFloatTypes) {
     const Tensor a = random_cpu({33, 20}, t, 9), b = random_cpu({20, 17}, t, 10);

@@ -176,3 +176,36 @@ TEST(BatchNorm, TrainingNormalizesAndUpdatesRunningStats) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// The fused cross-entropy against the formula written out in f64:
+// loss_i = -(1 - eps) logp_i[t_i] - eps / C sum_c logp_ic, grad = (softmax - q) * row_grad.
+TEST(CrossEntropyRows, MatchesTheFormulaWithLabelSmoothing) {
+  const std::vector<double> x = {1.0, -2.0, 0.5, 3.0, 3.0, -1.0};
+  const std::vector<int64_t> t = {2, 0};
+  const double eps = 0.2;
+  const CrossEntropyRows r =
+      cross_entropy_rows(from_vector<double>(x, {2, 3}), from_vector<int64_t>(t, {2}), eps);
+  const Tensor grad = cross_entropy_rows_backward(r.log_probs, from_vector<int64_t>(t, {2}),
+                                                  from_vector<double>({0.5, 2.0}, {2}), eps);
+  const std::vector<double> scale = {0.5, 2.0};
+  for (int i = 0; i < 2; ++i) {
+    double z = 0;
+    for (int c = 0; c < 3; ++c) z += std::exp(x[3 * i + c]);
+    double loss = 0;
+    for (int c = 0; c < 3; ++c) {
+      const double logp = x[3 * i + c] - std::log(z);
+      const double q = (c == t[i] ? 1 - eps : 0) + eps / 3;
+      loss -= q * logp;
+      EXPECT_NEAR(r.log_probs.at({i, c}), logp, 1e-12);
+      EXPECT_NEAR(grad.at({i, c}), (std::exp(logp) - q) * scale[i], 1e-12);
+    }
+    EXPECT_NEAR(r.loss.at({i}), loss, 1e-12);
+  }
+  EXPECT_THROW(cross_entropy_rows(zeros({2, 3}), from_vector<int64_t>({0, -1}, {2})), Error);
+}
+
+}  // namespace
+}  // namespace tessera
