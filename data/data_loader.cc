@@ -36,6 +36,10 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, i
                   static_cast<uint64_t>(b));
     batch = transform_(std::move(batch), gen);
   }
+  if (options_.pin_memory()) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+  }
   return batch;
 }
 

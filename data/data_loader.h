@@ -35,6 +35,10 @@ class DataLoaderOptions {
   DataLoaderOptions& drop_last(bool d) { drop_last_ = d; return *this; }
   DataLoaderOptions& seed(uint64_t s) { seed_ = s; return *this; }
   DataLoaderOptions& prefetch(int p) { prefetch_ = p; return *this; }
+  // Batches come in pinned host memory (made on the worker thread), so their copies to a GPU
+  // run asynchronously. Needs a CUDA build.
+  DataLoaderOptions& pin_memory(bool p) { pin_memory_ = p; return *this; }
+  bool pin_memory() const { return pin_memory_; }
   int64_t batch_size() const { return batch_size_; }
   bool shuffle() const { return shuffle_; }
   bool drop_last() const { return drop_last_; }
@@ -46,6 +50,7 @@ class DataLoaderOptions {
   bool shuffle_ = false, drop_last_ = false;
   uint64_t seed_ = 0;
   int prefetch_ = 2;
+  bool pin_memory_ = false;
 };
 
 class DataLoader {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "tensor/accelerator.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -24,6 +25,26 @@ std::vector<int64_t> visit(const DataLoader& loader, int64_t epoch) {
     for (int64_t v : b.targets.to_vector<int64_t>()) seen.push_back(v);
   }
   return seen;
+}
+
+// With a GPU the batches arrive pinned, values unchanged; without one the worker's error (the
+// runtime's reason) reaches the caller instead of a crash.
+TEST(DataLoader, PinMemoryPinsBatchesOrSaysWhyNot) {
+  DataLoader loader(numbers(10), DataLoaderOptions(4).pin_memory(true));
+  if (!cuda_is_available()) {
+    try {
+      visit(loader, 0);
+      FAIL() << "expected an error without CUDA";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  for (Batch& b : loader.epoch(0)) {
+    EXPECT_TRUE(b.inputs.is_pinned());
+    EXPECT_TRUE(b.targets.is_pinned());
+  }
+  EXPECT_EQ(visit(loader, 0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
 TEST(DataLoader, SequentialBatchesAndDropLast) {

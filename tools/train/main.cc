@@ -176,7 +176,9 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
                                                               false, /*pad=*/false);
   }
   data::DataLoader train_loader(
-      d.train, data::DataLoaderOptions(c.batch_size).shuffle(true).drop_last(true).seed(c.seed),
+      d.train,
+      data::DataLoaderOptions(c.batch_size).shuffle(true).drop_last(true).seed(c.seed).pin_memory(
+          device.is_cuda()),
       make_transform(c, c.augment == 1), train_sampler);
   data::DataLoader test_loader(d.test, data::DataLoaderOptions(1000), make_transform(c, false),
                                test_sampler);
