@@ -57,6 +57,15 @@ class NcclWork final : public Work {
  public:
   NcclWork(int device, std::vector<Tensor> keep_alive, bool host_wait)
       : device_(device), keep_alive_(std::move(keep_alive)), host_wait_(host_wait) {}
+  // Dropped without wait(): the tensors it holds go back to the allocator now, so the caller's
+  // stream must still not reuse them before NCCL is done with them.
+  ~NcclWork() override {
+    if (waited_) return;
+    try {
+      done_.block(cuda::current_stream(device_));
+    } catch (...) {  // a destructor must not throw; the CUDA error resurfaces at the next call
+    }
+  }
   cuda::Event& done() { return done_; }
   void wait() override {
     if (host_wait_) {
@@ -64,6 +73,7 @@ class NcclWork final : public Work {
     } else {
       done_.block(cuda::current_stream(device_));
     }
+    waited_ = true;
   }
   bool is_completed() override { return done_.query(); }
 
@@ -72,6 +82,7 @@ class NcclWork final : public Work {
   cuda::Event done_;
   std::vector<Tensor> keep_alive_;
   bool host_wait_;
+  bool waited_ = false;
 };
 
 void* ptr(const Tensor& t) { return t.numel() > 0 ? t.raw_data() : nullptr; }
