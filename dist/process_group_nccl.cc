@@ -142,12 +142,13 @@ std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const cuda::Stream& 
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroupNCCL::all_reduce(const Tensor& tensor, ReduceOp op) {
-  ledger().record(CollectiveKind::kAllReduce,
-                  2 * (size_ - 1) * static_cast<int64_t>(tensor.nbytes()) / size_);
-  return launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
+  auto work = launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
     TS_NCCL_CHECK(ncclAllReduce(ptr(tensor), ptr(tensor), tensor.numel(),
                                 nccl_type(tensor.dtype()), nccl_op(op), state_->comm, s));
   });
+  ledger().record(CollectiveKind::kAllReduce,
+                  2 * (size_ - 1) * static_cast<int64_t>(tensor.nbytes()) / size_);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(const Tensor& input, const Tensor& output,
@@ -162,11 +163,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(const Tensor& input, cons
            "), output ", output.numel(), " (this rank's count is ", counts[rank_], ")");
   TS_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input ", input.dtype(),
            " and output ", output.dtype(), " differ");
-  ledger().record(CollectiveKind::kReduceScatter,
-                  (size_ - 1) * static_cast<int64_t>(input.nbytes()) / size_);
   const bool even = std::all_of(counts.begin(), counts.end(),
                                 [&](int64_t c) { return c == counts[0]; });
-  return launch(*this, state_->stream, {input, output}, false, [&](cudaStream_t s) {
+  auto work = launch(*this, state_->stream, {input, output}, false, [&](cudaStream_t s) {
     const ncclDataType_t type = nccl_type(input.dtype());
     if (even) {
       TS_NCCL_CHECK(ncclReduceScatter(ptr(input), ptr(output), counts[0], type, nccl_op(op),
@@ -183,6 +182,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(const Tensor& input, cons
     }
     TS_NCCL_CHECK(ncclGroupEnd());
   });
+  ledger().record(CollectiveKind::kReduceScatter,
+                  (size_ - 1) * static_cast<int64_t>(input.nbytes()) / size_);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::all_gather(const Tensor& input, const Tensor& output,
@@ -194,11 +196,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::all_gather(const Tensor& input, const Te
   TS_CHECK(output.numel() == total && input.numel() == counts[rank_], "all_gather: output has ",
            output.numel(), " elements (counts sum to ", total, "), input ", input.numel(),
            " (this rank's count is ", counts[rank_], ")");
-  ledger().record(CollectiveKind::kAllGather,
-                  (size_ - 1) * static_cast<int64_t>(output.nbytes()) / size_);
   const bool even = std::all_of(counts.begin(), counts.end(),
                                 [&](int64_t c) { return c == counts[0]; });
-  return launch(*this, state_->stream, {input, output}, false, [&](cudaStream_t s) {
+  auto work = launch(*this, state_->stream, {input, output}, false, [&](cudaStream_t s) {
     const ncclDataType_t type = nccl_type(input.dtype());
     if (even) {
       TS_NCCL_CHECK(ncclAllGather(ptr(input), ptr(output), counts[0], type, state_->comm, s));
@@ -214,26 +214,31 @@ std::shared_ptr<Work> ProcessGroupNCCL::all_gather(const Tensor& input, const Te
     }
     TS_NCCL_CHECK(ncclGroupEnd());
   });
+  ledger().record(CollectiveKind::kAllGather,
+                  (size_ - 1) * static_cast<int64_t>(output.nbytes()) / size_);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::broadcast(const Tensor& tensor, int root) {
   TS_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of a group of ",
            size_);
-  ledger().record(CollectiveKind::kBroadcast,
-                  rank_ == root ? static_cast<int64_t>(tensor.nbytes()) : 0);
-  return launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
+  auto work = launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
     TS_NCCL_CHECK(ncclBroadcast(ptr(tensor), ptr(tensor), tensor.numel(),
                                 nccl_type(tensor.dtype()), root, state_->comm, s));
   });
+  ledger().record(CollectiveKind::kBroadcast,
+                  rank_ == root ? static_cast<int64_t>(tensor.nbytes()) : 0);
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::send(const Tensor& tensor, int dst, int /*tag*/) {
   TS_CHECK(dst >= 0 && dst < size_ && dst != rank_, "send: bad destination rank ", dst);
-  ledger().record(CollectiveKind::kSendRecv, static_cast<int64_t>(tensor.nbytes()));
-  return launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
+  auto work = launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
     TS_NCCL_CHECK(ncclSend(ptr(tensor), tensor.numel(), nccl_type(tensor.dtype()), dst,
                            state_->comm, s));
   });
+  ledger().record(CollectiveKind::kSendRecv, static_cast<int64_t>(tensor.nbytes()));
+  return work;
 }
 
 std::shared_ptr<Work> ProcessGroupNCCL::recv(const Tensor& tensor, int src, int /*tag*/) {

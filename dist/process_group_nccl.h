@@ -11,8 +11,9 @@
 // GPU orders the next kernels after the communication. The Work holds the tensors until then,
 // so their memory is not reused while NCCL may still touch it.
 //
-// The byte ledger records what the ring algorithms send (NCCL's own choice of algorithm is
-// not visible): all-reduce 2 (N-1)/N of the buffer, reduce-scatter and all-gather (N-1)/N.
+// The byte ledger records, once a call was issued, what the ring algorithms send (NCCL's own
+// choice of algorithm is not visible): all-reduce 2 (N-1)/N of the buffer, reduce-scatter and
+// all-gather (N-1)/N.
 // NCCL has no message tags: send/recv between a pair of ranks match in issue order, and the
 // tag is ignored. Uneven reduce-scatter/all-gather counts run as grouped ncclReduce /
 // ncclBroadcast calls, one per rank.

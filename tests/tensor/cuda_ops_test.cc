@@ -293,7 +293,9 @@ TEST_F(CudaOps, RandomNumbersEqualTheCpuStream) {
     expect_close(gpu_u, cpu_u, 1e-6, "uniform");
     const Tensor cpu_n = normal({999}, 0.5, 2, t, &a);
     const Tensor gpu_n = normal({999}, 0.5, 2, TensorOptions(t).device(gpu), &b);
-    expect_close(gpu_n, cpu_n, t == kF64 ? 1e-9 : 1e-5, "normal");
+    // Device and host libm may differ in the last bit of log/cos, which can move a 16-bit
+    // rounding by one step.
+    expect_close(gpu_n, cpu_n, t == kF64 ? 1e-9 : tolerance(t), "normal");
   }
 }
 
