@@ -95,17 +95,27 @@ __global__ void extreme_kernel(const T* x, void* out, int64_t inner, bool want_m
   }
 }
 
+// A row's maximum m and sum of exp(x - m), computed by the whole block (every thread gets both).
 template <typename T>
-__global__ void softmax_kernel(const T* x, T* y, int64_t n, bool log) {
+__device__ void row_max_and_total(const T* xr, int64_t n, acc_t<T>* max_out, double* total_out) {
   using C = acc_t<T>;
-  const T* xr = x + blockIdx.x * n;
-  T* yr = y + blockIdx.x * n;
   C m = load(xr[0]);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxOp()(m, load(xr[j]));
   m = block_reduce(m, MaxOp(), m);
   double total = 0;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += exp(load(xr[j]) - m);
-  total = block_reduce(total, SumOp(), 0.0);
+  *max_out = m;
+  *total_out = block_reduce(total, SumOp(), 0.0);
+}
+
+template <typename T>
+__global__ void softmax_kernel(const T* x, T* y, int64_t n, bool log) {
+  using C = acc_t<T>;
+  const T* xr = x + blockIdx.x * n;
+  T* yr = y + blockIdx.x * n;
+  C m;
+  double total;
+  row_max_and_total(xr, n, &m, &total);
   if (log) {
     const C lse = m + C(::log(total));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = store<T>(load(xr[j]) - lse);
@@ -140,12 +150,9 @@ __global__ void cross_entropy_kernel(const T* x, const int64_t* target, double e
   using C = acc_t<T>;
   const T* xr = x + blockIdx.x * n;
   T* lr = logp + blockIdx.x * n;
-  C m = load(xr[0]);
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxOp()(m, load(xr[j]));
-  m = block_reduce(m, MaxOp(), m);
-  double total = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) total += exp(load(xr[j]) - m);
-  total = block_reduce(total, SumOp(), 0.0);
+  C m;
+  double total;
+  row_max_and_total(xr, n, &m, &total);
   const C lse = m + C(::log(total));
   double sum_logp = 0;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {

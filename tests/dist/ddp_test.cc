@@ -274,7 +274,9 @@ TEST(DDP, Fp16CompressionHookHalvesTheBytes) {
   world->ledger().reset();
   cross_entropy(hooked.forward(Variable(x)), y).backward();
   const int64_t hooked_bytes = world->ledger().entry(CollectiveKind::kAllReduce).bytes;
-  if (N > 1) EXPECT_EQ(hooked_bytes * 2, plain_bytes);
+  if (N > 1) {
+    EXPECT_EQ(hooked_bytes * 2, plain_bytes);
+  }
   const auto pp = plain_model->parameters(), ph = hooked_model->parameters();
   for (size_t i = 0; i < pp.size(); ++i) {
     EXPECT_LT(max_abs_diff(pp[i].grad(), ph[i].grad()), 1e-3 * (1 + amax(abs(pp[i].grad())).item()));
