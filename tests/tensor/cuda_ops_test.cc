@@ -339,9 +339,9 @@ TEST_F(CudaOps, MultiTensorUpdatesMatchCpu) {
     const int64_t n = i == 7 ? 200000 : 1 + 37 * i;
     const Tensor p = random_cpu({n}, kF32, 100 + i), g = random_cpu({n}, kF32, 200 + i);
     cpu_adam.push_back({p.clone(), g, zeros({n}), zeros({n}), zeros({n})});
-    gpu_adam.push_back({p.to(gpu), g.to(gpu), zeros({n}, gpu), zeros({n}, gpu), zeros({n}, gpu)});
+    gpu_adam.push_back({p.clone().to(gpu), g.to(gpu), zeros({n}, gpu), zeros({n}, gpu), zeros({n}, gpu)});
     cpu_sgd.push_back({p.clone(), g, zeros({n})});
-    gpu_sgd.push_back({p.to(gpu), g.to(gpu), zeros({n}, gpu)});
+    gpu_sgd.push_back({p.clone().to(gpu), g.to(gpu), zeros({n}, gpu)});
   }
   AdamUpdate a;
   a.lr = 0.01;
