@@ -18,6 +18,7 @@ targets=(
   //tools/bench:gpu_bench
   //tests/tensor:cuda_ops_test
   //tests/tensor:cuda_runtime_test
+  //tests/nn:cuda_layers_test
   //tests/models:cuda_training_test
 )
 bazel build --config=cuda --dynamic_mode=off "${targets[@]}"
