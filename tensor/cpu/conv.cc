@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_backend.h"
+#include "tensor/cpu/direct_conv3x3.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/parallel.h"
 
@@ -262,6 +263,15 @@ void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
 void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
   const Geometry g = geometry(input.shape(), weight.shape(), out.shape(), p);
+  if (input.dtype() == kF32 &&
+      direct_conv3x3_applies(weight.size(0), weight.size(2), weight.size(3), p.stride[0],
+                             p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+                             p.dilation[1], p.groups)) {
+    return direct_conv3x3(input.data<float>(), weight.data<float>(),
+                          bias.defined() ? bias.data<float>() : nullptr, out.data<float>(),
+                          input.size(0), input.size(1), weight.size(0), input.size(2),
+                          input.size(3));
+  }
   switch (input.dtype()) {
     case kF32:
       return conv_forward<float>(input.data<float>(), weight.data<float>(),

@@ -68,6 +68,32 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
   }
 }
 
+// The direct 3x3 kernel (f32, stride 1, padding 1, output channels a multiple of 8) at every
+// column chunk it picks (widths 5..40: chunks of 8, 16 and 32, and a partial last chunk), both
+// channel blocks (8 and 16), with and without bias, and as the input gradient (flipped weights).
+TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
+  Conv2dParams p;
+  p.padding = {1, 1};
+  struct Shape4 {
+    int64_t n, c, k, h, w;
+  };
+  for (const Shape4& s : {Shape4{2, 3, 8, 5, 5}, Shape4{1, 5, 16, 7, 7}, Shape4{2, 4, 32, 6, 14},
+                          Shape4{1, 2, 24, 4, 17}, Shape4{2, 3, 8, 3, 28}, Shape4{1, 2, 16, 3, 40}}) {
+    const Tensor x = randn({s.n, s.c, s.h, s.w}, kF64), w = randn({s.k, s.c, 3, 3}, kF64);
+    const Tensor b = randn({s.k}, kF64);
+    const Tensor y = conv2d(x.to(kF32), w.to(kF32), b.to(kF32), p);
+    EXPECT_LT(max_abs_diff(y, naive_conv(x, w, b, p)), 1e-4) << s.k << "x" << s.w;
+    const Tensor y0 = conv2d(x.to(kF32), w.to(kF32), Tensor(), p);
+    EXPECT_LT(max_abs_diff(y0, naive_conv(x, w, Tensor(), p)), 1e-4) << s.k << "x" << s.w;
+    // The input gradient of a k -> m convolution is a direct m -> k one (k % 8 == 0).
+    const int64_t m = s.c + 1;
+    const Tensor g = randn({s.n, m, s.h, s.w}, kF64), wt = randn({m, s.k, 3, 3}, kF64);
+    const Tensor dx = conv2d_backward_input(g.to(kF32), wt.to(kF32), {s.n, s.k, s.h, s.w}, p);
+    const Tensor dx64 = conv2d_backward_input(g, wt, {s.n, s.k, s.h, s.w}, p);
+    EXPECT_LT(max_abs_diff(dx, dx64), 1e-4) << s.k << "x" << s.w;
+  }
+}
+
 TEST(Conv2d, BackwardPassesAreTheAdjoints) {
   // conv is linear in x and in w, so <g, conv(x, w)> = <dx(g, w), x> = <dw(g, x), w>.
   for (const ConvCase& c : conv_cases()) {
