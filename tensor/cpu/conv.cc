@@ -346,6 +346,15 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
   const Geometry g = geometry(input.shape(), grad_weight.shape(), grad_out.shape(), p);
+  if (input.dtype() == kF32 &&
+      direct_conv3x3_applies(8, grad_weight.size(2), grad_weight.size(3), p.stride[0],
+                             p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+                             p.dilation[1], p.groups)) {
+    return direct_conv3x3_backward_weight(grad_out.data<float>(), input.data<float>(),
+                                          grad_weight.data<float>(), input.size(0),
+                                          input.size(1), grad_weight.size(0), input.size(2),
+                                          input.size(3));
+  }
   switch (input.dtype()) {
     case kF32:
       return conv_backward_weight<float>(grad_out.data<float>(), input.data<float>(), g,

@@ -30,6 +30,19 @@ inline __attribute__((always_inline)) Vec<XC> load(const float* p) {
   return v;
 }
 
+// Pads every channel plane of one image into xp: (h + 2) rows of `stride` floats, the image at
+// row 1, column 1, zeros around it.
+inline __attribute__((always_inline)) void pad_image(const float* x, int64_t c, int64_t h,
+                                                     int64_t wd, int64_t stride, float* xp) {
+  std::fill(xp, xp + c * (h + 2) * stride, 0.0f);
+  for (int64_t ci = 0; ci < c; ++ci) {
+    for (int64_t r = 0; r < h; ++r) {
+      std::memcpy(xp + (ci * (h + 2) + r + 1) * stride + 1, x + (ci * h + r) * wd,
+                  wd * sizeof(float));
+    }
+  }
+}
+
 // One output row segment: y[k0 .. k0+KB)[row][x0 .. x0+XC) from the padded input xp, whose
 // channel planes are (h + 2) rows of `stride` floats. The KB sums stay in registers while
 // every input channel and tap is added in.
@@ -70,17 +83,65 @@ inline __attribute__((always_inline)) void image(const float* x, const float* w,
                                                  const float* bias, float* y, int64_t c,
                                                  int64_t k, int64_t h, int64_t wd, float* xp) {
   const int64_t chunks = (wd + XC - 1) / XC, stride = chunks * XC + 2;
-  std::fill(xp, xp + c * (h + 2) * stride, 0.0f);
-  for (int64_t ci = 0; ci < c; ++ci) {
-    for (int64_t r = 0; r < h; ++r) {
-      std::memcpy(xp + (ci * (h + 2) + r + 1) * stride + 1, x + (ci * h + r) * wd,
-                  wd * sizeof(float));
-    }
-  }
+  pad_image(x, c, h, wd, stride, xp);
   for (int64_t k0 = 0; k0 < k; k0 += KB) {
     for (int64_t row = 0; row < h; ++row) {
       for (int64_t q = 0; q < chunks; ++q) {
         row_block<KB, XC>(xp, w, bias, y, c, h, wd, stride, k0, row, q * XC);
+      }
+    }
+  }
+}
+
+// Weight gradient of a block of images, added into dw[k][c][9]: for each pair of KB output
+// channels and one input channel, 9 * KB vector sums (one per tap and channel) run over every
+// image, row and column chunk of dy (zero beyond the width in dyp) against the shifted input
+// rows, and are reduced across lanes once per block.
+template <int KB, int XC>
+inline __attribute__((always_inline)) void weight_block(const float* dyp, const float* xp,
+                                                        float* dw, int64_t count, int64_t c,
+                                                        int64_t k, int64_t h, int64_t chunks,
+                                                        int64_t stride) {
+  const int64_t ystride = chunks * XC;
+  const int64_t x_image = c * (h + 2) * stride, dy_image = k * h * ystride;
+  for (int64_t k0 = 0; k0 < k; k0 += KB) {
+    for (int64_t ci = 0; ci < c; ++ci) {
+      Vec<XC> acc[KB][9];
+#pragma GCC unroll 16
+      for (int kb = 0; kb < KB; ++kb) {
+#pragma GCC unroll 9
+        for (int t = 0; t < 9; ++t) acc[kb][t] = Vec<XC>{};
+      }
+      for (int64_t im = 0; im < count; ++im) {
+        const float* plane = xp + im * x_image + ci * (h + 2) * stride;
+        const float* grad = dyp + im * dy_image + k0 * h * ystride;
+        for (int64_t row = 0; row < h; ++row) {
+          for (int64_t q = 0; q < chunks; ++q) {
+            Vec<XC> g[KB];
+#pragma GCC unroll 16
+            for (int kb = 0; kb < KB; ++kb) {
+              g[kb] = load<XC>(grad + (kb * h + row) * ystride + q * XC);
+            }
+#pragma GCC unroll 3
+            for (int i = 0; i < 3; ++i) {
+#pragma GCC unroll 3
+              for (int j = 0; j < 3; ++j) {
+                const Vec<XC> in = load<XC>(plane + (row + i) * stride + q * XC + j);
+#pragma GCC unroll 16
+                for (int kb = 0; kb < KB; ++kb) acc[kb][i * 3 + j] += g[kb] * in;
+              }
+            }
+          }
+        }
+      }
+      for (int kb = 0; kb < KB; ++kb) {
+        for (int t = 0; t < 9; ++t) {
+          float lanes[XC];
+          std::memcpy(lanes, &acc[kb][t], sizeof(lanes));
+          float total = 0;
+          for (int l = 0; l < XC; ++l) total += lanes[l];
+          dw[((k0 + kb) * c + ci) * 9 + t] += total;
+        }
       }
     }
   }
@@ -102,6 +163,31 @@ TS_ISA_CLONES void image_k16_x16(const float* x, const float* w, const float* bi
 TS_ISA_CLONES void image_k16_x8(const float* x, const float* w, const float* bias, float* y,
                                 int64_t c, int64_t k, int64_t h, int64_t wd, float* xp) {
   image<16, 8>(x, w, bias, y, c, k, h, wd, xp);
+}
+
+// Column chunk for the weight gradient: 16 floats, or 8 for narrow images.
+inline int64_t weight_chunk(int64_t wd) { return wd > 8 ? 16 : 8; }
+
+// A block of images: pads their inputs and gradients, then adds the block's weight gradient.
+TS_ISA_CLONES void weight_images(const float* dy, const float* x, float* dw, int64_t count,
+                                 int64_t c, int64_t k, int64_t h, int64_t wd, float* xp,
+                                 float* dyp) {
+  const int64_t xc = weight_chunk(wd);
+  const int64_t chunks = (wd + xc - 1) / xc, stride = chunks * xc + 2, ystride = chunks * xc;
+  for (int64_t im = 0; im < count; ++im) {
+    pad_image(x + im * c * h * wd, c, h, wd, stride, xp + im * c * (h + 2) * stride);
+    float* grad = dyp + im * k * h * ystride;
+    std::fill(grad, grad + k * h * ystride, 0.0f);
+    for (int64_t r = 0; r < k * h; ++r) {
+      std::memcpy(grad + r * ystride, dy + im * k * h * wd + r * wd, wd * sizeof(float));
+    }
+  }
+  if (xc == 16) {
+    if (k % 2 == 0) return weight_block<2, 16>(dyp, xp, dw, count, c, k, h, chunks, stride);
+    return weight_block<1, 16>(dyp, xp, dw, count, c, k, h, chunks, stride);
+  }
+  if (k % 2 == 0) return weight_block<2, 8>(dyp, xp, dw, count, c, k, h, chunks, stride);
+  weight_block<1, 8>(dyp, xp, dw, count, c, k, h, chunks, stride);
 }
 
 }  // namespace
@@ -138,6 +224,29 @@ void direct_conv3x3(const float* x, const float* w, const float* bias, float* y,
       }
     }
   });
+}
+
+void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
+                                    int64_t c, int64_t k, int64_t h, int64_t wd) {
+  constexpr int64_t kImagesPerBlock = 8;  // fixed, so the order of the sums is too
+  const int64_t blocks = (n + kImagesPerBlock - 1) / kImagesPerBlock;
+  const int64_t xc = weight_chunk(wd), chunks = (wd + xc - 1) / xc;
+  const int64_t stride = chunks * xc + 2, weight_size = k * c * 9;
+  std::vector<float> partial(blocks * weight_size, 0.0f);
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> xp(kImagesPerBlock * c * (h + 2) * stride);
+    std::vector<float> dyp(kImagesPerBlock * k * h * chunks * xc);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
+      weight_images(dy + first * k * h * wd, x + first * c * h * wd,
+                    partial.data() + b * weight_size, count, c, k, h, wd, xp.data(), dyp.data());
+    }
+  });
+  std::memcpy(dw, partial.data(), weight_size * sizeof(float));
+  for (int64_t b = 1; b < blocks; ++b) {
+    const float* p = partial.data() + b * weight_size;
+    for (int64_t i = 0; i < weight_size; ++i) dw[i] += p[i];
+  }
 }
 
 }  // namespace cpu

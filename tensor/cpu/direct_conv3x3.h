@@ -15,7 +15,7 @@ namespace tessera {
 namespace cpu {
 
 // True when direct_conv3x3 handles this convolution (it also needs the output channels to be
-// a multiple of 8, its smallest channel block).
+// a multiple of 8, its smallest channel block; the weight gradient takes any channel counts).
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
                             int64_t dilation_w, int64_t groups);
@@ -24,6 +24,12 @@ bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_
 // null. Images run in parallel on tessera's threads.
 void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
                     int64_t c, int64_t k, int64_t h, int64_t wd);
+
+// dw[k, c] = sum over images and positions of dy[n, k] * x[n, c] shifted by each tap (the
+// weight gradient of the same convolution). Images are summed in fixed blocks, then the blocks
+// in order, so the result does not depend on the thread count.
+void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
+                                    int64_t c, int64_t k, int64_t h, int64_t wd);
 
 }  // namespace cpu
 }  // namespace tessera

@@ -68,9 +68,10 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
   }
 }
 
-// The direct 3x3 kernel (f32, stride 1, padding 1, output channels a multiple of 8) at every
-// column chunk it picks (widths 5..40: chunks of 8, 16 and 32, and a partial last chunk), both
-// channel blocks (8 and 16), with and without bias, and as the input gradient (flipped weights).
+// The direct 3x3 kernels (f32, stride 1, padding 1; forward with output channels a multiple of
+// 8) at every column chunk they pick (widths 5..40: chunks of 8, 16 and 32, and a partial last
+// chunk), both channel blocks (8 and 16), with and without bias, as the input gradient (flipped
+// weights), and the weight gradient with even and odd channel counts.
 TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   Conv2dParams p;
   p.padding = {1, 1};
@@ -91,6 +92,17 @@ TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
     const Tensor dx = conv2d_backward_input(g.to(kF32), wt.to(kF32), {s.n, s.k, s.h, s.w}, p);
     const Tensor dx64 = conv2d_backward_input(g, wt, {s.n, s.k, s.h, s.w}, p);
     EXPECT_LT(max_abs_diff(dx, dx64), 1e-4) << s.k << "x" << s.w;
+    // The weight gradient (direct for any channel counts), against f64.
+    const Tensor gy = randn({s.n, s.k, s.h, s.w}, kF64);
+    const Tensor dw = conv2d_backward_weight(gy.to(kF32), x.to(kF32), w.shape(), p);
+    EXPECT_LT(max_abs_diff(dw, conv2d_backward_weight(gy, x, w.shape(), p)), 1e-3)
+        << s.k << "x" << s.w;
+    const Tensor dw_odd = conv2d_backward_weight(gy.narrow(1, 0, 3).contiguous().to(kF32),
+                                                 x.to(kF32), {3, s.c, 3, 3}, p);
+    EXPECT_LT(max_abs_diff(dw_odd, conv2d_backward_weight(gy.narrow(1, 0, 3).contiguous(), x,
+                                                          {3, s.c, 3, 3}, p)),
+              1e-3)
+        << "3 channels, width " << s.w;
   }
 }
 
