@@ -170,31 +170,45 @@ struct Scalars {
   float one_f = 1, zero_f = 0;
 };
 
+// Everything one cuDNN convolution call needs, for the convolution x (*) w = y in `direction`:
+// the handle on the current stream, descriptors, the cached algorithm, its workspace, scalars.
+struct ConvCall {
+  ConvCall(Direction direction, const Tensor& x, const Tensor& w, const Tensor& y,
+           const Conv2dParams& p, const Tensor& written)
+      : on(written),
+        handle(cudnn_handle(written.device().index())),
+        desc(x, w, y, p),
+        algo(cached_algo(key_of(direction, written.device().index(), x, w, y, p), direction,
+                         handle, desc)),
+        workspace(workspace_for(algo, written.device())),
+        scalars(x.dtype()) {}
+
+  OnDevice on;
+  cudnnHandle_t handle;
+  Descriptors desc;
+  Algo algo;
+  Tensor workspace;
+  Scalars scalars;
+};
+
 }  // namespace
 
 void CudaBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const Conv2dParams& p, const Tensor& out) {
   if (out.numel() == 0) return;
-  OnDevice on(out);
-  const int device = out.device().index();
-  cudnnHandle_t h = cudnn_handle(device);
-  Descriptors desc(input, weight, out, p);
-  const Algo algo =
-      cached_algo(key_of(Direction::kForward, device, input, weight, out, p),
-                  Direction::kForward, h, desc);
-  const Tensor ws = workspace_for(algo, out.device());
-  const Scalars s(input.dtype());
+  ConvCall c(Direction::kForward, input, weight, out, p, out);
+  const Scalars& s = c.scalars;
   TS_CUDNN_CHECK(cudnnConvolutionForward(
-      h, s.one(), desc.x, ptr(input), desc.w, ptr(weight), desc.conv,
-      static_cast<cudnnConvolutionFwdAlgo_t>(algo.algo), ptr(ws), algo.workspace, s.zero(),
-      desc.y, ptr(out)));
+      c.handle, s.one(), c.desc.x, ptr(input), c.desc.w, ptr(weight), c.desc.conv,
+      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo.algo), ptr(c.workspace), c.algo.workspace,
+      s.zero(), c.desc.y, ptr(out)));
   if (bias.defined()) {
     cudnnTensorDescriptor_t b = nullptr;
     TS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&b));
     TS_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b, CUDNN_TENSOR_NCHW, cudnn_type(bias.dtype()), 1,
                                               static_cast<int>(bias.numel()), 1, 1));
     const cudnnStatus_t status =
-        cudnnAddTensor(h, s.one(), b, ptr(bias), s.one(), desc.y, ptr(out));
+        cudnnAddTensor(c.handle, s.one(), b, ptr(bias), s.one(), c.desc.y, ptr(out));
     cudnnDestroyTensorDescriptor(b);
     TS_CUDNN_CHECK(status);
   }
@@ -203,37 +217,23 @@ void CudaBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor
 void CudaBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                         const Conv2dParams& p, const Tensor& grad_in) {
   if (grad_in.numel() == 0) return;
-  OnDevice on(grad_in);
-  const int device = grad_in.device().index();
-  cudnnHandle_t h = cudnn_handle(device);
-  Descriptors desc(grad_in, weight, grad_out, p);
-  const Algo algo =
-      cached_algo(key_of(Direction::kBackwardData, device, grad_in, weight, grad_out, p),
-                  Direction::kBackwardData, h, desc);
-  const Tensor ws = workspace_for(algo, grad_in.device());
-  const Scalars s(grad_in.dtype());
+  ConvCall c(Direction::kBackwardData, grad_in, weight, grad_out, p, grad_in);
+  const Scalars& s = c.scalars;
   TS_CUDNN_CHECK(cudnnConvolutionBackwardData(
-      h, s.one(), desc.w, ptr(weight), desc.y, ptr(grad_out), desc.conv,
-      static_cast<cudnnConvolutionBwdDataAlgo_t>(algo.algo), ptr(ws), algo.workspace, s.zero(),
-      desc.x, ptr(grad_in)));
+      c.handle, s.one(), c.desc.w, ptr(weight), c.desc.y, ptr(grad_out), c.desc.conv,
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo.algo), ptr(c.workspace),
+      c.algo.workspace, s.zero(), c.desc.x, ptr(grad_in)));
 }
 
 void CudaBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                          const Conv2dParams& p, const Tensor& grad_weight) {
   if (grad_weight.numel() == 0) return;
-  OnDevice on(grad_weight);
-  const int device = grad_weight.device().index();
-  cudnnHandle_t h = cudnn_handle(device);
-  Descriptors desc(input, grad_weight, grad_out, p);
-  const Algo algo =
-      cached_algo(key_of(Direction::kBackwardFilter, device, input, grad_weight, grad_out, p),
-                  Direction::kBackwardFilter, h, desc);
-  const Tensor ws = workspace_for(algo, grad_weight.device());
-  const Scalars s(input.dtype());
+  ConvCall c(Direction::kBackwardFilter, input, grad_weight, grad_out, p, grad_weight);
+  const Scalars& s = c.scalars;
   TS_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      h, s.one(), desc.x, ptr(input), desc.y, ptr(grad_out), desc.conv,
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo.algo), ptr(ws), algo.workspace,
-      s.zero(), desc.w, ptr(grad_weight)));
+      c.handle, s.one(), c.desc.x, ptr(input), c.desc.y, ptr(grad_out), c.desc.conv,
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo.algo), ptr(c.workspace),
+      c.algo.workspace, s.zero(), c.desc.w, ptr(grad_weight)));
 }
 
 }  // namespace cuda
