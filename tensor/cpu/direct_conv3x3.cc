@@ -44,15 +44,33 @@ inline __attribute__((always_inline)) void copy_row(float* dst, const float* src
 
 // The flattened geometry of one image's planes.
 struct Flat {
-  int64_t h, wd, s;  // rows, width, padded row stride (wd + 2)
-  int64_t positions;  // output positions covered: whole vectors over h rows of s
-  int64_t plane;      // floats per padded input plane, with room for the last vector's taps
+  int64_t h, wd, s;   // rows, width, padded row stride (wd + 2)
+  int64_t positions;  // output positions covered: whole blocks of `per_block` vectors
+  int64_t plane;      // floats per padded input plane, with room for the last block's taps
 
-  Flat(int64_t h_, int64_t wd_) : h(h_), wd(wd_), s(wd_ + 2) {
-    positions = (h * s + kLanes - 1) / kLanes * kLanes;
+  Flat(int64_t h_, int64_t wd_, int per_block = 1) : h(h_), wd(wd_), s(wd_ + 2) {
+    const int64_t block = kLanes * per_block;
+    positions = (h * s + block - 1) / block * block;
     plane = std::max((h + 2) * s, positions + 2 * s + 2);
   }
 };
+
+// Vectors of positions per forward block: the count (1 to 4) that wastes the fewest positions
+// rounding h * s up to whole blocks (ties go to the larger block, which reuses each weight
+// broadcast over more positions).
+inline int forward_vectors_per_block(int64_t h, int64_t wd) {
+  const int64_t vectors = (h * (wd + 2) + kLanes - 1) / kLanes;
+  int best = 1;
+  int64_t best_waste = 0;
+  for (int p = 1; p <= 4; ++p) {
+    const int64_t waste = (vectors + p - 1) / p * p - vectors;
+    if (waste <= best_waste) {
+      best = p;
+      best_waste = waste;
+    }
+  }
+  return best;
+}
 
 // Pads c planes of one image into xp (c * f.plane floats): the image at row 1, column 1.
 inline __attribute__((always_inline)) void pad_planes(const float* x, int64_t c, const Flat& f,
@@ -65,10 +83,11 @@ inline __attribute__((always_inline)) void pad_planes(const float* x, int64_t c,
   }
 }
 
-// Forward of one image: for each block of KB output channels and each vector of positions, the
-// KB sums stay in registers while every input channel and tap is added in; then the valid
-// columns of each row are copied out of the flat result.
-template <int KB>
+// Forward of one image: for each block of KB output channels and each block of P vectors of
+// positions, the KB x P sums stay in registers while every input channel and tap is added in
+// (each weight broadcast serves P vectors, each input load KB channels); then the valid columns
+// of each row are copied out of the flat result.
+template <int KB, int P>
 inline __attribute__((always_inline)) void forward_image(const float* x, const float* w,
                                                          const float* bias, float* y, int64_t c,
                                                          int64_t k, const Flat& f, float* xp,
@@ -76,11 +95,13 @@ inline __attribute__((always_inline)) void forward_image(const float* x, const f
   pad_planes(x, c, f, xp);
   for (int64_t k0 = 0; k0 < k; k0 += KB) {
     const float* wk = w + k0 * c * 9;
-    for (int64_t p = 0; p < f.positions; p += kLanes) {
-      Vec acc[KB];
-#pragma GCC unroll 32
+    for (int64_t p = 0; p < f.positions; p += P * kLanes) {
+      Vec acc[KB][P];
+#pragma GCC unroll 16
       for (int kb = 0; kb < KB; ++kb) {
-        acc[kb] = (bias != nullptr ? bias[k0 + kb] : 0.0f) - Vec{};  // broadcast
+        const float b = bias != nullptr ? bias[k0 + kb] : 0.0f;
+#pragma GCC unroll 4
+        for (int v = 0; v < P; ++v) acc[kb][v] = b - Vec{};  // broadcast
       }
       for (int64_t ci = 0; ci < c; ++ci) {
         const float* base = xp + ci * f.plane + p;
@@ -88,13 +109,21 @@ inline __attribute__((always_inline)) void forward_image(const float* x, const f
         for (int i = 0; i < 3; ++i) {
 #pragma GCC unroll 3
           for (int j = 0; j < 3; ++j) {
-            const Vec in = load(base + i * f.s + j);
-#pragma GCC unroll 32
-            for (int kb = 0; kb < KB; ++kb) acc[kb] += wk[(kb * c + ci) * 9 + i * 3 + j] * in;
+            Vec in[P];
+#pragma GCC unroll 4
+            for (int v = 0; v < P; ++v) in[v] = load(base + i * f.s + j + v * kLanes);
+#pragma GCC unroll 16
+            for (int kb = 0; kb < KB; ++kb) {
+              const float wv = wk[(kb * c + ci) * 9 + i * 3 + j];
+#pragma GCC unroll 4
+              for (int v = 0; v < P; ++v) acc[kb][v] += wv * in[v];
+            }
           }
         }
       }
-      for (int kb = 0; kb < KB; ++kb) std::memcpy(flat_out + kb * f.positions + p, &acc[kb], sizeof(Vec));
+      for (int kb = 0; kb < KB; ++kb) {
+        std::memcpy(flat_out + kb * f.positions + p, &acc[kb][0], sizeof(acc[kb]));
+      }
     }
     for (int kb = 0; kb < KB; ++kb) {
       for (int64_t r = 0; r < f.h; ++r) {
@@ -158,14 +187,24 @@ inline __attribute__((always_inline)) void weight_block(const float* dyp, const 
 TS_ISA_CLONES void forward_images(const float* x, const float* w, const float* bias, float* y,
                                   int64_t first, int64_t count, int64_t c, int64_t k, int64_t h,
                                   int64_t wd, float* xp, float* flat_out) {
-  const Flat f(h, wd);
+  const int p = forward_vectors_per_block(h, wd);
+  const Flat f(h, wd, p);
+  const bool by16 = k % 16 == 0;
+  // KB x P accumulators (16 to 24) fit AVX-512's 32 vector registers with room for the inputs;
+  // k is a multiple of 8.
   for (int64_t i = first; i < first + count; ++i) {
     const float* xi = x + i * c * h * wd;
     float* yi = y + i * k * h * wd;
-    if (k % 16 == 0) {
-      forward_image<16>(xi, w, bias, yi, c, k, f, xp, flat_out);
-    } else {
-      forward_image<8>(xi, w, bias, yi, c, k, f, xp, flat_out);
+    switch (p) {
+      case 4: forward_image<4, 4>(xi, w, bias, yi, c, k, f, xp, flat_out); break;
+      case 3: forward_image<8, 3>(xi, w, bias, yi, c, k, f, xp, flat_out); break;
+      case 2: forward_image<8, 2>(xi, w, bias, yi, c, k, f, xp, flat_out); break;
+      default:
+        if (by16) {
+          forward_image<16, 1>(xi, w, bias, yi, c, k, f, xp, flat_out);
+        } else {
+          forward_image<8, 1>(xi, w, bias, yi, c, k, f, xp, flat_out);
+        }
     }
   }
 }
@@ -201,10 +240,9 @@ bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_
 
 void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
                     int64_t c, int64_t k, int64_t h, int64_t wd) {
-  const Flat f(h, wd);
-  const int kb = k % 16 == 0 ? 16 : 8;
+  const Flat f(h, wd, forward_vectors_per_block(h, wd));
   parallel_for(n, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> xp(c * f.plane), flat_out(kb * f.positions);
+    std::vector<float> xp(c * f.plane), flat_out(16 * f.positions);
     forward_images(x, w, bias, y, i0, i1 - i0, c, k, h, wd, xp.data(), flat_out.data());
   });
 }

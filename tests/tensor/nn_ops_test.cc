@@ -69,8 +69,7 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
 }
 
 // The direct 3x3 kernels (f32, stride 1, padding 1; forward with output channels a multiple of
-// 8) at every column chunk they pick (widths 5..40: chunks of 8, 16 and 32, and a partial last
-// chunk), both channel blocks (8 and 16), with and without bias, as the input gradient (flipped
+// 8) at every block shape they pick, with and without bias, as the input gradient (flipped
 // weights), and the weight gradient with even and odd channel counts.
 TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   Conv2dParams p;
@@ -78,8 +77,11 @@ TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   struct Shape4 {
     int64_t n, c, k, h, w;
   };
+  // Flat positions h * (w + 2) of 35, 63, 96, 76, 90, 126, 24 and 80 make the forward take
+  // blocks of 3, 4, 3, 1, 3, 4, 2 and 1 vectors, with 4, 8 and 16 channels per block.
   for (const Shape4& s : {Shape4{2, 3, 8, 5, 5}, Shape4{1, 5, 16, 7, 7}, Shape4{2, 4, 32, 6, 14},
-                          Shape4{1, 2, 24, 4, 17}, Shape4{2, 3, 8, 3, 28}, Shape4{1, 2, 16, 3, 40}}) {
+                          Shape4{1, 2, 24, 4, 17}, Shape4{2, 3, 8, 3, 28}, Shape4{1, 2, 16, 3, 40},
+                          Shape4{2, 3, 8, 2, 10}, Shape4{1, 4, 16, 5, 14}}) {
     const Tensor x = randn({s.n, s.c, s.h, s.w}, kF64), w = randn({s.k, s.c, 3, 3}, kF64);
     const Tensor b = randn({s.k}, kF64);
     const Tensor y = conv2d(x.to(kF32), w.to(kF32), b.to(kF32), p);
