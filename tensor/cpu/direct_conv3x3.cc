@@ -133,22 +133,24 @@ inline __attribute__((always_inline)) void forward_image(const float* x, const f
   }
 }
 
-// Weight gradient of a block of images, added into dw[k][c][9]: for each pair of KB output
-// channels and one input channel, 9 * KB vector sums (one per tap and channel) run over every
-// image and vector of positions (the gradient is zero at the junk positions), and are reduced
-// across lanes once per block.
-template <int KB>
+// Weight gradient of a block of images, added into dw[k][c][9], for the taps in kernel rows
+// [I0, I0 + NI): for each group of KB output channels and one input channel, KB * 3 * NI
+// vector sums (one per tap and channel) run over every image and vector of positions (the
+// gradient is zero at the junk positions), and are reduced across lanes once per block. More
+// channels per group share each input load; fewer rows per pass keep the sums in registers.
+template <int KB, int I0, int NI>
 inline __attribute__((always_inline)) void weight_block(const float* dyp, const float* xp,
                                                         float* dw, int64_t count, int64_t c,
                                                         int64_t k, const Flat& f) {
+  constexpr int kTaps = 3 * NI;
   const int64_t x_image = c * f.plane, dy_image = k * f.positions;
   for (int64_t k0 = 0; k0 < k; k0 += KB) {
     for (int64_t ci = 0; ci < c; ++ci) {
-      Vec acc[KB][9];
+      Vec acc[KB][kTaps];
 #pragma GCC unroll 16
       for (int kb = 0; kb < KB; ++kb) {
 #pragma GCC unroll 9
-        for (int t = 0; t < 9; ++t) acc[kb][t] = Vec{};
+        for (int t = 0; t < kTaps; ++t) acc[kb][t] = Vec{};
       }
       for (int64_t im = 0; im < count; ++im) {
         const float* plane = xp + im * x_image + ci * f.plane;
@@ -158,10 +160,10 @@ inline __attribute__((always_inline)) void weight_block(const float* dyp, const 
 #pragma GCC unroll 16
           for (int kb = 0; kb < KB; ++kb) g[kb] = load(grad + kb * f.positions + p);
 #pragma GCC unroll 3
-          for (int i = 0; i < 3; ++i) {
+          for (int i = 0; i < NI; ++i) {
 #pragma GCC unroll 3
             for (int j = 0; j < 3; ++j) {
-              const Vec in = load(plane + p + i * f.s + j);
+              const Vec in = load(plane + p + (I0 + i) * f.s + j);
 #pragma GCC unroll 16
               for (int kb = 0; kb < KB; ++kb) acc[kb][i * 3 + j] += g[kb] * in;
             }
@@ -169,12 +171,12 @@ inline __attribute__((always_inline)) void weight_block(const float* dyp, const 
         }
       }
       for (int kb = 0; kb < KB; ++kb) {
-        for (int t = 0; t < 9; ++t) {
+        for (int t = 0; t < kTaps; ++t) {
           float lanes[kLanes];
           std::memcpy(lanes, &acc[kb][t], sizeof(lanes));
           float total = 0;
           for (int l = 0; l < kLanes; ++l) total += lanes[l];
-          dw[((k0 + kb) * c + ci) * 9 + t] += total;
+          dw[((k0 + kb) * c + ci) * 9 + I0 * 3 + t] += total;
         }
       }
     }
@@ -225,8 +227,12 @@ TS_ISA_CLONES void weight_images(const float* dy, const float* x, float* dw, int
       }
     }
   }
-  if (k % 2 == 0) return weight_block<2>(dyp, xp, dw, count, c, k, f);
-  weight_block<1>(dyp, xp, dw, count, c, k, f);
+  if (k % 4 == 0) {  // 4 channels: kernel rows 0-1 (24 sums), then row 2 (12 sums)
+    weight_block<4, 0, 2>(dyp, xp, dw, count, c, k, f);
+    return weight_block<4, 2, 1>(dyp, xp, dw, count, c, k, f);
+  }
+  if (k % 2 == 0) return weight_block<2, 0, 3>(dyp, xp, dw, count, c, k, f);
+  weight_block<1, 0, 3>(dyp, xp, dw, count, c, k, f);
 }
 
 }  // namespace
@@ -249,8 +255,11 @@ void direct_conv3x3(const float* x, const float* w, const float* bias, float* y,
 
 void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
                                     int64_t c, int64_t k, int64_t h, int64_t wd) {
-  constexpr int64_t kImagesPerBlock = 8;  // fixed, so the order of the sums is too
   const Flat f(h, wd);
+  // Images per block: enough positions (about 2048) to amortize the lane reductions, 8 to 32.
+  // It depends on the shape only, so the order of the sums, and the result, never depends on
+  // the thread count.
+  const int64_t kImagesPerBlock = std::min<int64_t>(32, std::max<int64_t>(8, 2048 / f.positions));
   const int64_t blocks = (n + kImagesPerBlock - 1) / kImagesPerBlock, weight_size = k * c * 9;
   std::vector<float> partial(blocks * weight_size, 0.0f);
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
