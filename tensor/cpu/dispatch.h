@@ -20,7 +20,7 @@
     TS_DISPATCH_CASE(kF16, ::tessera::Half, __VA_ARGS__)                          \
     TS_DISPATCH_CASE(kBF16, ::tessera::BFloat16, __VA_ARGS__)                     \
     default:                                                                      \
-      TS_FAIL(NAME, ": not implemented for dtype ", DTYPE, " (floating types only)"); \
+      TS_FAIL(NAME, ": takes floating dtypes (f32, f64, f16, bf16), got ", DTYPE); \
   }
 
 #define TS_DISPATCH_ALL(DTYPE, NAME, ...)                       \

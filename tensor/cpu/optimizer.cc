@@ -1,10 +1,11 @@
-// CPU fused optimizer updates: one parallel pass over each parameter (see fused_updates.h for
-// the formulas). f16/bf16 parameters compute in f32 per element.
-#include <cmath>
+// CPU fused optimizer updates: one parallel pass over each parameter, applying the per-element
+// rules of tensor/update_rules.h (shared with the CUDA kernels). f16/bf16 parameters compute in
+// f32 per element.
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/parallel.h"
+#include "tensor/update_rules.h"
 
 namespace tessera {
 namespace cpu {
@@ -18,17 +19,12 @@ void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& buffer, c
   T* p = static_cast<T*>(param.raw_data());
   const T* g = static_cast<const T*>(grad.raw_data());
   T* b = u.momentum != 0 ? static_cast<T*>(buffer.raw_data()) : nullptr;
-  const C lr = C(u.lr), wd = C(u.weight_decay), mom = C(u.momentum), damp = C(1 - u.dampening);
+  const SgdRule<C> rule(u);
   parallel_for(param.numel(), kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      C d = C(g[i]);
-      if (wd != C(0)) d += wd * C(p[i]);
-      if (b != nullptr) {
-        const C buf = u.first_step ? d : mom * C(b[i]) + damp * d;
-        b[i] = T(buf);
-        d = u.nesterov ? d + mom * buf : buf;
-      }
-      p[i] = T(C(p[i]) - lr * d);
+      C buf = b != nullptr ? C(b[i]) : C(0);
+      p[i] = T(rule.step(C(p[i]), C(g[i]), &buf));
+      if (b != nullptr) b[i] = T(buf);
     }
   });
 }
@@ -42,31 +38,15 @@ void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   T* m = static_cast<T*>(exp_avg.raw_data());
   T* v = static_cast<T*>(exp_avg_sq.raw_data());
   T* vmax = u.amsgrad ? static_cast<T*>(max_exp_avg_sq.raw_data()) : nullptr;
-  const double t = static_cast<double>(u.step);
-  const C bias_correction2_sqrt = C(std::sqrt(1 - std::pow(u.beta2, t)));
-  const C step_size = C(u.lr / (1 - std::pow(u.beta1, t)));
-  const C b1w = C(1 - u.beta1), b2 = C(u.beta2), b2w = C(1 - u.beta2), eps = C(u.eps);
-  const C wd = C(u.weight_decay), decay = C(1 - u.lr * u.weight_decay);
+  const AdamRule<C> rule(u);
   parallel_for(param.numel(), kGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      C pi = C(p[i]), gi = C(g[i]);
-      if (wd != C(0)) {
-        if (u.decoupled_weight_decay) {
-          pi *= decay;
-        } else {
-          gi += wd * pi;
-        }
-      }
-      const C mi = C(m[i]) + b1w * (gi - C(m[i]));  // lerp(m, g, 1 - beta1)
-      C vi = b2 * C(v[i]) + b2w * gi * gi;
+      C pi = C(p[i]), mi = C(m[i]), vi = C(v[i]), vmaxi = vmax != nullptr ? C(vmax[i]) : C(0);
+      rule.step(pi, C(g[i]), mi, vi, vmaxi);
+      p[i] = T(pi);
       m[i] = T(mi);
       v[i] = T(vi);
-      if (vmax != nullptr) {
-        vi = std::max(C(vmax[i]), vi);
-        vmax[i] = T(vi);
-      }
-      const C denom = std::sqrt(vi) / bias_correction2_sqrt + eps;
-      p[i] = T(pi - step_size * (mi / denom));  // addcdiv's order
+      if (vmax != nullptr) vmax[i] = T(vmaxi);
     }
   });
 }

@@ -73,9 +73,24 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
+inline const char* dtype_label(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kI64: return "i64";
+    case DType::kI32: return "i32";
+    case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+  }
+  return "an unknown dtype";
+}
+
+// A dtype the op does not take (as on the CPU: the floating ops take f32/f64/f16/bf16).
 [[noreturn]] inline void fail_dtype(const char* op, DType dtype) {
-  throw std::invalid_argument(std::string(op) + ": CUDA kernel not implemented for dtype code " +
-                              std::to_string(static_cast<int>(dtype)));
+  throw std::invalid_argument(std::string(op) + ": the CUDA backend does not support dtype " +
+                              dtype_label(dtype) + " for this op");
 }
 
 #define TS_CUDA_CASE(ENUM, TYPE, ...)   \

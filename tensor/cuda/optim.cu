@@ -1,17 +1,17 @@
 // Fused optimizer updates on CUDA: each element's parameter, gradient and state are read once
-// and written back, with PyTorch's arithmetic (tensor/update_params.h; the same order of
-// operations as tensor/cpu/optimizer.cc).
+// and written back, applying the per-element rules of tensor/update_rules.h (shared with the
+// CPU kernels).
 //
 // The multi-tensor forms follow apex's multi_tensor_apply: the tensors are cut into chunks of
 // kChunk elements, and one launch covers up to kListTensors tensors and kListBlocks chunks,
 // block b updating chunk block_chunk[b] of tensor block_tensor[b]. A model's hundred small
 // parameters then cost a few launches instead of a hundred.
 #include <algorithm>
-#include <cmath>
 
 #include "tensor/cuda/cuda_check_launch.h"
 #include "tensor/cuda/device_types.cuh"
 #include "tensor/cuda/kernels.h"
+#include "tensor/update_rules.h"
 
 namespace tessera {
 namespace cuda {
@@ -22,80 +22,36 @@ constexpr int kListTensors = 24;
 constexpr int kListBlocks = 320;
 constexpr int64_t kChunk = 65536;
 
-template <typename T>
-struct SgdConstants {
-  acc_t<T> lr, wd, mom, damp;
-  bool nesterov, first_step;
-  explicit SgdConstants(const SgdUpdate& u)
-      : lr(acc_t<T>(u.lr)), wd(acc_t<T>(u.weight_decay)), mom(acc_t<T>(u.momentum)),
-        damp(acc_t<T>(1 - u.dampening)), nesterov(u.nesterov), first_step(u.first_step) {}
-};
-
+// One element of each update: load in the compute type, apply the shared rule, store back.
 template <typename T>
 __device__ __forceinline__ void sgd_element(T* p, const T* g, T* b, int64_t i,
-                                            const SgdConstants<T>& k) {
+                                            const SgdRule<acc_t<T>>& rule) {
   using C = acc_t<T>;
-  C d = load(g[i]);
-  if (k.wd != C(0)) d += k.wd * load(p[i]);
-  if (b != nullptr) {
-    const C buf = k.first_step ? d : k.mom * load(b[i]) + k.damp * d;
-    b[i] = store<T>(buf);
-    d = k.nesterov ? d + k.mom * buf : buf;
-  }
-  p[i] = store<T>(load(p[i]) - k.lr * d);
+  C buf = b != nullptr ? load(b[i]) : C(0);
+  p[i] = store<T>(rule.step(load(p[i]), load(g[i]), &buf));
+  if (b != nullptr) b[i] = store<T>(buf);
 }
-
-template <typename T>
-struct AdamConstants {
-  acc_t<T> b1w, b2, b2w, eps, wd, decay, bias_correction2_sqrt, step_size;
-  bool decoupled;
-  explicit AdamConstants(const AdamUpdate& u) {
-    using C = acc_t<T>;
-    const double t = static_cast<double>(u.step);
-    b1w = C(1 - u.beta1);
-    b2 = C(u.beta2);
-    b2w = C(1 - u.beta2);
-    eps = C(u.eps);
-    wd = C(u.weight_decay);
-    decay = C(1 - u.lr * u.weight_decay);
-    bias_correction2_sqrt = C(std::sqrt(1 - std::pow(u.beta2, t)));
-    step_size = C(u.lr / (1 - std::pow(u.beta1, t)));
-    decoupled = u.decoupled_weight_decay;
-  }
-};
 
 template <typename T>
 __device__ __forceinline__ void adam_element(T* p, const T* g, T* m, T* v, T* vmax, int64_t i,
-                                             const AdamConstants<T>& k) {
+                                             const AdamRule<acc_t<T>>& rule) {
   using C = acc_t<T>;
-  C pi = load(p[i]), gi = load(g[i]);
-  if (k.wd != C(0)) {
-    if (k.decoupled) {
-      pi *= k.decay;
-    } else {
-      gi += k.wd * pi;
-    }
-  }
-  const C mi = load(m[i]) + k.b1w * (gi - load(m[i]));  // lerp(m, g, 1 - beta1)
-  C vi = k.b2 * load(v[i]) + k.b2w * gi * gi;
+  C pi = load(p[i]), mi = load(m[i]), vi = load(v[i]);
+  C vmaxi = vmax != nullptr ? load(vmax[i]) : C(0);
+  rule.step(pi, load(g[i]), mi, vi, vmaxi);
+  p[i] = store<T>(pi);
   m[i] = store<T>(mi);
   v[i] = store<T>(vi);
-  if (vmax != nullptr) {
-    const C previous = load(vmax[i]);
-    vi = previous > vi ? previous : vi;
-    vmax[i] = store<T>(vi);
-  }
-  const C denom = sqrt(vi) / k.bias_correction2_sqrt + k.eps;
-  p[i] = store<T>(pi - k.step_size * (mi / denom));  // addcdiv's order
+  if (vmax != nullptr) vmax[i] = store<T>(vmaxi);
 }
 
 template <typename T>
-__global__ void sgd_kernel(T* p, const T* g, T* b, SgdConstants<T> k, int64_t n) {
+__global__ void sgd_kernel(T* p, const T* g, T* b, SgdRule<acc_t<T>> k, int64_t n) {
   TS_GRID_STRIDE(i, n) { sgd_element(p, g, b, i, k); }
 }
 
 template <typename T>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, AdamConstants<T> k,
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, AdamRule<acc_t<T>> k,
                             int64_t n) {
   TS_GRID_STRIDE(i, n) { adam_element(p, g, m, v, vmax, i, k); }
 }
@@ -108,7 +64,7 @@ struct ListLaunch {
 };
 
 template <typename T>
-__global__ void sgd_list_kernel(ListLaunch list, SgdConstants<T> k) {
+__global__ void sgd_list_kernel(ListLaunch list, SgdRule<acc_t<T>> k) {
   const ListSlot& t = list.slots[list.block_tensor[blockIdx.x]];
   const int64_t begin = list.block_chunk[blockIdx.x] * kChunk;
   const int64_t end = min(begin + kChunk, t.numel);
@@ -119,7 +75,7 @@ __global__ void sgd_list_kernel(ListLaunch list, SgdConstants<T> k) {
 }
 
 template <typename T>
-__global__ void adam_list_kernel(ListLaunch list, AdamConstants<T> k) {
+__global__ void adam_list_kernel(ListLaunch list, AdamRule<acc_t<T>> k) {
   const ListSlot& t = list.slots[list.block_tensor[blockIdx.x]];
   const int64_t begin = list.block_chunk[blockIdx.x] * kChunk;
   const int64_t end = min(begin + kChunk, t.numel);
@@ -170,7 +126,7 @@ void launch_sgd_update(void* param, const void* grad, void* momentum_buffer, DTy
     sgd_kernel<scalar_t><<<blocks_for(numel), kThreads, 0, s>>>(
         static_cast<scalar_t*>(param), static_cast<const scalar_t*>(grad),
         u.momentum != 0 ? static_cast<scalar_t*>(momentum_buffer) : nullptr,
-        SgdConstants<scalar_t>(u), numel);
+        SgdRule<acc_t<scalar_t>>(u), numel);
   });
   check_launch("sgd_update");
 }
@@ -184,7 +140,7 @@ void launch_adam_update(void* param, const void* grad, void* exp_avg, void* exp_
         static_cast<scalar_t*>(param), static_cast<const scalar_t*>(grad),
         static_cast<scalar_t*>(exp_avg), static_cast<scalar_t*>(exp_avg_sq),
         u.amsgrad ? static_cast<scalar_t*>(max_exp_avg_sq) : nullptr,
-        AdamConstants<scalar_t>(u), numel);
+        AdamRule<acc_t<scalar_t>>(u), numel);
   });
   check_launch("adam_update");
 }
@@ -192,7 +148,7 @@ void launch_adam_update(void* param, const void* grad, void* exp_avg, void* exp_
 void launch_sgd_update_many(const ListSlot* slots, int count, DType dtype, const SgdUpdate& u,
                             cudaStream_t s) {
   TS_CUDA_DISPATCH_FLOATING(dtype, "sgd_update_many", [&] {
-    const SgdConstants<scalar_t> k(u);
+    const SgdRule<acc_t<scalar_t>> k(u);
     for_each_launch(slots, count, [&](const ListLaunch& list, int blocks) {
       sgd_list_kernel<scalar_t><<<blocks, kThreads, 0, s>>>(list, k);
     });
@@ -203,7 +159,7 @@ void launch_sgd_update_many(const ListSlot* slots, int count, DType dtype, const
 void launch_adam_update_many(const ListSlot* slots, int count, DType dtype, const AdamUpdate& u,
                              cudaStream_t s) {
   TS_CUDA_DISPATCH_FLOATING(dtype, "adam_update_many", [&] {
-    const AdamConstants<scalar_t> k(u);
+    const AdamRule<acc_t<scalar_t>> k(u);
     for_each_launch(slots, count, [&](const ListLaunch& list, int blocks) {
       adam_list_kernel<scalar_t><<<blocks, kThreads, 0, s>>>(list, k);
     });
