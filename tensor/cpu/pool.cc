@@ -5,6 +5,7 @@
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/parallel.h"
+#include "tensor/pool_windows.h"
 
 namespace tessera {
 namespace cpu {
@@ -19,11 +20,6 @@ Planes planes(const Tensor& in, const Tensor& out) {
   return {in.size(0) * in.size(1), in.size(2), in.size(3), out.size(2), out.size(3)};
 }
 
-// [start, end) of adaptive window i of `out` over `in` elements.
-inline int64_t adaptive_start(int64_t i, int64_t out, int64_t in) { return (i * in) / out; }
-inline int64_t adaptive_end(int64_t i, int64_t out, int64_t in) {
-  return ((i + 1) * in + out - 1) / out;
-}
 
 }  // namespace
 
@@ -85,22 +81,10 @@ void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indic
 }
 
 namespace {
-// PyTorch's avg_pool2d window: clipped to the padded input for the divisor when padding counts,
-// to the real input otherwise.
-struct AvgWindow {
-  int64_t y0, y1, x0, x1, divisor;
-};
+// PyTorch's avg_pool2d window (tensor/pool_windows.h).
 inline AvgWindow avg_window(int64_t oy, int64_t ox, const Pool2dParams& p, int64_t h, int64_t w) {
-  int64_t y0 = oy * p.stride[0] - p.padding[0], x0 = ox * p.stride[1] - p.padding[1];
-  int64_t y1 = std::min(y0 + p.kernel[0], h + p.padding[0]);
-  int64_t x1 = std::min(x0 + p.kernel[1], w + p.padding[1]);
-  const int64_t padded = (y1 - y0) * (x1 - x0);
-  y0 = std::max<int64_t>(y0, 0);
-  x0 = std::max<int64_t>(x0, 0);
-  y1 = std::min(y1, h);
-  x1 = std::min(x1, w);
-  const int64_t divisor = p.count_include_pad ? padded : (y1 - y0) * (x1 - x0);
-  return {y0, y1, x0, x1, std::max<int64_t>(divisor, 1)};
+  return tessera::avg_window(oy, ox, p.kernel[0], p.kernel[1], p.stride[0], p.stride[1],
+                             p.padding[0], p.padding[1], h, w, p.count_include_pad);
 }
 }  // namespace
 

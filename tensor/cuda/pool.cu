@@ -6,6 +6,7 @@
 #include "tensor/cuda/cuda_check_launch.h"
 #include "tensor/cuda/device_types.cuh"
 #include "tensor/cuda/kernels.h"
+#include "tensor/pool_windows.h"
 
 namespace tessera {
 namespace cuda {
@@ -62,21 +63,10 @@ __global__ void max_pool_backward_kernel(const T* dy, const int64_t* indices, T*
   }
 }
 
-// PyTorch's avg_pool2d window and divisor (as tensor/cpu/pool.cc).
-struct AvgWindow {
-  int64_t y0, y1, x0, x1, divisor;
-};
-
+// PyTorch's avg_pool2d window and divisor (tensor/pool_windows.h, as on the CPU).
 __device__ __forceinline__ AvgWindow avg_window(int64_t oy, int64_t ox, const PoolArgs& p) {
-  int64_t y0 = oy * p.sh - p.ph, x0 = ox * p.sw - p.pw;
-  int64_t y1 = imin(y0 + p.kh, p.h + p.ph), x1 = imin(x0 + p.kw, p.w + p.pw);
-  const int64_t padded = (y1 - y0) * (x1 - x0);
-  y0 = imax(y0, 0);
-  x0 = imax(x0, 0);
-  y1 = imin(y1, p.h);
-  x1 = imin(x1, p.w);
-  const int64_t divisor = p.count_include_pad ? padded : (y1 - y0) * (x1 - x0);
-  return {y0, y1, x0, x1, imax(divisor, 1)};
+  return tessera::avg_window(oy, ox, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw, p.h, p.w,
+                             p.count_include_pad);
 }
 
 template <typename T>
@@ -115,13 +105,6 @@ __global__ void avg_pool_backward_kernel(const T* dy, T* dx, PoolArgs p, int64_t
   }
 }
 
-// Adaptive window i of `out` over `in` elements: [start, end).
-__device__ __forceinline__ int64_t adaptive_start(int64_t i, int64_t out, int64_t in) {
-  return (i * in) / out;
-}
-__device__ __forceinline__ int64_t adaptive_end(int64_t i, int64_t out, int64_t in) {
-  return ((i + 1) * in + out - 1) / out;
-}
 
 template <typename T>
 __global__ void adaptive_avg_kernel(const T* x, T* y, PoolArgs p, int64_t n) {
