@@ -1,7 +1,6 @@
 #include "optim/adam.h"
 
 #include <map>
-#include <string>
 #include <tuple>
 
 #include "tensor/fused_updates.h"
@@ -102,14 +101,15 @@ void Adam::update(const OptimizerOptions& options, ParamState& state, const Tens
 // Parameters that share dtype, device and step count update together (multi-tensor kernels).
 void Adam::update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates) {
   const auto& o = static_cast<const AdamOptions&>(options);
-  std::map<std::tuple<int, std::string, int64_t>, std::vector<AdamTensors>> batches;
+  std::map<std::tuple<int, int, int, int64_t>, std::vector<AdamTensors>> batches;
   for (PendingUpdate& u : updates) {
-    const auto key = std::make_tuple(static_cast<int>(u.param.dtype()), u.param.device().str(),
-                                     u.state->step);
+    const Device d = u.param.device();
+    const auto key = std::make_tuple(static_cast<int>(u.param.dtype()),
+                                     static_cast<int>(d.type()), d.index(), u.state->step);
     batches[key].push_back(adam_tensors(o, *u.state, u.param, u.grad));
   }
   for (const auto& [key, list] : batches) {
-    adam_update_many_(list, adam_update_for(o, decoupled_, std::get<2>(key)));
+    adam_update_many_(list, adam_update_for(o, decoupled_, std::get<3>(key)));
   }
 }
 

@@ -1,7 +1,6 @@
 #include "optim/sgd.h"
 
 #include <map>
-#include <string>
 #include <tuple>
 
 #include "tensor/fused_updates.h"
@@ -94,16 +93,18 @@ void SGD::update(const OptimizerOptions& options, ParamState& state, const Tenso
 // Parameters that share dtype, device and first-step-ness update together (multi-tensor).
 void SGD::update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates) {
   const auto& o = static_cast<const SGDOptions&>(options);
-  std::map<std::tuple<int, std::string, bool>, std::vector<SgdTensors>> batches;
+  std::map<std::tuple<int, int, int, bool>, std::vector<SgdTensors>> batches;
   for (PendingUpdate& u : updates) {
     bool first = false;
     const Tensor buffer = momentum_buffer(o, *u.state, u.param, &first);
-    batches[std::make_tuple(static_cast<int>(u.param.dtype()), u.param.device().str(), first)]
+    const Device d = u.param.device();
+    batches[std::make_tuple(static_cast<int>(u.param.dtype()), static_cast<int>(d.type()),
+                            d.index(), first)]
         .push_back({u.param, u.grad, buffer});
   }
   for (const auto& [key, list] : batches) {
     SgdUpdate u = sgd_update_for(o);
-    u.first_step = std::get<2>(key);
+    u.first_step = std::get<3>(key);
     sgd_update_many_(list, u);
   }
 }
