@@ -5,7 +5,8 @@
 // GEMM: C = A B with n x n f32 matrices through tessera's matmul (OpenBLAS sgemm underneath),
 // next to Eigen's own product on the same data, in GFLOP/s (2 n^3 flops).
 // Conv: forward + backward-input + backward-weight at ResNet-20's shapes (3x3, batch 128,
-// 16/32/64 channels on 28x28/14x14/7x7 maps, Fashion-MNIST-sized), GFLOP/s over all three.
+// 16/32/64 channels on 28x28/14x14/7x7 maps, Fashion-MNIST-sized), GFLOP/s over all three, and
+// each pass alone (BM_Conv2dPass).
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
@@ -96,6 +97,37 @@ BENCHMARK(BM_Conv2dForwardBackward)
     ->Args({32, 14, 2})
     ->Args({64, 7, 1})
     ->Args({64, 7, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// One pass at a time (0 forward, 1 input gradient, 2 weight gradient), at the same shapes.
+void BM_Conv2dPass(benchmark::State& state) {
+  const int64_t channels = state.range(0), hw = state.range(1), pass = state.range(2);
+  const int64_t batch = 128;
+  set_num_threads(static_cast<int>(state.range(3)));
+  Conv2dParams p;
+  p.padding = {1, 1};
+  const Tensor x = randn({batch, channels, hw, hw});
+  const Tensor w = mul(randn({channels, channels, 3, 3}), 0.1);
+  const Tensor g = randn({batch, channels, hw, hw});
+  for (auto _ : state) {
+    if (pass == 0) benchmark::DoNotOptimize(conv2d(x, w, Tensor(), p).raw_data());
+    if (pass == 1) {
+      benchmark::DoNotOptimize(conv2d_backward_input(g, w, x.shape(), p).raw_data());
+    }
+    if (pass == 2) {
+      benchmark::DoNotOptimize(conv2d_backward_weight(g, x, w.shape(), p).raw_data());
+    }
+  }
+  const double flops = 2.0 * batch * channels * channels * 9 * hw * hw;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Conv2dPass)
+    ->ArgNames({"channels", "hw", "pass", "threads"})
+    ->ArgsProduct({{16}, {28}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{32}, {14}, {0, 1, 2}, {1, 2}})
+    ->ArgsProduct({{64}, {7}, {0, 1, 2}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
