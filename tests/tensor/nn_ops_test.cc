@@ -69,19 +69,19 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
 }
 
 // The direct 3x3 kernels (f32, stride 1, padding 1; forward with output channels a multiple of
-// 8) at every block shape they pick, with and without bias, as the input gradient (flipped
-// weights), and the weight gradient in channel groups of 4, 2 and 1.
+// 8) with and without bias, as the input gradient (flipped weights), and the weight gradient:
+// whole and partial blocks of 16 output channels, odd input channel counts, row widths that
+// end in steps of 4, 2 and 1 positions, and maps whose size is not a multiple of 16.
 TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   Conv2dParams p;
   p.padding = {1, 1};
   struct Shape4 {
     int64_t n, c, k, h, w;
   };
-  // Flat positions h * (w + 2) of 35, 63, 96, 76, 90, 126, 24 and 80 make the forward take
-  // blocks of 3, 4, 3, 1, 3, 4, 2 and 1 vectors, with 4, 8 and 16 channels per block.
   for (const Shape4& s : {Shape4{2, 3, 8, 5, 5}, Shape4{1, 5, 16, 7, 7}, Shape4{2, 4, 32, 6, 14},
                           Shape4{1, 2, 24, 4, 17}, Shape4{2, 3, 8, 3, 28}, Shape4{1, 2, 16, 3, 40},
-                          Shape4{2, 3, 8, 2, 10}, Shape4{1, 4, 16, 5, 14}}) {
+                          Shape4{2, 3, 8, 2, 10}, Shape4{1, 4, 16, 5, 14},
+                          Shape4{10, 3, 16, 4, 6}}) {
     const Tensor x = randn({s.n, s.c, s.h, s.w}, kF64), w = randn({s.k, s.c, 3, 3}, kF64);
     const Tensor b = randn({s.k}, kF64);
     const Tensor y = conv2d(x.to(kF32), w.to(kF32), b.to(kF32), p);
@@ -99,7 +99,7 @@ TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
     const Tensor dw = conv2d_backward_weight(gy.to(kF32), x.to(kF32), w.shape(), p);
     EXPECT_LT(max_abs_diff(dw, conv2d_backward_weight(gy, x, w.shape(), p)), 1e-3)
         << s.k << "x" << s.w;
-    // Channel groups of 4, 2 and 1 (k = 8.., 6, 3).
+    // Partial channel blocks (6 and 3 of 16 lanes).
     for (int64_t kk : {int64_t{6}, int64_t{3}}) {
       const Tensor part = gy.narrow(1, 0, std::min(kk, s.k)).contiguous();
       const Tensor g_kk = kk <= s.k ? part : randn({s.n, kk, s.h, s.w}, kF64);
