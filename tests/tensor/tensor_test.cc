@@ -122,6 +122,38 @@ TEST(Tensor, AllocatorCountsCurrentAndPeak) {
   EXPECT_EQ(memory_stats(cpu).peak_bytes, before);
 }
 
+TEST(Tensor, CpuAllocatorReusesLargeFreedBlocks) {
+  const Device cpu = Device::cpu();
+  cpu_empty_cache();
+  EXPECT_EQ(cpu_cached_bytes(), 0);
+  const int64_t before = memory_stats(cpu).current_bytes;
+  const int64_t n = (1 << 18) + 1000;  // f32: 1 MiB + 4000 bytes
+  void* first = nullptr;
+  {
+    Tensor a = empty({n}, kF32);
+    first = a.raw_data();
+  }
+  // Freed, the block waits in the cache (whole pages) and is not counted as in use.
+  const int64_t rounded = (n * 4 + 4095) / 4096 * 4096;
+  EXPECT_EQ(cpu_cached_bytes(), rounded);
+  EXPECT_EQ(memory_stats(cpu).current_bytes, before);
+  {
+    // The next request of the same rounded size gets the same block; another size does not.
+    Tensor b = empty({n + 10}, kF32);
+    EXPECT_EQ(b.raw_data(), first);
+    EXPECT_EQ(cpu_cached_bytes(), 0);
+    EXPECT_EQ(memory_stats(cpu).current_bytes, before + (n + 10) * 4);
+    Tensor c = empty({2 * n}, kF32);
+    EXPECT_NE(c.raw_data(), first);
+  }
+  EXPECT_EQ(cpu_cached_bytes(), rounded + (2 * n * 4 + 4095) / 4096 * 4096);
+  // Small blocks go straight back to the C library.
+  { Tensor small = empty({1000}, kF32); }
+  EXPECT_EQ(cpu_cached_bytes(), rounded + (2 * n * 4 + 4095) / 4096 * 4096);
+  cpu_empty_cache();
+  EXPECT_EQ(cpu_cached_bytes(), 0);
+}
+
 TEST(Tensor, StorageIsSixtyFourByteAligned) {
   for (int n : {1, 3, 17, 1000}) {
     Tensor t = empty({n}, kU8);

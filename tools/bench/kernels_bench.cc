@@ -131,6 +131,35 @@ BENCHMARK(BM_Conv2dPass)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// Batch norm in training mode at the same shapes: pass 0 forward (statistics, then the affine
+// map), pass 1 backward (two sums, then the input gradient). GB/s counts each pass's minimal
+// traffic: forward reads x twice and writes y; backward reads g and x twice and writes dx.
+void BM_BatchNorm(benchmark::State& state) {
+  const int64_t channels = state.range(0), hw = state.range(1), pass = state.range(2);
+  set_num_threads(static_cast<int>(state.range(3)));
+  const Tensor x = randn({128, channels, hw, hw}), g = randn({128, channels, hw, hw});
+  const Tensor w = randn({channels}), b = randn({channels});
+  const Tensor rm = zeros({channels}), rv = ones({channels});
+  const BatchNormResult r = batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+  for (auto _ : state) {
+    if (pass == 0) {
+      benchmark::DoNotOptimize(batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5).output.raw_data());
+    } else {
+      benchmark::DoNotOptimize(
+          batch_norm_backward(g, x, w, r.mean, r.invstd, true, true, true).input.raw_data());
+    }
+  }
+  const double bytes = (pass == 0 ? 3.0 : 5.0) * x.nbytes();
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_BatchNorm)
+    ->ArgNames({"channels", "hw", "pass", "threads"})
+    ->ArgsProduct({{16}, {28}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{64}, {7}, {0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace tessera
 
