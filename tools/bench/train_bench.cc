@@ -1,7 +1,8 @@
 // Training-step benchmark: forward + loss + backward + optimizer step on a fixed synthetic
 // batch, median (and min) milliseconds per step after warm-up, at 1 and 2 threads.
 //
-//   bazel run -c opt --config=native //tools/bench:train_bench [-- --models=resnet20 --steps=N]
+//   bazel run -c opt --config=native //tools/bench:train_bench [-- --models=resnet20 --steps=N
+//       --threads=N (1 and 2 by default)]
 //
 // Shapes as the LibTorch reference figures in issue 3: logistic b=64, MLP b=64, ResNet-20
 // b=128 (CIFAR-style, option-A shortcuts, 1 input channel, 28x28), SGD with momentum.
@@ -68,13 +69,16 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string only;
   int resnet_steps = 20;
+  std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--models=", 9) == 0) {
       only = argv[i] + 9;
+    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
+      thread_counts = {std::max(1, std::atoi(argv[i] + 10))};
     } else if (std::strncmp(argv[i], "--steps=", 8) == 0) {
       resnet_steps = std::max(1, std::atoi(argv[i] + 8));
     } else {
-      std::fprintf(stderr, "train_bench: unknown flag %s (--models=a,b --steps=N)\n", argv[i]);
+      std::fprintf(stderr, "train_bench: unknown flag %s (--models=a,b --steps=N --threads=N)\n", argv[i]);
       return 2;
     }
   }
@@ -84,7 +88,7 @@ int main(int argc, char** argv) {
               "min ms/step");
   for (const Case& c : cases) {
     if (!only.empty() && only.find(c.model) == std::string::npos) continue;
-    for (int threads : {1, 2}) {
+    for (int threads : thread_counts) {
       const std::vector<double> ms = time_steps(c, threads);
       std::printf("%-10s %6lld %8d %14.3f %12.3f\n", c.model.c_str(),
                   static_cast<long long>(c.batch), threads, median(ms),
