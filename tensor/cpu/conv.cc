@@ -270,7 +270,7 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
     return direct_conv3x3(input.data<float>(), weight.data<float>(),
                           bias.defined() ? bias.data<float>() : nullptr, out.data<float>(),
                           input.size(0), input.size(1), weight.size(0), input.size(2),
-                          input.size(3));
+                          input.size(3), static_cast<int>(p.stride[0]));
   }
   switch (input.dtype()) {
     case kF32:
@@ -353,7 +353,7 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& in
     return direct_conv3x3_backward_weight(grad_out.data<float>(), input.data<float>(),
                                           grad_weight.data<float>(), input.size(0),
                                           input.size(1), grad_weight.size(0), input.size(2),
-                                          input.size(3));
+                                          input.size(3), static_cast<int>(p.stride[0]));
   }
   switch (input.dtype()) {
     case kF32:

@@ -14,29 +14,48 @@ namespace cpu {
 namespace {
 
 // The forward kernel (and, with flipped weights, the input gradient; the weight gradient is in
-// direct_conv3x3_weight.cc) reads a *flattened padded plane* (padded_planes.h): output (y, x)
-// sits at flat position p = y s + x, and its tap (i, j) at input position p + i s + j, so a
-// tile of consecutive positions reads consecutive inputs for every tap. The two positions per
-// row with x >= w are junk and are dropped when the result is copied out.
+// direct_conv3x3_weight.cc) reads *flattened padded planes* (padded_planes.h). At stride 1,
+// output (y, x) sits at flat position q = y s + x (s = w + 2, the padded row stride) and its
+// tap (i, j) at input position q + i s + j, so a tile of consecutive positions reads
+// consecutive inputs for every tap. At stride 2 the padded rows are stored even rows first,
+// then odd ones, and q = y s/2 + x: tap (i, j) of q is input 2q + j in the plane of kernel row
+// i's parity (row i = 2 starts one stored row later). The positions of each row past the
+// output width (2 at stride 1, 1 at stride 2) are junk, dropped when the result is copied out.
 //
 // The vector lanes are 16 output channels. A tile is 16 consecutive flat positions of one
 // block of 16 output channels: 16 sums (one vector per position) stay in registers while, for
-// each input channel and kernel row, the 3 taps' weight vectors are loaded once and each of
-// the 18 input scalars the row touches is broadcast into up to 3 of the sums: 21 loads per 48
-// FMAs. The finished tile is transposed 16 x 16 into one vector of positions per channel.
+// each input channel and kernel row, the 3 taps' weight vectors are loaded once and each input
+// scalar the row touches is broadcast into every sum it feeds (at stride 1, 18 scalars for 48
+// FMAs). The finished tile is transposed 16 x 16 into one vector of positions per channel.
 
 using simd::kLanes;
 using simd::Vec;
 
 // The flattened geometry of one image's planes.
 struct Flat {
-  int64_t h, wd, s;   // rows, width, padded row stride (wd + 2)
-  int64_t positions;  // output positions covered: whole tiles of kLanes
-  int64_t plane;      // floats per padded input plane, with room for the last tile's taps
+  int stride;
+  int64_t h, wd;      // input rows and width
+  int64_t ho, wo;     // output rows and width
+  int64_t s;          // padded input row stride (even at stride 2)
+  int64_t so;         // flat output row stride: s at stride 1, s / 2 at stride 2
+  int64_t positions;  // flat output positions covered: whole tiles of kLanes
+  int64_t row[3];     // where kernel row i's inputs start, from a channel's plane
+  int64_t plane;      // floats per channel, with room for the last tile's taps
 
-  Flat(int64_t h_, int64_t wd_) : h(h_), wd(wd_), s(wd_ + 2) {
-    positions = (h * s + kLanes - 1) / kLanes * kLanes;
-    plane = std::max((h + 2) * s, positions + 2 * s + 2);
+  Flat(int64_t h_, int64_t wd_, int stride_)
+      : stride(stride_), h(h_), wd(wd_), ho((h_ - 1) / stride_ + 1), wo((wd_ - 1) / stride_ + 1) {
+    s = stride == 1 ? wd + 2 : (wd + 3) / 2 * 2;
+    so = s / stride;
+    positions = (ho * so + kLanes - 1) / kLanes * kLanes;
+    const int64_t last_read = stride * positions + 2;  // past a tile's last tap, from row i
+    if (stride == 1) {
+      row[0] = 0, row[1] = s, row[2] = 2 * s;
+      plane = std::max((h + 2) * s, 2 * s + last_read);
+    } else {
+      const int64_t even_rows = (h + 3) / 2;  // padded rows 0, 2, ..., of h + 2
+      row[0] = 0, row[1] = even_rows * s, row[2] = s;
+      plane = row[1] + std::max((h + 2 - even_rows) * s, last_read);
+    }
   }
 };
 
@@ -55,55 +74,65 @@ std::vector<float> pack_weights(const float* w, int64_t c, int64_t k) {
   return wp;
 }
 
-// One tile: flat positions [p, p + 16) of the channel block whose packed weights start at wb
-// (bias vector b), written to flat_out[l][p + ...] for the block's channels l.
-TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, Vec b, int64_t c, int64_t p,
+// One tile: flat positions [q, q + 16) of the channel block whose packed weights start at wb
+// (bias vector b), written to flat_out[l][q + ...] for the block's channels l.
+template <int S>
+TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, Vec b, int64_t c, int64_t q,
                                  const Flat& f, float* flat_out) {
   Vec acc[kLanes];
 #pragma GCC unroll 16
   for (int u = 0; u < kLanes; ++u) acc[u] = b;
   for (int64_t ci = 0; ci < c; ++ci) {
-    const float* plane = xp + ci * f.plane + p;
+    const float* plane = xp + ci * f.plane + S * q;
     const float* wc = wb + ci * 9 * kLanes;
 #pragma GCC unroll 3
     for (int i = 0; i < 3; ++i) {
-      const float* row = plane + i * f.s;
-      const Vec w0 = simd::load(wc + (i * 3) * kLanes);
-      const Vec w1 = simd::load(wc + (i * 3 + 1) * kLanes);
-      const Vec w2 = simd::load(wc + (i * 3 + 2) * kLanes);
-      // Input column t is tap j of position t - j.
-#pragma GCC unroll 18
-      for (int t = 0; t < kLanes + 2; ++t) {
+      const float* row = plane + f.row[i];
+      const Vec w[3] = {simd::load(wc + (i * 3) * kLanes), simd::load(wc + (i * 3 + 1) * kLanes),
+                        simd::load(wc + (i * 3 + 2) * kLanes)};
+      // Input column t is tap j of position (t - j) / S.
+#pragma GCC unroll 33
+      for (int t = 0; t < S * (kLanes - 1) + 3; ++t) {
         const float v = row[t];
-        if (t < kLanes) acc[t] += v * w0;
-        if (t >= 1 && t - 1 < kLanes) acc[t - 1] += v * w1;
-        if (t >= 2) acc[t - 2] += v * w2;
+#pragma GCC unroll 3
+        for (int j = 0; j < 3; ++j) {
+          const int u = (t - j) / S;
+          if (t >= j && (t - j) % S == 0 && u < kLanes) acc[u] += v * w[j];
+        }
       }
     }
   }
   simd::transpose(acc);
 #pragma GCC unroll 16
-  for (int l = 0; l < kLanes; ++l) simd::store(flat_out + l * f.positions + p, acc[l]);
+  for (int l = 0; l < kLanes; ++l) simd::store(flat_out + l * f.positions + q, acc[l]);
 }
 
 TS_ISA_CLONES void forward_images(const float* x, const float* wp, const float* bias, float* y,
                                   int64_t first, int64_t count, int64_t c, int64_t k,
                                   const Flat& f, float* xp, float* flat_out) {
-  const int64_t hw = f.h * f.wd;
+  const int64_t hw = f.h * f.wd, out_hw = f.ho * f.wo;
   for (int64_t im = first; im < first + count; ++im) {
-    pad_planes(x + im * c * hw, c, f.h, f.wd, f.plane, xp);
+    if (f.stride == 1) {
+      pad_planes(x + im * c * hw, c, f.h, f.wd, f.plane, xp);
+    } else {
+      pad_planes_by_row_parity(x + im * c * hw, c, f.h, f.wd, f.s, f.plane, xp);
+    }
     for (int64_t k0 = 0; k0 < k; k0 += kLanes) {
       const int64_t lanes = std::min<int64_t>(kLanes, k - k0);
       float b[kLanes] = {};
       if (bias != nullptr) std::copy(bias + k0, bias + k0 + lanes, b);
       const float* wb = wp + k0 * c * 9;
-      for (int64_t p = 0; p < f.positions; p += kLanes) {
-        forward_tile(xp, wb, simd::load(b), c, p, f, flat_out);
+      for (int64_t q = 0; q < f.positions; q += kLanes) {
+        if (f.stride == 1) {
+          forward_tile<1>(xp, wb, simd::load(b), c, q, f, flat_out);
+        } else {
+          forward_tile<2>(xp, wb, simd::load(b), c, q, f, flat_out);
+        }
       }
       for (int64_t l = 0; l < lanes; ++l) {
-        for (int64_t r = 0; r < f.h; ++r) {
-          simd::copy_row(y + ((im * k + k0 + l) * f.h + r) * f.wd,
-                         flat_out + l * f.positions + r * f.s, f.wd);
+        for (int64_t r = 0; r < f.ho; ++r) {
+          simd::copy_row(y + (im * k + k0 + l) * out_hw + r * f.wo,
+                         flat_out + l * f.positions + r * f.so, f.wo);
         }
       }
     }
@@ -115,13 +144,14 @@ TS_ISA_CLONES void forward_images(const float* x, const float* wp, const float* 
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
                             int64_t dilation_w, int64_t groups) {
-  return out_channels % 8 == 0 && kh == 3 && kw == 3 && stride_h == 1 && stride_w == 1 &&
-         pad_h == 1 && pad_w == 1 && dilation_h == 1 && dilation_w == 1 && groups == 1;
+  return out_channels % 8 == 0 && kh == 3 && kw == 3 && stride_h == stride_w &&
+         (stride_h == 1 || stride_h == 2) && pad_h == 1 && pad_w == 1 && dilation_h == 1 &&
+         dilation_w == 1 && groups == 1;
 }
 
 void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
-                    int64_t c, int64_t k, int64_t h, int64_t wd) {
-  const Flat f(h, wd);
+                    int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
+  const Flat f(h, wd, stride);
   const std::vector<float> wp = pack_weights(w, c, k);
   parallel_for(n, 1, [&](int64_t i0, int64_t i1) {
     std::vector<float> xp(c * f.plane), flat_out(kLanes * f.positions);

@@ -1,16 +1,16 @@
 // The weight gradient of the direct 3x3 convolution (see direct_conv3x3.h).
 //
 // dw[k, c, i, j] = sum over images n and output positions (y, x) of
-//                  dy[n, k, y, x] * xpad[n, c, y + i, x + j].
+//                  dy[n, k, y, x] * xpad[n, c, S y + i, S x + j]   (stride S = 1 or 2).
 // The vector lanes are 16 output channels: each position contributes one gradient vector (the
 // 16 channels' dy there) times one input scalar per tap, so the sums for 2 input channels x 9
 // taps (18 vectors) stay in registers for a whole block of images, with no sums across lanes
 // and no lanes wasted at the edges of small maps. To make those vectors, each image's dy is
-// transposed, 16 x 16 at a time, into channel-blocked rows dyt[block][y * w + x][16].
+// transposed, 16 x 16 at a time, into channel-blocked rows dyt[block][y * wo + x][16].
 //
 // Per step of 4 positions in a row the kernel loads 4 gradient vectors and, for each input
-// channel and kernel row, the 6 input scalars the 4 positions' 3 taps touch, and does 72
-// FMAs: about half a load per FMA, so the FMA units set the pace instead of the cache.
+// channel and kernel row, the 6 input scalars (9 at stride 2) the 4 positions' 3 taps touch,
+// and does 72 FMAs: about half a load per FMA, so the FMA units set the pace, not the cache.
 #include <algorithm>
 #include <vector>
 
@@ -32,33 +32,37 @@ using simd::Vec;
 constexpr int64_t kImagesPerBlock = 8;
 
 struct Shape {
-  int64_t c, k, h, wd;
-  int64_t s, plane, hw, channel_blocks;
-  Shape(int64_t c_, int64_t k_, int64_t h_, int64_t wd_)
+  int64_t c, k, h, wd;  // channels in and out; input rows and width
+  int64_t s, plane, hw;  // padded input row stride and plane; input values per channel
+  int64_t ho, wo, out_hw, channel_blocks;
+  Shape(int64_t c_, int64_t k_, int64_t h_, int64_t wd_, int stride)
       : c(c_), k(k_), h(h_), wd(wd_), s(wd_ + 2), plane((h_ + 2) * (wd_ + 2)), hw(h_ * wd_),
+        ho((h_ - 1) / stride + 1), wo((wd_ - 1) / stride + 1), out_hw(ho * wo),
         channel_blocks((k_ + kLanes - 1) / kLanes) {}
 };
 
-// dy of one image (k x hw) into dyt[block][q][16] (q = y * wd + x); lanes past k are zero.
+// dy of one image (k x out_hw) into dyt[block][q][16] (q = y * wo + x); lanes past k are zero.
 TS_SIMD_INLINE void block_gradient(const float* dy, const Shape& f, float* dyt) {
   for (int64_t b = 0; b < f.channel_blocks; ++b) {
-    for (int64_t q0 = 0; q0 < f.hw; q0 += kLanes) {
-      const int64_t n = std::min<int64_t>(kLanes, f.hw - q0);
+    for (int64_t q0 = 0; q0 < f.out_hw; q0 += kLanes) {
+      const int64_t n = std::min<int64_t>(kLanes, f.out_hw - q0);
       Vec rows[kLanes];
 #pragma GCC unroll 16
       for (int l = 0; l < kLanes; ++l) {
         const int64_t kk = b * kLanes + l;
-        rows[l] = kk < f.k ? simd::load_first(dy + kk * f.hw + q0, n) : Vec{};
+        rows[l] = kk < f.k ? simd::load_first(dy + kk * f.out_hw + q0, n) : Vec{};
       }
       simd::transpose(rows);
-      for (int64_t t = 0; t < n; ++t) simd::store(dyt + (b * f.hw + q0 + t) * kLanes, rows[t]);
+      for (int64_t t = 0; t < n; ++t) {
+        simd::store(dyt + (b * f.out_hw + q0 + t) * kLanes, rows[t]);
+      }
     }
   }
 }
 
-// U consecutive positions of one row: g holds their gradient vectors, x points at the first
-// one's tap (0, 0) in the first of CI padded input planes.
-template <int CI, int U>
+// U consecutive positions of one output row: g holds their gradient vectors, x points at the
+// first one's tap (0, 0) in the first of CI padded input planes; positions are S columns apart.
+template <int CI, int U, int S>
 TS_SIMD_INLINE void accumulate(Vec (&acc)[CI][9], const float* g, const float* x,
                                const Shape& f) {
   Vec gv[U];
@@ -69,13 +73,14 @@ TS_SIMD_INLINE void accumulate(Vec (&acc)[CI][9], const float* g, const float* x
 #pragma GCC unroll 3
     for (int i = 0; i < 3; ++i) {
       const float* row = x + cc * f.plane + i * f.s;
-      // Input column t is tap j of position t - j.
-#pragma GCC unroll 6
-      for (int t = 0; t < U + 2; ++t) {
+      // Input column t is tap j of position (t - j) / S.
+#pragma GCC unroll 9
+      for (int t = 0; t < S * (U - 1) + 3; ++t) {
         const float v = row[t];
 #pragma GCC unroll 3
         for (int j = 0; j < 3; ++j) {
-          if (t - j >= 0 && t - j < U) acc[cc][i * 3 + j] += v * gv[t - j];
+          const int u = (t - j) / S;
+          if (t >= j && (t - j) % S == 0 && u < U) acc[cc][i * 3 + j] += v * gv[u];
         }
       }
     }
@@ -83,8 +88,8 @@ TS_SIMD_INLINE void accumulate(Vec (&acc)[CI][9], const float* g, const float* x
 }
 
 // Adds channel block b's gradient against input channels [ci0, ci0 + CI) over `count` images
-// into dw (k x c x 9).
-template <int CI>
+// into dw (k x c x 9), for stride S.
+template <int CI, int S>
 TS_SIMD_INLINE void channel_pass(const float* xp, const float* dyt, int64_t count, int64_t b,
                                  int64_t ci0, const Shape& f, float* dw) {
   Vec acc[CI][9];
@@ -94,18 +99,20 @@ TS_SIMD_INLINE void channel_pass(const float* xp, const float* dyt, int64_t coun
     for (int t = 0; t < 9; ++t) acc[cc][t] = Vec{};
   }
   for (int64_t im = 0; im < count; ++im) {
-    const float* g = dyt + (im * f.channel_blocks + b) * f.hw * kLanes;
+    const float* g = dyt + (im * f.channel_blocks + b) * f.out_hw * kLanes;
     const float* x = xp + (im * f.c + ci0) * f.plane;
-    for (int64_t y = 0; y < f.h; ++y) {
-      const float* gr = g + y * f.wd * kLanes;
-      const float* xr = x + y * f.s;
+    for (int64_t y = 0; y < f.ho; ++y) {
+      const float* gr = g + y * f.wo * kLanes;
+      const float* xr = x + S * y * f.s;
       int64_t col = 0;
-      for (; col + 4 <= f.wd; col += 4) accumulate<CI, 4>(acc, gr + col * kLanes, xr + col, f);
-      if (col + 2 <= f.wd) {
-        accumulate<CI, 2>(acc, gr + col * kLanes, xr + col, f);
+      for (; col + 4 <= f.wo; col += 4) {
+        accumulate<CI, 4, S>(acc, gr + col * kLanes, xr + S * col, f);
+      }
+      if (col + 2 <= f.wo) {
+        accumulate<CI, 2, S>(acc, gr + col * kLanes, xr + S * col, f);
         col += 2;
       }
-      if (col < f.wd) accumulate<CI, 1>(acc, gr + col * kLanes, xr + col, f);
+      if (col < f.wo) accumulate<CI, 1, S>(acc, gr + col * kLanes, xr + S * col, f);
     }
   }
   float lanes[kLanes];
@@ -121,33 +128,40 @@ TS_SIMD_INLINE void channel_pass(const float* xp, const float* dyt, int64_t coun
 
 // One block of images: pads their inputs, blocks their gradients, then adds the block's weight
 // gradient into dw (zeroed by the caller).
-TS_ISA_CLONES void weight_images(const float* dy, const float* x, float* dw, int64_t count,
-                                 const Shape& f, float* xp, float* dyt) {
-  for (int64_t im = 0; im < count; ++im) {
-    pad_planes(x + im * f.c * f.hw, f.c, f.h, f.wd, f.plane, xp + im * f.c * f.plane);
-    block_gradient(dy + im * f.k * f.hw, f, dyt + im * f.channel_blocks * f.hw * kLanes);
-  }
+template <int S>
+TS_SIMD_INLINE void channel_passes(const float* xp, const float* dyt, int64_t count,
+                                   const Shape& f, float* dw) {
   for (int64_t b = 0; b < f.channel_blocks; ++b) {
     int64_t ci0 = 0;
-    for (; ci0 + 2 <= f.c; ci0 += 2) channel_pass<2>(xp, dyt, count, b, ci0, f, dw);
-    if (ci0 < f.c) channel_pass<1>(xp, dyt, count, b, ci0, f, dw);
+    for (; ci0 + 2 <= f.c; ci0 += 2) channel_pass<2, S>(xp, dyt, count, b, ci0, f, dw);
+    if (ci0 < f.c) channel_pass<1, S>(xp, dyt, count, b, ci0, f, dw);
   }
+}
+
+TS_ISA_CLONES void weight_images(const float* dy, const float* x, float* dw, int64_t count,
+                                 const Shape& f, int stride, float* xp, float* dyt) {
+  for (int64_t im = 0; im < count; ++im) {
+    pad_planes(x + im * f.c * f.hw, f.c, f.h, f.wd, f.plane, xp + im * f.c * f.plane);
+    block_gradient(dy + im * f.k * f.out_hw, f, dyt + im * f.channel_blocks * f.out_hw * kLanes);
+  }
+  if (stride == 1) return channel_passes<1>(xp, dyt, count, f, dw);
+  channel_passes<2>(xp, dyt, count, f, dw);
 }
 
 }  // namespace
 
 void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
-                                    int64_t c, int64_t k, int64_t h, int64_t wd) {
-  const Shape f(c, k, h, wd);
+                                    int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
+  const Shape f(c, k, h, wd, stride);
   const int64_t blocks = (n + kImagesPerBlock - 1) / kImagesPerBlock, weight_size = k * c * 9;
   std::vector<float> partial(blocks * weight_size, 0.0f);
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     std::vector<float> xp(kImagesPerBlock * c * f.plane);
-    std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.hw * kLanes);
+    std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * kLanes);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
-      weight_images(dy + first * k * f.hw, x + first * c * f.hw, partial.data() + b * weight_size,
-                    count, f, xp.data(), dyt.data());
+      weight_images(dy + first * k * f.out_hw, x + first * c * f.hw,
+                    partial.data() + b * weight_size, count, f, stride, xp.data(), dyt.data());
     }
   });
   std::copy(partial.begin(), partial.begin() + weight_size, dw);

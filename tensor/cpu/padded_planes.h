@@ -1,7 +1,7 @@
 // The zero-padded input planes the direct 3x3 kernels read: each channel of one image becomes
 // (h + 2) rows of s = w + 2 floats (one zero column either side, one zero row above and below),
 // stored as one flat run, so output (y, x) and its tap (i, j) are s * (y + i) + x + j apart
-// from the plane's start.
+// from the plane's start (stride 1).
 #pragma once
 
 #include <algorithm>
@@ -28,6 +28,21 @@ TS_SIMD_INLINE void pad_planes(const float* x, int64_t c, int64_t h, int64_t wd,
       row[wd + 1] = 0.0f;
     }
     std::fill(p + (h + 1) * s + 1, p + plane, 0.0f);
+  }
+}
+
+// The stride-2 layout: the same padded rows (row stride s >= wd + 2), the even ones (0, 2, ...)
+// first and then the odd ones, so each kernel row of a stride-2 convolution reads its inputs
+// from consecutive stored rows.
+inline void pad_planes_by_row_parity(const float* x, int64_t c, int64_t h, int64_t wd, int64_t s,
+                                     int64_t plane, float* xp) {
+  const int64_t even_rows = (h + 3) / 2;
+  std::fill(xp, xp + c * plane, 0.0f);
+  for (int64_t ci = 0; ci < c; ++ci) {
+    for (int64_t r = 0; r < h; ++r) {
+      const int64_t padded = r + 1, stored = padded % 2 == 0 ? padded / 2 : even_rows + padded / 2;
+      simd::copy_row(xp + ci * plane + stored * s + 1, x + (ci * h + r) * wd, wd);
+    }
   }
 }
 

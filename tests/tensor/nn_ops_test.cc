@@ -110,6 +110,34 @@ TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   }
 }
 
+// The stride-2 direct kernels (forward and weight gradient): even and odd heights and widths
+// (the padded rows split into even and odd ones of unequal counts), whole and partial channel
+// blocks, against the definition and f64.
+TEST(Conv2d, Direct3x3StrideTwoMatchesTheDefinition) {
+  Conv2dParams p;
+  p.padding = {1, 1};
+  p.stride = {2, 2};
+  struct Shape4 {
+    int64_t n, c, k, h, w;
+  };
+  for (const Shape4& s : {Shape4{2, 3, 16, 14, 14}, Shape4{1, 5, 8, 7, 7}, Shape4{2, 2, 32, 6, 9},
+                          Shape4{1, 4, 24, 9, 28}, Shape4{9, 3, 16, 5, 4}}) {
+    const Tensor x = randn({s.n, s.c, s.h, s.w}, kF64), w = randn({s.k, s.c, 3, 3}, kF64);
+    const Tensor b = randn({s.k}, kF64);
+    const Tensor y = conv2d(x.to(kF32), w.to(kF32), b.to(kF32), p);
+    const Tensor expected = naive_conv(x, w, b, p);
+    ASSERT_EQ(y.shape(), expected.shape());
+    EXPECT_LT(max_abs_diff(y, expected), 1e-4) << s.k << " channels, " << s.h << "x" << s.w;
+    const Tensor gy = randn(expected.shape(), kF64);
+    for (int64_t kk : {s.k, int64_t{3}}) {
+      const Tensor g_kk = gy.narrow(1, 0, kk).contiguous();
+      const Tensor dw = conv2d_backward_weight(g_kk.to(kF32), x.to(kF32), {kk, s.c, 3, 3}, p);
+      EXPECT_LT(max_abs_diff(dw, conv2d_backward_weight(g_kk, x, {kk, s.c, 3, 3}, p)), 1e-3)
+          << kk << " channels, " << s.h << "x" << s.w;
+    }
+  }
+}
+
 TEST(Conv2d, BackwardPassesAreTheAdjoints) {
   // conv is linear in x and in w, so <g, conv(x, w)> = <dx(g, w), x> = <dw(g, x), w>.
   for (const ConvCase& c : conv_cases()) {
