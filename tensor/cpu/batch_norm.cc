@@ -10,6 +10,7 @@
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
+#include "tensor/cpu/simd_vec.h"
 #include "tensor/parallel.h"
 
 namespace tessera {
@@ -21,33 +22,86 @@ struct NCS {
 };
 NCS ncs(const Tensor& x) { return {x.size(0), x.size(1), x.size(2)}; }
 
-// Row sums in kLanes independent partial sums of the compute type (f32, or f64 for f64), added
-// into f64 at the end of each row: the lanes vectorize (no reassociation needed) and there is no
-// chain of dependent f64 additions, while each partial sum covers only s / kLanes values.
-constexpr int kLanes = 16;
+// Row sums: 16 lanes of partial sums in the compute type (f32, or f64 for f64), added across
+// lanes and into f64 at the end of each row, so there is no chain of dependent f64 additions
+// and each partial sum covers only s / 16 values. f32 rows use explicit vectors; the other
+// types a lane array the compiler may vectorize.
+constexpr int kLanes = simd::kLanes;
 
-// sum += sum(f(j)), sum2 += sum(g(j)) over j in [0, n).
-template <typename C, typename F, typename G>
+// p[0] as the compute type C, or (f32 only) the 16 values from p as one vector, as `like` is.
+template <typename C, typename T, typename Like>
+TS_SIMD_INLINE auto load_as(const T* p, Like) {
+  if constexpr (std::is_same_v<Like, simd::Vec>) {
+    return simd::load(p);
+  } else {
+    return C(p[0]);
+  }
+}
+
+// sum += sum(f(j)), sum2 += sum(g(j)) over j in [0, n) of a row of T. f(j, like) and
+// g(j, like) return the summand at j when like is a C, and (T = float) the 16 from j when like
+// is a simd::Vec.
+template <typename T, typename C, typename F, typename G>
 void add_row_sums(int64_t n, F f, G g, double* sum, double* sum2) {
-  C a[kLanes] = {}, b[kLanes] = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
+  double s1 = 0, s2 = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    simd::Vec a = {}, b = {};
+    for (; j + kLanes <= n; j += kLanes) {
+      a += f(j, simd::Vec{});
+      b += g(j, simd::Vec{});
+    }
+    s1 = simd::sum_lanes(a);
+    s2 = simd::sum_lanes(b);
+  } else {
+    C a[kLanes] = {}, b[kLanes] = {};
+    for (; j + kLanes <= n; j += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        a[l] += f(j + l, C(0));
+        b[l] += g(j + l, C(0));
+      }
+    }
     for (int l = 0; l < kLanes; ++l) {
-      a[l] += f(j + l);
-      b[l] += g(j + l);
+      s1 += a[l];
+      s2 += b[l];
     }
   }
-  double s1 = 0, s2 = 0;
-  for (int l = 0; l < kLanes; ++l) {
-    s1 += a[l];
-    s2 += b[l];
-  }
   for (; j < n; ++j) {
-    s1 += f(j);
-    s2 += g(j);
+    s1 += f(j, C(0));
+    s2 += g(j, C(0));
   }
   *sum += s1;
   *sum2 += s2;
+}
+
+// Two sums per channel over all images: row_sums(i, c, &sum, &sum2) adds row (i, c)'s
+// contributions. Rows are visited in memory order (image by image, every channel of an image in
+// turn), so the reads stream, where a channel at a time would jump a whole image between rows
+// of as little as 196 bytes (7x7). Images go in fixed blocks with their own partial sums, added
+// in block order, so the result does not depend on the thread count.
+constexpr int64_t kImagesPerBlock = 8;
+
+template <typename RowSums>
+void channel_sums(const NCS& d, RowSums row_sums, std::vector<double>* sum,
+                  std::vector<double>* sum2) {
+  const int64_t blocks = (d.n + kImagesPerBlock - 1) / kImagesPerBlock;
+  std::vector<double> partial(blocks * d.c * 2, 0.0);
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double* p = partial.data() + b * d.c * 2;
+      for (int64_t i = b * kImagesPerBlock; i < std::min(d.n, (b + 1) * kImagesPerBlock); ++i) {
+        for (int64_t c = 0; c < d.c; ++c) row_sums(i, c, &p[2 * c], &p[2 * c + 1]);
+      }
+    }
+  });
+  sum->assign(d.c, 0.0);
+  sum2->assign(d.c, 0.0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t c = 0; c < d.c; ++c) {
+      (*sum)[c] += partial[(b * d.c + c) * 2];
+      (*sum2)[c] += partial[(b * d.c + c) * 2 + 1];
+    }
+  }
 }
 }  // namespace
 
@@ -60,22 +114,27 @@ void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Ten
     S* pm = mean.data<S>();
     S* pv = var.data<S>();
     const double count = static_cast<double>(d.n * d.s);
-    parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        // One pass: sum and sum of squares, per row in the compute type, across rows in f64
-        // (activations are O(1), so E[x^2] - E[x]^2 keeps f32 precision).
-        double sum = 0, sum_sq = 0;
-        for (int64_t i = 0; i < d.n; ++i) {
+    // One pass: sum and sum of squares, per row in the compute type, across rows in f64
+    // (activations are O(1), so E[x^2] - E[x]^2 keeps f32 precision).
+    std::vector<double> sum, sum_sq;
+    channel_sums(
+        d,
+        [&](int64_t i, int64_t c, double* s1, double* s2) {
           const scalar_t* row = px + (i * d.c + c) * d.s;
-          add_row_sums<C>(
-              d.s, [&](int64_t j) { return C(row[j]); },
-              [&](int64_t j) { return C(row[j]) * C(row[j]); }, &sum, &sum_sq);
-        }
-        const double m = sum / count;
-        pm[c] = S(m);
-        pv[c] = S(std::max(0.0, sum_sq / count - m * m));
-      }
-    });
+          add_row_sums<scalar_t, C>(
+              d.s, [&](int64_t j, auto like) { return load_as<C>(row + j, like); },
+              [&](int64_t j, auto like) {
+                const auto v = load_as<C>(row + j, like);
+                return v * v;
+              },
+              s1, s2);
+        },
+        &sum, &sum_sq);
+    for (int64_t c = 0; c < d.c; ++c) {
+      const double m = sum[c] / count;
+      pm[c] = S(m);
+      pv[c] = S(std::max(0.0, sum_sq[c] / count - m * m));
+    }
   });
 }
 
@@ -117,22 +176,22 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
     const S* pm = mean.data<S>();
     const S* pi = invstd.data<S>();
     const S* pw = weight.defined() ? weight.data<S>() : nullptr;
-    std::vector<double> sum_g(d.c), sum_gxhat(d.c);
-    parallel_for(d.c, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        double sg = 0, sgx = 0;
-        const C m = C(pm[c]);
-        for (int64_t i = 0; i < d.n; ++i) {
+    std::vector<double> sum_g, sum_gxhat;
+    channel_sums(
+        d,
+        [&](int64_t i, int64_t c, double* sg, double* sgx) {
+          const C m = C(pm[c]);
           const scalar_t* xr = px + (i * d.c + c) * d.s;
           const scalar_t* gr = pg + (i * d.c + c) * d.s;
-          add_row_sums<C>(
-              d.s, [&](int64_t j) { return C(gr[j]); },
-              [&](int64_t j) { return C(gr[j]) * (C(xr[j]) - m); }, &sg, &sgx);
-        }
-        sum_g[c] = sg;
-        sum_gxhat[c] = sgx * pi[c];
-      }
-    });
+          add_row_sums<scalar_t, C>(
+              d.s, [&](int64_t j, auto like) { return load_as<C>(gr + j, like); },
+              [&](int64_t j, auto like) {
+                return load_as<C>(gr + j, like) * (load_as<C>(xr + j, like) - m);
+              },
+              sg, sgx);
+        },
+        &sum_g, &sum_gxhat);
+    for (int64_t c = 0; c < d.c; ++c) sum_gxhat[c] *= pi[c];
     if (grad_weight.defined()) {
       S* gw = grad_weight.data<S>();
       S* gb = grad_bias.data<S>();

@@ -76,6 +76,15 @@ TS_SIMD_INLINE void transpose(Vec (&rows)[kLanes]) {
                      LaneIndex{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
 }
 
+// The sum of the 16 lanes, halving the vector four times (lane 0 gathers the total).
+TS_SIMD_INLINE float sum_lanes(Vec v) {
+  v += __builtin_shuffle(v, LaneIndex{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+  v += __builtin_shuffle(v, LaneIndex{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+  v += __builtin_shuffle(v, LaneIndex{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+  v += __builtin_shuffle(v, LaneIndex{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+  return v[0];
+}
+
 // The instruction-set variants of a kernel: each inlines the helpers compiled for its target.
 #define TS_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 

@@ -244,6 +244,47 @@ TEST(BatchNorm, TrainingNormalizesAndUpdatesRunningStats) {
   EXPECT_THROW(batch_norm(zeros({1, 3}), w, b, rm, rv, true, 0.1, 1e-5), Error);
 }
 
+// The f32 kernels (vector sums, images in blocks of 8) against f64: maps smaller than one
+// vector, with a partial last vector, and whole vectors; one and several image blocks; and the
+// same bits at 1 and 2 threads.
+TEST(BatchNorm, F32MatchesF64AndDoesNotDependOnTheThreadCount) {
+  struct Shape4 {
+    int64_t n, c, h, w;
+  };
+  for (const Shape4& s : {Shape4{10, 3, 7, 7}, Shape4{2, 5, 3, 5}, Shape4{9, 2, 8, 8}}) {
+    const Tensor x = randn({s.n, s.c, s.h, s.w}, kF64) * 2.0 + 0.5;
+    const Tensor g = randn({s.n, s.c, s.h, s.w}, kF64);
+    const Tensor w = randn({s.c}, kF64), b = randn({s.c}, kF64);
+    const BatchNormResult r64 = batch_norm(x, w, b, Tensor(), Tensor(), true, 0.1, 1e-5);
+    const BatchNormGrads g64 =
+        batch_norm_backward(g, x, w, r64.mean, r64.invstd, true, true, true);
+    const int before = num_threads();
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const Tensor x32 = x.to(kF32), w32 = w.to(kF32);
+      const BatchNormResult r = batch_norm(x32, w32, b.to(kF32), Tensor(), Tensor(), true, 0.1,
+                                           1e-5);
+      const BatchNormGrads d =
+          batch_norm_backward(g.to(kF32), x32, w32, r.mean, r.invstd, true, true, true);
+      EXPECT_LT(max_abs_diff(r.output, r64.output), 1e-4) << s.h << "x" << s.w;
+      EXPECT_LT(max_abs_diff(r.mean, r64.mean), 1e-5);
+      EXPECT_LT(max_abs_diff(r.invstd, r64.invstd), 1e-5);
+      EXPECT_LT(max_abs_diff(d.input, g64.input), 1e-4) << s.h << "x" << s.w;
+      EXPECT_LT(max_abs_diff(d.weight, g64.weight), 1e-3);
+      EXPECT_LT(max_abs_diff(d.bias, g64.bias), 1e-3);
+      std::vector<float> all = r.output.to_vector<float>();
+      for (const Tensor& t : {r.mean, r.invstd, d.input, d.weight, d.bias}) {
+        const std::vector<float> v = t.to_vector<float>();
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      runs.push_back(all);
+    }
+    set_num_threads(before);
+    EXPECT_EQ(runs[0], runs[1]);
+  }
+}
+
 }  // namespace
 }  // namespace tessera
 
