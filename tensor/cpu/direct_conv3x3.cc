@@ -1,7 +1,6 @@
 #include "tensor/cpu/direct_conv3x3.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "tensor/cpu/padded_planes.h"

@@ -15,8 +15,9 @@
 namespace tessera {
 namespace cpu {
 
-// True when direct_conv3x3 handles this convolution (it also needs the output channels to be
-// a multiple of 8, its smallest channel block; the weight gradient takes any channel counts).
+// True when direct_conv3x3 handles this convolution. It also asks for output channels in
+// multiples of 8: narrower layers would leave most of a vector's 16 lanes idle, and im2col +
+// GEMM serves them. (The weight gradient takes any channel counts.)
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
                             int64_t dilation_w, int64_t groups);
