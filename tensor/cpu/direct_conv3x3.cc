@@ -106,7 +106,7 @@ TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, Vec b, int64_
   for (int l = 0; l < kLanes; ++l) simd::store(flat_out + l * f.positions + q, acc[l]);
 }
 
-TS_ISA_CLONES void forward_images(const float* x, const float* wp, const float* bias, float* y,
+TS_AVX512 void forward_images(const float* x, const float* wp, const float* bias, float* y,
                                   int64_t first, int64_t count, int64_t c, int64_t k,
                                   const Flat& f, float* xp, float* flat_out) {
   const int64_t hw = f.h * f.wd, out_hw = f.ho * f.wo;
@@ -143,9 +143,9 @@ TS_ISA_CLONES void forward_images(const float* x, const float* wp, const float* 
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
                             int64_t dilation_w, int64_t groups) {
-  return out_channels % 8 == 0 && kh == 3 && kw == 3 && stride_h == stride_w &&
-         (stride_h == 1 || stride_h == 2) && pad_h == 1 && pad_w == 1 && dilation_h == 1 &&
-         dilation_w == 1 && groups == 1;
+  return simd::has_avx512() && out_channels % 8 == 0 && kh == 3 && kw == 3 &&
+         stride_h == stride_w && (stride_h == 1 || stride_h == 2) && pad_h == 1 && pad_w == 1 &&
+         dilation_h == 1 && dilation_w == 1 && groups == 1;
 }
 
 void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,

@@ -6,8 +6,9 @@
 // again; at 16-64 channels those copies cost as much as the arithmetic. These kernels read the
 // zero-padded input planes directly, with 16 output channels in the lanes of each vector and
 // the sums for a tile of positions (forward) or of input channels and taps (weight gradient)
-// held in registers. The machine code is chosen at run time for AVX-512, AVX2 or plain x86-64
-// (GCC target_clones), so the portable build still uses the wide units.
+// held in registers. They are compiled for AVX-512 (whose 32 vector registers hold those sums)
+// and used where the machine has it, whatever the build's -march; elsewhere im2col + GEMM
+// serves these convolutions too.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +16,9 @@
 namespace tessera {
 namespace cpu {
 
-// True when direct_conv3x3 handles this convolution. It also asks for output channels in
-// multiples of 8: narrower layers would leave most of a vector's 16 lanes idle, and im2col +
-// GEMM serves them. (The weight gradient takes any channel counts.)
+// True when direct_conv3x3 handles this convolution on this machine (AVX-512). It also asks for
+// output channels in multiples of 8: narrower layers would leave most of a vector's 16 lanes
+// idle, and im2col + GEMM serves them. (The weight gradient takes any channel counts.)
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
                             int64_t dilation_w, int64_t groups);

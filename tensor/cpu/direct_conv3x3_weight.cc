@@ -138,7 +138,7 @@ TS_SIMD_INLINE void channel_passes(const float* xp, const float* dyt, int64_t co
   }
 }
 
-TS_ISA_CLONES void weight_images(const float* dy, const float* x, float* dw, int64_t count,
+TS_AVX512 void weight_images(const float* dy, const float* x, float* dw, int64_t count,
                                  const Shape& f, int stride, float* xp, float* dyt) {
   for (int64_t im = 0; im < count; ++im) {
     pad_planes(x + im * f.c * f.hw, f.c, f.h, f.wd, f.plane, xp + im * f.c * f.plane);

@@ -71,7 +71,8 @@ TEST(Conv2d, ForwardMatchesDirectConvolution) {
 // The direct 3x3 kernels (f32, stride 1, padding 1; forward with output channels a multiple of
 // 8) with and without bias, as the input gradient (flipped weights), and the weight gradient:
 // whole and partial blocks of 16 output channels, odd input channel counts, row widths that
-// end in steps of 4, 2 and 1 positions, and maps whose size is not a multiple of 16.
+// end in steps of 4, 2 and 1 positions, and maps whose size is not a multiple of 16. (On a
+// machine without AVX-512 the same calls run im2col + GEMM, and test that instead.)
 TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   Conv2dParams p;
   p.padding = {1, 1};
