@@ -327,6 +327,15 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
     q.padding = {p.dilation[0] * (kh - 1) - p.padding[0], p.dilation[1] * (kw - 1) - p.padding[1]};
     return conv2d(grad_out, flipped, Tensor(), q, grad_in);
   }
+  if (weight.dtype() == kF32 && p.stride[0] == 2 &&
+      direct_conv3x3_applies(grad_in.size(1), weight.size(2), weight.size(3), p.stride[0],
+                             p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
+                             p.dilation[1], p.groups)) {
+    return direct_conv3x3_backward_input_stride2(grad_out.data<float>(), weight.data<float>(),
+                                                 grad_in.data<float>(), grad_in.size(0),
+                                                 grad_in.size(1), weight.size(0),
+                                                 grad_in.size(2), grad_in.size(3));
+  }
   const Geometry g = geometry(grad_in.shape(), weight.shape(), grad_out.shape(), p);
   switch (weight.dtype()) {
     case kF32:

@@ -1,6 +1,6 @@
 // Direct 3x3 convolution, padding 1, stride 1 or 2, f32, NCHW, one group: the shape of almost
-// every convolution in a ResNet, in the forward pass, (stride 1, with flipped weights) the
-// input gradient, and the weight gradient.
+// every convolution in a ResNet: the forward pass, the input gradient (at stride 1 a forward
+// pass with flipped weights; at stride 2 a transposed convolution) and the weight gradient.
 //
 // im2col + GEMM copies each input nine times into a patch matrix, which the GEMM then packs
 // again; at 16-64 channels those copies cost as much as the arithmetic. These kernels read the
@@ -28,6 +28,12 @@ bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_
 // on tessera's threads.
 void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
                     int64_t c, int64_t k, int64_t h, int64_t wd, int stride);
+
+// dx of the stride-2 convolution y = direct_conv3x3(x, w, ..., stride 2): dy is n x k x ho x wo,
+// w is k x c x 3 x 3 (the forward's), dx is n x c x h x wd and written whole. Its channels c
+// are the vector lanes, so direct_conv3x3_applies(c, ...) says when to use it.
+void direct_conv3x3_backward_input_stride2(const float* dy, const float* w, float* dx, int64_t n,
+                                           int64_t c, int64_t k, int64_t h, int64_t wd);
 
 // dw[k, c] = sum over images and positions of dy[n, k] * x[n, c] shifted by each tap (the
 // weight gradient of the same convolution). Images are summed in fixed blocks, then the blocks

@@ -111,9 +111,10 @@ TEST(Conv2d, Direct3x3KernelMatchesTheDefinition) {
   }
 }
 
-// The stride-2 direct kernels (forward and weight gradient): even and odd heights and widths
-// (the padded rows split into even and odd ones of unequal counts), whole and partial channel
-// blocks, against the definition and f64.
+// The stride-2 direct kernels (forward, input gradient and weight gradient): even and odd
+// heights and widths (the padded rows split into even and odd ones of unequal counts; dx's four
+// parity classes of unequal sizes), whole and partial channel blocks, against the definition
+// and f64.
 TEST(Conv2d, Direct3x3StrideTwoMatchesTheDefinition) {
   Conv2dParams p;
   p.padding = {1, 1};
@@ -130,6 +131,13 @@ TEST(Conv2d, Direct3x3StrideTwoMatchesTheDefinition) {
     ASSERT_EQ(y.shape(), expected.shape());
     EXPECT_LT(max_abs_diff(y, expected), 1e-4) << s.k << " channels, " << s.h << "x" << s.w;
     const Tensor gy = randn(expected.shape(), kF64);
+    // The input gradient: its channels (s.c) are the lanes, so the direct kernel takes c % 8
+    // == 0; widen the input to 8 or 16 channels for that.
+    const int64_t c8 = (s.c + 7) / 8 * 8;
+    const Tensor w8 = randn({s.k, c8, 3, 3}, kF64);
+    const Tensor dx = conv2d_backward_input(gy.to(kF32), w8.to(kF32), {s.n, c8, s.h, s.w}, p);
+    EXPECT_LT(max_abs_diff(dx, conv2d_backward_input(gy, w8, {s.n, c8, s.h, s.w}, p)), 1e-4)
+        << s.k << " channels, " << s.h << "x" << s.w;
     for (int64_t kk : {s.k, int64_t{3}}) {
       const Tensor g_kk = gy.narrow(1, 0, kk).contiguous();
       const Tensor dw = conv2d_backward_weight(g_kk.to(kF32), x.to(kF32), {kk, s.c, 3, 3}, p);
