@@ -89,16 +89,7 @@ TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, Vec b, int64_
       const float* row = plane + f.row[i];
       const Vec w[3] = {simd::load(wc + (i * 3) * kLanes), simd::load(wc + (i * 3 + 1) * kLanes),
                         simd::load(wc + (i * 3 + 2) * kLanes)};
-      // Input column t is tap j of position (t - j) / S.
-#pragma GCC unroll 33
-      for (int t = 0; t < S * (kLanes - 1) + 3; ++t) {
-        const float v = row[t];
-#pragma GCC unroll 3
-        for (int j = 0; j < 3; ++j) {
-          const int u = (t - j) / S;
-          if (t >= j && (t - j) % S == 0 && u < kLanes) acc[u] += v * w[j];
-        }
-      }
+      for_each_tap<S, kLanes, 3>(row, [&](float v, int u, int j) { acc[u] += v * w[j]; });
     }
   }
   simd::transpose(acc);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/cpu/direct_conv3x3.h"
+#include "tensor/cpu/padded_planes.h"
 #include "tensor/cpu/simd_vec.h"
 #include "tensor/parallel.h"
 
@@ -81,15 +82,8 @@ TS_SIMD_INLINE void class_tile(const float* dyp, const float* wb, int64_t k, int
       Vec w[NC];
 #pragma GCC unroll 2
       for (int c = 0; c < NC; ++c) w[c] = simd::load(wk + (r * NC + c) * kLanes);
-      // dy column t is column tap c of position t - c.
-#pragma GCC unroll 17
-      for (int t = 0; t < kLanes + NC - 1; ++t) {
-        const float v = row[t];
-#pragma GCC unroll 2
-        for (int c = 0; c < NC; ++c) {
-          if (t >= c && t - c < kLanes) acc[t - c] += v * w[c];
-        }
-      }
+      // Column tap c reads dy column u + c for position u.
+      for_each_tap<1, kLanes, NC>(row, [&](float v, int u, int c) { acc[u] += v * w[c]; });
     }
   }
   simd::transpose(acc);

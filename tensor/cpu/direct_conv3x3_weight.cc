@@ -73,16 +73,8 @@ TS_SIMD_INLINE void accumulate(Vec (&acc)[CI][9], const float* g, const float* x
 #pragma GCC unroll 3
     for (int i = 0; i < 3; ++i) {
       const float* row = x + cc * f.plane + i * f.s;
-      // Input column t is tap j of position (t - j) / S.
-#pragma GCC unroll 9
-      for (int t = 0; t < S * (U - 1) + 3; ++t) {
-        const float v = row[t];
-#pragma GCC unroll 3
-        for (int j = 0; j < 3; ++j) {
-          const int u = (t - j) / S;
-          if (t >= j && (t - j) % S == 0 && u < U) acc[cc][i * 3 + j] += v * gv[u];
-        }
-      }
+      for_each_tap<S, U, 3>(row,
+                            [&](float v, int u, int j) { acc[cc][i * 3 + j] += v * gv[u]; });
     }
   }
 }

@@ -31,6 +31,22 @@ TS_SIMD_INLINE void pad_planes(const float* x, int64_t c, int64_t h, int64_t wd,
   }
 }
 
+// The inner step of every direct kernel: a run of U output positions, S input columns apart,
+// reads one row of inputs through NJ kernel columns; input column t is column tap j of
+// position u = (t - j) / S. Calls f(row[t], u, j) for each pair, so each input value is loaded
+// once for all the sums it feeds. (Everything unrolls: u and j are constants in f.)
+template <int S, int U, int NJ, typename F>
+TS_SIMD_INLINE void for_each_tap(const float* row, F f) {
+#pragma GCC unroll 33
+  for (int t = 0; t < S * (U - 1) + NJ; ++t) {
+    const float v = row[t];
+#pragma GCC unroll 3
+    for (int j = 0; j < NJ; ++j) {
+      if (t >= j && (t - j) % S == 0 && (t - j) / S < U) f(v, (t - j) / S, j);
+    }
+  }
+}
+
 // The stride-2 layout: the same padded rows (row stride s >= wd + 2), the even ones (0, 2, ...)
 // first and then the odd ones, so each kernel row of a stride-2 convolution reads its inputs
 // from consecutive stored rows.

@@ -72,22 +72,39 @@ BENCHMARK(BM_ConvGemmShapes)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
-void BM_Conv2dForwardBackward(benchmark::State& state) {
-  const int64_t channels = state.range(0), hw = state.range(1), batch = 128;
-  set_num_threads(static_cast<int>(state.range(2)));
+// A ResNet-20 convolution (3x3, padding 1, batch 128): its input, weights and an output
+// gradient, and the flops of one pass.
+struct ConvCase {
   Conv2dParams p;
-  p.padding = {1, 1};
-  const Tensor x = randn({batch, channels, hw, hw});
-  const Tensor w = mul(randn({channels, channels, 3, 3}), 0.1);
-  const Tensor g = randn({batch, channels, hw, hw});
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(conv2d(x, w, Tensor(), p).raw_data());
+  Tensor x, w, g;
+  double flops;
+  ConvCase(int64_t channels, int64_t hw) {
+    const int64_t batch = 128;
+    p.padding = {1, 1};
+    x = randn({batch, channels, hw, hw});
+    w = mul(randn({channels, channels, 3, 3}), 0.1);
+    g = randn({batch, channels, hw, hw});
+    flops = 2.0 * batch * channels * channels * 9 * hw * hw;
+  }
+  void forward() const { benchmark::DoNotOptimize(conv2d(x, w, Tensor(), p).raw_data()); }
+  void input_gradient() const {
     benchmark::DoNotOptimize(conv2d_backward_input(g, w, x.shape(), p).raw_data());
+  }
+  void weight_gradient() const {
     benchmark::DoNotOptimize(conv2d_backward_weight(g, x, w.shape(), p).raw_data());
   }
-  const double flops = 3 * 2.0 * batch * channels * channels * 9 * hw * hw;
+};
+
+void BM_Conv2dForwardBackward(benchmark::State& state) {
+  const ConvCase c(state.range(0), state.range(1));
+  set_num_threads(static_cast<int>(state.range(2)));
+  for (auto _ : state) {
+    c.forward();
+    c.input_gradient();
+    c.weight_gradient();
+  }
   state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(3 * c.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv2dForwardBackward)
     ->ArgNames({"channels", "hw", "threads"})
@@ -102,26 +119,16 @@ BENCHMARK(BM_Conv2dForwardBackward)
 
 // One pass at a time (0 forward, 1 input gradient, 2 weight gradient), at the same shapes.
 void BM_Conv2dPass(benchmark::State& state) {
-  const int64_t channels = state.range(0), hw = state.range(1), pass = state.range(2);
-  const int64_t batch = 128;
+  const ConvCase c(state.range(0), state.range(1));
+  const int64_t pass = state.range(2);
   set_num_threads(static_cast<int>(state.range(3)));
-  Conv2dParams p;
-  p.padding = {1, 1};
-  const Tensor x = randn({batch, channels, hw, hw});
-  const Tensor w = mul(randn({channels, channels, 3, 3}), 0.1);
-  const Tensor g = randn({batch, channels, hw, hw});
   for (auto _ : state) {
-    if (pass == 0) benchmark::DoNotOptimize(conv2d(x, w, Tensor(), p).raw_data());
-    if (pass == 1) {
-      benchmark::DoNotOptimize(conv2d_backward_input(g, w, x.shape(), p).raw_data());
-    }
-    if (pass == 2) {
-      benchmark::DoNotOptimize(conv2d_backward_weight(g, x, w.shape(), p).raw_data());
-    }
+    if (pass == 0) c.forward();
+    if (pass == 1) c.input_gradient();
+    if (pass == 2) c.weight_gradient();
   }
-  const double flops = 2.0 * batch * channels * channels * 9 * hw * hw;
   state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(c.flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Conv2dPass)
     ->ArgNames({"channels", "hw", "pass", "threads"})

@@ -78,7 +78,8 @@ int main(int argc, char** argv) {
     } else if (std::strncmp(argv[i], "--steps=", 8) == 0) {
       resnet_steps = std::max(1, std::atoi(argv[i] + 8));
     } else {
-      std::fprintf(stderr, "train_bench: unknown flag %s (--models=a,b --steps=N --threads=N)\n", argv[i]);
+      std::fprintf(stderr, "train_bench: unknown flag %s (--models=a,b --steps=N --threads=N)\n",
+                   argv[i]);
       return 2;
     }
   }
