@@ -51,8 +51,8 @@ void add_row_sums(int64_t n, F f, G g, double* sum, double* sum2) {
       a += f(j, simd::Vec{});
       b += g(j, simd::Vec{});
     }
-    s1 = simd::sum_lanes(a);
-    s2 = simd::sum_lanes(b);
+    s1 = simd::sum_lanes<kLanes>(a);
+    s2 = simd::sum_lanes<kLanes>(b);
   } else {
     C a[kLanes] = {}, b[kLanes] = {};
     for (; j + kLanes <= n; j += kLanes) {

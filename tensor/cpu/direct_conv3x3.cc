@@ -21,31 +21,29 @@ namespace {
 // i's parity (row i = 2 starts one stored row later). The positions of each row past the
 // output width (2 at stride 1, 1 at stride 2) are junk, dropped when the result is copied out.
 //
-// The vector lanes are 16 output channels. A tile is 16 consecutive flat positions of one
-// block of 16 output channels: 16 sums (one vector per position) stay in registers while, for
-// each input channel and kernel row, the 3 taps' weight vectors are loaded once and each input
-// scalar the row touches is broadcast into every sum it feeds (at stride 1, 18 scalars for 48
-// FMAs). The finished tile is transposed 16 x 16 into one vector of positions per channel.
+// The vector lanes are L output channels (L = 16 with AVX-512, 8 with AVX2). A tile is L
+// consecutive flat positions of one block of L output channels: L sums (one vector per
+// position) stay in registers while, for each input channel and kernel row, the 3 taps' weight
+// vectors are loaded once and each input scalar the row touches is broadcast into every sum it
+// feeds (at stride 1 and L = 16, 18 scalars for 48 FMAs). The finished tile is transposed
+// L x L into one vector of positions per channel.
 
-using simd::kLanes;
-using simd::Vec;
-
-// The flattened geometry of one image's planes.
+// The flattened geometry of one image's planes, for tiles of `lanes` positions.
 struct Flat {
   int stride;
   int64_t h, wd;      // input rows and width
   int64_t ho, wo;     // output rows and width
   int64_t s;          // padded input row stride (even at stride 2)
   int64_t so;         // flat output row stride: s at stride 1, s / 2 at stride 2
-  int64_t positions;  // flat output positions covered: whole tiles of kLanes
+  int64_t positions;  // flat output positions covered: whole tiles
   int64_t row[3];     // where kernel row i's inputs start, from a channel's plane
   int64_t plane;      // floats per channel, with room for the last tile's taps
 
-  Flat(int64_t h_, int64_t wd_, int stride_)
+  Flat(int64_t h_, int64_t wd_, int stride_, int lanes)
       : stride(stride_), h(h_), wd(wd_), ho((h_ - 1) / stride_ + 1), wo((wd_ - 1) / stride_ + 1) {
     s = stride == 1 ? wd + 2 : (wd + 3) / 2 * 2;
     so = s / stride;
-    positions = (ho * so + kLanes - 1) / kLanes * kLanes;
+    positions = (ho * so + lanes - 1) / lanes * lanes;
     const int64_t last_read = stride * positions + 2;  // past a tile's last tap, from row i
     if (stride == 1) {
       row[0] = 0, row[1] = s, row[2] = 2 * s;
@@ -58,48 +56,50 @@ struct Flat {
   }
 };
 
-// The weights as wp[block][c][tap][16]: each tap's 16 output channels in one vector (zero past
+// The weights as wp[block][c][tap][L]: each tap's L output channels in one vector (zero past
 // k), so a tile loads one vector per tap.
-std::vector<float> pack_weights(const float* w, int64_t c, int64_t k) {
-  const int64_t blocks = (k + kLanes - 1) / kLanes;
-  std::vector<float> wp(blocks * c * 9 * kLanes, 0.0f);
+std::vector<float> pack_weights(const float* w, int64_t c, int64_t k, int lanes) {
+  const int64_t blocks = (k + lanes - 1) / lanes;
+  std::vector<float> wp(blocks * c * 9 * lanes, 0.0f);
   for (int64_t kk = 0; kk < k; ++kk) {
     for (int64_t ci = 0; ci < c; ++ci) {
       for (int64_t t = 0; t < 9; ++t) {
-        wp[(((kk / kLanes) * c + ci) * 9 + t) * kLanes + kk % kLanes] = w[(kk * c + ci) * 9 + t];
+        wp[(((kk / lanes) * c + ci) * 9 + t) * lanes + kk % lanes] = w[(kk * c + ci) * 9 + t];
       }
     }
   }
   return wp;
 }
 
-// One tile: flat positions [q, q + 16) of the channel block whose packed weights start at wb
+// One tile: flat positions [q, q + L) of the channel block whose packed weights start at wb
 // (bias vector b), written to flat_out[l][q + ...] for the block's channels l.
-template <int S>
-TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, Vec b, int64_t c, int64_t q,
-                                 const Flat& f, float* flat_out) {
-  Vec acc[kLanes];
+template <int L, int S>
+TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, simd::VecT<L> b, int64_t c,
+                                 int64_t q, const Flat& f, float* flat_out) {
+  using V = simd::VecT<L>;
+  V acc[L];
 #pragma GCC unroll 16
-  for (int u = 0; u < kLanes; ++u) acc[u] = b;
+  for (int u = 0; u < L; ++u) acc[u] = b;
   for (int64_t ci = 0; ci < c; ++ci) {
     const float* plane = xp + ci * f.plane + S * q;
-    const float* wc = wb + ci * 9 * kLanes;
+    const float* wc = wb + ci * 9 * L;
 #pragma GCC unroll 3
     for (int i = 0; i < 3; ++i) {
       const float* row = plane + f.row[i];
-      const Vec w[3] = {simd::load(wc + (i * 3) * kLanes), simd::load(wc + (i * 3 + 1) * kLanes),
-                        simd::load(wc + (i * 3 + 2) * kLanes)};
-      for_each_tap<S, kLanes, 3>(row, [&](float v, int u, int j) { acc[u] += v * w[j]; });
+      const V w[3] = {simd::load<L>(wc + (i * 3) * L), simd::load<L>(wc + (i * 3 + 1) * L),
+                      simd::load<L>(wc + (i * 3 + 2) * L)};
+      for_each_tap<S, L, 3>(row, [&](float v, int u, int j) { acc[u] += v * w[j]; });
     }
   }
   simd::transpose(acc);
 #pragma GCC unroll 16
-  for (int l = 0; l < kLanes; ++l) simd::store(flat_out + l * f.positions + q, acc[l]);
+  for (int l = 0; l < L; ++l) simd::store<L>(flat_out + l * f.positions + q, acc[l]);
 }
 
-TS_AVX512 void forward_images(const float* x, const float* wp, const float* bias, float* y,
-                                  int64_t first, int64_t count, int64_t c, int64_t k,
-                                  const Flat& f, float* xp, float* flat_out) {
+template <int L>
+TS_SIMD_INLINE void forward_images(const float* x, const float* wp, const float* bias, float* y,
+                                   int64_t first, int64_t count, int64_t c, int64_t k,
+                                   const Flat& f, float* xp, float* flat_out) {
   const int64_t hw = f.h * f.wd, out_hw = f.ho * f.wo;
   for (int64_t im = first; im < first + count; ++im) {
     if (f.stride == 1) {
@@ -107,16 +107,16 @@ TS_AVX512 void forward_images(const float* x, const float* wp, const float* bias
     } else {
       pad_planes_by_row_parity(x + im * c * hw, c, f.h, f.wd, f.s, f.plane, xp);
     }
-    for (int64_t k0 = 0; k0 < k; k0 += kLanes) {
-      const int64_t lanes = std::min<int64_t>(kLanes, k - k0);
-      float b[kLanes] = {};
+    for (int64_t k0 = 0; k0 < k; k0 += L) {
+      const int64_t lanes = std::min<int64_t>(L, k - k0);
+      float b[L] = {};
       if (bias != nullptr) std::copy(bias + k0, bias + k0 + lanes, b);
       const float* wb = wp + k0 * c * 9;
-      for (int64_t q = 0; q < f.positions; q += kLanes) {
+      for (int64_t q = 0; q < f.positions; q += L) {
         if (f.stride == 1) {
-          forward_tile<1>(xp, wb, simd::load(b), c, q, f, flat_out);
+          forward_tile<L, 1>(xp, wb, simd::load<L>(b), c, q, f, flat_out);
         } else {
-          forward_tile<2>(xp, wb, simd::load(b), c, q, f, flat_out);
+          forward_tile<L, 2>(xp, wb, simd::load<L>(b), c, q, f, flat_out);
         }
       }
       for (int64_t l = 0; l < lanes; ++l) {
@@ -129,23 +129,51 @@ TS_AVX512 void forward_images(const float* x, const float* wp, const float* bias
   }
 }
 
+// The two instruction sets' entry points (each inlines the templates above for its target).
+TS_AVX512 void forward_images_avx512(const float* x, const float* wp, const float* bias, float* y,
+                                     int64_t first, int64_t count, int64_t c, int64_t k,
+                                     const Flat& f, float* xp, float* flat_out) {
+  forward_images<16>(x, wp, bias, y, first, count, c, k, f, xp, flat_out);
+}
+
+TS_AVX2 void forward_images_avx2(const float* x, const float* wp, const float* bias, float* y,
+                                 int64_t first, int64_t count, int64_t c, int64_t k,
+                                 const Flat& f, float* xp, float* flat_out) {
+  forward_images<8>(x, wp, bias, y, first, count, c, k, f, xp, flat_out);
+}
+
 }  // namespace
+
+int direct_conv3x3_lanes() {
+  switch (simd::level()) {
+    case simd::Level::kAvx512: return 16;
+    case simd::Level::kAvx2: return 8;
+    default: return 0;
+  }
+}
 
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dilation_h,
                             int64_t dilation_w, int64_t groups) {
-  return simd::has_avx512() && out_channels % 8 == 0 && kh == 3 && kw == 3 &&
+  return direct_conv3x3_lanes() > 0 && out_channels % 8 == 0 && kh == 3 && kw == 3 &&
          stride_h == stride_w && (stride_h == 1 || stride_h == 2) && pad_h == 1 && pad_w == 1 &&
          dilation_h == 1 && dilation_w == 1 && groups == 1;
 }
 
 void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
                     int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
-  const Flat f(h, wd, stride);
-  const std::vector<float> wp = pack_weights(w, c, k);
+  const int lanes = direct_conv3x3_lanes();
+  const Flat f(h, wd, stride, lanes);
+  const std::vector<float> wp = pack_weights(w, c, k, lanes);
   parallel_for(n, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> xp(c * f.plane), flat_out(kLanes * f.positions);
-    forward_images(x, wp.data(), bias, y, i0, i1 - i0, c, k, f, xp.data(), flat_out.data());
+    std::vector<float> xp(c * f.plane), flat_out(lanes * f.positions);
+    if (lanes == 16) {
+      forward_images_avx512(x, wp.data(), bias, y, i0, i1 - i0, c, k, f, xp.data(),
+                            flat_out.data());
+    } else {
+      forward_images_avx2(x, wp.data(), bias, y, i0, i1 - i0, c, k, f, xp.data(),
+                          flat_out.data());
+    }
   });
 }
 

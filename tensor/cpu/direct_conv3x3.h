@@ -4,11 +4,11 @@
 //
 // im2col + GEMM copies each input nine times into a patch matrix, which the GEMM then packs
 // again; at 16-64 channels those copies cost as much as the arithmetic. These kernels read the
-// zero-padded input planes directly, with 16 output channels in the lanes of each vector and
+// zero-padded input planes directly, with output channels in the lanes of each vector and
 // the sums for a tile of positions (forward) or of input channels and taps (weight gradient)
-// held in registers. They are compiled for AVX-512 (whose 32 vector registers hold those sums)
-// and used where the machine has it, whatever the build's -march; elsewhere im2col + GEMM
-// serves these convolutions too.
+// held in registers. Each is compiled twice, for AVX-512 (16 channels per vector, 32 registers)
+// and for AVX2 (8 per vector, 16 registers, smaller tiles), and runs the variant the machine
+// has, whatever the build's -march; elsewhere im2col + GEMM serves these convolutions.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,12 @@
 namespace tessera {
 namespace cpu {
 
-// True when direct_conv3x3 handles this convolution on this machine (AVX-512). It also asks for
+// The vector width the kernels run at on this machine: 16 floats with AVX-512, 8 with AVX2
+// (and FMA), 0 when neither is there (or TESSERA_SIMD=none; TESSERA_SIMD=avx2 picks the AVX2
+// kernels on an AVX-512 machine, for tests and comparisons).
+int direct_conv3x3_lanes();
+
+// True when direct_conv3x3 handles this convolution on this machine (AVX-512 or AVX2). It also asks for
 // output channels in multiples of 8: narrower layers would leave most of a vector's 16 lanes
 // idle, and im2col + GEMM serves them. (The weight gradient takes any channel counts.)
 bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_t stride_h,

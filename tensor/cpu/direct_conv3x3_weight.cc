@@ -2,11 +2,12 @@
 //
 // dw[k, c, i, j] = sum over images n and output positions (y, x) of
 //                  dy[n, k, y, x] * xpad[n, c, S y + i, S x + j]   (stride S = 1 or 2).
-// The vector lanes are 16 output channels: each position contributes one gradient vector (the
-// 16 channels' dy there) times one input scalar per tap, so the sums for 2 input channels x 9
-// taps (18 vectors) stay in registers for a whole block of images, with no sums across lanes
-// and no lanes wasted at the edges of small maps. To make those vectors, each image's dy is
-// transposed, 16 x 16 at a time, into channel-blocked rows dyt[block][y * wo + x][16].
+// The vector lanes are L output channels (16 with AVX-512, 8 with AVX2): each position
+// contributes one gradient vector (the L channels' dy there) times one input scalar per tap, so
+// the sums for 2 input channels x 9 taps (18 vectors; 1 x 9 with AVX2) stay in registers for a
+// whole block of images, with no sums across lanes and no lanes wasted at the edges of small
+// maps. To make those vectors, each image's dy is transposed, L x L at a time, into
+// channel-blocked rows dyt[block][y * wo + x][L].
 //
 // Per step of 4 positions in a row the kernel loads 4 gradient vectors and, for each input
 // channel and kernel row, the 6 input scalars (9 at stride 2) the 4 positions' 3 taps touch,
@@ -24,50 +25,52 @@ namespace cpu {
 
 namespace {
 
-using simd::kLanes;
-using simd::Vec;
-
 // Images per block: each block's gradient is summed on its own, then the blocks in order, so
 // the result never depends on the thread count.
 constexpr int64_t kImagesPerBlock = 8;
+
+// Input channels per pass: 2 x 9 sums of 16 floats fit AVX-512's 32 registers; AVX2's 16
+// registers of 8 floats hold 1 x 9 (with the 4 gradient vectors of a step).
+template <int L>
+constexpr int kChannelsPerPass = L == 16 ? 2 : 1;
 
 struct Shape {
   int64_t c, k, h, wd;  // channels in and out; input rows and width
   int64_t s, plane, hw;  // padded input row stride and plane; input values per channel
   int64_t ho, wo, out_hw, channel_blocks;
-  Shape(int64_t c_, int64_t k_, int64_t h_, int64_t wd_, int stride)
+  Shape(int64_t c_, int64_t k_, int64_t h_, int64_t wd_, int stride, int lanes)
       : c(c_), k(k_), h(h_), wd(wd_), s(wd_ + 2), plane((h_ + 2) * (wd_ + 2)), hw(h_ * wd_),
         ho((h_ - 1) / stride + 1), wo((wd_ - 1) / stride + 1), out_hw(ho * wo),
-        channel_blocks((k_ + kLanes - 1) / kLanes) {}
+        channel_blocks((k_ + lanes - 1) / lanes) {}
 };
 
-// dy of one image (k x out_hw) into dyt[block][q][16] (q = y * wo + x); lanes past k are zero.
+// dy of one image (k x out_hw) into dyt[block][q][L] (q = y * wo + x); lanes past k are zero.
+template <int L>
 TS_SIMD_INLINE void block_gradient(const float* dy, const Shape& f, float* dyt) {
+  using V = simd::VecT<L>;
   for (int64_t b = 0; b < f.channel_blocks; ++b) {
-    for (int64_t q0 = 0; q0 < f.out_hw; q0 += kLanes) {
-      const int64_t n = std::min<int64_t>(kLanes, f.out_hw - q0);
-      Vec rows[kLanes];
+    for (int64_t q0 = 0; q0 < f.out_hw; q0 += L) {
+      const int64_t n = std::min<int64_t>(L, f.out_hw - q0);
+      V rows[L];
 #pragma GCC unroll 16
-      for (int l = 0; l < kLanes; ++l) {
-        const int64_t kk = b * kLanes + l;
-        rows[l] = kk < f.k ? simd::load_first(dy + kk * f.out_hw + q0, n) : Vec{};
+      for (int l = 0; l < L; ++l) {
+        const int64_t kk = b * L + l;
+        rows[l] = kk < f.k ? simd::load_first<L>(dy + kk * f.out_hw + q0, n) : V{};
       }
       simd::transpose(rows);
-      for (int64_t t = 0; t < n; ++t) {
-        simd::store(dyt + (b * f.out_hw + q0 + t) * kLanes, rows[t]);
-      }
+      for (int64_t t = 0; t < n; ++t) simd::store<L>(dyt + (b * f.out_hw + q0 + t) * L, rows[t]);
     }
   }
 }
 
 // U consecutive positions of one output row: g holds their gradient vectors, x points at the
 // first one's tap (0, 0) in the first of CI padded input planes; positions are S columns apart.
-template <int CI, int U, int S>
-TS_SIMD_INLINE void accumulate(Vec (&acc)[CI][9], const float* g, const float* x,
+template <int L, int CI, int U, int S>
+TS_SIMD_INLINE void accumulate(simd::VecT<L> (&acc)[CI][9], const float* g, const float* x,
                                const Shape& f) {
-  Vec gv[U];
+  simd::VecT<L> gv[U];
 #pragma GCC unroll 4
-  for (int u = 0; u < U; ++u) gv[u] = simd::load(g + u * kLanes);
+  for (int u = 0; u < U; ++u) gv[u] = simd::load<L>(g + u * L);
 #pragma GCC unroll 2
   for (int cc = 0; cc < CI; ++cc) {
 #pragma GCC unroll 3
@@ -81,79 +84,99 @@ TS_SIMD_INLINE void accumulate(Vec (&acc)[CI][9], const float* g, const float* x
 
 // Adds channel block b's gradient against input channels [ci0, ci0 + CI) over `count` images
 // into dw (k x c x 9), for stride S.
-template <int CI, int S>
+template <int L, int CI, int S>
 TS_SIMD_INLINE void channel_pass(const float* xp, const float* dyt, int64_t count, int64_t b,
                                  int64_t ci0, const Shape& f, float* dw) {
-  Vec acc[CI][9];
+  simd::VecT<L> acc[CI][9];
 #pragma GCC unroll 2
   for (int cc = 0; cc < CI; ++cc) {
 #pragma GCC unroll 9
-    for (int t = 0; t < 9; ++t) acc[cc][t] = Vec{};
+    for (int t = 0; t < 9; ++t) acc[cc][t] = simd::VecT<L>{};
   }
   for (int64_t im = 0; im < count; ++im) {
-    const float* g = dyt + (im * f.channel_blocks + b) * f.out_hw * kLanes;
+    const float* g = dyt + (im * f.channel_blocks + b) * f.out_hw * L;
     const float* x = xp + (im * f.c + ci0) * f.plane;
     for (int64_t y = 0; y < f.ho; ++y) {
-      const float* gr = g + y * f.wo * kLanes;
+      const float* gr = g + y * f.wo * L;
       const float* xr = x + S * y * f.s;
       int64_t col = 0;
       for (; col + 4 <= f.wo; col += 4) {
-        accumulate<CI, 4, S>(acc, gr + col * kLanes, xr + S * col, f);
+        accumulate<L, CI, 4, S>(acc, gr + col * L, xr + S * col, f);
       }
       if (col + 2 <= f.wo) {
-        accumulate<CI, 2, S>(acc, gr + col * kLanes, xr + S * col, f);
+        accumulate<L, CI, 2, S>(acc, gr + col * L, xr + S * col, f);
         col += 2;
       }
-      if (col < f.wo) accumulate<CI, 1, S>(acc, gr + col * kLanes, xr + S * col, f);
+      if (col < f.wo) accumulate<L, CI, 1, S>(acc, gr + col * L, xr + S * col, f);
     }
   }
-  float lanes[kLanes];
+  float lanes[L];
   for (int cc = 0; cc < CI; ++cc) {
     for (int t = 0; t < 9; ++t) {
-      simd::store(lanes, acc[cc][t]);
-      for (int l = 0; l < kLanes && b * kLanes + l < f.k; ++l) {
-        dw[((b * kLanes + l) * f.c + ci0 + cc) * 9 + t] += lanes[l];
+      simd::store<L>(lanes, acc[cc][t]);
+      for (int l = 0; l < L && b * L + l < f.k; ++l) {
+        dw[((b * L + l) * f.c + ci0 + cc) * 9 + t] += lanes[l];
       }
     }
+  }
+}
+
+template <int L, int S>
+TS_SIMD_INLINE void channel_passes(const float* xp, const float* dyt, int64_t count,
+                                   const Shape& f, float* dw) {
+  constexpr int kCI = kChannelsPerPass<L>;
+  for (int64_t b = 0; b < f.channel_blocks; ++b) {
+    int64_t ci0 = 0;
+    for (; ci0 + kCI <= f.c; ci0 += kCI) channel_pass<L, kCI, S>(xp, dyt, count, b, ci0, f, dw);
+    if (ci0 < f.c) channel_pass<L, 1, S>(xp, dyt, count, b, ci0, f, dw);
   }
 }
 
 // One block of images: pads their inputs, blocks their gradients, then adds the block's weight
 // gradient into dw (zeroed by the caller).
-template <int S>
-TS_SIMD_INLINE void channel_passes(const float* xp, const float* dyt, int64_t count,
-                                   const Shape& f, float* dw) {
-  for (int64_t b = 0; b < f.channel_blocks; ++b) {
-    int64_t ci0 = 0;
-    for (; ci0 + 2 <= f.c; ci0 += 2) channel_pass<2, S>(xp, dyt, count, b, ci0, f, dw);
-    if (ci0 < f.c) channel_pass<1, S>(xp, dyt, count, b, ci0, f, dw);
-  }
-}
-
-TS_AVX512 void weight_images(const float* dy, const float* x, float* dw, int64_t count,
-                                 const Shape& f, int stride, float* xp, float* dyt) {
+template <int L>
+TS_SIMD_INLINE void weight_images(const float* dy, const float* x, float* dw, int64_t count,
+                                  const Shape& f, int stride, float* xp, float* dyt) {
   for (int64_t im = 0; im < count; ++im) {
     pad_planes(x + im * f.c * f.hw, f.c, f.h, f.wd, f.plane, xp + im * f.c * f.plane);
-    block_gradient(dy + im * f.k * f.out_hw, f, dyt + im * f.channel_blocks * f.out_hw * kLanes);
+    block_gradient<L>(dy + im * f.k * f.out_hw, f, dyt + im * f.channel_blocks * f.out_hw * L);
   }
-  if (stride == 1) return channel_passes<1>(xp, dyt, count, f, dw);
-  channel_passes<2>(xp, dyt, count, f, dw);
+  if (stride == 1) return channel_passes<L, 1>(xp, dyt, count, f, dw);
+  channel_passes<L, 2>(xp, dyt, count, f, dw);
+}
+
+TS_AVX512 void weight_images_avx512(const float* dy, const float* x, float* dw, int64_t count,
+                                    const Shape& f, int stride, float* xp, float* dyt) {
+  weight_images<16>(dy, x, dw, count, f, stride, xp, dyt);
+}
+
+TS_AVX2 void weight_images_avx2(const float* dy, const float* x, float* dw, int64_t count,
+                                const Shape& f, int stride, float* xp, float* dyt) {
+  weight_images<8>(dy, x, dw, count, f, stride, xp, dyt);
 }
 
 }  // namespace
 
 void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
                                     int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
-  const Shape f(c, k, h, wd, stride);
+  const int lanes = direct_conv3x3_lanes();
+  const Shape f(c, k, h, wd, stride, lanes);
   const int64_t blocks = (n + kImagesPerBlock - 1) / kImagesPerBlock, weight_size = k * c * 9;
   std::vector<float> partial(blocks * weight_size, 0.0f);
   parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
     std::vector<float> xp(kImagesPerBlock * c * f.plane);
-    std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * kLanes);
+    std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * lanes);
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
-      weight_images(dy + first * k * f.out_hw, x + first * c * f.hw,
-                    partial.data() + b * weight_size, count, f, stride, xp.data(), dyt.data());
+      const float* dy_block = dy + first * k * f.out_hw;
+      const float* x_block = x + first * c * f.hw;
+      float* dw_block = partial.data() + b * weight_size;
+      if (lanes == 16) {
+        weight_images_avx512(dy_block, x_block, dw_block, count, f, stride, xp.data(),
+                             dyt.data());
+      } else {
+        weight_images_avx2(dy_block, x_block, dw_block, count, f, stride, xp.data(), dyt.data());
+      }
     }
   });
   std::copy(partial.begin(), partial.begin() + weight_size, dw);

@@ -1,48 +1,61 @@
-// Sixteen floats as one GCC vector, and the few operations the direct convolution kernels and
-// batch norm need on them: unaligned loads and stores, a partial load, a sum across lanes and a
-// 16 x 16 transpose. GCC lowers these to one zmm register with AVX-512, two ymm with AVX2 and
-// four xmm otherwise, so code using them compiles for any x86-64 target.
+// L floats as one GCC vector (L = 16 or 8), and the few operations the direct convolution
+// kernels and batch norm need on them: unaligned loads and stores, a partial load, a sum
+// across lanes and an L x L transpose. GCC lowers a vector to one zmm register with AVX-512
+// (16 floats) or one ymm with AVX2 (8 floats), and to several narrower ones otherwise, so code
+// using them compiles for any x86-64 target.
 //
 // Every helper is always inlined: a vector passed by value across a call would change ABI
 // with the instruction set (hence -Wno-psabi on the libraries that include this).
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace tessera {
 namespace cpu {
 namespace simd {
 
-constexpr int kLanes = 16;
-
 // The attribute must sit on a typedef inside a class template: on an alias template GCC drops
 // it, silently leaving a plain float.
-template <int N>
+template <int L>
 struct VecOf {
-  typedef float type __attribute__((vector_size(N * sizeof(float))));
+  typedef float type __attribute__((vector_size(L * sizeof(float))));
+  typedef int32_t index __attribute__((vector_size(L * sizeof(int32_t))));
 };
-using Vec = VecOf<kLanes>::type;
-typedef int32_t LaneIndex __attribute__((vector_size(kLanes * sizeof(int32_t))));
-static_assert(sizeof(Vec) == kLanes * sizeof(float), "Vec must be a real vector type");
+template <int L>
+using VecT = typename VecOf<L>::type;
+template <int L>
+using IndexT = typename VecOf<L>::index;
+static_assert(sizeof(VecT<16>) == 16 * sizeof(float), "VecT must be a real vector type");
+
+// Sixteen lanes: the width batch norm's sums use on every machine.
+constexpr int kLanes = 16;
+using Vec = VecT<kLanes>;
 
 #define TS_SIMD_INLINE inline __attribute__((always_inline))
 
-TS_SIMD_INLINE Vec load(const float* p) {
-  Vec v;
+template <int L = kLanes>
+TS_SIMD_INLINE VecT<L> load(const float* p) {
+  VecT<L> v;
   std::memcpy(&v, p, sizeof(v));  // an unaligned vector load
   return v;
 }
 
-// The first n (<= kLanes) floats at p; the other lanes zero.
-TS_SIMD_INLINE Vec load_first(const float* p, int64_t n) {
-  if (n == kLanes) return load(p);
-  Vec v = {};
+// The first n (<= L) floats at p; the other lanes zero.
+template <int L = kLanes>
+TS_SIMD_INLINE VecT<L> load_first(const float* p, int64_t n) {
+  if (n == L) return load<L>(p);
+  VecT<L> v = {};
   std::memcpy(&v, p, n * sizeof(float));
   return v;
 }
 
-TS_SIMD_INLINE void store(float* p, Vec v) { std::memcpy(p, &v, sizeof(v)); }
+template <int L>
+TS_SIMD_INLINE void store(float* p, VecT<L> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
 
 // Copies one short row (a few dozen floats): an inline loop the compiler vectorizes, cheaper
 // than a library call per row.
@@ -50,51 +63,90 @@ TS_SIMD_INLINE void copy_row(float* dst, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
+// Shuffle indexes (>= L picks from the second operand). swap_mask: lane i takes lane i ^ H.
+// lo_mask / hi_mask: see transpose_stage.
+template <int L, int H, size_t... I>
+constexpr IndexT<L> swap_mask(std::index_sequence<I...>) {
+  return IndexT<L>{static_cast<int32_t>(I ^ H)...};
+}
+template <int L, int B, size_t... I>
+constexpr IndexT<L> lo_mask(std::index_sequence<I...>) {
+  return IndexT<L>{static_cast<int32_t>((I & B) ? L + I - B : I)...};
+}
+template <int L, int B, size_t... I>
+constexpr IndexT<L> hi_mask(std::index_sequence<I...>) {
+  return IndexT<L>{static_cast<int32_t>((I & B) ? L + I : I + B)...};
+}
+
+// The sum of the L lanes, halving the vector log2(L) times (lane 0 gathers the total).
+template <int L>
+TS_SIMD_INLINE float sum_lanes(VecT<L> v) {
+  if constexpr (L > 1) {
+    // After v += (v with its halves swapped), both halves hold the same partial sums.
+    v += __builtin_shuffle(v, swap_mask<L, L / 2>(std::make_index_sequence<L>()));
+    if constexpr (L / 2 > 1) {
+      v += __builtin_shuffle(v, swap_mask<L, L / 4>(std::make_index_sequence<L>()));
+    }
+    if constexpr (L / 4 > 1) {
+      v += __builtin_shuffle(v, swap_mask<L, L / 8>(std::make_index_sequence<L>()));
+    }
+    if constexpr (L / 8 > 1) {
+      v += __builtin_shuffle(v, swap_mask<L, L / 16>(std::make_index_sequence<L>()));
+    }
+  }
+  return v[0];
+}
+
 // One stage of the transpose: rows r and r + B (r & B == 0) swap their off-diagonal B x B
-// blocks. lo takes lanes with bit B clear from row r and the others from row r + B, shifted
-// down by B; hi is the rest. After the stages B = 8, 4, 2, 1 the matrix is transposed.
-template <int B>
-TS_SIMD_INLINE void transpose_stage(Vec (&rows)[kLanes], LaneIndex lo, LaneIndex hi) {
+// blocks. Row r takes the lanes with bit B clear from itself and the others from row r + B,
+// shifted down by B; row r + B the rest. After the stages B = L/2, ..., 2, 1 the matrix is
+// transposed.
+template <int L, int B>
+TS_SIMD_INLINE void transpose_stage(VecT<L> (&rows)[L]) {
+  constexpr IndexT<L> lo = lo_mask<L, B>(std::make_index_sequence<L>());
+  constexpr IndexT<L> hi = hi_mask<L, B>(std::make_index_sequence<L>());
 #pragma GCC unroll 16
-  for (int r = 0; r < kLanes; ++r) {
+  for (int r = 0; r < L; ++r) {
     if (r & B) continue;
-    const Vec a = rows[r], b = rows[r + B];
+    const VecT<L> a = rows[r], b = rows[r + B];
     rows[r] = __builtin_shuffle(a, b, lo);
     rows[r + B] = __builtin_shuffle(a, b, hi);
   }
 }
 
-// rows[i][j] becomes rows[j][i]. (Shuffle indexes >= 16 pick from the second operand.)
-TS_SIMD_INLINE void transpose(Vec (&rows)[kLanes]) {
-  transpose_stage<8>(rows, LaneIndex{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-                     LaneIndex{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
-  transpose_stage<4>(rows, LaneIndex{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
-                     LaneIndex{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
-  transpose_stage<2>(rows, LaneIndex{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
-                     LaneIndex{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
-  transpose_stage<1>(rows, LaneIndex{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
-                     LaneIndex{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+// rows[i][j] becomes rows[j][i].
+template <int L>
+TS_SIMD_INLINE void transpose(VecT<L> (&rows)[L]) {
+  if constexpr (L >= 16) transpose_stage<L, 8>(rows);
+  if constexpr (L >= 8) transpose_stage<L, 4>(rows);
+  transpose_stage<L, 2>(rows);
+  transpose_stage<L, 1>(rows);
 }
 
-// The sum of the 16 lanes, halving the vector four times (lane 0 gathers the total).
-TS_SIMD_INLINE float sum_lanes(Vec v) {
-  v += __builtin_shuffle(v, LaneIndex{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-  v += __builtin_shuffle(v, LaneIndex{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-  v += __builtin_shuffle(v, LaneIndex{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-  v += __builtin_shuffle(v, LaneIndex{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-  return v[0];
-}
-
-// For kernels that keep 16 or more of these vectors in registers: AVX-512 has 32 vector
-// registers of 16 floats; AVX2's 16 registers of 8 floats would hold only half of those sums,
-// and the compiler spills every one (measured: the forward convolution ran at 3.6 GFLOP/s
-// compiled for AVX2, against 140 for AVX-512). Such a kernel is compiled for AVX-512 alone and
-// called only where has_avx512() says the machine runs it.
+// The vector extensions the direct convolution kernels are compiled for. They keep 16 or more
+// vectors of sums in registers: AVX-512 has 32 registers of 16 floats; AVX2 has 16 of 8, so
+// there the kernels use 8-float vectors and smaller tiles (compiled with 16-float vectors for
+// AVX2, every sum was spilled: the forward convolution ran at 3.6 GFLOP/s against 140).
 #define TS_AVX512 __attribute__((target("avx512f")))
+#define TS_AVX2 __attribute__((target("avx2,fma")))
 
-inline bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+enum class Level { kNone = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// What this machine runs, capped by the environment variable TESSERA_SIMD=avx2|none (for
+// tests and comparisons; anything else, or unset, caps nothing).
+inline Level level() {
+  static const Level detected = [] {
+    Level l = Level::kNone;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) l = Level::kAvx2;
+    if (__builtin_cpu_supports("avx512f")) l = Level::kAvx512;
+    const char* cap = std::getenv("TESSERA_SIMD");
+    if (cap != nullptr && std::strcmp(cap, "none") == 0) return Level::kNone;
+    if (cap != nullptr && std::strcmp(cap, "avx2") == 0 && l == Level::kAvx512) {
+      return Level::kAvx2;
+    }
+    return l;
+  }();
+  return detected;
 }
 
 }  // namespace simd
