@@ -220,7 +220,9 @@ TEST(DDP, AllReducesStartBeforeBackwardEnds) {
   // Buckets launch in order 0, 1, 2, ...
   size_t expect = 0;
   for (const DDPEvent& e : trace) {
-    if (e.kind == DDPEvent::kLaunch) EXPECT_EQ(e.index, expect++);
+    if (e.kind == DDPEvent::kLaunch) {
+      EXPECT_EQ(e.index, expect++);
+    }
   }
   EXPECT_EQ(expect, ddp.buckets().size());
 }
