@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/cpu/block_sums.h"
 #include "tensor/cpu/direct_conv3x3.h"
 #include "tensor/cpu/padded_planes.h"
 #include "tensor/cpu/simd_vec.h"
@@ -25,8 +26,7 @@ namespace cpu {
 
 namespace {
 
-// Images per block: each block's gradient is summed on its own, then the blocks in order, so
-// the result never depends on the thread count.
+// Images per block (block_sums.h: the result never depends on the thread count).
 constexpr int64_t kImagesPerBlock = 8;
 
 // Input channels per pass: 2 x 9 sums of 16 floats fit AVX-512's 32 registers; AVX2's 16
@@ -161,29 +161,27 @@ void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, 
                                     int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
   const int lanes = direct_conv3x3_lanes();
   const Shape f(c, k, h, wd, stride, lanes);
-  const int64_t blocks = (n + kImagesPerBlock - 1) / kImagesPerBlock, weight_size = k * c * 9;
-  std::vector<float> partial(blocks * weight_size, 0.0f);
-  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> xp(kImagesPerBlock * c * f.plane);
-    std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * lanes);
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
-      const float* dy_block = dy + first * k * f.out_hw;
-      const float* x_block = x + first * c * f.hw;
-      float* dw_block = partial.data() + b * weight_size;
-      if (lanes == 16) {
-        weight_images_avx512(dy_block, x_block, dw_block, count, f, stride, xp.data(),
-                             dyt.data());
-      } else {
-        weight_images_avx2(dy_block, x_block, dw_block, count, f, stride, xp.data(), dyt.data());
-      }
-    }
-  });
-  std::copy(partial.begin(), partial.begin() + weight_size, dw);
-  for (int64_t b = 1; b < blocks; ++b) {
-    const float* p = partial.data() + b * weight_size;
-    for (int64_t i = 0; i < weight_size; ++i) dw[i] += p[i];
-  }
+  const int64_t weight_size = k * c * 9;
+  sum_over_blocks<float>(
+      (n + kImagesPerBlock - 1) / kImagesPerBlock, weight_size,
+      [&](int64_t b0, int64_t b1, float* partial) {
+        std::vector<float> xp(kImagesPerBlock * c * f.plane);
+        std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * lanes);
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
+          const float* dy_block = dy + first * k * f.out_hw;
+          const float* x_block = x + first * c * f.hw;
+          float* dw_block = partial + b * weight_size;
+          if (lanes == 16) {
+            weight_images_avx512(dy_block, x_block, dw_block, count, f, stride, xp.data(),
+                                 dyt.data());
+          } else {
+            weight_images_avx2(dy_block, x_block, dw_block, count, f, stride, xp.data(),
+                               dyt.data());
+          }
+        }
+      },
+      dw);
 }
 
 }  // namespace cpu
