@@ -16,13 +16,18 @@
 namespace tessera {
 namespace cpu {
 
+namespace {
+// Rows of n values per parallel task: about 4096 values each.
+int64_t rows_per_task(int64_t n) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)); }
+}  // namespace
+
 void CpuBackend::softmax(const Tensor& in, const Tensor& out, bool log) {
   const int64_t rows = in.size(0), n = in.size(1);
   TS_DISPATCH_FLOATING(in.dtype(), "softmax", [&] {
     using C = compute_t<scalar_t>;
     const scalar_t* x = static_cast<const scalar_t*>(in.raw_data());
     scalar_t* y = static_cast<scalar_t*>(out.raw_data());
-    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+    parallel_for(rows, rows_per_task(n),
                  [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* xr = x + r * n;
@@ -51,7 +56,7 @@ void CpuBackend::softmax_backward(const Tensor& grad_out, const Tensor& out,
     const scalar_t* g = static_cast<const scalar_t*>(grad_out.raw_data());
     const scalar_t* y = static_cast<const scalar_t*>(out.raw_data());
     scalar_t* dx = static_cast<scalar_t*>(grad_in.raw_data());
-    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+    parallel_for(rows, rows_per_task(n),
                  [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* gr = g + r * n;
@@ -79,7 +84,7 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& target, doubl
     using C = compute_t<scalar_t>;
     const scalar_t* lp = static_cast<const scalar_t*>(log_probs.raw_data());
     scalar_t* out = static_cast<scalar_t*>(loss.raw_data());
-    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+    parallel_for(rows, rows_per_task(n),
                  [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const scalar_t* row = lp + r * n;
@@ -105,7 +110,7 @@ void CpuBackend::cross_entropy_backward(const Tensor& log_probs, const Tensor& t
     const scalar_t* g = static_cast<const scalar_t*>(row_grad.raw_data());
     scalar_t* dx = static_cast<scalar_t*>(grad_logits.raw_data());
     const C off = C(label_smoothing / n), on = C(1 - label_smoothing) + off;
-    parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+    parallel_for(rows, rows_per_task(n),
                  [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const C scale = C(g[r]);
