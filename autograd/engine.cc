@@ -28,6 +28,33 @@ struct LaterFirst {
   bool operator()(const Node* a, const Node* b) const { return a->sequence_nr() < b->sequence_nr(); }
 };
 
+// Post-backward callbacks of the outermost backward running on this thread. A backward run
+// from inside another (activation checkpointing re-running a segment) is part of it, so its
+// hooks' callbacks wait for the outermost one to finish.
+thread_local int backward_depth = 0;
+thread_local std::vector<std::function<void()>> callback_queue;
+
+// Marks one backward on this thread; the outermost one runs the queue at its end.
+class CallbackScope {
+ public:
+  CallbackScope() { ++backward_depth; }
+  ~CallbackScope() {
+    // Leaving the outermost backward by an exception drops what it queued.
+    if (--backward_depth == 0) callback_queue.clear();
+  }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+  // For the outermost backward: runs the queue front to back; a callback may queue another.
+  void run() {
+    if (backward_depth != 1) return;
+    for (size_t i = 0; i < callback_queue.size(); ++i) {
+      std::function<void()> callback = std::move(callback_queue[i]);
+      callback();
+    }
+  }
+};
+
 void accumulate(Tensor& slot, Tensor grad) {
   if (!slot.defined()) {
     slot = std::move(grad);
@@ -85,6 +112,7 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
 
   // Backward itself never records a graph (gradients are plain tensors).
   NoGradGuard no_grad;
+  CallbackScope callbacks;
   std::unordered_map<Node*, std::vector<Tensor>> inputs;
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(graph_root.get());
@@ -113,6 +141,16 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
       if (--dependencies[target] == 0) ready.push(target);
     }
   }
+  callbacks.run();
 }
+
+void queue_callback(std::function<void()> callback) {
+  TS_CHECK(backward_depth > 0, "queue_callback: called outside backward(); post-backward "
+           "callbacks are queued from a hook or node while a backward runs");
+  TS_CHECK(callback != nullptr, "queue_callback: empty callback");
+  callback_queue.push_back(std::move(callback));
+}
+
+bool in_backward() { return backward_depth > 0; }
 
 }  // namespace tessera

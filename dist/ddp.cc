@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "dist/device_groups.h"
@@ -103,6 +104,7 @@ Variable DistributedDataParallel::forward(const Variable& x) {
 
 void DistributedDataParallel::prepare_for_backward(const Variable& output) {
   expecting_ = true;
+  finish_queued_ = false;  // a backward that threw dropped its callback
   next_launch_ = ready_count_ = 0;
   param_ready_.assign(params_.size(), false);
   bucket_pending_.clear();
@@ -147,6 +149,15 @@ void DistributedDataParallel::prepare_for_backward(const Variable& output) {
 
 void DistributedDataParallel::on_grad_ready(size_t index) {
   if (!expecting_ || no_sync_ || param_ready_[index]) return;
+  if (!finish_queued_) {
+    // The first gradient of this backward: the engine calls finish_reduction once the whole
+    // backward is done, after the last grad-ready hook, whichever parameter that is.
+    finish_queued_ = true;
+    queue_callback([this] {
+      finish_queued_ = false;
+      if (ready_count_ == params_.size()) finish_reduction();
+    });
+  }
   mark_ready(index);
 }
 
@@ -166,8 +177,8 @@ void DistributedDataParallel::mark_ready(size_t index) {
   } else if (!grad.is_same(view)) {
     Tensor(view).copy_(grad);
   }
+  ++ready_count_;
   if (--bucket_pending_[bucket_of_[index]] == 0) launch_ready_buckets();
-  if (++ready_count_ == params_.size()) finish_reduction();
 }
 
 void DistributedDataParallel::launch_ready_buckets() {

@@ -11,10 +11,13 @@
 // During backward, each parameter's grad-ready hook copies its gradient into its bucket; the
 // moment a bucket is full its all-reduce is launched (asynchronously, on the communication
 // thread), while backward goes on computing earlier layers. Buckets are launched strictly in
-// bucket order, so every rank issues the same collectives in the same order. When the last
-// gradient is in, DDP waits for the buckets, divides by the world size and writes the averages
-// back to the parameters' grads: after backward() returns, every rank holds the gradient of the
-// mean loss over the global batch, and the optimizer steps identically everywhere.
+// bucket order, so every rank issues the same collectives in the same order. The first hook of a
+// backward queues a post-backward callback (autograd/engine.h); the engine runs it once the whole
+// backward is done, and there DDP waits for the buckets, divides by the world size and writes
+// the averages back to the parameters' grads: after backward() returns, every rank holds the
+// gradient of the mean loss over the global batch, and the optimizer steps identically
+// everywhere. (A parameter that got no gradient leaves its bucket unlaunched; the next forward
+// names it, unless find_unused_parameters marked it ready at the forward.)
 //
 // no_sync() skips communication so gradients accumulate locally (gradient accumulation);
 // find_unused_parameters marks parameters the forward did not reach as ready at once;
@@ -140,6 +143,7 @@ class DistributedDataParallel : public nn::Layer {
   // Per-iteration state.
   bool expecting_ = false;  // a forward prepared a reduction that has not finished
   bool no_sync_ = false;
+  bool finish_queued_ = false;  // this backward's post-backward callback is queued
   std::vector<bool> param_ready_;
   std::vector<int64_t> bucket_pending_;
   std::vector<std::shared_ptr<Work>> bucket_work_;

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "autograd/checkpoint.h"
+#include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "tensor/ops.h"
 
@@ -99,6 +101,76 @@ TEST(Hooks, OnlyGradientCarryingVariablesTakeHooks) {
   Variable w = param({2}, 9, "w");
   Variable h = w * 2.0;
   EXPECT_THROW(h.register_grad_ready_hook([](Variable&) {}), Error);  // not a leaf
+}
+
+TEST(PostBackwardCallbacks, RunOnceAfterTheWholeGraphInQueueOrder) {
+  Variable w1 = param({4, 3}, 1, "w1"), w2 = param({2, 4}, 2, "w2");
+  std::vector<std::string> events;
+  bool queued = false;
+  for (Variable w : {w1, w2}) {
+    w.register_grad_ready_hook([&](Variable& leaf) {
+      events.push_back(leaf.name());
+      if (queued) return;
+      queued = true;  // the first hook queues, as DDP does
+      queue_callback([&] {
+        events.push_back("first callback");
+        queue_callback([&] { events.push_back("queued by a callback"); });
+      });
+      queue_callback([&] { events.push_back("second callback"); });
+    });
+  }
+  Variable x(randn({5, 3}, kF64));
+  sum(linear(tanh(linear(x, w1, Variable())), w2, Variable())).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"w2", "w1", "first callback", "second callback",
+                                              "queued by a callback"}));
+  EXPECT_FALSE(in_backward());
+  // Nothing carries over to the next backward.
+  events.clear();
+  queued = true;
+  sum(linear(x, w1, Variable())).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"w1"}));
+}
+
+TEST(PostBackwardCallbacks, OutsideBackwardIsAnError) {
+  EXPECT_FALSE(in_backward());
+  EXPECT_THROW(queue_callback([] {}), Error);
+}
+
+TEST(PostBackwardCallbacks, CheckpointedSegmentsQueueOnTheOuterBackward) {
+  // The checkpointed segment's backward runs inside the outer one; a callback queued there must
+  // wait until w_outer (used before the segment) has its gradient too.
+  Variable w_outer = param({3}, 3, "w_outer"), w_inner = param({3}, 4, "w_inner");
+  std::vector<std::string> events;
+  w_inner.register_grad_ready_hook([&](Variable&) {
+    events.push_back("w_inner ready");
+    queue_callback([&] {
+      events.push_back(w_outer.grad().defined() ? "callback after w_outer" : "callback too early");
+    });
+  });
+  w_outer.register_grad_ready_hook([&](Variable&) { events.push_back("w_outer ready"); });
+  Variable h = w_outer * 2.0;
+  Variable y = checkpoint([&](const Variable& v) { return tanh(v * w_inner); }, h);
+  sum(y).backward();
+  EXPECT_EQ(events, (std::vector<std::string>{"w_inner ready", "w_outer ready",
+                                              "callback after w_outer"}));
+}
+
+TEST(PostBackwardCallbacks, AnExceptionDropsTheQueue) {
+  Variable w = param({2}, 5, "w"), v = param({2}, 6, "v");
+  int queued = 0, runs = 0;
+  w.register_grad_ready_hook([&](Variable&) {
+    ++queued;
+    queue_callback([&] { ++runs; });
+  });
+  v.register_grad_ready_hook([](Variable&) { TS_FAIL("hook failed on purpose"); });
+  // Later nodes run first: w's accumulator (made by the add) before v's (made by the mul).
+  EXPECT_THROW(sum(v * 3.0 + w).backward(), Error);
+  EXPECT_FALSE(in_backward());
+  EXPECT_EQ(queued, 1);
+  EXPECT_EQ(runs, 0);
+  // The next backward starts with an empty queue.
+  sum(w * 2.0).backward();
+  EXPECT_EQ(runs, 1);
 }
 
 }  // namespace
