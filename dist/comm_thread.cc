@@ -55,6 +55,9 @@ void CommThread::loop() {
       item.work->mark_started();
       try {
         InFlight transfer = item.task();
+        // Drop the task (and the tensors it captured) before anyone can see the work done:
+        // a waiter that frees its buffers must really free them (allocator counts included).
+        item.task = nullptr;
         if (transfer.requests.empty()) {
           if (transfer.on_complete) transfer.on_complete();
           item.work->mark_done();

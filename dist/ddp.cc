@@ -24,6 +24,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Layer> modu
   for (const Variable& p : module_->parameters()) {
     if (p.requires_grad()) params_.push_back(p);
   }
+  TS_CHECK(!params_.empty(), "DDP: the module (", module_->type_name(), ") has no parameters that "
+           "require grad. If it holds layers as members, register them with register_module(): "
+           "unregistered layers' parameters are not in module->parameters()");
+  claim_ = GradReductionClaim(params_, "DistributedDataParallel");
   const Device device = params_.empty() ? Device::cpu() : params_[0].data().device();
   comm_ = options_.use_device_group() ? group_for_device(group_, device) : group_;
   verify_same_parameters(*module_, *group_);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "dist/comm_hooks.h"
+#include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
 #include "nn/module.h"
 
@@ -134,6 +135,7 @@ class DistributedDataParallel : public nn::Layer {
   std::shared_ptr<ProcessGroup> group_;  // the given group: set-up checks and broadcasts
   std::shared_ptr<ProcessGroup> comm_;   // the buckets' all-reduces (group_for_device)
   DDPOptions options_;
+  GradReductionClaim claim_;  // no ZeRO optimizer reduces these gradients too
   CommHook hook_ = allreduce_hook;
   std::vector<Variable> params_;
   std::vector<int> hook_handles_;

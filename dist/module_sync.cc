@@ -16,8 +16,13 @@ std::string describe(const std::string& name, const Variable& v) {
 }  // namespace
 
 void verify_same_parameters(const nn::Module& module, ProcessGroup& group) {
+  verify_same_parameters(module.named_parameters(), group);
+}
+
+void verify_same_parameters(const std::vector<std::pair<std::string, Variable>>& named,
+                            ProcessGroup& group) {
   std::string mine;
-  for (const auto& [name, p] : module.named_parameters()) mine += describe(name, p) + "\n";
+  for (const auto& [name, p] : named) mine += describe(name, p) + "\n";
   // Everyone learns rank 0's description: first its length, then its bytes.
   Tensor length = scalar_tensor(static_cast<double>(mine.size()), kI64);
   group.broadcast(length, 0)->wait();
@@ -30,7 +35,7 @@ void verify_same_parameters(const nn::Module& module, ProcessGroup& group) {
   group.all_reduce(mismatch, ReduceOp::kMax)->wait();
   if (mismatch.item() == 0) return;
   if (mine == reference) {
-    TS_FAIL("DDP: the parameters differ between ranks (another rank reported the difference)");
+    TS_FAIL("the parameters differ between ranks (another rank reported the difference)");
   }
   size_t line = 0, at = 0;
   while (at < mine.size() && at < reference.size() && mine[at] == reference[at]) {
@@ -43,17 +48,21 @@ void verify_same_parameters(const nn::Module& module, ProcessGroup& group) {
     const size_t end = s.find('\n', start);
     return start >= s.size() ? std::string("(no parameter)") : s.substr(start, end - start);
   };
-  TS_FAIL("DDP: rank ", group.rank(), " has different parameters from rank 0; first difference at "
+  TS_FAIL("rank ", group.rank(), " has different parameters from rank 0; first difference at "
           "parameter ", line, ": rank 0 has '", line_of(reference, line), "', rank ",
           group.rank(), " has '", line_of(mine, line), "'");
 }
 
-void broadcast_module_states(const nn::Module& module, ProcessGroup& group, int root,
-                             bool buffers) {
+void broadcast_parameters(const std::vector<Variable>& params, ProcessGroup& group, int root) {
   if (group.size() == 1) return;
   std::vector<std::shared_ptr<Work>> works;
-  for (const Variable& p : module.parameters()) works.push_back(group.broadcast(p.data(), root));
+  for (const Variable& p : params) works.push_back(group.broadcast(p.data(), root));
   for (auto& w : works) w->wait();
+}
+
+void broadcast_module_states(const nn::Module& module, ProcessGroup& group, int root,
+                             bool buffers) {
+  broadcast_parameters(module.parameters(), group, root);
   if (buffers) broadcast_buffers(module, group, root);
 }
 

@@ -56,7 +56,7 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
     : Adam(std::move(groups), defaults, false) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, bool decoupled)
-    : Optimizer(std::move(groups), checked(defaults)), decoupled_(decoupled) {
+    : ElementwiseOptimizer(std::move(groups), checked(defaults)), decoupled_(decoupled) {
   for (const ParamGroup& g : param_groups()) static_cast<const AdamOptions&>(*g.options).validate();
 }
 

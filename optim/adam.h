@@ -5,7 +5,7 @@
 // Adam adds wd p to g; AdamW multiplies p by (1 - lr wd) first.
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optim/elementwise_optimizer.h"
 
 namespace tessera {
 namespace optim {
@@ -40,7 +40,7 @@ class AdamWOptions : public AdamOptions {
   explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay(1e-2); }
 };
 
-class Adam : public Optimizer {
+class Adam : public ElementwiseOptimizer {
  public:
   Adam(std::vector<Variable> params, const AdamOptions& options);
   Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults);

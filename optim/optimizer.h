@@ -1,13 +1,12 @@
-// Optimizer: the base of SGD, Adam and AdamW, as in LibTorch.
+// Optimizer: what every optimizer presents, as in LibTorch: parameter groups, step(),
+// zero_grad(), state_dict() and the bytes of state held. LR schedulers, gradient clipping,
+// GradScaler and checkpoints use only this, so they treat a plain optimizer and a sharded one
+// (dist::ZeroRedundancyOptimizer) alike.
 //
 // Parameters come in groups; each group carries its own copy of the optimizer's options (so a
-// scheduler can set one group's lr). Each parameter has its own state (momentum buffers, Adam's
-// moments, a step count), created on its first step. An optimizer takes Variables, never a
-// Module, so the distributed layers can hand it any subset (ZeRO-1 gives each rank its shard).
-//
-// Mixed precision: for an f16/bf16 parameter the state holds an f32 master copy; the update is
-// computed on the master and the parameter receives the rounded result. This is the ZeRO paper's
-// K = 12 bytes per parameter for Adam (master 4 + exp_avg 4 + exp_avg_sq 4).
+// scheduler can set one group's lr). An optimizer takes Variables, never a Module, so the
+// distributed layers can hand it any subset (ZeRO gives each rank's inner optimizer its shard).
+// SGD, Adam and AdamW derive from ElementwiseOptimizer (optim/elementwise_optimizer.h).
 #pragma once
 
 #include <map>
@@ -45,11 +44,6 @@ struct ParamGroup {
   std::unique_ptr<OptimizerOptions> options;  // null: the optimizer's defaults
 };
 
-struct ParamState {
-  int64_t step = 0;
-  std::map<std::string, Tensor> tensors;  // "momentum_buffer", "exp_avg", "master", ...
-};
-
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -57,42 +51,36 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Updates every parameter that has a gradient.
-  void step();
-  void zero_grad(bool set_to_none = true);
+  virtual void step() = 0;
+  // Drops (set_to_none, PyTorch's default) or zeroes the gradients of every parameter.
+  virtual void zero_grad(bool set_to_none = true);
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
-  void add_param_group(ParamGroup group);
+  virtual void add_param_group(ParamGroup group);
   // Parameters of all groups, in order.
   std::vector<Variable> parameters() const;
 
   // "param_groups.G.NAME" (f64 scalars), "state.I.step" (i64) and "state.I.NAME" with I the
   // parameter's index across all groups. load_state_dict checks shapes and restores.
-  StateDict state_dict() const;
-  void load_state_dict(const StateDict& state);
-  // Bytes of optimizer state held (master copies included).
-  int64_t state_bytes() const;
+  virtual StateDict state_dict() const = 0;
+  virtual void load_state_dict(const StateDict& state) = 0;
+  // Bytes of optimizer state held on this rank (master copies included).
+  virtual int64_t state_bytes() const = 0;
 
  protected:
-  Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
-  // Applies one update to `param` (the f32 master for f16/bf16 parameters) from `grad` (in
-  // param's dtype). state.step was already incremented.
-  virtual void update(const OptimizerOptions& options, ParamState& state, const Tensor& param,
-                      const Tensor& grad) = 0;
-  // One group's updates together (in parameter order), so a device can run them as one
-  // multi-tensor launch; by default update() one by one.
-  struct PendingUpdate {
-    ParamState* state;
-    Tensor param;  // the f32 master for f16/bf16 parameters
-    Tensor grad;   // in param's dtype, contiguous
-  };
-  virtual void update_group(const OptimizerOptions& options, std::vector<PendingUpdate>& updates);
+  // Groups are added by the derived class's constructor. `defaults` fills in the options of
+  // groups added without any; it may be null only for optimizers whose groups always bring
+  // their own (ZeRO's one group copies its inner optimizer's).
+  explicit Optimizer(std::unique_ptr<OptimizerOptions> defaults);
   const OptimizerOptions& defaults() const { return *defaults_; }
+  // The "param_groups.G.NAME" entries of state_dict, and their inverse.
+  void save_param_groups(StateDict& out) const;
+  void load_param_groups(const StateDict& state);
 
  private:
   std::vector<ParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;
-  std::vector<std::vector<ParamState>> state_;  // [group][param]
 };
 
 }  // namespace optim

@@ -53,7 +53,7 @@ SGD::SGD(std::vector<Variable> params, const SGDOptions& options)
     : SGD(one_group(std::move(params)), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults)
-    : Optimizer(std::move(groups), checked(defaults)) {
+    : ElementwiseOptimizer(std::move(groups), checked(defaults)) {
   for (const ParamGroup& g : param_groups()) static_cast<const SGDOptions&>(*g.options).validate();
 }
 

@@ -4,7 +4,7 @@
 //   SGD(model->parameters(), SGDOptions(0.1).momentum(0.9).weight_decay(1e-4))
 #pragma once
 
-#include "optim/optimizer.h"
+#include "optim/elementwise_optimizer.h"
 
 namespace tessera {
 namespace optim {
@@ -34,7 +34,7 @@ class SGDOptions : public OptimizerOptions {
   bool nesterov_ = false;
 };
 
-class SGD : public Optimizer {
+class SGD : public ElementwiseOptimizer {
  public:
   SGD(std::vector<Variable> params, const SGDOptions& options);
   SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);

@@ -11,7 +11,7 @@
 #include "dist/ddp.h"
 #include "dist/device_groups.h"
 #include "dist/environment.h"
-#include "dist/zero_optimizer.h"
+#include "dist/zero/zero_optimizer.h"
 #include "models/simple.h"
 #include "nn/nn.h"
 #include "optim/adam.h"
@@ -132,7 +132,7 @@ TEST_F(CudaDist, ZeroOneOnCudaEqualsOneCpuProcessOnTheWholeBatch) {
       [](std::vector<Variable> shard) {
         return std::make_unique<optim::Adam>(shard, optim::AdamOptions(1e-2));
       },
-      /*use_device_group=*/own_gpu_);
+      ZeroOptions().use_device_group(own_gpu_));
   for (int step = 0; step < 3; ++step) {
     Generator g(200 + step);
     const Tensor x = randn({kPerRank * n, 1, 28, 28}, kF32, &g);

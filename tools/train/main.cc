@@ -23,6 +23,7 @@
 #include "data/mnist.h"
 #include "dist/checkpoint.h"
 #include "dist/environment.h"
+#include "dist/module_sync.h"
 #include "models/resnet.h"
 #include "models/simple.h"
 #include "nn/loss.h"
@@ -165,7 +166,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   auto model = make_model(c, d.channels);
   model->to(device);  // before the strategy: DDP broadcasts and ZeRO shards the device's tensors
   auto strategy = make_strategy(c, model, world);
-  auto schedule = make_schedule(c, strategy->scheduled_optimizer());
+  auto schedule = make_schedule(c, strategy->optimizer());
   const nn::CrossEntropyLoss criterion(Reduction::kMean, c.label_smoothing);
 
   // Each rank trains on its own shard (--batch-size per rank) and evaluates its own part.
@@ -190,7 +191,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     const Checkpoint ckpt = read_checkpoint(c.resume);
     model->load_state_dict(ckpt.model);
     TS_CHECK(!ckpt.optimizer.empty(), "train: '", c.resume, "' holds no optimizer state");
-    strategy->load_optimizer_state(ckpt.optimizer);
+    strategy->optimizer().load_state_dict(ckpt.optimizer);
     first_epoch = ckpt.progress.epoch + 1;
     step = ckpt.progress.step;
     default_generator().set_state(ckpt.progress.rng);
@@ -224,7 +225,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   int64_t train_images = 0, train_steps = 0, train_comm_bytes = 0;
   for (int64_t epoch = first_epoch; epoch <= c.epochs; ++epoch) {
     model->train();
-    const double lr = strategy->scheduled_optimizer().param_groups()[0].options->lr();
+    const double lr = strategy->optimizer().param_groups()[0].options->lr();
     Progress progress(epoch, c.epochs, train_loader.num_batches(), tty);
     const auto start = Clock::now();
     double loss_sum = 0;
@@ -233,9 +234,9 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     for (data::Batch& batch : train_loader.epoch(epoch)) {
       Variable loss = criterion(strategy->forward(Variable(batch.inputs.to(device))),
                                 batch.targets.to(device));
-      strategy->zero_grad();
+      strategy->optimizer().zero_grad();
       loss.backward();
-      strategy->step();
+      strategy->optimizer().step();
       ++step;
       loss_sum += loss.item();
       ++batches;
@@ -252,6 +253,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     train_seconds += seconds;
     train_images += images;
     train_steps += batches;
+    // Every rank evaluates (and rank 0 saves) rank 0's BatchNorm statistics: dist::sync_buffers.
+    if (world) dist::sync_buffers(*model, *world);
     accuracy = evaluate(*model, test_loader, world.get(), device);
     if (lead) {
       std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
@@ -267,7 +270,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
               << std::endl;
     }
     if (!c.checkpoint_dir.empty()) {
-      const StateDict optimizer_state = strategy->optimizer_state();  // collective for ZeRO-1
+      const StateDict optimizer_state = strategy->optimizer().state_dict();  // collective for ZeRO
       if (lead) {
         save_checkpoint(c.checkpoint_dir + "/last.safetensors", model->state_dict(),
                         &optimizer_state, {epoch, step, default_generator().state()},
@@ -279,7 +282,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   // Per-rank figures, gathered to everyone: peak memory and optimizer state.
   // Peak memory of the device trained on (the CPU's, or the GPU's).
   std::vector<int64_t> peaks{memory_stats(device).peak_bytes};
-  std::vector<int64_t> states{strategy->optimizer_state_bytes()};
+  std::vector<int64_t> states{strategy->optimizer().state_bytes()};
   int64_t comm_bytes_per_step = 0;
   if (world) {
     Tensor gathered = empty({2 * ranks}, kI64);

@@ -1,5 +1,6 @@
-// How the train tool parallelizes a step: one process, DDP, or ZeRO-1. Each strategy owns the
-// optimizer and knows what a training forward and an optimizer step mean for it.
+// How the train tool parallelizes a step: it only chooses. One process, DDP (the model wrapped,
+// an ordinary optimizer) or ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
+// as the optimizer); the library does the work.
 #pragma once
 
 #include <memory>
@@ -15,16 +16,11 @@ namespace train {
 class Strategy {
  public:
   virtual ~Strategy() = default;
+  // The training forward (DDP's, or the model's).
   virtual Variable forward(const Variable& x) = 0;
-  virtual void zero_grad() = 0;
-  virtual void step() = 0;
-  // The optimizer whose learning rate the schedule drives.
-  virtual optim::Optimizer& scheduled_optimizer() = 0;
-  // The full optimizer state (collective for ZeRO-1: every rank must call it).
-  virtual StateDict optimizer_state() = 0;
-  virtual void load_optimizer_state(const StateDict& state) = 0;
-  // Optimizer-state bytes held by this rank.
-  virtual int64_t optimizer_state_bytes() const = 0;
+  // The optimizer: steps, zero_grad, the schedule's learning rate, checkpoints (state_dict is
+  // collective for ZeRO: every rank must call it) and state bytes.
+  virtual optim::Optimizer& optimizer() = 0;
 };
 
 // world is null for --strategy=single.

@@ -1,0 +1,169 @@
+// ZeRO stages 1 and 2 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+// Parameter Models", 2020) as an optim::Optimizer, so LR schedulers, checkpoints and the train
+// tool treat it like any other optimizer.
+//
+// All parameters, in registration order, are laid end to end as one flat vector of psi
+// elements and cut into N contiguous shards (dist/zero/partition.h); rank r owns shard r:
+//
+//   flat:    [ p0 ........ | p1 .... | p2 .............. | p3 .. ]
+//   shards:  [ rank 0          | rank 1        | rank 2         ]   (a parameter may straddle)
+//
+// Each rank keeps an f32 copy of its shard (f64 for f64 models; the master weights for f16/bf16
+// parameters) and wraps an ordinary ElementwiseOptimizer (SGD, Adam, AdamW) around it, so it
+// holds optimizer state for psi / N elements only. Those optimizers update every element on its
+// own, which is why stepping a shard gives exactly the values stepping whole parameters would.
+//
+// Stage 1 (optimizer state sharded). backward leaves each rank its local gradients; step() is
+//   1. reduce-scatter the flat gradient: rank r receives the average of shard r   (N-1)/N psi
+//   2. step the inner optimizer on the shard
+//   3. all-gather the updated shards into every rank's parameters                 (N-1)/N psi
+// the same 2 (N-1)/N psi elements sent per rank as DDP's all-reduce.
+//
+// Stage 2 (gradients sharded too). During backward, gradients are copied into buckets (reverse
+// registration order, as DDP's; each bucket a contiguous range of the flat vector) and each
+// parameter's own gradient is released at once. A full bucket is reduce-scattered while
+// backward goes on; each rank adds the part falling in its shard to its shard's gradient, and
+// the bucket's memory is freed once that is done (at most two buckets in flight):
+//
+//   backward:   grad p3 p2 -> bucket 0 [p2 p3] ── reduce-scatter ──> shard grads (rank r: its part)
+//               grad p1 p0 -> bucket 1 [p0 p1] ── reduce-scatter ──>
+//   post-backward callback: launch what is left, wait, free the buckets
+//   step():     step the inner optimizer on the shard, all-gather the parameters
+//
+// so a rank holds psi / N gradient elements plus two buckets, not psi. Same bytes on the wire
+// as stage 1. After a stage-2 backward the parameters have no .grad(); the averaged gradient of
+// this rank's shard is shard_gradient(). Clip with clip_grad_norm(), which reduces the norm
+// across the shards (stage 1 reduces its gradients there, before step()).
+//
+// The constructor checks that every rank holds the same parameter shapes and takes rank 0's
+// values (as DDP does). state_dict() is collective: it gathers the state into the inner
+// optimizer's per-parameter format, so a ZeRO checkpoint loads into a plain optimizer and back,
+// at any world size (load_state_dict re-shards it).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "dist/grad_reduction_claim.h"
+#include "dist/process_group.h"
+#include "dist/work.h"
+#include "dist/zero/partition.h"
+#include "optim/elementwise_optimizer.h"
+
+namespace tessera {
+namespace dist {
+
+class ZeroOptions {
+ public:
+  // 1: optimizer state sharded; 2: gradients too.
+  ZeroOptions& stage(int s) { stage_ = s; return *this; }
+  // Stage 2's gradient bucket size.
+  ZeroOptions& bucket_cap_mb(double mb) { bucket_cap_mb_ = mb; return *this; }
+  // The collectives of CUDA parameters run over the device's group (NCCL in a CUDA build;
+  // dist/device_groups.h) unless false (as DDP's option of that name).
+  ZeroOptions& use_device_group(bool u) { use_device_group_ = u; return *this; }
+  int stage() const { return stage_; }
+  double bucket_cap_mb() const { return bucket_cap_mb_; }
+  bool use_device_group() const { return use_device_group_; }
+
+ private:
+  int stage_ = 1;
+  double bucket_cap_mb_ = 25;
+  bool use_device_group_ = true;
+};
+
+class ZeroRedundancyOptimizer : public optim::Optimizer {
+ public:
+  // Builds the inner optimizer around this rank's shard, e.g.
+  //   [](std::vector<Variable> shard) { return std::make_unique<optim::Adam>(shard, opts); }
+  // or zero_factory<optim::Adam>(opts).
+  using OptimizerFactory =
+      std::function<std::unique_ptr<optim::Optimizer>(std::vector<Variable> shard)>;
+
+  ZeroRedundancyOptimizer(std::vector<Variable> params, std::shared_ptr<ProcessGroup> group,
+                          const OptimizerFactory& make_optimizer,
+                          const ZeroOptions& options = ZeroOptions());
+  ~ZeroRedundancyOptimizer() override;
+
+  // Averages gradients across the group (stage 1; stage 2 did during backward), steps the
+  // shard and all-gathers every rank's parameters. Parameters without a gradient count as zero.
+  void step() override;
+  void zero_grad(bool set_to_none = true) override;
+  // Collective: the full state in the inner optimizer's format, on every rank.
+  StateDict state_dict() const override;
+  // Loads a full (consolidated or unsharded) state dict, keeping this rank's shard.
+  void load_state_dict(const StateDict& full) override;
+  // Optimizer-state bytes held by this rank: ~1/N of an unsharded optimizer's.
+  int64_t state_bytes() const override;
+  // One flat vector, one group: further groups are an error.
+  void add_param_group(optim::ParamGroup group) override;
+
+  // Collective. Scales the gradients so that their global 2-norm is at most max_norm (the
+  // norm is reduced across the shards); returns the norm before clipping.
+  double clip_grad_norm(double max_norm);
+  // This rank's shard of the averaged gradient. Stage 2: after backward; stage 1: after
+  // clip_grad_norm() or step().
+  const Tensor& shard_gradient() const { return shard_.grad(); }
+
+  int stage() const { return options_.stage(); }
+  optim::Optimizer& inner() { return *inner_; }
+  int64_t shard_offset() const { return shards_[group_->rank()].begin; }
+  int64_t shard_numel() const { return shards_[group_->rank()].size(); }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices, in flat order
+    zero::Range range;           // its elements in the flat vector
+    std::vector<int64_t> counts;  // reduce-scatter counts: its part in each rank's shard
+    Tensor buffer;               // allocated at its first gradient, freed once reduced
+    Tensor reduced;              // this rank's part of the average, while in flight
+    int64_t pending = 0;
+    std::shared_ptr<Work> work;
+  };
+  void build_buckets();
+  void on_grad_ready(size_t index);
+  void copy_into_bucket(size_t index);
+  void launch_ready_buckets();
+  void finish_bucket(Bucket& bucket);
+  void finish_backward();
+  Tensor flatten_grads() const;
+  void reduce_scatter_grads();
+  void scatter_into_params(const Tensor& flat);
+  void sync_inner_options();
+  void refresh_shard_from_params();
+  void accumulate_shard_grad(const zero::Range& part, const Tensor& grad);
+  TensorOptions flat_options() const { return TensorOptions(flat_dtype_).device(device_); }
+
+  std::vector<Variable> params_;
+  std::shared_ptr<ProcessGroup> group_;  // the given group: set-up and checkpoints
+  std::shared_ptr<ProcessGroup> comm_;   // the step's collectives (group_for_device)
+  ZeroOptions options_;
+  GradReductionClaim claim_;
+  zero::FlatLayout layout_;
+  std::vector<zero::Range> shards_;
+  DType flat_dtype_ = kF32;  // f64 when every parameter is f64, else f32
+  Device device_;            // the parameters' device: the shard lives there too
+  Variable shard_;           // f32 master copy of this rank's shard; .grad() its gradient
+  bool shard_grad_reduced_ = false;  // stage 1: clip_grad_norm already reduced this step's
+  std::unique_ptr<optim::Optimizer> inner_;
+
+  // Stage 2.
+  std::vector<int> hook_handles_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<bool> param_ready_;
+  size_t next_launch_ = 0;
+  bool in_backward_ = false;  // a backward has delivered gradients and queued finish_backward
+};
+
+// A factory for ZeroRedundancyOptimizer: the inner optimizer of type Opt with these options.
+template <typename Opt, typename Options>
+ZeroRedundancyOptimizer::OptimizerFactory zero_factory(const Options& options) {
+  return [options](std::vector<Variable> shard) {
+    return std::make_unique<Opt>(std::move(shard), options);
+  };
+}
+
+}  // namespace dist
+}  // namespace tessera
