@@ -12,7 +12,7 @@
 namespace tessera {
 namespace dist {
 
-DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Layer> module,
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<ProcessGroup> group,
                                                  const DDPOptions& options)
     : module_(std::move(module)), group_(std::move(group)), options_(options) {

@@ -92,16 +92,16 @@ struct ReductionTiming {
   double exposed_seconds() const { return done - last_gradient; }
 };
 
-class DistributedDataParallel : public nn::Layer {
+class DistributedDataParallel : public nn::Module {
  public:
-  DistributedDataParallel(std::shared_ptr<nn::Layer> module, std::shared_ptr<ProcessGroup> group,
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
                           const DDPOptions& options = DDPOptions());
   ~DistributedDataParallel() override;
 
   std::string type_name() const override { return "DistributedDataParallel"; }
   Variable forward(const Variable& x) override;
 
-  const std::shared_ptr<nn::Layer>& module() const { return module_; }
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::vector<Variable>& parameters_in_order() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   const std::vector<DDPEvent>& trace() const { return trace_; }
@@ -131,7 +131,7 @@ class DistributedDataParallel : public nn::Layer {
   void finish_reduction();
   Tensor bucket_view(size_t index) const;
 
-  std::shared_ptr<nn::Layer> module_;
+  std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> group_;  // the given group: set-up checks and broadcasts
   std::shared_ptr<ProcessGroup> comm_;   // the buckets' all-reduces (group_for_device)
   DDPOptions options_;

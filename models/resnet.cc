@@ -77,7 +77,7 @@ std::shared_ptr<nn::Sequential> ResNetImageNet(int64_t depth, int64_t in_channel
     const int64_t width = 64 << (stage - 1);
     for (int64_t i = 0; i < blocks[stage - 1]; ++i) {
       const int64_t stride = (stage > 1 && i == 0) ? 2 : 1;
-      std::shared_ptr<nn::Layer> block;
+      std::shared_ptr<nn::Module> block;
       if (bottleneck) {
         block = std::make_shared<Bottleneck>(channels, width, stride);
         channels = width * Bottleneck::kExpansion;

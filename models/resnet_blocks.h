@@ -19,7 +19,7 @@ namespace models {
 
 enum class Shortcut { kA, kB };
 
-class BasicBlock : public nn::Layer {
+class BasicBlock : public nn::Module {
  public:
   static constexpr int64_t kExpansion = 1;
   BasicBlock(int64_t in_channels, int64_t channels, int64_t stride, Shortcut shortcut);
@@ -34,7 +34,7 @@ class BasicBlock : public nn::Layer {
   std::shared_ptr<nn::Sequential> projection_;  // option B only
 };
 
-class Bottleneck : public nn::Layer {
+class Bottleneck : public nn::Module {
  public:
   static constexpr int64_t kExpansion = 4;
   Bottleneck(int64_t in_channels, int64_t channels, int64_t stride);

@@ -6,19 +6,19 @@
 namespace tessera {
 namespace nn {
 
-class ReLU : public Layer {
+class ReLU : public Module {
  public:
   std::string type_name() const override { return "ReLU"; }
   Variable forward(const Variable& x) override;
 };
 
-class Sigmoid : public Layer {
+class Sigmoid : public Module {
  public:
   std::string type_name() const override { return "Sigmoid"; }
   Variable forward(const Variable& x) override;
 };
 
-class Tanh : public Layer {
+class Tanh : public Module {
  public:
   std::string type_name() const override { return "Tanh"; }
   Variable forward(const Variable& x) override;

@@ -29,7 +29,7 @@ class BatchNorm2dOptions {
   bool affine_ = true, track_ = true;
 };
 
-class BatchNorm2d : public Layer {
+class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(const BatchNorm2dOptions& options);
   explicit BatchNorm2d(int64_t num_features) : BatchNorm2d(BatchNorm2dOptions(num_features)) {}

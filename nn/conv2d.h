@@ -35,7 +35,7 @@ class Conv2dOptions {
   bool bias_ = true;
 };
 
-class Conv2d : public Layer {
+class Conv2d : public Module {
  public:
   explicit Conv2d(const Conv2dOptions& options);
   std::string type_name() const override { return "Conv2d"; }

@@ -7,7 +7,7 @@
 namespace tessera {
 namespace nn {
 
-class Dropout : public Layer {
+class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   std::string type_name() const override { return "Dropout"; }

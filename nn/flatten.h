@@ -6,7 +6,7 @@
 namespace tessera {
 namespace nn {
 
-class Flatten : public Layer {
+class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
       : start_dim_(start_dim), end_dim_(end_dim) {}
@@ -17,7 +17,7 @@ class Flatten : public Layer {
   int64_t start_dim_, end_dim_;
 };
 
-class Identity : public Layer {
+class Identity : public Module {
  public:
   std::string type_name() const override { return "Identity"; }
   Variable forward(const Variable& x) override { return x; }

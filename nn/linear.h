@@ -7,7 +7,7 @@
 namespace tessera {
 namespace nn {
 
-class Linear : public Layer {
+class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   std::string type_name() const override { return "Linear"; }

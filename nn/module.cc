@@ -1,12 +1,32 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
+#include <typeinfo>
 
 #include "tensor/ops.h"
 
 namespace tessera {
 namespace nn {
+
+Variable Module::forward(const Variable&) {
+  TS_FAIL(type_name(), " has no forward(const Variable&): define it to use the module as a layer "
+          "(in Sequential, DDP or a pipeline)");
+}
+
+std::string Module::type_name() const {
+  // The dynamic class's name without its namespaces: "tessera::nn::Linear" -> "Linear".
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled != nullptr ? demangled : mangled;
+  std::free(demangled);
+  const size_t colon = name.rfind("::");
+  return colon == std::string::npos ? name : name.substr(colon + 2);
+}
 
 void Module::check_new_name(const std::string& name, const char* what) const {
   TS_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), ": ", what,

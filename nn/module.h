@@ -6,6 +6,17 @@
 // that order is identical on every rank and is the contract DDP's buckets and ZeRO's shards
 // rely on. Parameters and buffers are Variables, so to(DType) swaps their data in place and
 // every holder (the layer's own members, an optimizer) sees the change.
+//
+// A module of your own needs only a constructor that registers what it holds and forward():
+//
+//   struct Net : nn::Module {
+//     Net() { fc = register_module("fc", std::make_shared<nn::Linear>(784, 10)); }
+//     Variable forward(const Variable& x) override { return fc->forward(flatten(x, 1)); }
+//     std::shared_ptr<nn::Linear> fc;
+//   };
+//
+// Layers kept only as members, without register_module, have no parameters in parameters():
+// an optimizer or DDP given such a model reports that it has none.
 #pragma once
 
 #include <memory>
@@ -26,8 +37,14 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The module's kind ("Linear"), and the details shown after it when printing.
-  virtual std::string type_name() const = 0;
+  // One input, one output: what Sequential chains, DDP wraps and the pipeline cuts into stages.
+  // A module that is only a container need not define it (calling it is then an error).
+  virtual Variable forward(const Variable& x);
+  Variable operator()(const Variable& x) { return forward(x); }
+
+  // The module's kind, for printing: the class name by default ("Linear", "MyNet"); the
+  // details shown after it.
+  virtual std::string type_name() const;
   virtual std::string extra_repr() const { return ""; }
 
   Variable register_parameter(const std::string& name, Tensor data, bool requires_grad = true);
@@ -83,13 +100,6 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, Variable>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
-};
-
-// A module with one input and one output: what Sequential holds and the pipeline cuts.
-class Layer : public Module {
- public:
-  virtual Variable forward(const Variable& x) = 0;
-  Variable operator()(const Variable& x) { return forward(x); }
 };
 
 }  // namespace nn

@@ -9,6 +9,8 @@
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
+#include "nn/metrics.h"
 #include "nn/module.h"
 #include "nn/pooling.h"
 #include "nn/sequential.h"
+#include "nn/serialize.h"

@@ -24,7 +24,7 @@ class Pool2dOptions {
   Pool2dParams params_;
 };
 
-class MaxPool2d : public Layer {
+class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(const Pool2dOptions& options) : options_(options) {}
   std::string type_name() const override { return "MaxPool2d"; }
@@ -35,7 +35,7 @@ class MaxPool2d : public Layer {
   Pool2dOptions options_;
 };
 
-class AvgPool2d : public Layer {
+class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(const Pool2dOptions& options) : options_(options) {}
   std::string type_name() const override { return "AvgPool2d"; }
@@ -46,7 +46,7 @@ class AvgPool2d : public Layer {
   Pool2dOptions options_;
 };
 
-class AdaptiveAvgPool2d : public Layer {
+class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(std::array<int64_t, 2> output_size) : output_size_(output_size) {}
   explicit AdaptiveAvgPool2d(int64_t output_size) : output_size_{output_size, output_size} {}

@@ -3,21 +3,21 @@
 namespace tessera {
 namespace nn {
 
-Sequential::Sequential(std::initializer_list<std::shared_ptr<Layer>> layers) {
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> layers) {
   for (const auto& layer : layers) push_back(layer);
 }
 
-void Sequential::push_back(std::shared_ptr<Layer> layer) {
+void Sequential::push_back(std::shared_ptr<Module> layer) {
   push_back(std::to_string(layers_.size()), std::move(layer));
 }
 
-void Sequential::push_back(const std::string& name, std::shared_ptr<Layer> layer) {
+void Sequential::push_back(const std::string& name, std::shared_ptr<Module> layer) {
   register_module(name, layer);
   layers_.push_back(std::move(layer));
   names_.push_back(name);
 }
 
-const std::shared_ptr<Layer>& Sequential::operator[](size_t i) const {
+const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
   TS_CHECK(i < layers_.size(), "Sequential: index ", i, " out of range for ", layers_.size(),
            " layers");
   return layers_[i];

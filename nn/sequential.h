@@ -14,16 +14,16 @@
 namespace tessera {
 namespace nn {
 
-class Sequential : public Layer {
+class Sequential : public Module {
  public:
   Sequential() = default;
-  Sequential(std::initializer_list<std::shared_ptr<Layer>> layers);
+  Sequential(std::initializer_list<std::shared_ptr<Module>> layers);
 
-  void push_back(std::shared_ptr<Layer> layer);
-  void push_back(const std::string& name, std::shared_ptr<Layer> layer);
+  void push_back(std::shared_ptr<Module> layer);
+  void push_back(const std::string& name, std::shared_ptr<Module> layer);
 
   size_t size() const { return layers_.size(); }
-  const std::shared_ptr<Layer>& operator[](size_t i) const;
+  const std::shared_ptr<Module>& operator[](size_t i) const;
   const std::string& name_at(size_t i) const;
   std::shared_ptr<Sequential> slice(size_t begin, size_t end) const;
 
@@ -31,7 +31,7 @@ class Sequential : public Layer {
   Variable forward(const Variable& x) override;
 
  private:
-  std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<std::shared_ptr<Module>> layers_;
   std::vector<std::string> names_;
 };
 

@@ -169,7 +169,7 @@ TEST(DDP, NoSyncAccumulationEqualsTheSingleProcessSum) {
 
 std::shared_ptr<nn::Sequential> three_layers() {
   manual_seed(5);
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Layer>>{
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(784, 64),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(64, 64),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(64, 10)});
@@ -227,7 +227,7 @@ TEST(DDP, AllReducesStartBeforeBackwardEnds) {
   EXPECT_EQ(expect, ddp.buckets().size());
 }
 
-class TwoHeads : public nn::Layer {
+class TwoHeads : public nn::Module {
  public:
   TwoHeads() {
     used = register_module("used", std::make_shared<nn::Linear>(4, 2));

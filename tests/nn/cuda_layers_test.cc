@@ -14,7 +14,7 @@ namespace tessera {
 namespace nn {
 namespace {
 
-using MakeLayer = std::function<std::shared_ptr<Layer>()>;
+using MakeLayer = std::function<std::shared_ptr<Module>()>;
 
 struct Result {
   Tensor output, input_grad;

@@ -79,7 +79,7 @@ TEST(Layers, PoolingFlattenDropoutIdentity) {
 
 // Central finite differences of <r, model(x)> with respect to every element of the input and
 // of every parameter, against the gradients backward accumulates.
-void expect_module_gradients(Layer& model, const Tensor& input) {
+void expect_module_gradients(Module& model, const Tensor& input) {
   Generator g(9);
   Variable x(input.clone(), true);
   const Tensor r = randn(model.forward(x).shape(), kF64, &g);

@@ -11,7 +11,7 @@ namespace tessera {
 namespace nn {
 namespace {
 
-class Block : public Layer {
+class Block : public Module {
  public:
   Block() {
     conv = register_module("conv", std::make_shared<Conv2d>(Conv2dOptions(2, 3, 3).padding(1)));
@@ -139,6 +139,63 @@ TEST(Sequential, SliceSharesLayersAndKeepsNames) {
 TEST(Module, PrintsTheTree) {
   Sequential model{std::make_shared<Linear>(4, 2)};
   EXPECT_EQ(model.str(), "Sequential\n  (0): Linear(in_features=4, out_features=2, bias=true)\n");
+}
+
+// A user's module: only a constructor and forward, no type_name.
+struct UserNet : Module {
+  UserNet() { fc = register_module("fc", std::make_shared<Linear>(4, 3)); }
+  Variable forward(const Variable& x) override { return fc->forward(x); }
+  std::shared_ptr<Linear> fc;
+};
+
+// Holds a layer without registering it (a common first mistake).
+struct Unregistered : Module {
+  std::shared_ptr<Linear> fc = std::make_shared<Linear>(4, 3);
+};
+
+TEST(Module, TypeNameDefaultsToTheClassName) {
+  EXPECT_EQ(UserNet().type_name(), "UserNet");
+  EXPECT_EQ(Linear(2, 2).type_name(), "Linear");
+  EXPECT_EQ(Unregistered().type_name(), "Unregistered");
+}
+
+TEST(Module, AnyModuleWithForwardIsALayer) {
+  auto net = std::make_shared<UserNet>();
+  Sequential model{net, std::make_shared<ReLU>()};  // a user module inside Sequential
+  const Variable x(ones({2, 4}));
+  EXPECT_EQ(model.forward(x).shape(), (Shape{2, 3}));
+  EXPECT_EQ((*net)(x).shape(), (Shape{2, 3}));
+  try {
+    Unregistered().forward(x);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Unregistered has no forward"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(Unregistered().parameters().empty());  // why optimizers name register_module
+}
+
+TEST(Module, SaveAndLoadWeightsIsOneCallEach) {
+  const std::string path = ::testing::TempDir() + "/weights.safetensors";
+  manual_seed(3);
+  UserNet a;
+  save_weights(a, path);
+  manual_seed(4);
+  UserNet b;
+  EXPECT_GT(max_abs_diff(a.fc->weight().data(), b.fc->weight().data()), 0);
+  load_weights(b, path);
+  EXPECT_EQ(max_abs_diff(a.fc->weight().data(), b.fc->weight().data()), 0);
+  EXPECT_EQ(max_abs_diff(a.fc->bias().data(), b.fc->bias().data()), 0);
+  Linear wrong(3, 3);
+  EXPECT_THROW(load_weights(wrong, path), Error);  // names match, shapes do not
+}
+
+TEST(Metrics, AccuracyCountsArgmaxHits) {
+  const Tensor logits = from_vector<float>({0.1f, 0.9f, 0.8f, 0.2f, 0.3f, 0.7f}, {3, 2});
+  const Tensor targets = from_vector<int64_t>({1, 1, 1}, {3});
+  EXPECT_EQ(num_correct(logits, targets), 2);
+  EXPECT_DOUBLE_EQ(accuracy(logits, targets), 2.0 / 3.0);
+  EXPECT_THROW(accuracy(logits, from_vector<int64_t>({1, 1}, {2})), Error);
 }
 
 }  // namespace

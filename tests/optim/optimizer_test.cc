@@ -225,6 +225,18 @@ TEST(ClipGradNorm, ScalesToMaxNorm) {
   EXPECT_NEAR(a.grad().at({0}), 3.0 / (5 + 1e-6), 1e-9);
 }
 
+TEST(Optimizer, AnEmptyParameterListIsAnError) {
+  try {
+    SGD opt(std::vector<Variable>{}, SGDOptions(0.1));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("empty parameter list"), std::string::npos) << what;
+    EXPECT_NE(what.find("register_module"), std::string::npos) << what;
+  }
+  EXPECT_THROW(Adam(std::vector<ParamGroup>{ParamGroup({})}, AdamOptions()), Error);
+}
+
 }  // namespace
 }  // namespace optim
 }  // namespace tessera
