@@ -1,5 +1,5 @@
 // Differentiable elementwise ops.
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 

@@ -1,7 +1,7 @@
 // Differentiable matmul and linear.
 //   C = A B:  dA = dC B^T,  dB = A^T dC   (summed over broadcast batch dims)
 //   y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum of dy over all but the last dim
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 

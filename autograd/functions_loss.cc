@@ -4,7 +4,7 @@
 // cross_entropy_rows, one kernel pass per row): with p = softmax(x) and the target
 // distribution q = (1 - eps) one_hot(y) + eps / C, the loss of a row is -sum_c q_c log p_c and
 // its gradient with respect to the logits is simply p - q.
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 

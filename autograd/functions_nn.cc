@@ -1,5 +1,5 @@
 // Differentiable neural-network ops: convolution, pooling, softmax, batch norm, dropout.
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 

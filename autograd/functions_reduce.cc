@@ -1,6 +1,6 @@
 // Differentiable reductions: the gradient of a reduced element is spread back over the
 // elements it summarized.
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 

@@ -2,7 +2,7 @@
 // transpose back, scatter into the slice, sum over the expanded dims).
 #include <numeric>
 
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 

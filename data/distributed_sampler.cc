@@ -7,13 +7,12 @@
 namespace tessera {
 namespace data {
 
-DistributedSampler::DistributedSampler(int64_t n, int64_t replicas, int64_t rank, bool shuffle,
-                                       uint64_t seed, bool drop_last, bool pad)
-    : n_(n), replicas_(replicas), rank_(rank), shuffle_(shuffle), seed_(seed),
-      drop_last_(drop_last), pad_(pad) {
+DistributedSampler::DistributedSampler(int64_t n, const DistributedSamplerOptions& o)
+    : n_(n), replicas_(o.replicas()), rank_(o.rank()), shuffle_(o.shuffle()), seed_(o.seed()),
+      drop_last_(o.drop_last()), pad_(o.pad()) {
   TS_CHECK(n >= 0, "DistributedSampler: negative dataset size ", n);
-  TS_CHECK(replicas >= 1 && rank >= 0 && rank < replicas, "DistributedSampler: rank ", rank,
-           " outside [0, ", replicas, ")");
+  TS_CHECK(replicas_ >= 1 && rank_ >= 0 && rank_ < replicas_, "DistributedSampler: rank ", rank_,
+           " outside [0, ", replicas_, ")");
 }
 
 int64_t DistributedSampler::size() const {

@@ -17,10 +17,33 @@
 namespace tessera {
 namespace data {
 
+//   DistributedSampler sampler(dataset->size(), DistributedSamplerOptions(world->size(),
+//                                                   world->rank()).seed(1));
+class DistributedSamplerOptions {
+ public:
+  DistributedSamplerOptions(int64_t replicas, int64_t rank) : replicas_(replicas), rank_(rank) {}
+  DistributedSamplerOptions& shuffle(bool s) { shuffle_ = s; return *this; }
+  DistributedSamplerOptions& seed(uint64_t s) { seed_ = s; return *this; }
+  DistributedSamplerOptions& drop_last(bool d) { drop_last_ = d; return *this; }
+  // false: uneven shards covering each example once (evaluation).
+  DistributedSamplerOptions& pad(bool p) { pad_ = p; return *this; }
+  int64_t replicas() const { return replicas_; }
+  int64_t rank() const { return rank_; }
+  bool shuffle() const { return shuffle_; }
+  uint64_t seed() const { return seed_; }
+  bool drop_last() const { return drop_last_; }
+  bool pad() const { return pad_; }
+
+ private:
+  int64_t replicas_, rank_;
+  bool shuffle_ = true;
+  uint64_t seed_ = 0;
+  bool drop_last_ = false, pad_ = true;
+};
+
 class DistributedSampler : public Sampler {
  public:
-  DistributedSampler(int64_t n, int64_t replicas, int64_t rank, bool shuffle = true,
-                     uint64_t seed = 0, bool drop_last = false, bool pad = true);
+  DistributedSampler(int64_t n, const DistributedSamplerOptions& options);
   std::vector<int64_t> indices(int64_t epoch) const override;
   int64_t size() const override;
 

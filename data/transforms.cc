@@ -57,5 +57,41 @@ Transform compose(std::vector<Transform> transforms) {
   };
 }
 
+namespace transforms {
+
+Transform map_inputs(std::function<Tensor(const Tensor&)> fn) {
+  TS_CHECK(fn != nullptr, "transforms::map_inputs: empty function");
+  return [fn = std::move(fn)](Batch batch, Generator&) {
+    batch.inputs = fn(batch.inputs);
+    return batch;
+  };
+}
+
+Transform to_float() { return map_inputs([](const Tensor& x) { return data::to_float(x); }); }
+
+Transform normalize(std::vector<double> mean, std::vector<double> std) {
+  return map_inputs([mean = std::move(mean), std = std::move(std)](const Tensor& x) {
+    return data::normalize(x, mean, std);
+  });
+}
+
+Transform random_crop(int64_t padding) {
+  TS_CHECK(padding >= 0, "transforms::random_crop: padding must be >= 0, got ", padding);
+  return [padding](Batch batch, Generator& gen) {
+    batch.inputs = data::random_crop(batch.inputs, padding, gen);
+    return batch;
+  };
+}
+
+Transform random_horizontal_flip(double p) {
+  TS_CHECK(p >= 0 && p <= 1, "transforms::random_horizontal_flip: p must be in [0, 1], got ", p);
+  return [p](Batch batch, Generator& gen) {
+    batch.inputs = data::random_horizontal_flip(batch.inputs, p, gen);
+    return batch;
+  };
+}
+
+}  // namespace transforms
+
 }  // namespace data
 }  // namespace tessera

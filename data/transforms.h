@@ -28,6 +28,18 @@ Tensor random_horizontal_flip(const Tensor& images, double p, Generator& gen);
 // Applies transforms in order.
 Transform compose(std::vector<Transform> transforms);
 
+// The same operations as Transforms of a batch's inputs, to compose without writing lambdas:
+//   DataLoader loader(train, DataLoaderOptions(128).shuffle(true),
+//                     compose({transforms::random_crop(2), transforms::random_horizontal_flip(0.5)}));
+namespace transforms {
+Transform to_float();
+Transform normalize(std::vector<double> mean, std::vector<double> std);
+Transform random_crop(int64_t padding);
+Transform random_horizontal_flip(double p);
+// Any function of the inputs alone (no random draws).
+Transform map_inputs(std::function<Tensor(const Tensor&)> fn);
+}  // namespace transforms
+
 // Fashion-MNIST's channel statistics over the training set.
 inline const std::vector<double> kFashionMnistMean = {0.2860};
 inline const std::vector<double> kFashionMnistStd = {0.3530};

@@ -2,6 +2,7 @@
 // exceptions reach the caller, leaving early does not hang; samplers and transforms.
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"
+#include "data/mnist_dataset.h"
 
 #include <gtest/gtest.h>
 
@@ -143,6 +144,42 @@ TEST(Transforms, CropFlipNormalize) {
   EXPECT_THROW(normalize(img, {1.0, 2.0}, {1.0, 1.0}), Error);
 }
 
+TEST(Transforms, FactoriesComposeWithoutAGeneratorArgument) {
+  // The composed factories equal the functions applied by hand with the same generator.
+  const Tensor u8 = arange(0, 2 * 16, 1, kF32).view({2, 1, 4, 4}).to(kU8);
+  const Transform t = compose({transforms::to_float(), transforms::normalize({0.5}, {0.25}),
+                               transforms::random_crop(1), transforms::random_horizontal_flip(0.5),
+                               transforms::map_inputs([](const Tensor& x) { return mul(x, 2.0); })});
+  Generator g1(7), g2(7);
+  const Batch out = t(Batch{u8, arange(2, kI64)}, g1);
+  Tensor expected = normalize(to_float(u8), {0.5}, {0.25});
+  expected = random_horizontal_flip(random_crop(expected, 1, g2), 0.5, g2);
+  EXPECT_EQ(max_abs_diff(out.inputs, mul(expected, 2.0)), 0);
+  EXPECT_EQ(out.targets.to_vector<int64_t>(), (std::vector<int64_t>{0, 1}));
+  EXPECT_THROW(transforms::random_crop(-1), Error);
+  EXPECT_THROW(transforms::random_horizontal_flip(1.5), Error);
+}
+
+TEST(FashionMNISTDataset, YieldsNormalizedFloatImagesBySplitName) {
+  const FashionMNISTDataset test("test", kFashionMnistRoot, 100);
+  EXPECT_EQ(test.size(), 100);
+  const Batch b = test.get_batch({0, 5, 99});
+  EXPECT_EQ(b.inputs.dtype(), kF32);
+  EXPECT_EQ(b.inputs.shape(), (Shape{3, 1, 28, 28}));
+  EXPECT_EQ(b.targets.dtype(), kI64);
+  const Tensor by_hand = normalize(to_float(test.images().images.narrow(0, 5, 1)),
+                                   kFashionMnistMean, kFashionMnistStd);
+  EXPECT_LT(max_abs_diff(b.inputs.narrow(0, 1, 1), by_hand), 1e-6);
+  EXPECT_EQ(b.targets.at({1}), test.images().labels.at({5}));
+  EXPECT_EQ(FashionMNISTDataset("train").size(), 60000);
+  try {
+    FashionMNISTDataset("validation");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"validation\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(SyntheticImages, DeterministicPerIndex) {
   SyntheticImages a(100, 3, 8, 8, 10, 7);
   const Batch x = a.get_batch({5, 17});
@@ -164,7 +201,7 @@ TEST(DistributedSampler, ShardsCoverTheEpochWithPaddingOrDropLast) {
   // 10 examples on 4 ranks: padded to 12 (two repeats), each rank 3.
   std::vector<int64_t> all;
   for (int r = 0; r < 4; ++r) {
-    DistributedSampler s(10, 4, r, /*shuffle=*/true, /*seed=*/5);
+    DistributedSampler s(10, DistributedSamplerOptions(4, r).seed(5));
     EXPECT_EQ(s.size(), 3);
     const std::vector<int64_t> mine = s.indices(2);
     EXPECT_EQ(static_cast<int64_t>(mine.size()), s.size());
@@ -175,18 +212,19 @@ TEST(DistributedSampler, ShardsCoverTheEpochWithPaddingOrDropLast) {
   EXPECT_EQ(all.size(), 12u);
   // The same epoch order on every rank: rank r takes positions r, r+4, ... of one permutation.
   const std::vector<int64_t> order = random_permutation(10, 5 * 1000003ull + 2);
-  EXPECT_EQ(DistributedSampler(10, 4, 1, true, 5).indices(2),
-            (std::vector<int64_t>{order[1], order[5], order[9]}));
-  EXPECT_NE(DistributedSampler(10, 4, 1, true, 5).indices(3),
-            DistributedSampler(10, 4, 1, true, 5).indices(2));  // set_epoch reshuffles
+  using Options = DistributedSamplerOptions;
+  const DistributedSampler shuffled(10, Options(4, 1).seed(5));
+  EXPECT_EQ(shuffled.indices(2), (std::vector<int64_t>{order[1], order[5], order[9]}));
+  EXPECT_NE(shuffled.indices(3), shuffled.indices(2));  // set_epoch reshuffles
   // drop_last: 8 examples used, 2 each.
-  EXPECT_EQ(DistributedSampler(10, 4, 3, false, 0, true).indices(0), (std::vector<int64_t>{3, 7}));
-  // Uneven shards for evaluation: each example exactly once.
-  EXPECT_EQ(DistributedSampler(10, 4, 1, false, 0, false, false).indices(0),
-            (std::vector<int64_t>{1, 5, 9}));
-  EXPECT_EQ(DistributedSampler(10, 4, 3, false, 0, false, false).indices(0),
+  EXPECT_EQ(DistributedSampler(10, Options(4, 3).shuffle(false).drop_last(true)).indices(0),
             (std::vector<int64_t>{3, 7}));
-  EXPECT_THROW(DistributedSampler(10, 4, 4), Error);
+  // Uneven shards for evaluation: each example exactly once.
+  EXPECT_EQ(DistributedSampler(10, Options(4, 1).shuffle(false).pad(false)).indices(0),
+            (std::vector<int64_t>{1, 5, 9}));
+  EXPECT_EQ(DistributedSampler(10, Options(4, 3).shuffle(false).pad(false)).indices(0),
+            (std::vector<int64_t>{3, 7}));
+  EXPECT_THROW(DistributedSampler(10, DistributedSamplerOptions(4, 4)), Error);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "dist/environment.h"
+#include "dist/reduce_scalar.h"
 #include "dist/topology.h"
 #include "tensor/ops.h"
 
@@ -146,6 +147,14 @@ TEST(Collectives, SubGroupsAndTopology) {
   topo.pipeline_group()->all_reduce(u)->wait();
   EXPECT_EQ(u.item(), 2 * topo.replica() + N / 2);
   EXPECT_EQ(topo.pipeline_group()->world_ranks()[1], N / 2 + topo.replica());
+}
+
+TEST(Collectives, AllReduceScalar) {
+  auto world = dist::world();
+  const int n = world->size(), r = world->rank();
+  EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world), n * (n + 1) / 2.0);
+  EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kAvg), (n + 1) / 2.0);
+  EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kMax), n);
 }
 
 TEST(Collectives, BadArgumentsAreErrorsBeforeAnyCommunication) {

@@ -24,6 +24,7 @@
 #include "dist/checkpoint.h"
 #include "dist/environment.h"
 #include "dist/module_sync.h"
+#include "dist/reduce_scalar.h"
 #include "models/resnet.h"
 #include "models/simple.h"
 #include "nn/loss.h"
@@ -132,10 +133,7 @@ double evaluate(nn::Sequential& model, const data::DataLoader& loader, dist::Pro
 }
 
 double average_over_ranks(double value, dist::ProcessGroup* group) {
-  if (group == nullptr) return value;
-  Tensor t = scalar_tensor(value, kF64);
-  group->all_reduce(t, dist::ReduceOp::kAvg)->wait();
-  return t.item();
+  return group == nullptr ? value : dist::all_reduce_scalar(value, *group, dist::ReduceOp::kAvg);
 }
 
 void make_dirs(const std::string& path) {
@@ -172,9 +170,10 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   // Each rank trains on its own shard (--batch-size per rank) and evaluates its own part.
   std::shared_ptr<data::Sampler> train_sampler, test_sampler;
   if (world) {
-    train_sampler = std::make_shared<data::DistributedSampler>(d.train->size(), ranks, rank, true, c.seed);
-    test_sampler = std::make_shared<data::DistributedSampler>(d.test->size(), ranks, rank, false, 0,
-                                                              false, /*pad=*/false);
+    train_sampler = std::make_shared<data::DistributedSampler>(
+        d.train->size(), data::DistributedSamplerOptions(ranks, rank).seed(c.seed));
+    test_sampler = std::make_shared<data::DistributedSampler>(
+        d.test->size(), data::DistributedSamplerOptions(ranks, rank).shuffle(false).pad(false));
   }
   data::DataLoader train_loader(
       d.train,

@@ -1,4 +1,5 @@
-// FunctionNode and record(): how a differentiable op joins the graph.
+// Custom differentiable ops: FunctionNode and record(), how any differentiable op (tessera's own
+// in autograd/functions.h, or a user's) joins the graph.
 //
 // An op computes its result on plain Tensors, then calls
 //   record("ExpBackward", y, {a}, [y](const Tensor& g) -> Grads { return {g * y}; });

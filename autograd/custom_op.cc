@@ -1,4 +1,4 @@
-#include "autograd/function.h"
+#include "autograd/custom_op.h"
 
 #include "autograd/grad_mode.h"
 
