@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The test command (README.md): every test target in the default CPU-only build, then, where the
-# CUDA toolkit is installed (/usr/local/cuda), the same targets built with --config=cuda. So the
-# CUDA code always compiles and links; its GPU tests run on a GPU machine and skip, naming the
-# reason, on one without.
+# The test command (README.md): every test target in the default CPU-only build (the examples
+# included), a user's program built in an outside workspace against @tessera//:tessera, then,
+# where the CUDA toolkit is installed (/usr/local/cuda), the same targets built with
+# --config=cuda. So the CUDA code always compiles and links; its GPU tests run on a GPU machine
+# and skip, naming the reason, on one without.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 bazel test //...
 status=$?
+# A user's program in a workspace of its own, built against @tessera//:tessera.
+tools/outside_workspace_test.sh || status=1
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   bazel test --config=cuda //... || status=1
 else

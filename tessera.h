@@ -1,0 +1,58 @@
+// tessera: the whole user-facing API in one include, as LibTorch's torch/torch.h.
+//
+//   #include "tessera.h"            BUILD: deps = ["//:tessera"]  (or "@tessera//:tessera")
+//   using namespace tessera;
+//
+// Namespaces: tessera (Tensor, ops, Variable, differentiable functions, autograd), tessera::nn
+// (Module and layers), tessera::optim, tessera::data, tessera::dist (process groups, DDP, ZeRO,
+// checkpoints), tessera::models.
+#pragma once
+
+// Tensors and their ops (no autograd), devices, dtypes, memory statistics, random streams.
+#include "tensor/accelerator.h"
+#include "tensor/allocator.h"
+#include "tensor/ops.h"
+#include "tensor/parallel.h"
+#include "tensor/random.h"
+#include "tensor/safetensors.h"
+#include "tensor/tensor.h"
+
+// Autograd: Variable, backward and its hooks, the differentiable ops, custom ops, checkpointing.
+#include "autograd/checkpoint.h"
+#include "autograd/custom_op.h"
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/variable.h"
+
+// Layers, losses, metrics, weights on disk.
+#include "nn/nn.h"
+
+// Optimizers, schedules, clipping.
+#include "optim/adam.h"
+#include "optim/clip_grad.h"
+#include "optim/lr_scheduler.h"
+#include "optim/sgd.h"
+
+// Datasets, transforms, samplers, the DataLoader.
+#include "data/data_loader.h"
+#include "data/dataset.h"
+#include "data/distributed_sampler.h"
+#include "data/mnist.h"
+#include "data/mnist_dataset.h"
+#include "data/transforms.h"
+
+// Distributed training: MPI start-up, process groups, DDP, ZeRO, checkpoints.
+#include "dist/checkpoint.h"
+#include "dist/ddp.h"
+#include "dist/environment.h"
+#include "dist/module_sync.h"
+#include "dist/process_group.h"
+#include "dist/reduce_scalar.h"
+#include "dist/topology.h"
+#include "dist/zero/zero_optimizer.h"
+
+// Reference models.
+#include "models/resnet.h"
+#include "models/simple.h"

@@ -1,0 +1,52 @@
+// A user's program in a workspace of its own, built against @tessera//:tessera (see
+// tools/outside_workspace_test.sh): a custom module trained a few steps on synthetic images,
+// and a custom differentiable op checked by gradcheck.
+#include <cstdio>
+
+#include "tessera.h"
+
+using namespace tessera;
+
+struct TinyNet : nn::Module {
+  TinyNet() {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(28 * 28, 32));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 10));
+  }
+  Variable forward(const Variable& x) override {
+    return fc2->forward(relu(fc1->forward(flatten(x, 1))));
+  }
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+
+// cube(x) = x^3, with its backward 3 x^2 written by hand.
+Variable cube(const Variable& x) {
+  const Tensor y = mul(mul(x.data(), x.data()), x.data());
+  return record("CubeBackward", y, {x}, [x](const Tensor& g) -> Grads {
+    return {mul(g, mul(square(x.data()), 3.0))};
+  });
+}
+
+int main() {
+  manual_seed(0);
+  auto model = std::make_shared<TinyNet>();
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto train = std::make_shared<data::SyntheticImages>(512, 1, 28, 28, 10, /*seed=*/1);
+  data::DataLoader loader(train, data::DataLoaderOptions(64).shuffle(true));
+  double first = 0, last = 0;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    for (data::Batch& b : loader.epoch(epoch)) {
+      Variable loss = cross_entropy(model->forward(Variable(b.inputs)), b.targets);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      if (first == 0) first = loss.item();
+      last = loss.item();
+    }
+  }
+  const GradcheckResult check =
+      gradcheck([](const std::vector<Variable>& in) { return cube(in[0]); },
+                {randn({5}, kF64)});
+  std::printf("%s: loss %.3f -> %.3f, gradcheck %s\n", model->type_name().c_str(), first, last,
+              check.ok ? "ok" : check.message.c_str());
+  return last < first && check.ok ? 0 : 1;
+}
