@@ -80,6 +80,10 @@ void set(DeviceType type, Setting s) {
 
 bool is_low(DType t) { return t == kF16 || t == kBF16; }
 
+void check_dtype(DType dtype) {
+  TS_CHECK(is_low(dtype), "AutocastGuard: dtype must be f16 or bf16, got ", dtype);
+}
+
 // Autocast casts f32, f16 and bf16 tensors; f64 and integer tensors are left alone.
 bool eligible(const Variable& v) {
   return v.defined() && (v.dtype() == kF32 || is_low(v.dtype()));
@@ -105,31 +109,46 @@ CastPolicy autocast_policy(const char* op) {
   return CastPolicy::kNone;
 }
 
-void AutocastGuard::begin(DType dtype) {
-  TS_CHECK(dtype == kF16 || dtype == kBF16, "AutocastGuard: dtype must be f16 or bf16, got ",
-           dtype);
-  for (int t = 0; t < kNumDeviceTypes; ++t) {
-    previous_[t] = {g_state.settings[t].enabled, g_state.settings[t].dtype};
-  }
+void AutocastGuard::begin() {
+  previous_ = autocast_settings();
   ++g_state.nesting;
 }
 
 AutocastGuard::AutocastGuard(DType dtype, bool enabled) {
-  begin(dtype);
+  check_dtype(dtype);
+  begin();
   for (int t = 0; t < kNumDeviceTypes; ++t) set(static_cast<DeviceType>(t), {enabled, dtype});
 }
 
 AutocastGuard::AutocastGuard(DType dtype, DeviceType device_type, bool enabled) {
-  begin(dtype);
+  check_dtype(dtype);
+  begin();
   set(device_type, {enabled, dtype});
+}
+
+AutocastGuard::AutocastGuard(const AutocastSettings& settings) {
+  begin();
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    const auto [enabled, dtype] = settings.per_device[t];
+    set(static_cast<DeviceType>(t), {enabled, dtype});
+  }
 }
 
 AutocastGuard::~AutocastGuard() {
   for (int t = 0; t < kNumDeviceTypes; ++t) {
-    set(static_cast<DeviceType>(t), {previous_[t].first, previous_[t].second});
+    const auto [enabled, dtype] = previous_.per_device[t];
+    set(static_cast<DeviceType>(t), {enabled, dtype});
   }
   // Exiting the outermost guard ends the forward: its parameter casts are dropped.
   if (--g_state.nesting == 0) g_state.cache.clear();
+}
+
+AutocastSettings autocast_settings() {
+  AutocastSettings s;
+  for (int t = 0; t < kNumDeviceTypes; ++t) {
+    s.per_device[t] = {g_state.settings[t].enabled, g_state.settings[t].dtype};
+  }
+  return s;
 }
 
 bool is_autocast_enabled(DeviceType device_type) {

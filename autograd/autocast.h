@@ -19,7 +19,8 @@
 // is cast once; every use shares the same cast Variable, so backward sums the uses' gradients
 // in the low dtype and casts back once (one ToDTypeBackward node per parameter). The cache
 // lives until the outermost guard of the thread exits, so the recipe is: forward (and loss)
-// inside the guard, backward after it.
+// inside the guard, backward and the optimizer step after it (a step inside the guard would
+// leave the cached casts holding the old parameter values, as in PyTorch).
 //
 //   {
 //     AutocastGuard autocast(kBF16);              // every device type; or (kBF16, DeviceType::kCPU)
@@ -53,19 +54,29 @@ enum class CastPolicy {
 // The table's entry for an op name ("linear", "softmax", ...).
 CastPolicy autocast_policy(const char* op);
 
+// The thread's autocast settings, captured to be re-entered later: activation checkpointing
+// recomputes a forward during backward, after the guard has exited, and must run it with the
+// settings of the first run (as PyTorch's checkpoint does).
+struct AutocastSettings {
+  std::array<std::pair<bool, DType>, kNumDeviceTypes> per_device;  // (enabled, dtype)
+};
+AutocastSettings autocast_settings();
+
 class AutocastGuard {
  public:
   // Enables autocast to `dtype` (kF16 or kBF16) for ops on every device type, or on one.
   explicit AutocastGuard(DType dtype, bool enabled = true);
   AutocastGuard(DType dtype, DeviceType device_type, bool enabled = true);
+  // Re-enters captured settings.
+  explicit AutocastGuard(const AutocastSettings& settings);
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
-  // Checks dtype, saves every device type's setting and opens a nesting level.
-  void begin(DType dtype);
-  std::array<std::pair<bool, DType>, kNumDeviceTypes> previous_;  // (enabled, dtype)
+  // Saves every device type's setting and opens a nesting level.
+  void begin();
+  AutocastSettings previous_;
 };
 
 // Whether autocast is on for tensors of `device_type` in this thread, and to which dtype.

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -213,6 +214,37 @@ TEST(Autocast, GradcheckOfTheCast) {
   h.backward(g);
   EXPECT_EQ(a.grad().dtype(), kF32);
   EXPECT_TRUE(allclose(a.grad(), g.to(kF32), 0, 0));
+}
+
+TEST(Autocast, CheckpointRecomputesWithTheFirstRunsSettings) {
+  // The recompute runs during backward, after the guard exited: it must re-enter bf16.
+  const Variable x = input({4, 6}, 36), w1 = param({5, 6}, 37), w2 = param({3, 5}, 38);
+  const auto block = [&](const Variable& h) { return relu(linear(h, w1, Variable())); };
+  const auto run = [&](bool use_checkpoint) {
+    w1.zero_grad();
+    w2.zero_grad();
+    Variable loss;
+    {
+      AutocastGuard autocast(kBF16);
+      const Variable h = use_checkpoint ? checkpoint(block, x) : block(x);
+      EXPECT_EQ(h.dtype(), kBF16);
+      loss = sum(linear(h, w2, Variable()));
+    }
+    loss.backward();
+    return std::make_pair(w1.grad().clone(), w2.grad().clone());
+  };
+  const auto plain = run(false), checkpointed = run(true);
+  EXPECT_TRUE(allclose(checkpointed.first, plain.first, 0, 0));
+  EXPECT_TRUE(allclose(checkpointed.second, plain.second, 0, 0));
+  const AutocastSettings off = autocast_settings();
+  EXPECT_FALSE(off.per_device[0].first);
+  {
+    AutocastGuard f16(kF16, DeviceType::kCPU);
+    const AutocastSettings captured = autocast_settings();
+    AutocastGuard replay(captured);
+    EXPECT_EQ(autocast_dtype(DeviceType::kCPU), kF16);
+  }
+  EXPECT_FALSE(is_autocast_enabled(DeviceType::kCPU));
 }
 
 // A 2-layer MLP trained with plain SGD for a few steps, returning each step's loss.
