@@ -1,5 +1,6 @@
 #include "autograd/checkpoint.h"
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
@@ -12,14 +13,19 @@ namespace {
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(CheckpointFn fn, std::vector<Variable> inputs, GeneratorState rng,
-                     uint32_t num_outputs)
-      : Node(num_outputs), fn_(std::move(fn)), inputs_(std::move(inputs)), rng_(rng) {}
+                     AutocastSettings autocast, uint32_t num_outputs)
+      : Node(num_outputs),
+        fn_(std::move(fn)),
+        inputs_(std::move(inputs)),
+        rng_(rng),
+        autocast_(autocast) {}
 
   std::string name() const override { return "CheckpointBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     check_not_released();
-    // Recompute the forward with the random stream as it was the first time.
+    // Recompute the forward with the random stream and the autocast settings as they were the
+    // first time.
     Generator& gen = default_generator();
     const GeneratorState now = gen.state();
     gen.set_state(rng_);
@@ -28,6 +34,7 @@ class CheckpointBackward final : public Node {
     std::vector<Variable> outputs;
     {
       EnableGradGuard grad_on;
+      AutocastGuard autocast(autocast_);
       outputs = fn_(detached);
     }
     gen.set_state(now);
@@ -56,6 +63,7 @@ class CheckpointBackward final : public Node {
   CheckpointFn fn_;
   std::vector<Variable> inputs_;
   GeneratorState rng_;
+  AutocastSettings autocast_;
 };
 
 }  // namespace
@@ -70,7 +78,7 @@ std::vector<Variable> checkpoint(const CheckpointFn& fn, const std::vector<Varia
   // Parameters inside fn may need gradients even when the inputs do not; recording the node
   // whenever grad mode is on keeps that case right (the inner backward finds them).
   if (!GradMode::is_enabled()) return outputs;
-  auto node = std::make_shared<CheckpointBackward>(fn, inputs, rng,
+  auto node = std::make_shared<CheckpointBackward>(fn, inputs, rng, autocast_settings(),
                                                    static_cast<uint32_t>(outputs.size()));
   std::vector<Edge> edges;
   for (const Variable& v : inputs) edges.push_back(gradient_edge(v));

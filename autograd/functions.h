@@ -1,5 +1,5 @@
 // Differentiable ops on Variables. Each computes with the Tensor op of the same name
-// (tensor/ops.h) and records its backward (autograd/function.h) when a gradient is needed.
+// (tensor/ops.h) and records its backward (autograd/custom_op.h) when a gradient is needed.
 #pragma once
 
 #include <array>

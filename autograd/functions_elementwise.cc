@@ -1,4 +1,5 @@
 // Differentiable elementwise ops.
+#include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
@@ -9,21 +10,27 @@ using detail::InputMeta;
 using detail::meta;
 using detail::reduce_to;
 
-Variable add(const Variable& a, const Variable& b) {
+Variable add(const Variable& a_in, const Variable& b_in) {
+  const auto in = autocast_args("add", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   return record("AddBackward", add(a.data(), b.data()), {a, b},
                 [ma = meta(a), mb = meta(b)](const Tensor& g) -> Grads {
                   return {reduce_to(g, ma), reduce_to(g, mb)};
                 });
 }
 
-Variable sub(const Variable& a, const Variable& b) {
+Variable sub(const Variable& a_in, const Variable& b_in) {
+  const auto in = autocast_args("sub", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   return record("SubBackward", sub(a.data(), b.data()), {a, b},
                 [ma = meta(a), mb = meta(b)](const Tensor& g) -> Grads {
                   return {reduce_to(g, ma), mb.needs_grad ? reduce_to(neg(g), mb) : Tensor()};
                 });
 }
 
-Variable mul(const Variable& a, const Variable& b) {
+Variable mul(const Variable& a_in, const Variable& b_in) {
+  const auto in = autocast_args("mul", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   // Saves the operand Tensors each gradient needs: dA = g * b, dB = g * a.
   const Tensor sa = b.requires_grad() ? a.data() : Tensor();
   const Tensor sb = a.requires_grad() ? b.data() : Tensor();
@@ -34,7 +41,9 @@ Variable mul(const Variable& a, const Variable& b) {
                 });
 }
 
-Variable div(const Variable& a, const Variable& b) {
+Variable div(const Variable& a_in, const Variable& b_in) {
+  const auto in = autocast_args("div", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   const Tensor out = div(a.data(), b.data());
   const Tensor denominator = b.data();
   return record("DivBackward", out, {a, b},
@@ -48,7 +57,9 @@ Variable div(const Variable& a, const Variable& b) {
 
 namespace {
 // max/min: the gradient goes to the larger (smaller) input, split evenly on ties.
-Variable extremum(const Variable& a, const Variable& b, bool is_max) {
+Variable extremum(const Variable& a_in, const Variable& b_in, bool is_max) {
+  const auto in = autocast_args(is_max ? "maximum" : "minimum", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   const Tensor x = a.data(), y = b.data();
   const Tensor out = is_max ? maximum(x, y) : minimum(x, y);
   return record(is_max ? "MaximumBackward" : "MinimumBackward", out, {a, b},
@@ -75,7 +86,8 @@ Variable mul(const Variable& a, double b) {
                 [b](const Tensor& g) -> Grads { return {mul(g, b)}; });
 }
 
-Variable pow(const Variable& a, double exponent) {
+Variable pow(const Variable& a_in, double exponent) {
+  const Variable a = autocast_args("pow", a_in)[0];
   const Tensor x = a.data();
   return record("PowBackward", pow(x, exponent), {a}, [x, exponent](const Tensor& g) -> Grads {
     if (exponent == 0) return {zeros_like(g)};
@@ -107,12 +119,14 @@ Variable abs(const Variable& a) {
                 [x](const Tensor& g) -> Grads { return {mul(g, sign(x))}; });
 }
 
-Variable exp(const Variable& a) {
+Variable exp(const Variable& a_in) {
+  const Variable a = autocast_args("exp", a_in)[0];
   const Tensor y = exp(a.data());
   return record("ExpBackward", y, {a}, [y](const Tensor& g) -> Grads { return {mul(g, y)}; });
 }
 
-Variable log(const Variable& a) {
+Variable log(const Variable& a_in) {
+  const Variable a = autocast_args("log", a_in)[0];
   const Tensor x = a.data();
   return record("LogBackward", log(x), {a}, [x](const Tensor& g) -> Grads { return {div(g, x)}; });
 }
@@ -156,7 +170,9 @@ Variable clamp(const Variable& a, double low, double high) {
   });
 }
 
-Variable where(const Tensor& cond, const Variable& a, const Variable& b) {
+Variable where(const Tensor& cond, const Variable& a_in, const Variable& b_in) {
+  const auto in = autocast_args("where", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   return record("WhereBackward", where(cond, a.data(), b.data()), {a, b},
                 [cond, ma = meta(a), mb = meta(b)](const Tensor& g) -> Grads {
                   const Tensor zero = zeros({}, g.options());

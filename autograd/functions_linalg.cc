@@ -1,13 +1,16 @@
 // Differentiable matmul and linear.
 //   C = A B:  dA = dC B^T,  dB = A^T dC   (summed over broadcast batch dims)
 //   y = x W^T + b:  dx = dy W,  dW = dy^T x,  db = sum of dy over all but the last dim
+#include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 
 namespace tessera {
 
-Variable matmul(const Variable& a, const Variable& b) {
+Variable matmul(const Variable& a_in, const Variable& b_in) {
+  const auto in = autocast_args("matmul", a_in, b_in);
+  const Variable &a = in[0], &b = in[1];
   if (a.dim() == 1 && b.dim() == 1) {
     return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
   }
@@ -33,7 +36,9 @@ Variable matmul(const Variable& a, const Variable& b) {
                 });
 }
 
-Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
+Variable linear(const Variable& x_in, const Variable& weight_in, const Variable& bias_in) {
+  const auto in = autocast_args("linear", x_in, weight_in, bias_in);
+  const Variable &x = in[0], &weight = in[1], &bias = in[2];
   TS_CHECK(x.dim() >= 1 && weight.dim() == 2, "linear: expected input [..., in] and weight "
            "[out, in], got ", x.shape(), " and ", weight.shape());
   TS_CHECK(x.size(-1) == weight.size(1), "linear: input features ", x.size(-1),

@@ -4,6 +4,7 @@
 // cross_entropy_rows, one kernel pass per row): with p = softmax(x) and the target
 // distribution q = (1 - eps) one_hot(y) + eps / C, the loss of a row is -sum_c q_c log p_c and
 // its gradient with respect to the logits is simply p - q.
+#include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
@@ -49,8 +50,9 @@ Tensor per_row_grad(const Tensor& g, int64_t n, Reduction reduction) {
 
 }  // namespace
 
-Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction reduction,
+Variable cross_entropy(const Variable& logits_in, const Tensor& target, Reduction reduction,
                        double label_smoothing) {
+  const Variable logits = autocast_args("cross_entropy", logits_in)[0];
   // The fused op checks shapes, dtypes, devices and the class range.
   const CrossEntropyRows r = cross_entropy_rows(logits.data(), target, label_smoothing);
   const int64_t n = logits.size(0);
@@ -63,7 +65,8 @@ Variable cross_entropy(const Variable& logits, const Tensor& target, Reduction r
                 });
 }
 
-Variable nll_loss(const Variable& log_probs, const Tensor& target, Reduction reduction) {
+Variable nll_loss(const Variable& log_probs_in, const Tensor& target, Reduction reduction) {
+  const Variable log_probs = autocast_args("nll_loss", log_probs_in)[0];
   check_classification(log_probs, target, "nll_loss");
   const int64_t n = log_probs.size(0), classes = log_probs.size(1);
   const Tensor idx = target.to(kI64).unsqueeze(1);
@@ -75,7 +78,9 @@ Variable nll_loss(const Variable& log_probs, const Tensor& target, Reduction red
                 });
 }
 
-Variable mse_loss(const Variable& input, const Variable& target, Reduction reduction) {
+Variable mse_loss(const Variable& input_in, const Variable& target_in, Reduction reduction) {
+  const auto in = autocast_args("mse_loss", input_in, target_in);
+  const Variable &input = in[0], &target = in[1];
   TS_CHECK(input.shape() == target.shape(), "mse_loss: input shape ", input.shape(),
            " differs from target shape ", target.shape());
   const Variable sq = square(input - target);

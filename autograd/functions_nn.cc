@@ -1,12 +1,15 @@
 // Differentiable neural-network ops: convolution, pooling, softmax, batch norm, dropout.
+#include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
 
 namespace tessera {
 
-Variable conv2d(const Variable& input, const Variable& weight, const Variable& bias,
+Variable conv2d(const Variable& input_in, const Variable& weight_in, const Variable& bias_in,
                 const Conv2dParams& params) {
+  const auto in = autocast_args("conv2d", input_in, weight_in, bias_in);
+  const Variable &input = in[0], &weight = in[1], &bias = in[2];
   Tensor out = conv2d(input.data(), weight.data(), bias.defined() ? bias.data() : Tensor(), params);
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
@@ -48,22 +51,26 @@ Variable adaptive_avg_pool2d(const Variable& input, std::array<int64_t, 2> outpu
                 });
 }
 
-Variable softmax(const Variable& a, int64_t dim) {
+Variable softmax(const Variable& a_in, int64_t dim) {
+  const Variable a = autocast_args("softmax", a_in)[0];
   const Tensor y = softmax(a.data(), dim);
   return record("SoftmaxBackward", y, {a},
                 [y, dim](const Tensor& g) -> Grads { return {softmax_backward(g, y, dim)}; });
 }
 
-Variable log_softmax(const Variable& a, int64_t dim) {
+Variable log_softmax(const Variable& a_in, int64_t dim) {
+  const Variable a = autocast_args("log_softmax", a_in)[0];
   const Tensor y = log_softmax(a.data(), dim);
   return record("LogSoftmaxBackward", y, {a}, [y, dim](const Tensor& g) -> Grads {
     return {log_softmax_backward(g, y, dim)};
   });
 }
 
-Variable batch_norm(const Variable& input, const Variable& weight, const Variable& bias,
+Variable batch_norm(const Variable& input_in, const Variable& weight_in, const Variable& bias_in,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     double momentum, double eps) {
+  const auto in = autocast_args("batch_norm", input_in, weight_in, bias_in);
+  const Variable &input = in[0], &weight = in[1], &bias = in[2];
   BatchNormResult r = batch_norm(input.data(), weight.defined() ? weight.data() : Tensor(),
                                  bias.defined() ? bias.data() : Tensor(), running_mean,
                                  running_var, training, momentum, eps);

@@ -1,5 +1,6 @@
 // Differentiable reductions: the gradient of a reduced element is spread back over the
 // elements it summarized.
+#include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
@@ -42,13 +43,15 @@ Variable extreme(const Variable& a, const Shape& dims, bool keepdim, bool is_max
 
 }  // namespace
 
-Variable sum(const Variable& a, const Shape& dims, bool keepdim) {
+Variable sum(const Variable& a_in, const Shape& dims, bool keepdim) {
+  const Variable a = autocast_args("sum", a_in)[0];
   const Shape input = a.shape();
   return record("SumBackward", sum(a.data(), dims, keepdim), {a},
                 [input, dims](const Tensor& g) -> Grads { return {expand_back(g, input, dims)}; });
 }
 
-Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
+Variable mean(const Variable& a_in, const Shape& dims, bool keepdim) {
+  const Variable a = autocast_args("mean", a_in)[0];
   const Shape input = a.shape();
   return record("MeanBackward", mean(a.data(), dims, keepdim), {a},
                 [input, dims](const Tensor& g) -> Grads {
@@ -57,7 +60,8 @@ Variable mean(const Variable& a, const Shape& dims, bool keepdim) {
                 });
 }
 
-Variable var(const Variable& a, const Shape& dims, int64_t correction, bool keepdim) {
+Variable var(const Variable& a_in, const Shape& dims, int64_t correction, bool keepdim) {
+  const Variable a = autocast_args("var", a_in)[0];
   const Tensor x = a.data();
   return record("VarBackward", var(x, dims, correction, keepdim), {a},
                 [x, dims, correction](const Tensor& g) -> Grads {

@@ -2,6 +2,7 @@
 // transpose back, scatter into the slice, sum over the expanded dims).
 #include <numeric>
 
+#include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
@@ -91,11 +92,31 @@ Variable contiguous(const Variable& a) {
                 [](const Tensor& g) -> Grads { return {g}; });
 }
 
+namespace {
+// The cast's backward casts the gradient back to the source dtype. It saves nothing, so it
+// stays usable after a backward: autocast's cache shares one cast of a parameter among all the
+// forwards inside a guard, each of which may run its own backward.
+class ToDTypeBackward final : public Node {
+ public:
+  explicit ToDTypeBackward(DType from) : from_(from) {}
+  std::string name() const override { return "ToDTypeBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    return {grads[0].defined() ? grads[0].to(from_) : Tensor()};
+  }
+  void release_saved() override {}
+
+ private:
+  DType from_;
+};
+}  // namespace
+
 Variable to(const Variable& a, DType dtype) {
   if (a.dtype() == dtype) return a;
-  const DType from = a.dtype();
-  return record("ToDTypeBackward", a.data().to(dtype), {a},
-                [from](const Tensor& g) -> Grads { return {g.to(from)}; });
+  Tensor out = a.data().to(dtype);
+  if (!any_requires_grad({a})) return Variable(std::move(out));
+  auto node = std::make_shared<ToDTypeBackward>(a.dtype());
+  node->set_next_edges({gradient_edge(a)});
+  return Variable::from_node(std::move(out), std::move(node));
 }
 
 Variable to(const Variable& a, Device device) {
@@ -105,7 +126,9 @@ Variable to(const Variable& a, Device device) {
                 [from](const Tensor& g) -> Grads { return {g.to(from)}; });
 }
 
-Variable cat(const std::vector<Variable>& parts, int64_t dim) {
+Variable cat(const std::vector<Variable>& parts_in, int64_t dim) {
+  std::vector<Variable> parts = parts_in;
+  if (detail::autocast_any_enabled()) detail::autocast_inputs("cat", parts.data(), parts.size());
   std::vector<Tensor> tensors;
   std::vector<int64_t> sizes;
   for (const Variable& v : parts) {

@@ -60,6 +60,10 @@ class Optimizer {
   virtual void add_param_group(ParamGroup group);
   // Parameters of all groups, in order.
   std::vector<Variable> parameters() const;
+  // The Variables whose .grad() step() reads on this rank: the parameters, or for a sharded
+  // optimizer (ZeRO stage 2) the shard its gradients were reduced into. GradScaler unscales
+  // and checks these.
+  virtual std::vector<Variable> gradient_variables() const { return parameters(); }
 
   // "param_groups.G.NAME" (f64 scalars), "state.I.step" (i64) and "state.I.NAME" with I the
   // parameter's index across all groups. load_state_dict checks shapes and restores.

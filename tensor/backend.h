@@ -130,6 +130,12 @@ class Backend {
     }
   }
 
+  // Dynamic loss scaling (tensor/unscale.h): grads *= inv_scale in place, and found_inf (one f32
+  // element on the grads' device) set to 1 if any element is inf or NaN. All grads contiguous
+  // and of one floating dtype.
+  virtual void non_finite_check_and_unscale(const std::vector<Tensor>& grads,
+                                            const Tensor& found_inf, double inv_scale) = 0;
+
   // Counter-based random numbers: element i depends only on (seed, offset, i), never on the
   // thread count, so runs are bitwise reproducible. `out` is contiguous floating.
   virtual void uniform(const Tensor& out, double low, double high, uint64_t seed,

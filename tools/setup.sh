@@ -7,6 +7,7 @@ packages=(
   bazel-bootstrap bazel-rules-java        # Bazel 4.2.3 and the rules_java it needs offline
   g++ libeigen3-dev                       # CPU kernels: Eigen types
   libopenblas-openmp-dev                  # OpenBLAS sgemm/dgemm on OpenMP threads
+  libdnnl-dev                             # oneDNN: bf16 GEMM on CPUs with AVX-512 BF16
   libopenmpi-dev openmpi-bin              # multi-process training under mpirun
   libgtest-dev libbenchmark-dev           # GoogleTest suites, Google Benchmark
   zlib1g-dev                              # gzip'd IDX files

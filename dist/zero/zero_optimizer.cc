@@ -98,6 +98,11 @@ void ZeroRedundancyOptimizer::add_param_group(optim::ParamGroup) {
           "flat vector; pass them all to the constructor)");
 }
 
+std::vector<Variable> ZeroRedundancyOptimizer::gradient_variables() const {
+  if (options_.stage() == 1 && !shard_grad_reduced_) return params_;
+  return {shard_};
+}
+
 // ---- Stage 2: gradient buckets reduce-scattered during backward ------------------------------
 
 void ZeroRedundancyOptimizer::build_buckets() {

@@ -98,6 +98,8 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   int64_t state_bytes() const override;
   // One flat vector, one group: further groups are an error.
   void add_param_group(optim::ParamGroup group) override;
+  // Stage 1: the parameters (their local gradients, reduced in step()). Stage 2: the shard.
+  std::vector<Variable> gradient_variables() const override;
 
   // Collective. Scales the gradients so that their global 2-norm is at most max_norm (the
   // norm is reduced across the shards); returns the norm before clipping.

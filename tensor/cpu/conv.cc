@@ -13,14 +13,17 @@
 // inside run single-threaded (OpenBLAS's OpenMP build does so inside a parallel region). The
 // weight gradient is summed per fixed block of images and the blocks are added in order, so the
 // result does not depend on the number of threads.
+// bf16 goes to oneDNN where the CPU computes bf16 natively (conv_onednn.h).
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "tensor/cpu/conv_onednn.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/direct_conv3x3.h"
 #include "tensor/cpu/dispatch.h"
+#include "tensor/cpu/gemm_onednn.h"
 #include "tensor/parallel.h"
 
 namespace tessera {
@@ -262,6 +265,9 @@ void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
 
 void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
+  if (input.dtype() == kBF16 && onednn_bf16_available()) {
+    return conv2d_bf16_onednn(input, weight, bias, p, out);
+  }
   const Geometry g = geometry(input.shape(), weight.shape(), out.shape(), p);
   if (input.dtype() == kF32 &&
       direct_conv3x3_applies(weight.size(0), weight.size(2), weight.size(3), p.stride[0],
@@ -318,6 +324,9 @@ bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
 
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
+  if (weight.dtype() == kBF16 && onednn_bf16_available()) {
+    return conv2d_backward_input_bf16_onednn(grad_out, weight, p, grad_in);
+  }
   if ((weight.dtype() == kF32 || weight.dtype() == kF64) &&
       backward_input_as_convolution(p, weight.shape())) {
     const int64_t kh = weight.size(2), kw = weight.size(3);
@@ -354,6 +363,9 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
 
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
+  if (input.dtype() == kBF16 && onednn_bf16_available()) {
+    return conv2d_backward_weight_bf16_onednn(grad_out, input, p, grad_weight);
+  }
   const Geometry g = geometry(input.shape(), grad_weight.shape(), grad_out.shape(), p);
   if (input.dtype() == kF32 &&
       direct_conv3x3_applies(8, grad_weight.size(2), grad_weight.size(3), p.stride[0],

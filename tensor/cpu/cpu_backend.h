@@ -58,6 +58,8 @@ class CpuBackend final : public Backend {
   void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
                    const AdamUpdate& u) override;
+  void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                    double inv_scale) override;
   void uniform(const Tensor& out, double low, double high, uint64_t seed,
                uint64_t offset) override;
   void normal(const Tensor& out, double mean, double std, uint64_t seed,

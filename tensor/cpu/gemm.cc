@@ -1,5 +1,6 @@
-// GEMM on the CPU: OpenBLAS's sgemm/dgemm (faster here than Eigen's own product), with f16/bf16
-// operands widened to f32 first. OpenBLAS keeps its own thread pool; it is told tessera's
+// GEMM on the CPU: OpenBLAS's sgemm/dgemm (faster here than Eigen's own product); bf16 through
+// oneDNN where the CPU has AVX-512 BF16 (gemm_onednn.h); other f16/bf16 operands widened to f32
+// first. OpenBLAS keeps its own thread pool; it is told tessera's
 // thread count before each call, and is never called from inside an OpenMP parallel region.
 #include <cblas-openblas.h>  // OpenBLAS's own cblas.h (declares openblas_set_num_threads)
 
@@ -7,6 +8,7 @@
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
+#include "tensor/cpu/gemm_onednn.h"
 #include "tensor/parallel.h"
 
 namespace tessera {
@@ -82,6 +84,10 @@ void gemm_typed(const GemmArgs& g) {
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
+  if (g.dtype == kBF16 && onednn_bf16_available()) {
+    gemm_bf16_onednn(g);
+    return;
+  }
   TS_DISPATCH_FLOATING(g.dtype, "gemm", [&] { gemm_typed<scalar_t>(g); });
 }
 

@@ -1,6 +1,9 @@
 // CPU fused optimizer updates: one parallel pass over each parameter, applying the per-element
 // rules of tensor/update_rules.h (shared with the CUDA kernels). f16/bf16 parameters compute in
-// f32 per element.
+// f32 per element. Also the loss scaler's unscale-and-check pass over the gradients.
+
+#include <atomic>
+#include <cmath>
 
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
@@ -50,7 +53,36 @@ void adam_kernel(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
     }
   });
 }
+// grad *= inv_scale; true if any element was inf or NaN (each value is checked as read, before
+// scaling, as PyTorch's kernel does).
+template <typename T>
+bool unscale_kernel(const Tensor& grad, compute_t<T> inv_scale) {
+  using C = compute_t<T>;
+  T* g = static_cast<T*>(grad.raw_data());
+  std::atomic<bool> found{false};
+  parallel_for(grad.numel(), kGrain, [&](int64_t i0, int64_t i1) {
+    bool local = false;
+    for (int64_t i = i0; i < i1; ++i) {
+      const C v = C(g[i]);
+      local |= !std::isfinite(v);
+      g[i] = T(v * inv_scale);
+    }
+    if (local) found.store(true, std::memory_order_relaxed);
+  });
+  return found.load();
+}
 }  // namespace
+
+void CpuBackend::non_finite_check_and_unscale(const std::vector<Tensor>& grads,
+                                              const Tensor& found_inf, double inv_scale) {
+  bool found = false;
+  for (const Tensor& g : grads) {
+    TS_DISPATCH_FLOATING(g.dtype(), "non_finite_check_and_unscale", [&] {
+      found |= unscale_kernel<scalar_t>(g, static_cast<compute_t<scalar_t>>(inv_scale));
+    });
+  }
+  if (found) *static_cast<float*>(found_inf.raw_data()) = 1.0f;
+}
 
 void CpuBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                             const SgdUpdate& u) {

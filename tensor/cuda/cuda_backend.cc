@@ -283,6 +283,22 @@ void CudaBackend::adam_update_many(const std::vector<AdamTensors>& list, const A
                           on.stream);
 }
 
+void CudaBackend::non_finite_check_and_unscale(const std::vector<Tensor>& grads,
+                                               const Tensor& found_inf, double inv_scale) {
+  if (grads.empty()) return;
+  std::vector<ListSlot> slots;
+  for (const Tensor& g : grads) {
+    ListSlot slot;
+    slot.param = g.raw_data();
+    slot.numel = g.numel();
+    slots.push_back(slot);
+  }
+  OnDevice on(found_inf);
+  launch_non_finite_check_and_unscale(slots.data(), static_cast<int>(slots.size()),
+                                      grads[0].dtype(), inv_scale,
+                                      static_cast<float*>(found_inf.raw_data()), on.stream);
+}
+
 // ---------------------------------------------------------------------------- random
 
 void CudaBackend::uniform(const Tensor& out, double low, double high, uint64_t seed,

@@ -70,6 +70,8 @@ class CudaBackend final : public Backend {
                    const AdamUpdate& u) override;
   void sgd_update_many(const std::vector<SgdTensors>& list, const SgdUpdate& u) override;
   void adam_update_many(const std::vector<AdamTensors>& list, const AdamUpdate& u) override;
+  void non_finite_check_and_unscale(const std::vector<Tensor>& grads, const Tensor& found_inf,
+                                    double inv_scale) override;
   void uniform(const Tensor& out, double low, double high, uint64_t seed,
                uint64_t offset) override;
   void normal(const Tensor& out, double mean, double std, uint64_t seed,

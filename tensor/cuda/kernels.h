@@ -92,6 +92,11 @@ void launch_sgd_update_many(const ListSlot* slots, int count, DType dtype, const
 void launch_adam_update_many(const ListSlot* slots, int count, DType dtype, const AdamUpdate& u,
                              cudaStream_t s);
 
+// optim.cu: the loss scaler's pass over `count` gradient slots (slot.param: the gradient, of
+// `dtype`): g *= inv_scale, and *found_inf (one device f32) = 1 if any element is inf or NaN.
+void launch_non_finite_check_and_unscale(const ListSlot* slots, int count, DType dtype,
+                                         double inv_scale, float* found_inf, cudaStream_t s);
+
 // random.cu: the CPU backend's Philox mapping, so CUDA and CPU draw the same numbers.
 void launch_uniform(void* out, DType dtype, int64_t numel, double low, double high,
                     uint64_t seed, uint64_t offset, cudaStream_t s);

@@ -1,6 +1,6 @@
 // Fused optimizer updates on CUDA: each element's parameter, gradient and state are read once
 // and written back, applying the per-element rules of tensor/update_rules.h (shared with the
-// CPU kernels).
+// CPU kernels). Also the loss scaler's unscale-and-check pass over the gradients.
 //
 // The multi-tensor forms follow apex's multi_tensor_apply: the tensors are cut into chunks of
 // kChunk elements, and one launch covers up to kListTensors tensors and kListBlocks chunks,
@@ -86,6 +86,23 @@ __global__ void adam_list_kernel(ListLaunch list, AdamRule<acc_t<T>> k) {
   }
 }
 
+// g *= inv_scale over one chunk of a gradient; any inf/NaN sets *found_inf. Many threads may
+// store 1 at once: they all store the same value, so no atomic is needed.
+template <typename T>
+__global__ void unscale_list_kernel(ListLaunch list, acc_t<T> inv_scale, float* found_inf) {
+  const ListSlot& t = list.slots[list.block_tensor[blockIdx.x]];
+  T* g = static_cast<T*>(t.param);
+  const int64_t begin = list.block_chunk[blockIdx.x] * kChunk;
+  const int64_t end = min(begin + kChunk, t.numel);
+  bool found = false;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const acc_t<T> v = load(g[i]);
+    found |= !isfinite(v);
+    g[i] = store<T>(v * inv_scale);
+  }
+  if (found) *found_inf = 1.0f;
+}
+
 // Packs the slots into launches (a tensor may span several) and calls launch(list, blocks).
 template <typename Launch>
 void for_each_launch(const ListSlot* slots, int count, Launch launch) {
@@ -165,6 +182,17 @@ void launch_adam_update_many(const ListSlot* slots, int count, DType dtype, cons
     });
   });
   check_launch("adam_update_many");
+}
+
+void launch_non_finite_check_and_unscale(const ListSlot* slots, int count, DType dtype,
+                                         double inv_scale, float* found_inf, cudaStream_t s) {
+  TS_CUDA_DISPATCH_FLOATING(dtype, "non_finite_check_and_unscale", [&] {
+    const acc_t<scalar_t> inv = static_cast<acc_t<scalar_t>>(inv_scale);
+    for_each_launch(slots, count, [&](const ListLaunch& list, int blocks) {
+      unscale_list_kernel<scalar_t><<<blocks, kThreads, 0, s>>>(list, inv, found_inf);
+    });
+  });
+  check_launch("non_finite_check_and_unscale");
 }
 
 }  // namespace cuda

@@ -3,10 +3,13 @@
 // has no CUDA backend or the machine has no GPU.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tensor/accelerator.h"
 #include "tensor/allocator.h"
 #include "tensor/fused_updates.h"
 #include "tensor/ops.h"
+#include "tensor/unscale.h"
 
 namespace tessera {
 namespace {
@@ -377,6 +380,25 @@ TEST_F(CudaOps, MixingDevicesIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
   }
   EXPECT_THROW(ones({3}, Device::cuda(15)), Error);
+}
+
+TEST_F(CudaOps, NonFiniteCheckAndUnscaleMatchesTheCpu) {
+  for (DType t : kFloatTypes) {
+    // Many tensors of uneven sizes, so the multi-tensor launches split tensors across blocks.
+    std::vector<Tensor> cpu, cuda;
+    for (int i = 0; i < 30; ++i) {
+      cpu.push_back(random_cpu({1000 * i + 7}, t, 100 + i));
+      cuda.push_back(cpu.back().to(gpu));
+    }
+    Tensor found_cpu = zeros({1}), found_cuda = zeros({1}, TensorOptions(kF32).device(gpu));
+    non_finite_check_and_unscale_(cpu, found_cpu, 0.125);
+    non_finite_check_and_unscale_(cuda, found_cuda, 0.125);
+    for (size_t i = 0; i < cpu.size(); ++i) expect_close(cuda[i], cpu[i], 0, "unscaled");
+    EXPECT_EQ(found_cuda.cpu().item(), 0.0);
+    Tensor(cuda[17].narrow(0, 5000, 1)).fill_(std::numeric_limits<double>::quiet_NaN());
+    non_finite_check_and_unscale_(cuda, found_cuda, 1.0);
+    EXPECT_EQ(found_cuda.cpu().item(), 1.0) << t;
+  }
 }
 
 }  // namespace

@@ -68,6 +68,31 @@ TEST(Matmul, HalfPrecision) {
   }
 }
 
+// bf16 runs through oneDNN on CPUs with AVX-512 BF16 (tensor/cpu/gemm_onednn.h): every operand
+// layout the GEMM front end produces (transposed views, leading dimensions wider than the rows,
+// batches, a broadcast operand) against f32 products of the same bf16 values.
+TEST(Matmul, BF16EveryLayoutMatchesF32) {
+  Generator g(42);
+  const auto bf = [&g](const Shape& s) { return randn(s, kF32, &g).to(kBF16); };
+  const auto check = [](const Tensor& a, const Tensor& b, const char* what) {
+    const Tensor c = matmul(a, b);
+    ASSERT_EQ(c.dtype(), kBF16) << what;
+    const Tensor ref = matmul(a.to(kF32), b.to(kF32));
+    // One bf16 rounding of the result (2^-8 relative), plus f32 summation-order differences.
+    EXPECT_TRUE(allclose(c.to(kF32), ref, 8e-3, 2e-2))
+        << what << ": max |diff| " << max_abs_diff(c.to(kF32), ref);
+  };
+  check(bf({17, 300}), bf({300, 23}), "plain");
+  check(bf({300, 17}).t(), bf({300, 23}), "A transposed");
+  check(bf({17, 300}), bf({23, 300}).t(), "B transposed");
+  check(bf({300, 17}).t(), bf({23, 300}).t(), "both transposed");
+  check(bf({17, 64}).narrow(1, 0, 40), bf({40, 64}).narrow(1, 3, 23), "wide leading dims");
+  check(bf({4, 9, 33}), bf({4, 33, 12}), "batched");
+  check(bf({4, 33, 9}).transpose(1, 2), bf({33, 12}), "batched A, broadcast B");
+  check(bf({9, 33}), bf({4, 12, 33}).transpose(1, 2), "broadcast A, batched B");
+  check(bf({1, 1}), bf({1, 1}), "1x1");
+}
+
 TEST(Matmul, ShapeErrorNamesBothShapes) {
   try {
     matmul(zeros({64, 784}), zeros({10, 784}));

@@ -176,6 +176,43 @@ TEST(Conv2d, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_EQ(dw1.to_vector<float>(), dw2.to_vector<float>());
 }
 
+// bf16 runs through oneDNN on CPUs with AVX-512 BF16 (tensor/cpu/conv_onednn.h): forward (with
+// and without bias) and both backwards, for strides, padding, dilation and groups, against the
+// f32 kernels on the same bf16 values.
+TEST(Conv2d, BF16MatchesF32OnTheSameValues) {
+  Conv2dParams plain, strided, dilated, grouped;
+  plain.padding = {1, 1};
+  strided.stride = {2, 2};
+  strided.padding = {1, 0};
+  dilated.dilation = {2, 1};
+  dilated.padding = {2, 1};
+  grouped.groups = 4;
+  grouped.padding = {1, 1};
+  Generator g(77);
+  const auto bf = [&g](const Shape& s) { return randn(s, kF32, &g).to(kBF16); };
+  for (const Conv2dParams& p : {plain, strided, dilated, grouped}) {
+    const int64_t c = 8, o = 16;
+    const Tensor x = bf({3, c, 11, 10}), w = bf({o, c / p.groups, 3, 3}), b = bf({o});
+    const auto close = [](const Tensor& got, const Tensor& want, const char* what) {
+      ASSERT_EQ(got.dtype(), kBF16) << what;
+      const Tensor ref = want.to(kBF16).to(kF32);
+      const double scale = amax(abs(ref)).item();
+      EXPECT_LT(max_abs_diff(got.to(kF32), ref), 1e-2 * scale) << what;
+    };
+    for (const Tensor& bias : {b, Tensor()}) {
+      const Tensor y = conv2d(x, w, bias, p);
+      close(y, conv2d(x.to(kF32), w.to(kF32), bias.defined() ? bias.to(kF32) : Tensor(), p),
+            "forward");
+    }
+    const Tensor y = conv2d(x, w, Tensor(), p);
+    const Tensor dy = bf(y.shape());
+    close(conv2d_backward_input(dy, w, x.shape(), p),
+          conv2d_backward_input(dy.to(kF32), w.to(kF32), x.shape(), p), "backward input");
+    close(conv2d_backward_weight(dy, x, w.shape(), p),
+          conv2d_backward_weight(dy.to(kF32), x.to(kF32), w.shape(), p), "backward weight");
+  }
+}
+
 TEST(Conv2d, ErrorsNameShapes) {
   EXPECT_THROW(conv2d(zeros({1, 3, 5, 5}), zeros({4, 2, 3, 3}), Tensor(), {}), Error);
   EXPECT_THROW(conv2d(zeros({1, 3, 2, 2}), zeros({4, 3, 3, 3}), Tensor(), {}), Error);
