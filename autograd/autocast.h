@@ -93,7 +93,9 @@ void autocast_inputs(const char* op, Variable* inputs, size_t n);
 }  // namespace detail
 
 // The op's inputs as autocast wants them: what a differentiable op calls first,
-//   auto [x, w, b] = autocast_args("linear", x_in, w_in, b_in);
+//   const auto in = autocast_args("linear", x_in, weight_in, bias_in);
+//   const Variable &x = in[0], &weight = in[1], &bias = in[2];
+// (references rather than structured bindings, which C++17 lambdas cannot capture).
 // Returns the inputs unchanged (cheap handle copies) when autocast is off.
 template <typename... Vs>
 std::array<Variable, sizeof...(Vs)> autocast_args(const char* op, const Vs&... inputs) {
