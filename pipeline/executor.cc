@@ -1,0 +1,122 @@
+#include "pipeline/executor.h"
+
+#include <algorithm>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "dist/work.h"
+#include "pipeline/p2p.h"
+#include "tensor/check.h"
+
+namespace tessera {
+namespace pipeline {
+
+StageExecutor::StageExecutor(std::vector<std::shared_ptr<nn::Sequential>> chunks,
+                             std::shared_ptr<dist::ProcessGroup> group, LossFunction loss)
+    : chunks_(std::move(chunks)), group_(std::move(group)), loss_(std::move(loss)) {
+  TS_CHECK(group_ != nullptr, "StageExecutor: no process group");
+  TS_CHECK(!chunks_.empty(), "StageExecutor: no model chunks");
+  TS_CHECK(loss_ != nullptr, "StageExecutor: no loss function");
+  stages_ = group_->size();
+  rank_ = group_->rank();
+}
+
+StageExecutor::InFlight& StageExecutor::slot(const Action& a) {
+  auto it = in_flight_.find({a.chunk, a.microbatch});
+  TS_CHECK(it != in_flight_.end(), "StageExecutor: ", to_string(a, num_chunks() > 1),
+           " on rank ", rank_, " has no forward state (the action list is out of order)");
+  return it->second;
+}
+
+double StageExecutor::run(const std::vector<Action>& actions,
+                          const std::vector<Microbatch>& microbatches) {
+  const int M = static_cast<int>(microbatches.size());
+  in_flight_.clear();
+  times_ = {};
+  peak_in_flight_ = 0;
+  int forwarded = 0;
+  double loss_sum = 0;
+  std::vector<std::shared_ptr<dist::Work>> sends;
+  const double start = dist::steady_seconds();
+  for (const Action& a : actions) {
+    TS_CHECK(a.microbatch >= 0 && a.microbatch < M && a.chunk >= 0 && a.chunk < num_chunks(),
+             "StageExecutor: ", to_string(a, true), " on rank ", rank_, " is out of range for ",
+             M, " micro-batches and ", num_chunks(), " chunks");
+    const int vs = virtual_stage(a.chunk);
+    switch (a.kind) {
+      case ActionKind::kRecvActivation: {
+        const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation,
+                                     a.microbatch, vs - 1);
+        in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/true);
+        break;
+      }
+      case ActionKind::kForward: {
+        const double t0 = dist::steady_seconds();
+        InFlight& f = in_flight_[{a.chunk, a.microbatch}];
+        const Microbatch& mb = microbatches[a.microbatch];
+        if (first(a.chunk)) f.input = Variable(mb.input);
+        TS_CHECK(f.input.defined(), "StageExecutor: F", a.microbatch, " on rank ", rank_,
+                 " before its activation arrived");
+        f.output = chunks_[a.chunk]->forward(f.input);
+        if (last(a.chunk)) {
+          // The one gradient-scaling rule: weight by the micro-batch's share of the batch.
+          f.output = loss_(f.output, mb.target) * mb.weight;
+          loss_sum += f.output.item();
+        }
+        peak_in_flight_ = std::max(peak_in_flight_, ++forwarded);
+        times_.busy_seconds += dist::steady_seconds() - t0;
+        break;
+      }
+      case ActionKind::kSendActivation: {
+        auto works = send_tensor(*group_, slot(a).output.data(), next_rank(),
+                                 MessageKind::kActivation, a.microbatch, vs);
+        sends.insert(sends.end(), works.begin(), works.end());
+        break;
+      }
+      case ActionKind::kRecvGradient:
+        slot(a).output_grad =
+            recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch, vs + 1);
+        break;
+      case ActionKind::kBackward: {
+        const double t0 = dist::steady_seconds();
+        InFlight& f = slot(a);
+        if (!f.output.requires_grad()) {
+          // Nothing here to differentiate: a first chunk without parameters (Flatten).
+        } else if (last(a.chunk)) {
+          backward({f.output});
+        } else {
+          TS_CHECK(f.output_grad.defined(), "StageExecutor: B", a.microbatch, " on rank ", rank_,
+                   " before its output gradient arrived");
+          TS_CHECK(f.output_grad.shape() == f.output.shape(), "StageExecutor: B", a.microbatch,
+                   " on rank ", rank_, ": received a gradient of shape ", f.output_grad.shape(),
+                   " for an output of shape ", f.output.shape());
+          backward({f.output}, {f.output_grad});
+        }
+        // The graph is gone (backward frees it); drop this micro-batch's activations now.
+        f.output = Variable();
+        f.output_grad = Tensor();
+        if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
+        --forwarded;
+        times_.busy_seconds += dist::steady_seconds() - t0;
+        break;
+      }
+      case ActionKind::kSendGradient: {
+        InFlight& f = slot(a);
+        // An input the chunk ignores has no gradient: it is zero.
+        const Tensor g = f.input.grad().defined() ? f.input.grad() : zeros_like(f.input.data());
+        auto works = send_tensor(*group_, g, previous_rank(), MessageKind::kGradient, a.microbatch, vs);
+        sends.insert(sends.end(), works.begin(), works.end());
+        in_flight_.erase({a.chunk, a.microbatch});
+        break;
+      }
+    }
+  }
+  for (auto& w : sends) w->wait();
+  times_.step_seconds = dist::steady_seconds() - start;
+  TS_CHECK(in_flight_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
+           in_flight_.size(), " micro-batches not backwarded");
+  return loss_sum;
+}
+
+}  // namespace pipeline
+}  // namespace tessera

@@ -1,0 +1,126 @@
+#include "pipeline/pipe.h"
+
+#include <cstdio>
+
+#include "pipeline/balance.h"
+#include "pipeline/microbatch.h"
+#include "pipeline/partition.h"
+#include "tensor/check.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace pipeline {
+namespace {
+
+// Every rank must cut the model the same way; a measured balance differs from rank to rank,
+// so rank 0's is broadcast.
+std::vector<int> agree(const std::vector<int>& balance, dist::ProcessGroup& group) {
+  Tensor t = zeros({static_cast<int64_t>(balance.size())}, kI64);
+  for (size_t i = 0; i < balance.size(); ++i) t.data<int64_t>()[i] = balance[i];
+  group.broadcast(t, 0)->wait();
+  std::vector<int> out;
+  for (int64_t b : t.to_vector<int64_t>()) out.push_back(static_cast<int>(b));
+  return out;
+}
+
+}  // namespace
+
+Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> pipeline_group,
+           LossFunction loss, const PipeOptions& options)
+    : model_(std::move(model)), group_(std::move(pipeline_group)), options_(options) {
+  TS_CHECK(model_ != nullptr, "Pipe: no model");
+  TS_CHECK(group_ != nullptr, "Pipe: no pipeline process group");
+  TS_CHECK(options.microbatches() >= 1, "Pipe: microbatches must be at least 1, got ",
+           options.microbatches());
+  TS_CHECK(options.chunks_per_rank() >= 1, "Pipe: chunks_per_rank must be at least 1, got ",
+           options.chunks_per_rank());
+  schedule_ = parse_schedule(options.schedule());
+  TS_CHECK(schedule_ == ScheduleKind::kInterleaved || options.chunks_per_rank() == 1, "Pipe: the ",
+           options.schedule(), " schedule runs one chunk per rank, got chunks_per_rank = ",
+           options.chunks_per_rank(), " (use schedule \"interleaved\")");
+  stages_ = group_->size();
+  stage_ = group_->rank();
+  TS_CHECK(schedule_ != ScheduleKind::kInterleaved || stages_ >= 2,
+           "Pipe: the interleaved schedule needs at least 2 stages, the pipeline group has ", stages_);
+  const int parts = stages_ * options.chunks_per_rank();
+  const int layers = static_cast<int>(model_->size());
+  TS_CHECK(parts <= layers, "Pipe: ", parts, " pipeline parts (", stages_, " stages x ",
+           options.chunks_per_rank(), " chunks) but the model has only ", layers, " layers");
+  const std::string& spec = options.balance();
+  if (spec == "uniform") {
+    balance_ = balance_uniform(layers, parts);
+  } else if (spec == "params") {
+    balance_ = balance_by_parameters(*model_, parts);
+  } else if (spec == "time") {
+    TS_CHECK(options.sample().defined(),
+             "Pipe: balance \"time\" needs a sample micro-batch (PipeOptions::sample)");
+    balance_ = agree(balance_by_time(*model_, parts, options.sample()), *group_);
+    if (options.data_parallel_group()) balance_ = agree(balance_, *options.data_parallel_group());
+  } else {
+    balance_ = parse_balance(spec);
+    TS_CHECK(static_cast<int>(balance_.size()) == parts, "Pipe: balance ", spec, " has ",
+             balance_.size(), " entries but the pipeline has ", parts, " parts (", stages_,
+             " stages x ", options.chunks_per_rank(), " chunks)");
+  }
+  chunks_ = parts_of_rank(partition(*model_, balance_), stage_, stages_);
+  executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss));
+}
+
+std::vector<Variable> Pipe::parameters() const {
+  std::vector<Variable> out;
+  for (const auto& chunk : chunks_) {
+    for (const Variable& p : chunk->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+double Pipe::train_step(const Tensor& input, const Tensor& target) {
+  const std::vector<Microbatch> microbatches =
+      split_microbatches(input, target, options_.microbatches());
+  last_microbatches_ = static_cast<int>(microbatches.size());
+  if (schedule_ == ScheduleKind::kInterleaved) {
+    TS_CHECK(last_microbatches_ % stages_ == 0, "Pipe: a batch of ", input.size(0),
+             " rows gives ", last_microbatches_, " micro-batches, which the interleaved schedule "
+             "cannot run on ", stages_, " stages (it needs a multiple of the stage count)");
+  }
+  const std::vector<Action> actions =
+      make_schedule(schedule_, stages_, last_microbatches_, stage_, options_.chunks_per_rank());
+  const double local_loss = executor_->run(actions, microbatches);
+  average_gradients_over_data_parallel_group();
+  // The loss lives on the last stage; everyone gets it.
+  Tensor loss = scalar_tensor(local_loss, kF64).reshape({1});
+  group_->broadcast(loss, stages_ - 1)->wait();
+  return loss.item();
+}
+
+void Pipe::average_gradients_over_data_parallel_group() {
+  const auto& dp = options_.data_parallel_group();
+  if (!dp || dp->size() == 1) return;
+  // One flat buffer: every replica of this stage lists the same parameters in the same order.
+  std::vector<Variable> params = parameters();
+  std::vector<Tensor> grads;
+  for (const Variable& p : params) {
+    grads.push_back((p.grad().defined() ? p.grad() : zeros_like(p.data())).contiguous().view({p.numel()}));
+  }
+  if (grads.empty()) return;
+  Tensor flat = cat(grads, 0);
+  dp->all_reduce(flat, dist::ReduceOp::kAvg)->wait();
+  int64_t at = 0;
+  for (const Variable& p : params) {
+    p.set_grad(flat.narrow(0, at, p.numel()).view(p.shape()).clone());
+    at += p.numel();
+  }
+}
+
+std::string Pipe::bubble_report() const {
+  const int v = options_.chunks_per_rank(), M = last_microbatches_;
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "stage %d/%d (%s, M=%d, v=%d): idle %.3f measured, bubble (K-1)/(vM+K-1) = %d/%d = %.3f",
+                stage_, stages_, schedule_name(schedule_), M, v, times().idle_fraction(), stages_ - 1,
+                v * M + stages_ - 1, bubble_fraction(stages_, M, v));
+  return line;
+}
+
+}  // namespace pipeline
+}  // namespace tessera

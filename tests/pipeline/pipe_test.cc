@@ -1,0 +1,228 @@
+// Pipeline training on K = world-size ranks equals one process doing gradient accumulation
+// over the same micro-batches: same parameters after 3 SGD steps (f32, 1e-5), the same batch
+// loss on every rank, batches not divisible by M and smaller than M included; for GPipe, 1F1B
+// and interleaved 1F1B, an MLP and a small ResNet (BatchNorm statistics per micro-batch, so the
+// running statistics match too); pipeline x data parallelism on 4 ranks.
+#include "pipeline/pipe.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+
+#include "autograd/functions.h"
+#include "dist/environment.h"
+#include "dist/topology.h"
+#include "models/resnet.h"
+#include "nn/nn.h"
+#include "optim/sgd.h"
+#include "pipeline/microbatch.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace pipeline {
+namespace {
+
+using MakeModel = std::function<std::shared_ptr<nn::Sequential>()>;
+
+// Flatten and four Linear layers with ReLUs: 8 layers, enough for 4 ranks x 2 chunks.
+std::shared_ptr<nn::Sequential> deep_mlp() {
+  manual_seed(11);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Flatten>());
+  m->push_back(std::make_shared<nn::Linear>(64, 32));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(32, 32));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(32, 24));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(24, 10));
+  return m;
+}
+
+std::shared_ptr<nn::Sequential> tiny_resnet() {
+  manual_seed(5);
+  return models::ResNetCifar(8, 1, 10);
+}
+
+struct Batch {
+  Tensor x, y;
+};
+
+// The same batch on every rank; `rows` varies to exercise uneven micro-batches.
+Batch make_batch(int step, int64_t rows, const Shape& image) {
+  Generator g(500 + step);
+  Shape shape = {rows};
+  shape.insert(shape.end(), image.begin(), image.end());
+  const Tensor y = arange(rows, kI64);
+  return {randn(shape, kF32, &g), sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64)};
+}
+
+Variable loss_fn(const Variable& out, const Tensor& y) { return cross_entropy(out, y); }
+
+// The reference: one process, gradient accumulation over the same micro-batches.
+double reference_step(nn::Sequential& model, optim::SGD& opt, const Batch& b, int M) {
+  opt.zero_grad();
+  double total = 0;
+  for (const Microbatch& mb : split_microbatches(b.x, b.y, M)) {
+    const Variable loss = loss_fn(model.forward(Variable(mb.input)), mb.target) * mb.weight;
+    total += loss.item();
+    loss.backward();
+  }
+  opt.step();
+  return total;
+}
+
+// Every parameter and buffer of this rank's chunks against the reference; across the pipeline
+// group the stages cover the whole model (a stage may hold none: Flatten and ReLU chunks).
+void expect_stage_matches_reference(const Pipe& pipe, nn::Sequential& reference, double tol,
+                                    dist::ProcessGroup& pipeline_group) {
+  std::map<std::string, Variable> ref;
+  for (const auto& [name, p] : reference.named_parameters()) ref[name] = p;
+  for (const auto& [name, b] : reference.named_buffers()) ref[name] = b;
+  int compared = 0;
+  for (const auto& chunk : pipe.chunks()) {
+    auto named = chunk->named_parameters();
+    for (const auto& nb : chunk->named_buffers()) named.push_back(nb);
+    for (const auto& [name, p] : named) {
+      ASSERT_TRUE(ref.count(name)) << name;
+      if (p.dtype() == kI64) {
+        EXPECT_EQ(max_abs_diff(p.data(), ref[name].data()), 0) << name;
+      } else {
+        EXPECT_LT(max_abs_diff(p.data(), ref[name].data()), tol) << "stage " << pipe.stage() << " " << name;
+      }
+      ++compared;
+    }
+  }
+  Tensor total = scalar_tensor(compared, kI64).reshape({1});
+  pipeline_group.all_reduce(total)->wait();
+  EXPECT_EQ(total.item(), static_cast<double>(ref.size())) << "the stages do not cover the model";
+}
+
+void pipeline_matches_accumulation(const MakeModel& make, const std::string& schedule, int M,
+                                   const std::vector<int64_t>& batch_rows, const Shape& image,
+                                   int chunks_per_rank = 1) {
+  auto world = dist::world();
+  auto reference = make();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = make();
+  Pipe pipe(model, world, loss_fn,
+            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(chunks_per_rank));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (size_t step = 0; step < batch_rows.size(); ++step) {
+    const Batch b = make_batch(static_cast<int>(step), batch_rows[step], image);
+    const double expected = reference_step(*reference, ref_opt, b, M);
+    opt.zero_grad();
+    const double loss = pipe.train_step(b.x, b.y);
+    opt.step();
+    EXPECT_NEAR(loss, expected, 1e-5) << "step " << step << " on stage " << pipe.stage();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *world);
+}
+
+// Batches of 12 (even micro-batches), 7 (3 of 2 rows and one of 1) and 3 (fewer rows than M).
+const std::vector<int64_t> kUnevenBatches = {12, 7, 3};
+
+TEST(Pipe, GPipeEqualsGradientAccumulation) {
+  pipeline_matches_accumulation(deep_mlp, "gpipe", 4, kUnevenBatches, {1, 8, 8});
+}
+
+TEST(Pipe, OneFOneBEqualsGradientAccumulation) {
+  pipeline_matches_accumulation(deep_mlp, "1f1b", 4, kUnevenBatches, {1, 8, 8});
+}
+
+TEST(Pipe, OneFOneBWithManyMicrobatchesEqualsGradientAccumulation) {
+  pipeline_matches_accumulation(deep_mlp, "1f1b", 8, {32, 29, 16}, {1, 8, 8});
+}
+
+TEST(Pipe, InterleavedEqualsGradientAccumulation) {
+  // M = 8 micro-batches on every step (a multiple of K = 2 or 4); 13 rows are uneven.
+  pipeline_matches_accumulation(deep_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2);
+}
+
+TEST(Pipe, TinyResNetWithBatchNormEqualsGradientAccumulation) {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    SCOPED_TRACE(schedule);
+    pipeline_matches_accumulation(tiny_resnet, schedule, 4, {12, 10, 4}, {1, 8, 8});
+  }
+}
+
+TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {
+  auto world = dist::world();
+  const int K = world->size();
+  Pipe by_params(deep_mlp(), world, loss_fn, PipeOptions().balance("params"));
+  int total = 0;
+  for (int n : by_params.balance()) total += n;
+  EXPECT_EQ(total, 8);
+  EXPECT_EQ(static_cast<int>(by_params.balance().size()), K);
+  const std::string spec = K == 2 ? "3,5" : "1,3,2,2";
+  const std::vector<int> expected = K == 2 ? std::vector<int>{3, 5} : std::vector<int>{1, 3, 2, 2};
+  Pipe explicit_balance(deep_mlp(), world, loss_fn, PipeOptions().balance(spec));
+  EXPECT_EQ(explicit_balance.balance(), expected);
+  EXPECT_EQ(static_cast<int>(explicit_balance.chunks()[0]->size()), expected[explicit_balance.stage()]);
+  EXPECT_THROW(Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance("4,4,4,4,4")), Error);
+  EXPECT_THROW(Pipe(deep_mlp(), world, loss_fn, PipeOptions().schedule("1f1b").chunks_per_rank(2)),
+               Error);
+}
+
+TEST(Pipe, BalanceByTimeIsTheSameOnEveryRank) {
+  auto world = dist::world();
+  Pipe pipe(deep_mlp(), world, loss_fn,
+            PipeOptions().balance("time").sample(make_batch(0, 4, {1, 8, 8}).x));
+  Tensor mine = zeros({static_cast<int64_t>(pipe.balance().size())}, kI64);
+  for (size_t i = 0; i < pipe.balance().size(); ++i) mine.data<int64_t>()[i] = pipe.balance()[i];
+  Tensor rank0 = mine.clone();
+  world->broadcast(rank0, 0)->wait();
+  EXPECT_EQ(max_abs_diff(mine, rank0), 0);
+}
+
+TEST(Pipe, ReportsMeasuredIdleBesideTheBubbleFormula) {
+  auto world = dist::world();
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    Pipe pipe(deep_mlp(), world, loss_fn, PipeOptions().microbatches(8).schedule(schedule));
+    const Batch b = make_batch(0, 64, {1, 8, 8});
+    pipe.train_step(b.x, b.y);
+    EXPECT_EQ(pipe.last_microbatches(), 8);
+    EXPECT_GT(pipe.times().busy_seconds, 0);
+    EXPECT_LE(pipe.times().busy_seconds, pipe.times().step_seconds);
+    // Activations held at once: GPipe all M, 1F1B at most K - s.
+    const int K = world->size(), s = pipe.stage();
+    EXPECT_EQ(pipe.peak_in_flight(), std::string(schedule) == "gpipe" ? 8 : std::min(K - s, 8));
+    std::printf("%s\n", pipe.bubble_report().c_str());
+  }
+}
+
+TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
+  auto world = dist::world();
+  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
+  dist::Topology topo(world, 2);
+  const int M = 4;
+  auto reference = deep_mlp();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = deep_mlp();
+  Pipe pipe(model, topo.pipeline_group(), loss_fn,
+            PipeOptions().microbatches(M).schedule("1f1b").data_parallel_group(
+                topo.data_parallel_group()));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const Batch global = make_batch(step, 16, {1, 8, 8});
+    // Reference: both replicas' halves, each a mean over its 8 rows, averaged.
+    ref_opt.zero_grad();
+    for (int d = 0; d < 2; ++d) {
+      for (const Microbatch& mb : split_microbatches(global.x.narrow(0, 8 * d, 8),
+                                                     global.y.narrow(0, 8 * d, 8), M)) {
+        (loss_fn(reference->forward(Variable(mb.input)), mb.target) * (mb.weight / 2)).backward();
+      }
+    }
+    ref_opt.step();
+    opt.zero_grad();
+    const int d = topo.replica();
+    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
+    opt.step();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+}
+
+}  // namespace
+}  // namespace pipeline
+}  // namespace tessera
