@@ -2,18 +2,39 @@
 
 #include <algorithm>
 
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "dist/work.h"
 #include "pipeline/p2p.h"
+#include "tensor/allocator.h"
 #include "tensor/check.h"
 
 namespace tessera {
 namespace pipeline {
 
+Checkpoint parse_checkpoint(const std::string& name) {
+  if (name == "never") return Checkpoint::kNever;
+  if (name == "except_last") return Checkpoint::kExceptLast;
+  if (name == "always") return Checkpoint::kAlways;
+  TS_FAIL("activation checkpointing '", name, "' is not one of always, except_last, never");
+}
+
+const char* checkpoint_name(Checkpoint mode) {
+  switch (mode) {
+    case Checkpoint::kNever: return "never";
+    case Checkpoint::kExceptLast: return "except_last";
+    case Checkpoint::kAlways: return "always";
+  }
+  return "?";
+}
+
 StageExecutor::StageExecutor(std::vector<std::shared_ptr<nn::Sequential>> chunks,
-                             std::shared_ptr<dist::ProcessGroup> group, LossFunction loss)
-    : chunks_(std::move(chunks)), group_(std::move(group)), loss_(std::move(loss)) {
+                             std::shared_ptr<dist::ProcessGroup> group, LossFunction loss,
+                             Checkpoint checkpoint)
+    : chunks_(std::move(chunks)), group_(std::move(group)), loss_(std::move(loss)),
+      checkpoint_(checkpoint) {
   TS_CHECK(group_ != nullptr, "StageExecutor: no process group");
   TS_CHECK(!chunks_.empty(), "StageExecutor: no model chunks");
   TS_CHECK(loss_ != nullptr, "StageExecutor: no loss function");
@@ -28,12 +49,36 @@ StageExecutor::InFlight& StageExecutor::slot(const Action& a) {
   return it->second;
 }
 
+Device StageExecutor::device() const {
+  for (const auto& chunk : chunks_) {
+    for (const Variable& p : chunk->parameters()) return p.device();
+  }
+  return Device::cpu();
+}
+
 double StageExecutor::run(const std::vector<Action>& actions,
                           const std::vector<Microbatch>& microbatches) {
+  return play(actions, microbatches, /*train=*/true, nullptr);
+}
+
+std::vector<Tensor> StageExecutor::run_forward(const std::vector<Action>& actions,
+                                               const std::vector<Microbatch>& microbatches) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> outputs;
+  play(actions, microbatches, /*train=*/false, &outputs);
+  return outputs;
+}
+
+double StageExecutor::play(const std::vector<Action>& actions,
+                           const std::vector<Microbatch>& microbatches, bool train,
+                           std::vector<Tensor>* outputs) {
   const int M = static_cast<int>(microbatches.size());
   in_flight_.clear();
-  times_ = {};
-  peak_in_flight_ = 0;
+  stats_ = {};
+  if (outputs) outputs->assign(M, Tensor());
+  const Device dev = device();
+  const int64_t base_bytes = memory_stats(dev).current_bytes;
+  reset_peak(dev);
   int forwarded = 0;
   double loss_sum = 0;
   std::vector<std::shared_ptr<dist::Work>> sends;
@@ -42,12 +87,15 @@ double StageExecutor::run(const std::vector<Action>& actions,
     TS_CHECK(a.microbatch >= 0 && a.microbatch < M && a.chunk >= 0 && a.chunk < num_chunks(),
              "StageExecutor: ", to_string(a, true), " on rank ", rank_, " is out of range for ",
              M, " micro-batches and ", num_chunks(), " chunks");
+    TS_CHECK(train || a.kind == ActionKind::kForward || a.kind == ActionKind::kRecvActivation ||
+                 a.kind == ActionKind::kSendActivation,
+             "StageExecutor: ", to_string(a, true), " in a forward-only list");
     const int vs = virtual_stage(a.chunk);
     switch (a.kind) {
       case ActionKind::kRecvActivation: {
         const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation,
                                      a.microbatch, vs - 1);
-        in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/true);
+        in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/train);
         break;
       }
       case ActionKind::kForward: {
@@ -57,20 +105,29 @@ double StageExecutor::run(const std::vector<Action>& actions,
         if (first(a.chunk)) f.input = Variable(mb.input);
         TS_CHECK(f.input.defined(), "StageExecutor: F", a.microbatch, " on rank ", rank_,
                  " before its activation arrived");
-        f.output = chunks_[a.chunk]->forward(f.input);
-        if (last(a.chunk)) {
+        const auto& chunk = chunks_[a.chunk];
+        const bool recompute = train && (checkpoint_ == Checkpoint::kAlways ||
+                                         (checkpoint_ == Checkpoint::kExceptLast && a.microbatch < M - 1));
+        f.output = recompute ? checkpoint([chunk](const Variable& x) { return chunk->forward(x); }, f.input)
+                             : chunk->forward(f.input);
+        if (last(a.chunk) && train) {
           // The one gradient-scaling rule: weight by the micro-batch's share of the batch.
           f.output = loss_(f.output, mb.target) * mb.weight;
           loss_sum += f.output.item();
+        } else if (last(a.chunk)) {
+          (*outputs)[a.microbatch] = f.output.data();
+          in_flight_.erase({a.chunk, a.microbatch});
         }
-        peak_in_flight_ = std::max(peak_in_flight_, ++forwarded);
-        times_.busy_seconds += dist::steady_seconds() - t0;
+        stats_.peak_in_flight = std::max(stats_.peak_in_flight, ++forwarded);
+        if (!train) --forwarded;
+        stats_.busy_seconds += dist::steady_seconds() - t0;
         break;
       }
       case ActionKind::kSendActivation: {
         auto works = send_tensor(*group_, slot(a).output.data(), next_rank(),
                                  MessageKind::kActivation, a.microbatch, vs);
         sends.insert(sends.end(), works.begin(), works.end());
+        if (!train) in_flight_.erase({a.chunk, a.microbatch});
         break;
       }
       case ActionKind::kRecvGradient:
@@ -97,7 +154,7 @@ double StageExecutor::run(const std::vector<Action>& actions,
         f.output_grad = Tensor();
         if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
         --forwarded;
-        times_.busy_seconds += dist::steady_seconds() - t0;
+        stats_.busy_seconds += dist::steady_seconds() - t0;
         break;
       }
       case ActionKind::kSendGradient: {
@@ -112,7 +169,8 @@ double StageExecutor::run(const std::vector<Action>& actions,
     }
   }
   for (auto& w : sends) w->wait();
-  times_.step_seconds = dist::steady_seconds() - start;
+  stats_.step_seconds = dist::steady_seconds() - start;
+  stats_.peak_activation_bytes = memory_stats(dev).peak_bytes - base_bytes;
   TS_CHECK(in_flight_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
            in_flight_.size(), " micro-batches not backwarded");
   return loss_sum;

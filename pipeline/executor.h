@@ -14,15 +14,26 @@
 //              B i <--- SG i ---- B i <------ RG i <----------- SG i ...
 //
 // Each micro-batch's input and output live from its F to its B (its SG): at most the
-// schedule's "in flight" count at once, which is where 1F1B saves memory over GPipe. Sends
-// are non-blocking (the process group's send returns a Work); they are all waited for at the
-// end of the list. Time spent computing (F, B) is "busy"; the rest of the list's wall time
-// (waiting for messages, the bubble) is idle.
+// schedule's "in flight" count at once, which is where 1F1B saves memory over GPipe.
+// Activation checkpointing (torchgpipe's modes) keeps even less: a checkpointed F records no
+// graph, only its input; B runs the chunk's forward again (same random stream, so dropout
+// masks repeat) and backpropagates through that:
+//
+//   always        every micro-batch checkpointed
+//   except_last   all but the last (its backward comes first in GPipe, recomputing it is waste)
+//   never
+//
+// Sends are non-blocking (the process group's send returns a Work); they are all waited for
+// at the end of the list. Time spent computing (F, B) is "busy"; the rest of the list's wall
+// time (waiting for messages, the bubble) is idle. Activation memory is the allocator's peak
+// during the list above what was allocated when it began (parameters, their grads from
+// earlier batches).
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,9 +49,16 @@ namespace pipeline {
 // The last stage's loss on one micro-batch: a mean over its rows (cross-entropy's default).
 using LossFunction = std::function<Variable(const Variable& output, const Tensor& target)>;
 
-struct StageTimes {
+enum class Checkpoint { kNever, kExceptLast, kAlways };
+// "never", "except_last", "always".
+Checkpoint parse_checkpoint(const std::string& name);
+const char* checkpoint_name(Checkpoint mode);
+
+struct StageStats {
   double step_seconds = 0;  // wall time of the whole action list
-  double busy_seconds = 0;  // forwards and backwards (loss included)
+  double busy_seconds = 0;  // forwards and backwards (loss and recomputation included)
+  int peak_in_flight = 0;   // micro-batch chunks whose activations were held at once
+  int64_t peak_activation_bytes = 0;  // allocator peak during the list minus its start
   double idle_fraction() const { return step_seconds > 0 ? 1.0 - busy_seconds / step_seconds : 0; }
 };
 
@@ -49,15 +67,20 @@ class StageExecutor {
   // chunks[c] is this rank's model chunk c, virtual stage c*K + rank of `group` (K = group
   // size). The group's ranks are the stages, in order.
   StageExecutor(std::vector<std::shared_ptr<nn::Sequential>> chunks,
-                std::shared_ptr<dist::ProcessGroup> group, LossFunction loss);
+                std::shared_ptr<dist::ProcessGroup> group, LossFunction loss,
+                Checkpoint checkpoint = Checkpoint::kNever);
 
   // Runs one batch's actions. Returns the sum of the weighted micro-batch losses computed on
   // this rank: the batch loss on the rank holding the last virtual stage, 0 elsewhere.
   double run(const std::vector<Action>& actions, const std::vector<Microbatch>& microbatches);
 
-  const StageTimes& times() const { return times_; }
-  // The most micro-batch chunks whose activations this rank held at once in the last run.
-  int peak_in_flight() const { return peak_in_flight_; }
+  // Runs a forward-only list (forward_only() in schedule.h) without recording a graph.
+  // Returns the last virtual stage's outputs, one per micro-batch, on the rank that holds it
+  // (empty elsewhere).
+  std::vector<Tensor> run_forward(const std::vector<Action>& actions,
+                                  const std::vector<Microbatch>& microbatches);
+
+  const StageStats& stats() const { return stats_; }
 
  private:
   struct InFlight {
@@ -72,14 +95,19 @@ class StageExecutor {
   int next_rank() const { return (rank_ + 1) % stages_; }
   int previous_rank() const { return (rank_ + stages_ - 1) % stages_; }
   InFlight& slot(const Action& a);
+  Device device() const;
+  // The list's shared skeleton: messages, the forward (train: with loss and checkpointing),
+  // timing and memory; `outputs` collects the last stage's outputs when not training.
+  double play(const std::vector<Action>& actions, const std::vector<Microbatch>& microbatches,
+              bool train, std::vector<Tensor>* outputs);
 
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;
   std::shared_ptr<dist::ProcessGroup> group_;
   LossFunction loss_;
+  Checkpoint checkpoint_;
   int stages_, rank_;
   std::map<std::pair<int, int>, InFlight> in_flight_;  // (chunk, micro-batch)
-  StageTimes times_;
-  int peak_in_flight_ = 0;
+  StageStats stats_;
 };
 
 }  // namespace pipeline

@@ -63,7 +63,8 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
              " stages x ", options.chunks_per_rank(), " chunks)");
   }
   chunks_ = parts_of_rank(partition(*model_, balance_), stage_, stages_);
-  executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss));
+  executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
+                                              parse_checkpoint(options.checkpoint()));
 }
 
 std::vector<Variable> Pipe::parameters() const {
@@ -93,6 +94,36 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   return loss.item();
 }
 
+Tensor Pipe::forward(const Tensor& input) {
+  const std::vector<Microbatch> microbatches = split_microbatches(input, Tensor(), options_.microbatches());
+  last_microbatches_ = static_cast<int>(microbatches.size());
+  const int v = options_.chunks_per_rank();
+  TS_CHECK(v == 1 || last_microbatches_ % stages_ == 0, "Pipe::forward: a batch of ",
+           input.size(0), " rows gives ", last_microbatches_, " micro-batches, which ", v,
+           " chunks per rank cannot run on ", stages_, " stages (it needs a multiple of the stage count)");
+  const std::vector<Tensor> outputs =
+      executor_->run_forward(forward_only(stages_, last_microbatches_, stage_, v), microbatches);
+  // The last stage has the output; its shape and dtype go first so the others can allocate.
+  const int last = stages_ - 1;
+  Tensor out;
+  Tensor header = zeros({10}, kI64);
+  if (stage_ == last) {
+    out = cat(outputs, 0).contiguous();
+    TS_CHECK(out.dim() <= 8, "Pipe::forward: an output of shape ", out.shape(), " has more than 8 dimensions");
+    int64_t* h = header.data<int64_t>();
+    h[0] = static_cast<int64_t>(out.dtype());
+    h[1] = out.dim();
+    for (int64_t d = 0; d < out.dim(); ++d) h[2 + d] = out.size(d);
+  }
+  group_->broadcast(header, last)->wait();
+  if (stage_ != last) {
+    const int64_t* h = header.data<int64_t>();
+    out = empty(Shape(h + 2, h + 2 + h[1]), static_cast<DType>(h[0]));
+  }
+  group_->broadcast(out.view({out.numel()}), last)->wait();
+  return out;
+}
+
 void Pipe::average_gradients_over_data_parallel_group() {
   const auto& dp = options_.data_parallel_group();
   if (!dp || dp->size() == 1) return;
@@ -117,7 +148,7 @@ std::string Pipe::bubble_report() const {
   char line[200];
   std::snprintf(line, sizeof(line),
                 "stage %d/%d (%s, M=%d, v=%d): idle %.3f measured, bubble (K-1)/(vM+K-1) = %d/%d = %.3f",
-                stage_, stages_, schedule_name(schedule_), M, v, times().idle_fraction(), stages_ - 1,
+                stage_, stages_, schedule_name(schedule_), M, v, stats().idle_fraction(), stages_ - 1,
                 v * M + stages_ - 1, bubble_fraction(stages_, M, v));
   return line;
 }

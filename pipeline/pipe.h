@@ -12,6 +12,8 @@
 //     double loss = pipe.train_step(x, y);                  // the batch loss, on every rank
 //     opt.step();
 //   }
+//   model->eval();
+//   Tensor logits = pipe.forward(test_x);                   // forward-only, on every rank
 //
 // Rank s of the pipeline group runs stage s (with v chunks per rank: parts s, s+K, ...).
 // train_step splits the batch into M micro-batches (fewer if the batch has fewer rows), runs
@@ -45,6 +47,8 @@ class PipeOptions {
   PipeOptions& chunks_per_rank(int v) { chunks_per_rank_ = v; return *this; }
   // "uniform", "params", "time" or an explicit list "3,4,3" (one entry per part: K*v of them).
   PipeOptions& balance(const std::string& spec) { balance_ = spec; return *this; }
+  // Activation checkpointing per micro-batch: "never", "except_last" or "always" (executor.h).
+  PipeOptions& checkpoint(const std::string& mode) { checkpoint_ = mode; return *this; }
   // One micro-batch of input for balance "time" to profile with.
   PipeOptions& sample(const Tensor& microbatch) { sample_ = microbatch; return *this; }
   // The ranks that hold the same stage; gradients are averaged among them after each batch.
@@ -57,6 +61,7 @@ class PipeOptions {
   const std::string& schedule() const { return schedule_; }
   int chunks_per_rank() const { return chunks_per_rank_; }
   const std::string& balance() const { return balance_; }
+  const std::string& checkpoint() const { return checkpoint_; }
   const Tensor& sample() const { return sample_; }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_group_; }
 
@@ -65,6 +70,7 @@ class PipeOptions {
   std::string schedule_ = "1f1b";
   int chunks_per_rank_ = 1;
   std::string balance_ = "uniform";
+  std::string checkpoint_ = "never";
   Tensor sample_;
   std::shared_ptr<dist::ProcessGroup> data_parallel_group_;
 };
@@ -78,6 +84,9 @@ class Pipe {
 
   // One batch forward and backward; returns the batch loss on every rank of the pipeline.
   double train_step(const Tensor& input, const Tensor& target);
+  // Evaluation: the forward-only schedule without a graph (set the model's eval() mode first).
+  // Returns the model's output for the whole batch on every rank of the pipeline.
+  Tensor forward(const Tensor& input);
 
   // This rank's parameters (its chunks', in order): what its optimizer steps.
   std::vector<Variable> parameters() const;
@@ -87,10 +96,9 @@ class Pipe {
   ScheduleKind schedule() const { return schedule_; }
   // Layers per part, K*v entries, identical on every rank.
   const std::vector<int>& balance() const { return balance_; }
-  // The last step: its micro-batch count, timing and activations held at once.
+  // The last step: its micro-batch count, timing and activation memory on this rank.
   int last_microbatches() const { return last_microbatches_; }
-  const StageTimes& times() const { return executor_->times(); }
-  int peak_in_flight() const { return executor_->peak_in_flight(); }
+  const StageStats& stats() const { return executor_->stats(); }
   // "stage 1/2 (1f1b, M=4): idle 0.231 measured, bubble (K-1)/(vM+K-1) = 1/5 = 0.200"
   std::string bubble_report() const;
 

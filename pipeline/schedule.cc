@@ -164,6 +164,21 @@ std::vector<Action> interleaved_1f1b(int stages, int microbatches, int stage, in
   return interleaved_actions(stages, microbatches, stage, chunks);
 }
 
+std::vector<Action> forward_only(int stages, int microbatches, int stage, int chunks) {
+  check_arguments("forward_only", stages, microbatches, stage, chunks);
+  if (chunks > 1) check_interleaved(stages, microbatches, chunks);
+  const int V = stages * chunks;
+  std::vector<Action> out;
+  for (const Compute& c : interleaved_computations(stages, microbatches, stage, chunks)) {
+    if (!c.forward) continue;
+    const int vs = c.chunk * stages + stage;
+    if (vs > 0) out.push_back(RA(c.mb, c.chunk));
+    out.push_back(F(c.mb, c.chunk));
+    if (vs < V - 1) out.push_back(SA(c.mb, c.chunk));
+  }
+  return out;
+}
+
 std::vector<Action> make_schedule(ScheduleKind kind, int stages, int microbatches, int stage,
                                   int chunks) {
   TS_CHECK(kind == ScheduleKind::kInterleaved || chunks == 1, "pipeline schedule ",

@@ -103,6 +103,9 @@ std::vector<Action> gpipe(int stages, int microbatches, int stage);
 std::vector<Action> one_f_one_b(int stages, int microbatches, int stage);
 // chunks = v >= 1 model chunks per rank; requires M % K == 0 (M >= K).
 std::vector<Action> interleaved_1f1b(int stages, int microbatches, int stage, int chunks);
+// Evaluation: forwards only, in the order of the kind's forwards (micro-batch order; for v > 1
+// chunks Megatron-LM's groups of K, so M % K == 0 is required then).
+std::vector<Action> forward_only(int stages, int microbatches, int stage, int chunks = 1);
 // Dispatch by kind; `chunks` must be 1 unless kind is kInterleaved.
 std::vector<Action> make_schedule(ScheduleKind kind, int stages, int microbatches, int stage,
                                   int chunks = 1);

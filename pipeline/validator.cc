@@ -25,7 +25,7 @@ std::string where(int s, int index, const Action& a, const Layout& L) {
 }
 
 // Per stage: counts and order of every action, and the peak number in flight.
-int check_stage(const std::vector<Action>& list, int s, const Layout& L) {
+int check_stage(const std::vector<Action>& list, int s, const Layout& L, bool backward) {
   enum { kF, kB, kSA, kRA, kSG, kRG, kKinds };
   static const char* what[] = {"forward", "backward", "activation send", "activation receive",
                                "gradient send", "gradient receive"};
@@ -43,6 +43,9 @@ int check_stage(const std::vector<Action>& list, int s, const Layout& L) {
     const int vs = L.virtual_stage(s, a.chunk);
     const bool first = vs == 0, last = vs == L.V() - 1;
     const int k = static_cast<int>(a.kind);
+    TS_CHECK(backward || a.kind == ActionKind::kForward || a.kind == ActionKind::kSendActivation ||
+                 a.kind == ActionKind::kRecvActivation,
+             where(s, idx, a, L), ": a forward-only schedule has no backward pass");
     int& count = seen[k][a.chunk][a.microbatch];
     TS_CHECK(count == 0, where(s, idx, a, L), ": a second ", what[k], " of micro-batch ",
              a.microbatch);
@@ -66,6 +69,7 @@ int check_stage(const std::vector<Action>& list, int s, const Layout& L) {
         TS_CHECK(first || done(kRA), where(s, idx, a, L),
                  ": forward before its activation was received");
         peak = std::max(peak, ++in_flight);
+        if (!backward) --in_flight;  // evaluation keeps nothing for a backward
         break;
       case ActionKind::kBackward:
         TS_CHECK(done(kF), where(s, idx, a, L), ": backward before the forward");
@@ -80,8 +84,10 @@ int check_stage(const std::vector<Action>& list, int s, const Layout& L) {
     const int vs = L.virtual_stage(s, c);
     for (int i = 0; i < L.M; ++i) {
       for (int k = 0; k < kKinds; ++k) {
-        const bool needed = (k == kF || k == kB) || ((k == kSA || k == kRG) && vs < L.V() - 1) ||
-                            ((k == kRA || k == kSG) && vs > 0);
+        const bool gradient_side = k == kB || k == kRG || k == kSG;
+        const bool needed = (!gradient_side || backward) &&
+                            ((k == kF || k == kB) || ((k == kSA || k == kRG) && vs < L.V() - 1) ||
+                             ((k == kRA || k == kSG) && vs > 0));
         TS_CHECK(!needed || seen[k][c][i] == 1, "stage ", s, " never runs the ", what[k],
                  " of micro-batch ", i, L.v > 1 ? detail::str(" on chunk ", c) : "");
       }
@@ -157,7 +163,7 @@ Transport transport_for(ScheduleKind kind) {
 }
 
 ValidationReport validate(const std::vector<std::vector<Action>>& lists, int microbatches,
-                          int chunks, Transport transport) {
+                          int chunks, Transport transport, bool backward) {
   const Layout L{static_cast<int>(lists.size()), microbatches, chunks};
   TS_CHECK(L.K >= 1, "validate: no stages");
   TS_CHECK(L.M >= 1, "validate: the number of micro-batches must be at least 1, got ", L.M);
@@ -167,7 +173,7 @@ ValidationReport validate(const std::vector<std::vector<Action>>& lists, int mic
   report.microbatches = L.M;
   report.chunks = L.v;
   report.stage.resize(L.K);
-  for (int s = 0; s < L.K; ++s) report.stage[s].peak_in_flight = check_stage(lists[s], s, L);
+  for (int s = 0; s < L.K; ++s) report.stage[s].peak_in_flight = check_stage(lists[s], s, L, backward);
 
   // Play the lists. A compute moves its stage's clock one slot. Blocking: a send moves only
   // when its receiver stands at the matching receive, and both clocks jump to the later one.

@@ -59,8 +59,11 @@ struct ValidationReport {
 enum class Transport { kBlocking, kBuffered };
 
 // schedules[s] is stage s's list (make_schedules()). Throws tessera::Error on any violation.
+// With backward = false the lists are forward-only (evaluation): no backward or gradient
+// message may appear, and none is required.
 ValidationReport validate(const std::vector<std::vector<Action>>& schedules, int microbatches,
-                          int chunks = 1, Transport transport = Transport::kBlocking);
+                          int chunks = 1, Transport transport = Transport::kBlocking,
+                          bool backward = true);
 
 // The transport a schedule kind is sound under: blocking for GPipe and 1F1B, buffered for
 // interleaved 1F1B (see schedule.h).

@@ -40,6 +40,20 @@ std::shared_ptr<nn::Sequential> deep_mlp() {
   return m;
 }
 
+// Flatten, 7 x (Linear(64, 64), ReLU), Linear(64, 10): 16 layers, so every stage of K <= 4 has
+// activations inside it (what checkpointing drops).
+std::shared_ptr<nn::Sequential> long_mlp() {
+  manual_seed(13);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Flatten>());
+  for (int i = 0; i < 7; ++i) {
+    m->push_back(std::make_shared<nn::Linear>(64, 64));
+    m->push_back(std::make_shared<nn::ReLU>());
+  }
+  m->push_back(std::make_shared<nn::Linear>(64, 10));
+  return m;
+}
+
 std::shared_ptr<nn::Sequential> tiny_resnet() {
   manual_seed(5);
   return models::ResNetCifar(8, 1, 10);
@@ -101,13 +115,14 @@ void expect_stage_matches_reference(const Pipe& pipe, nn::Sequential& reference,
 
 void pipeline_matches_accumulation(const MakeModel& make, const std::string& schedule, int M,
                                    const std::vector<int64_t>& batch_rows, const Shape& image,
-                                   int chunks_per_rank = 1) {
+                                   int chunks_per_rank = 1, const std::string& checkpoint = "never") {
   auto world = dist::world();
   auto reference = make();
   optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
   auto model = make();
   Pipe pipe(model, world, loss_fn,
-            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(chunks_per_rank));
+            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(chunks_per_rank).checkpoint(
+                checkpoint));
   optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
   for (size_t step = 0; step < batch_rows.size(); ++step) {
     const Batch b = make_batch(static_cast<int>(step), batch_rows[step], image);
@@ -138,6 +153,54 @@ TEST(Pipe, OneFOneBWithManyMicrobatchesEqualsGradientAccumulation) {
 TEST(Pipe, InterleavedEqualsGradientAccumulation) {
   // M = 8 micro-batches on every step (a multiple of K = 2 or 4); 13 rows are uneven.
   pipeline_matches_accumulation(deep_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2);
+}
+
+TEST(Pipe, ActivationCheckpointingGivesTheSameGradients) {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    for (const char* mode : {"always", "except_last"}) {
+      SCOPED_TRACE(testing::Message() << schedule << " " << mode);
+      pipeline_matches_accumulation(deep_mlp, schedule, 4, kUnevenBatches, {1, 8, 8}, 1, mode);
+    }
+  }
+  pipeline_matches_accumulation(deep_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2, "always");
+}
+
+TEST(Pipe, OneFOneBAndCheckpointingHoldLessActivationMemoryThanGPipe) {
+  auto world = dist::world();
+  const int K = world->size(), M = 8;
+  auto peak = [&](const std::string& schedule, const std::string& mode) {
+    Pipe pipe(long_mlp(), world, loss_fn,
+              PipeOptions().microbatches(M).schedule(schedule).checkpoint(mode));
+    const Batch b = make_batch(0, 256, {1, 8, 8});
+    pipe.train_step(b.x, b.y);  // the first step allocates the parameters' grads
+    pipe.train_step(b.x, b.y);
+    return pipe.stats().peak_activation_bytes;
+  };
+  const int64_t gpipe = peak("gpipe", "never"), one_f_one_b = peak("1f1b", "never");
+  const int64_t gpipe_checkpointed = peak("gpipe", "always");
+  if (world->rank() == 0) {
+    std::printf("stage 0 peak activation bytes, K=%d M=%d: gpipe %lld, 1f1b %lld, gpipe+checkpoint %lld\n",
+                K, M, static_cast<long long>(gpipe), static_cast<long long>(one_f_one_b),
+                static_cast<long long>(gpipe_checkpointed));
+    // Stage 0 holds M micro-batches under GPipe, K under 1F1B.
+    EXPECT_LT(one_f_one_b, gpipe);
+    EXPECT_LT(gpipe_checkpointed, gpipe);
+  }
+}
+
+TEST(Pipe, ForwardOnlyEvaluationGivesTheModelsOutputOnEveryRank) {
+  auto world = dist::world();
+  auto reference = deep_mlp();
+  for (const char* schedule : {"gpipe", "interleaved"}) {
+    SCOPED_TRACE(schedule);
+    Pipe pipe(deep_mlp(), world, loss_fn,
+              PipeOptions().microbatches(4).schedule(schedule).chunks_per_rank(
+                  std::string(schedule) == "interleaved" ? 2 : 1));
+    const Batch b = make_batch(0, 12, {1, 8, 8});
+    const Tensor out = pipe.forward(b.x);
+    EXPECT_EQ(out.shape(), (Shape{12, 10}));
+    EXPECT_LT(max_abs_diff(out, reference->forward(Variable(b.x)).data()), 1e-6);
+  }
 }
 
 TEST(Pipe, TinyResNetWithBatchNormEqualsGradientAccumulation) {
@@ -183,11 +246,11 @@ TEST(Pipe, ReportsMeasuredIdleBesideTheBubbleFormula) {
     const Batch b = make_batch(0, 64, {1, 8, 8});
     pipe.train_step(b.x, b.y);
     EXPECT_EQ(pipe.last_microbatches(), 8);
-    EXPECT_GT(pipe.times().busy_seconds, 0);
-    EXPECT_LE(pipe.times().busy_seconds, pipe.times().step_seconds);
+    EXPECT_GT(pipe.stats().busy_seconds, 0);
+    EXPECT_LE(pipe.stats().busy_seconds, pipe.stats().step_seconds);
     // Activations held at once: GPipe all M, 1F1B at most K - s.
     const int K = world->size(), s = pipe.stage();
-    EXPECT_EQ(pipe.peak_in_flight(), std::string(schedule) == "gpipe" ? 8 : std::min(K - s, 8));
+    EXPECT_EQ(pipe.stats().peak_in_flight, std::string(schedule) == "gpipe" ? 8 : std::min(K - s, 8));
     std::printf("%s\n", pipe.bubble_report().c_str());
   }
 }

@@ -78,6 +78,14 @@ TEST(Schedule, InterleavedComputationOrderFollowsMegatron) {
             "B2.0 B3.0 B4.1 B5.1 B6.1 B7.1 B4.0 B5.0 B6.0 B7.0");
 }
 
+TEST(Schedule, ForwardOnlyForEvaluation) {
+  EXPECT_EQ(to_string(forward_only(3, 3, 0)), "F0 SA0 F1 SA1 F2 SA2");
+  EXPECT_EQ(to_string(forward_only(3, 3, 1)), "RA0 F0 SA0 RA1 F1 SA1 RA2 F2 SA2");
+  EXPECT_EQ(to_string(forward_only(3, 3, 2)), "RA0 F0 RA1 F1 RA2 F2");
+  EXPECT_EQ(to_string(forward_only(2, 2, 0, 2), true),
+            "F0.0 SA0.0 F1.0 SA1.0 RA0.1 F0.1 SA0.1 RA1.1 F1.1 SA1.1");
+}
+
 void expect_error(const std::function<void()>& f, const std::string& part) {
   try {
     f();

@@ -60,6 +60,26 @@ TEST(Validator, InterleavedIsSoundWhereverMIsAMultipleOfK) {
   }
 }
 
+TEST(Validator, ForwardOnlySchedulesAreSoundAndHoldOneMicrobatch) {
+  for (int K = 1; K <= 8; ++K) {
+    for (int M = 1; M <= 16; ++M) {
+      std::vector<std::vector<Action>> lists;
+      for (int s = 0; s < K; ++s) lists.push_back(forward_only(K, M, s));
+      const ValidationReport r = validate(lists, M, 1, Transport::kBlocking, /*backward=*/false);
+      for (int s = 0; s < K; ++s) EXPECT_EQ(r.stage[s].peak_in_flight, 1);
+      EXPECT_EQ(r.makespan, M + K - 1);
+    }
+  }
+  std::vector<std::vector<Action>> interleaved;
+  for (int s = 0; s < 4; ++s) interleaved.push_back(forward_only(4, 8, s, 2));
+  EXPECT_NO_THROW(validate(interleaved, 8, 2, Transport::kBuffered, false));
+  // A training list is not a forward-only one, and the other way round.
+  expect_error([] { validate(make_schedules(ScheduleKind::kGPipe, 2, 2), 2, 1, Transport::kBlocking, false); },
+               "a forward-only schedule has no backward pass");
+  expect_error([] { validate({forward_only(2, 2, 0), forward_only(2, 2, 1)}, 2); },
+               "stage 0 never runs the backward of micro-batch 0");
+}
+
 TEST(Validator, TheNaiveOneFOneBOrderDeadlocksUnderBlockingSends) {
   // Stage 0 sends activation 1 before receiving gradient 0, while stage 1 sends gradient 0
   // before receiving activation 1: each send waits for a receive the other never reaches.
