@@ -13,6 +13,25 @@
 
 namespace tessera {
 namespace pipeline {
+namespace {
+
+// The chunk's forward for checkpoint(): called once in F and again in B to recompute. The
+// second call must not count the micro-batch twice in BatchNorm's running statistics, so the
+// chunk's buffers are put back as they were after it (the output is the same either way: in
+// training BatchNorm normalizes with the micro-batch's own statistics).
+std::function<Variable(const Variable&)> recomputable(std::shared_ptr<nn::Sequential> chunk) {
+  auto calls = std::make_shared<int>(0);
+  return [chunk, calls](const Variable& x) {
+    if ((*calls)++ == 0) return chunk->forward(x);
+    std::vector<std::pair<Variable, Tensor>> saved;
+    for (const Variable& b : chunk->buffers()) saved.push_back({b, b.data().clone()});
+    Variable y = chunk->forward(x);
+    for (auto& [b, data] : saved) Tensor(b.data()).copy_(data);
+    return y;
+  };
+}
+
+}  // namespace
 
 Checkpoint parse_checkpoint(const std::string& name) {
   if (name == "never") return Checkpoint::kNever;
@@ -108,8 +127,7 @@ double StageExecutor::play(const std::vector<Action>& actions,
         const auto& chunk = chunks_[a.chunk];
         const bool recompute = train && (checkpoint_ == Checkpoint::kAlways ||
                                          (checkpoint_ == Checkpoint::kExceptLast && a.microbatch < M - 1));
-        f.output = recompute ? checkpoint([chunk](const Variable& x) { return chunk->forward(x); }, f.input)
-                             : chunk->forward(f.input);
+        f.output = recompute ? checkpoint(recomputable(chunk), f.input) : chunk->forward(f.input);
         if (last(a.chunk) && train) {
           // The one gradient-scaling rule: weight by the micro-batch's share of the batch.
           f.output = loss_(f.output, mb.target) * mb.weight;

@@ -208,6 +208,8 @@ TEST(Pipe, TinyResNetWithBatchNormEqualsGradientAccumulation) {
     SCOPED_TRACE(schedule);
     pipeline_matches_accumulation(tiny_resnet, schedule, 4, {12, 10, 4}, {1, 8, 8});
   }
+  // Recomputation must not update BatchNorm's running statistics a second time.
+  pipeline_matches_accumulation(tiny_resnet, "1f1b", 4, {12, 10, 4}, {1, 8, 8}, 1, "always");
 }
 
 TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {
