@@ -94,6 +94,7 @@ double StageExecutor::play(const std::vector<Action>& actions,
   const int M = static_cast<int>(microbatches.size());
   in_flight_.clear();
   stats_ = {};
+  spans_.clear();
   if (outputs) outputs->assign(M, Tensor());
   const Device dev = device();
   const int64_t base_bytes = memory_stats(dev).current_bytes;
@@ -110,6 +111,7 @@ double StageExecutor::play(const std::vector<Action>& actions,
                  a.kind == ActionKind::kSendActivation,
              "StageExecutor: ", to_string(a, true), " in a forward-only list");
     const int vs = virtual_stage(a.chunk);
+    const double t0 = dist::steady_seconds();
     switch (a.kind) {
       case ActionKind::kRecvActivation: {
         const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation,
@@ -118,7 +120,6 @@ double StageExecutor::play(const std::vector<Action>& actions,
         break;
       }
       case ActionKind::kForward: {
-        const double t0 = dist::steady_seconds();
         InFlight& f = in_flight_[{a.chunk, a.microbatch}];
         const Microbatch& mb = microbatches[a.microbatch];
         if (first(a.chunk)) f.input = Variable(mb.input);
@@ -138,7 +139,6 @@ double StageExecutor::play(const std::vector<Action>& actions,
         }
         stats_.peak_in_flight = std::max(stats_.peak_in_flight, ++forwarded);
         if (!train) --forwarded;
-        stats_.busy_seconds += dist::steady_seconds() - t0;
         break;
       }
       case ActionKind::kSendActivation: {
@@ -153,7 +153,6 @@ double StageExecutor::play(const std::vector<Action>& actions,
             recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch, vs + 1);
         break;
       case ActionKind::kBackward: {
-        const double t0 = dist::steady_seconds();
         InFlight& f = slot(a);
         if (!f.output.requires_grad()) {
           // Nothing here to differentiate: a first chunk without parameters (Flatten).
@@ -172,7 +171,6 @@ double StageExecutor::play(const std::vector<Action>& actions,
         f.output_grad = Tensor();
         if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
         --forwarded;
-        stats_.busy_seconds += dist::steady_seconds() - t0;
         break;
       }
       case ActionKind::kSendGradient: {
@@ -185,6 +183,8 @@ double StageExecutor::play(const std::vector<Action>& actions,
         break;
       }
     }
+    spans_.push_back({a, false, t0, dist::steady_seconds()});
+    if (is_compute(a.kind)) stats_.busy_seconds += spans_.back().end - t0;
   }
   for (auto& w : sends) w->wait();
   stats_.step_seconds = dist::steady_seconds() - start;

@@ -42,6 +42,7 @@
 #include "nn/sequential.h"
 #include "pipeline/microbatch.h"
 #include "pipeline/schedule.h"
+#include "pipeline/trace.h"
 
 namespace tessera {
 namespace pipeline {
@@ -81,6 +82,8 @@ class StageExecutor {
                                   const std::vector<Microbatch>& microbatches);
 
   const StageStats& stats() const { return stats_; }
+  // Every action of the last list with its start and end (trace.h).
+  const std::vector<Span>& spans() const { return spans_; }
 
  private:
   struct InFlight {
@@ -108,6 +111,7 @@ class StageExecutor {
   int stages_, rank_;
   std::map<std::pair<int, int>, InFlight> in_flight_;  // (chunk, micro-batch)
   StageStats stats_;
+  std::vector<Span> spans_;
 };
 
 }  // namespace pipeline

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "dist/work.h"
+
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
 #include "pipeline/partition.h"
@@ -87,7 +89,11 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   const std::vector<Action> actions =
       make_schedule(schedule_, stages_, last_microbatches_, stage_, options_.chunks_per_rank());
   const double local_loss = executor_->run(actions, microbatches);
-  average_gradients_over_data_parallel_group();
+  trace_ = executor_->spans();
+  const double reduce_start = dist::steady_seconds();
+  if (average_gradients_over_data_parallel_group()) {
+    trace_.push_back({Action{}, true, reduce_start, dist::steady_seconds()});
+  }
   // The loss lives on the last stage; everyone gets it.
   Tensor loss = scalar_tensor(local_loss, kF64).reshape({1});
   group_->broadcast(loss, stages_ - 1)->wait();
@@ -103,6 +109,7 @@ Tensor Pipe::forward(const Tensor& input) {
            " chunks per rank cannot run on ", stages_, " stages (it needs a multiple of the stage count)");
   const std::vector<Tensor> outputs =
       executor_->run_forward(forward_only(stages_, last_microbatches_, stage_, v), microbatches);
+  trace_ = executor_->spans();
   // The last stage has the output; its shape and dtype go first so the others can allocate.
   const int last = stages_ - 1;
   Tensor out;
@@ -124,16 +131,16 @@ Tensor Pipe::forward(const Tensor& input) {
   return out;
 }
 
-void Pipe::average_gradients_over_data_parallel_group() {
+bool Pipe::average_gradients_over_data_parallel_group() {
   const auto& dp = options_.data_parallel_group();
-  if (!dp || dp->size() == 1) return;
+  if (!dp || dp->size() == 1) return false;
   // One flat buffer: every replica of this stage lists the same parameters in the same order.
   std::vector<Variable> params = parameters();
   std::vector<Tensor> grads;
   for (const Variable& p : params) {
     grads.push_back((p.grad().defined() ? p.grad() : zeros_like(p.data())).contiguous().view({p.numel()}));
   }
-  if (grads.empty()) return;
+  if (grads.empty()) return false;
   Tensor flat = cat(grads, 0);
   dp->all_reduce(flat, dist::ReduceOp::kAvg)->wait();
   int64_t at = 0;
@@ -141,6 +148,11 @@ void Pipe::average_gradients_over_data_parallel_group() {
     p.set_grad(flat.narrow(0, at, p.numel()).view(p.shape()).clone());
     at += p.numel();
   }
+  return true;
+}
+
+std::string Pipe::chrome_trace() const {
+  return chrome_trace_json(gather_trace(trace_, *group_), options_.chunks_per_rank() > 1);
 }
 
 std::string Pipe::bubble_report() const {

@@ -33,6 +33,7 @@
 #include "nn/sequential.h"
 #include "pipeline/executor.h"
 #include "pipeline/schedule.h"
+#include "pipeline/trace.h"
 
 namespace tessera {
 namespace pipeline {
@@ -101,9 +102,14 @@ class Pipe {
   const StageStats& stats() const { return executor_->stats(); }
   // "stage 1/2 (1f1b, M=4): idle 0.231 measured, bubble (K-1)/(vM+K-1) = 1/5 = 0.200"
   std::string bubble_report() const;
+  // The last step's spans on this rank (trace.h), the data-parallel all-reduce included.
+  const std::vector<Span>& trace() const { return trace_; }
+  // Collective over the pipeline group: the last step of every stage as a Chrome trace.
+  std::string chrome_trace() const;
 
  private:
-  void average_gradients_over_data_parallel_group();
+  // False when there is no data-parallel group (or it has one rank).
+  bool average_gradients_over_data_parallel_group();
 
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> group_;
@@ -114,6 +120,7 @@ class Pipe {
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;
   std::unique_ptr<StageExecutor> executor_;
   int last_microbatches_ = 0;
+  std::vector<Span> trace_;
 };
 
 }  // namespace pipeline

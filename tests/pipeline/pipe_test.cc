@@ -257,6 +257,22 @@ TEST(Pipe, ReportsMeasuredIdleBesideTheBubbleFormula) {
   }
 }
 
+TEST(Pipe, ChromeTraceHasEveryActionOfEveryStage) {
+  auto world = dist::world();
+  const int K = world->size(), M = 4;
+  Pipe pipe(deep_mlp(), world, loss_fn, PipeOptions().microbatches(M).schedule("1f1b"));
+  const Batch b = make_batch(0, 8, {1, 8, 8});
+  pipe.train_step(b.x, b.y);
+  EXPECT_EQ(pipe.trace().size(), one_f_one_b(K, M, pipe.stage()).size());
+  const std::string json = pipe.chrome_trace();
+  size_t expected = 0, found = 0;
+  for (const auto& list : make_schedules(ScheduleKind::kOneFOneB, K, M)) expected += list.size();
+  for (size_t at = json.find("\"ph\":\"X\""); at != std::string::npos; at = json.find("\"ph\":\"X\"", at + 1)) ++found;
+  EXPECT_EQ(found, expected);
+  EXPECT_NE(json.find("\"name\":\"stage " + std::to_string(K - 1) + "\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"B3\",\"cat\":\"backward\""), std::string::npos);
+}
+
 TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
   auto world = dist::world();
   if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
@@ -286,6 +302,9 @@ TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
     opt.step();
   }
   expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+  // The gradient reduction is on the trace.
+  ASSERT_FALSE(pipe.trace().empty());
+  EXPECT_TRUE(pipe.trace().back().reduction);
 }
 
 }  // namespace
