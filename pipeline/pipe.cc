@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "dist/work.h"
-
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
 #include "pipeline/partition.h"

@@ -23,6 +23,11 @@
 // the others use just the batch size. With a data-parallel group (dist::Topology gives one
 // per stage), the stage's gradients are then averaged over it in one flat all-reduce, so
 // P x D ranks train like D data-parallel replicas of the whole model.
+//
+// Bad options (more parts than layers, a balance that does not add up, an unknown schedule, a
+// batch the interleaved schedule cannot cut) are errors raised identically on every rank
+// before any message is sent. An error on one rank only (a throwing loss function) leaves its
+// peers waiting for its messages: run the program's body under dist::run_or_abort().
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "autograd/functions.h"
@@ -228,6 +229,43 @@ TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {
   EXPECT_THROW(Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance("4,4,4,4,4")), Error);
   EXPECT_THROW(Pipe(deep_mlp(), world, loss_fn, PipeOptions().schedule("1f1b").chunks_per_rank(2)),
                Error);
+}
+
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pipe, BadInputIsTheSameErrorOnEveryRankWithoutMessages) {
+  auto world = dist::world();
+  const int K = world->size();
+  auto one_layer = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Linear>(4, 2));
+    return m;
+  };
+  expect_error([&] { Pipe(one_layer(), world, loss_fn); },
+               std::to_string(K) + " pipeline parts (" + std::to_string(K) +
+                   " stages x 1 chunks) but the model has only 1 layers");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().microbatches(0)); },
+               "microbatches must be at least 1, got 0");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().schedule("zero-bubble")); },
+               "'zero-bubble' is not one of gpipe, 1f1b, interleaved");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().checkpoint("sometimes")); },
+               "'sometimes' is not one of always, except_last, never");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance("params,")); },
+               "'params,' is not a list of layer counts");
+  Pipe interleaved(deep_mlp(), world, loss_fn,
+                   PipeOptions().microbatches(8).schedule("interleaved").chunks_per_rank(2));
+  const Batch b = make_batch(0, K + 1, {1, 8, 8});  // K + 1 rows: K + 1 micro-batches
+  expect_error([&] { interleaved.train_step(b.x, b.y); }, "needs a multiple of the stage count");
+  // Nothing was sent: the next step runs normally.
+  const Batch ok = make_batch(1, 16, {1, 8, 8});
+  EXPECT_GT(interleaved.train_step(ok.x, ok.y), 0);
 }
 
 TEST(Pipe, BalanceByTimeIsTheSameOnEveryRank) {
