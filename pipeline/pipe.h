@@ -22,7 +22,9 @@
 // the batch, microbatch.h). Only the first stage reads the input and only the last the target;
 // the others use just the batch size. With a data-parallel group (dist::Topology gives one
 // per stage), the stage's gradients are then averaged over it in one flat all-reduce, so
-// P x D ranks train like D data-parallel replicas of the whole model.
+// P x D ranks train like D data-parallel replicas of the whole model. For ZeRO-1 instead,
+// leave the group out and step a dist::ZeroRedundancyOptimizer over pipe.parameters() and the
+// data-parallel group: its reduce-scatter averages the gradients.
 //
 // Bad options (more parts than layers, a balance that does not add up, an unknown schedule, a
 // batch the interleaved schedule cannot cut) are errors raised identically on every rank

@@ -14,6 +14,7 @@
 #include "autograd/functions.h"
 #include "dist/environment.h"
 #include "dist/topology.h"
+#include "dist/zero_optimizer.h"
 #include "models/resnet.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
@@ -311,6 +312,19 @@ TEST(Pipe, ChromeTraceHasEveryActionOfEveryStage) {
   EXPECT_NE(json.find("\"name\":\"B3\",\"cat\":\"backward\""), std::string::npos);
 }
 
+// The reference for 2 stages x 2 replicas: both replicas' halves of a 16-row batch, each a
+// mean over its 8 rows cut into M micro-batches, averaged.
+void reference_data_parallel_step(nn::Sequential& reference, optim::SGD& opt, const Batch& global, int M) {
+  opt.zero_grad();
+  for (int d = 0; d < 2; ++d) {
+    for (const Microbatch& mb : split_microbatches(global.x.narrow(0, 8 * d, 8),
+                                                   global.y.narrow(0, 8 * d, 8), M)) {
+      (loss_fn(reference.forward(Variable(mb.input)), mb.target) * (mb.weight / 2)).backward();
+    }
+  }
+  opt.step();
+}
+
 TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
   auto world = dist::world();
   if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
@@ -325,15 +339,7 @@ TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
   optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
   for (int step = 0; step < 3; ++step) {
     const Batch global = make_batch(step, 16, {1, 8, 8});
-    // Reference: both replicas' halves, each a mean over its 8 rows, averaged.
-    ref_opt.zero_grad();
-    for (int d = 0; d < 2; ++d) {
-      for (const Microbatch& mb : split_microbatches(global.x.narrow(0, 8 * d, 8),
-                                                     global.y.narrow(0, 8 * d, 8), M)) {
-        (loss_fn(reference->forward(Variable(mb.input)), mb.target) * (mb.weight / 2)).backward();
-      }
-    }
-    ref_opt.step();
+    reference_data_parallel_step(*reference, ref_opt, global, M);
     opt.zero_grad();
     const int d = topo.replica();
     pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
@@ -343,6 +349,32 @@ TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
   // The gradient reduction is on the trace.
   ASSERT_FALSE(pipe.trace().empty());
   EXPECT_TRUE(pipe.trace().back().reduction);
+}
+
+TEST(Pipe, PipelineTimesZeroOneEqualsOneProcessOnTheGlobalBatch) {
+  // ZeRO-1 averages the gradients itself in its reduce-scatter: the Pipe gets no
+  // data-parallel group, the sharded optimizer gets it.
+  auto world = dist::world();
+  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
+  dist::Topology topo(world, 2);
+  const int M = 4;
+  auto reference = deep_mlp();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn, PipeOptions().microbatches(M).schedule("gpipe"));
+  dist::ZeroRedundancyOptimizer opt(pipe.parameters(), topo.data_parallel_group(),
+                                    [](std::vector<Variable> shard) {
+                                      return std::make_unique<optim::SGD>(
+                                          shard, optim::SGDOptions(0.05).momentum(0.9));
+                                    });
+  for (int step = 0; step < 3; ++step) {
+    const Batch global = make_batch(step, 16, {1, 8, 8});
+    reference_data_parallel_step(*reference, ref_opt, global, M);
+    opt.zero_grad();
+    const int d = topo.replica();
+    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
+    opt.step();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
 }
 
 }  // namespace
