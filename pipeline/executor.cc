@@ -92,6 +92,7 @@ double StageExecutor::play(const std::vector<Action>& actions,
                            const std::vector<Microbatch>& microbatches, bool train,
                            std::vector<Tensor>* outputs) {
   const int M = static_cast<int>(microbatches.size());
+  run_ = Run{&microbatches, train, outputs};
   in_flight_.clear();
   stats_ = {};
   spans_.clear();
@@ -99,9 +100,6 @@ double StageExecutor::play(const std::vector<Action>& actions,
   const Device dev = device();
   const int64_t base_bytes = memory_stats(dev).current_bytes;
   reset_peak(dev);
-  int forwarded = 0;
-  double loss_sum = 0;
-  std::vector<std::shared_ptr<dist::Work>> sends;
   const double start = dist::steady_seconds();
   for (const Action& a : actions) {
     TS_CHECK(a.microbatch >= 0 && a.microbatch < M && a.chunk >= 0 && a.chunk < num_chunks(),
@@ -110,88 +108,99 @@ double StageExecutor::play(const std::vector<Action>& actions,
     TS_CHECK(train || a.kind == ActionKind::kForward || a.kind == ActionKind::kRecvActivation ||
                  a.kind == ActionKind::kSendActivation,
              "StageExecutor: ", to_string(a, true), " in a forward-only list");
-    const int vs = virtual_stage(a.chunk);
     const double t0 = dist::steady_seconds();
     switch (a.kind) {
-      case ActionKind::kRecvActivation: {
-        const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation,
-                                     a.microbatch, vs - 1);
-        in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/train);
-        break;
-      }
-      case ActionKind::kForward: {
-        InFlight& f = in_flight_[{a.chunk, a.microbatch}];
-        const Microbatch& mb = microbatches[a.microbatch];
-        if (first(a.chunk)) f.input = Variable(mb.input);
-        TS_CHECK(f.input.defined(), "StageExecutor: F", a.microbatch, " on rank ", rank_,
-                 " before its activation arrived");
-        const auto& chunk = chunks_[a.chunk];
-        const bool recompute = train && (checkpoint_ == Checkpoint::kAlways ||
-                                         (checkpoint_ == Checkpoint::kExceptLast && a.microbatch < M - 1));
-        f.output = recompute ? checkpoint(recomputable(chunk), f.input) : chunk->forward(f.input);
-        if (last(a.chunk) && train) {
-          // The one gradient-scaling rule: weight by the micro-batch's share of the batch.
-          f.output = loss_(f.output, mb.target) * mb.weight;
-          loss_sum += f.output.item();
-        } else if (last(a.chunk)) {
-          (*outputs)[a.microbatch] = f.output.data();
-          in_flight_.erase({a.chunk, a.microbatch});
-        }
-        stats_.peak_in_flight = std::max(stats_.peak_in_flight, ++forwarded);
-        if (!train) --forwarded;
-        break;
-      }
-      case ActionKind::kSendActivation: {
-        auto works = send_tensor(*group_, slot(a).output.data(), next_rank(),
-                                 MessageKind::kActivation, a.microbatch, vs);
-        sends.insert(sends.end(), works.begin(), works.end());
-        if (!train) in_flight_.erase({a.chunk, a.microbatch});
-        break;
-      }
-      case ActionKind::kRecvGradient:
-        slot(a).output_grad =
-            recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch, vs + 1);
-        break;
-      case ActionKind::kBackward: {
-        InFlight& f = slot(a);
-        if (!f.output.requires_grad()) {
-          // Nothing here to differentiate: a first chunk without parameters (Flatten).
-        } else if (last(a.chunk)) {
-          backward({f.output});
-        } else {
-          TS_CHECK(f.output_grad.defined(), "StageExecutor: B", a.microbatch, " on rank ", rank_,
-                   " before its output gradient arrived");
-          TS_CHECK(f.output_grad.shape() == f.output.shape(), "StageExecutor: B", a.microbatch,
-                   " on rank ", rank_, ": received a gradient of shape ", f.output_grad.shape(),
-                   " for an output of shape ", f.output.shape());
-          backward({f.output}, {f.output_grad});
-        }
-        // The graph is gone (backward frees it); drop this micro-batch's activations now.
-        f.output = Variable();
-        f.output_grad = Tensor();
-        if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
-        --forwarded;
-        break;
-      }
-      case ActionKind::kSendGradient: {
-        InFlight& f = slot(a);
-        // An input the chunk ignores has no gradient: it is zero.
-        const Tensor g = f.input.grad().defined() ? f.input.grad() : zeros_like(f.input.data());
-        auto works = send_tensor(*group_, g, previous_rank(), MessageKind::kGradient, a.microbatch, vs);
-        sends.insert(sends.end(), works.begin(), works.end());
-        in_flight_.erase({a.chunk, a.microbatch});
-        break;
-      }
+      case ActionKind::kRecvActivation: receive_activation(a); break;
+      case ActionKind::kForward: forward(a); break;
+      case ActionKind::kSendActivation: send_activation(a); break;
+      case ActionKind::kRecvGradient: receive_gradient(a); break;
+      case ActionKind::kBackward: backward_step(a); break;
+      case ActionKind::kSendGradient: send_gradient(a); break;
     }
     spans_.push_back({a, false, t0, dist::steady_seconds()});
     if (is_compute(a.kind)) stats_.busy_seconds += spans_.back().end - t0;
   }
-  for (auto& w : sends) w->wait();
+  for (auto& w : run_.sends) w->wait();
   stats_.step_seconds = dist::steady_seconds() - start;
   stats_.peak_activation_bytes = memory_stats(dev).peak_bytes - base_bytes;
   TS_CHECK(in_flight_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
            in_flight_.size(), " micro-batches not backwarded");
-  return loss_sum;
+  return run_.loss_sum;
+}
+
+void StageExecutor::receive_activation(const Action& a) {
+  const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation, a.microbatch,
+                               virtual_stage(a.chunk) - 1);
+  // A leaf, so backward leaves the gradient to send back in its grad.
+  in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/run_.train);
+}
+
+void StageExecutor::forward(const Action& a) {
+  InFlight& f = in_flight_[{a.chunk, a.microbatch}];
+  const Microbatch& mb = (*run_.microbatches)[a.microbatch];
+  const int M = static_cast<int>(run_.microbatches->size());
+  if (first(a.chunk)) f.input = Variable(mb.input);
+  TS_CHECK(f.input.defined(), "StageExecutor: F", a.microbatch, " on rank ", rank_,
+           " before its activation arrived");
+  const auto& chunk = chunks_[a.chunk];
+  const bool recompute = run_.train && (checkpoint_ == Checkpoint::kAlways ||
+                                        (checkpoint_ == Checkpoint::kExceptLast && a.microbatch < M - 1));
+  f.output = recompute ? checkpoint(recomputable(chunk), f.input) : chunk->forward(f.input);
+  stats_.peak_in_flight = std::max(stats_.peak_in_flight, ++run_.forwarded);
+  if (!run_.train) {
+    --run_.forwarded;  // evaluation keeps nothing for a backward
+    if (last(a.chunk)) {
+      (*run_.outputs)[a.microbatch] = f.output.data();
+      in_flight_.erase({a.chunk, a.microbatch});
+    }
+  } else if (last(a.chunk)) {
+    // The one gradient-scaling rule: weight by the micro-batch's share of the batch.
+    f.output = loss_(f.output, mb.target) * mb.weight;
+    run_.loss_sum += f.output.item();
+  }
+}
+
+void StageExecutor::send_activation(const Action& a) {
+  auto works = send_tensor(*group_, slot(a).output.data(), next_rank(), MessageKind::kActivation,
+                           a.microbatch, virtual_stage(a.chunk));
+  run_.sends.insert(run_.sends.end(), works.begin(), works.end());
+  if (!run_.train) in_flight_.erase({a.chunk, a.microbatch});
+}
+
+void StageExecutor::receive_gradient(const Action& a) {
+  slot(a).output_grad = recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch,
+                                    virtual_stage(a.chunk) + 1);
+}
+
+void StageExecutor::backward_step(const Action& a) {
+  InFlight& f = slot(a);
+  if (!f.output.requires_grad()) {
+    // Nothing here to differentiate: a first chunk without parameters (Flatten).
+  } else if (last(a.chunk)) {
+    backward({f.output});
+  } else {
+    TS_CHECK(f.output_grad.defined(), "StageExecutor: B", a.microbatch, " on rank ", rank_,
+             " before its output gradient arrived");
+    TS_CHECK(f.output_grad.shape() == f.output.shape(), "StageExecutor: B", a.microbatch,
+             " on rank ", rank_, ": received a gradient of shape ", f.output_grad.shape(),
+             " for an output of shape ", f.output.shape());
+    backward({f.output}, {f.output_grad});
+  }
+  // The graph is gone (backward frees it); drop this micro-batch's activations now.
+  f.output = Variable();
+  f.output_grad = Tensor();
+  if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
+  --run_.forwarded;
+}
+
+void StageExecutor::send_gradient(const Action& a) {
+  InFlight& f = slot(a);
+  // An input the chunk ignores has no gradient: it is zero.
+  const Tensor g = f.input.grad().defined() ? f.input.grad() : zeros_like(f.input.data());
+  auto works = send_tensor(*group_, g, previous_rank(), MessageKind::kGradient, a.microbatch,
+                           virtual_stage(a.chunk));
+  run_.sends.insert(run_.sends.end(), works.begin(), works.end());
+  in_flight_.erase({a.chunk, a.microbatch});
 }
 
 }  // namespace pipeline

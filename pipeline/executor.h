@@ -99,10 +99,27 @@ class StageExecutor {
   int previous_rank() const { return (rank_ + stages_ - 1) % stages_; }
   InFlight& slot(const Action& a);
   Device device() const;
-  // The list's shared skeleton: messages, the forward (train: with loss and checkpointing),
-  // timing and memory; `outputs` collects the last stage's outputs when not training.
+  // Plays a list (training, or evaluation collecting the last stage's outputs), timing each
+  // action and measuring activation memory.
   double play(const std::vector<Action>& actions, const std::vector<Microbatch>& microbatches,
               bool train, std::vector<Tensor>* outputs);
+  // One method per action kind.
+  void receive_activation(const Action& a);
+  void forward(const Action& a);
+  void send_activation(const Action& a);
+  void receive_gradient(const Action& a);
+  void backward_step(const Action& a);
+  void send_gradient(const Action& a);
+
+  // What one play() works on.
+  struct Run {
+    const std::vector<Microbatch>* microbatches = nullptr;
+    bool train = true;
+    std::vector<Tensor>* outputs = nullptr;  // evaluation: the last stage's outputs
+    int forwarded = 0;                       // forwarded, not yet backwarded
+    double loss_sum = 0;
+    std::vector<std::shared_ptr<dist::Work>> sends;  // waited for at the end of the list
+  };
 
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;
   std::shared_ptr<dist::ProcessGroup> group_;
@@ -110,6 +127,7 @@ class StageExecutor {
   Checkpoint checkpoint_;
   int stages_, rank_;
   std::map<std::pair<int, int>, InFlight> in_flight_;  // (chunk, micro-batch)
+  Run run_;
   StageStats stats_;
   std::vector<Span> spans_;
 };
