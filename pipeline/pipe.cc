@@ -87,7 +87,9 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   }
   const std::vector<Action> actions =
       make_schedule(schedule_, stages_, last_microbatches_, stage_, options_.chunks_per_rank());
-  const double local_loss = executor_->run(actions, microbatches);
+  // The process group's sends are buffered (non-blocking), so each goes out as soon as its
+  // tensor exists rather than where a blocking transport would need it.
+  const double local_loss = executor_->run(eager_sends(actions), microbatches);
   trace_ = executor_->spans();
   const double reduce_start = dist::steady_seconds();
   if (average_gradients_over_data_parallel_group()) {

@@ -198,6 +198,32 @@ std::vector<std::vector<Action>> make_schedules(ScheduleKind kind, int stages, i
   return out;
 }
 
+std::vector<Action> eager_sends(const std::vector<Action>& actions) {
+  std::vector<Action> out;
+  for (const Action& a : actions) {
+    const bool send = a.kind == ActionKind::kSendActivation || a.kind == ActionKind::kSendGradient;
+    if (!send) {
+      out.push_back(a);
+      continue;
+    }
+    const ActionKind producer =
+        a.kind == ActionKind::kSendActivation ? ActionKind::kForward : ActionKind::kBackward;
+    // Back past every action after the producer, but never past an earlier send (each link
+    // keeps its order).
+    size_t at = out.size();
+    while (at > 0) {
+      const Action& before = out[at - 1];
+      if ((before.kind == producer && before.microbatch == a.microbatch && before.chunk == a.chunk) ||
+          before.kind == ActionKind::kSendActivation || before.kind == ActionKind::kSendGradient) {
+        break;
+      }
+      --at;
+    }
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(at), a);
+  }
+  return out;
+}
+
 double bubble_fraction(int stages, int microbatches, int chunks) {
   return static_cast<double>(stages - 1) / (chunks * microbatches + stages - 1);
 }

@@ -113,6 +113,13 @@ std::vector<Action> make_schedule(ScheduleKind kind, int stages, int microbatche
 std::vector<std::vector<Action>> make_schedules(ScheduleKind kind, int stages, int microbatches,
                                                 int chunks = 1);
 
+// For a buffered transport (the executor's): every send moved up to right after the
+// computation that produces it, so no message waits on an unrelated receive (1F1B's "RG j, SA
+// i" becomes "SA i, RG j"). Each link's messages keep their order, and under buffered sends a
+// send that happens earlier can only let its receiver go earlier, so a list sound under
+// buffered sends stays sound.
+std::vector<Action> eager_sends(const std::vector<Action>& actions);
+
 // The theory: the fraction of a stage's time idle in the bubble, (K-1)/(vM+K-1).
 double bubble_fraction(int stages, int microbatches, int chunks = 1);
 

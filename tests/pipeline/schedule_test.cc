@@ -86,6 +86,16 @@ TEST(Schedule, ForwardOnlyForEvaluation) {
             "F0.0 SA0.0 F1.0 SA1.0 RA0.1 F0.1 SA0.1 RA1.1 F1.1 SA1.1");
 }
 
+TEST(Schedule, EagerSendsGoRightAfterTheirComputation) {
+  // 1F1B stage 2 of 4, M = 4: "F1 RG0 SA1" becomes "F1 SA1 RG0".
+  EXPECT_EQ(to_string(one_f_one_b(4, 4, 2)),
+            "RA0 F0 SA0 RA1 F1 RG0 SA1 B0 SG0 RA2 F2 RG1 SA2 B1 SG1 RA3 F3 RG2 SA3 B2 SG2 RG3 B3 SG3");
+  EXPECT_EQ(to_string(eager_sends(one_f_one_b(4, 4, 2))),
+            "RA0 F0 SA0 RA1 F1 SA1 RG0 B0 SG0 RA2 F2 SA2 RG1 B1 SG1 RA3 F3 SA3 RG2 B2 SG2 RG3 B3 SG3");
+  // GPipe's sends already follow their computations.
+  EXPECT_EQ(eager_sends(gpipe(3, 4, 1)), gpipe(3, 4, 1));
+}
+
 void expect_error(const std::function<void()>& f, const std::string& part) {
   try {
     f();

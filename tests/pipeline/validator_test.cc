@@ -80,6 +80,26 @@ TEST(Validator, ForwardOnlySchedulesAreSoundAndHoldOneMicrobatch) {
                "stage 0 never runs the backward of micro-batch 0");
 }
 
+TEST(Validator, EagerSendsStaySoundUnderBufferedSendsWithTheSameMakespan) {
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    const int v = kind == ScheduleKind::kInterleaved ? 2 : 1;
+    for (int K = (v > 1 ? 2 : 1); K <= 6; ++K) {
+      for (int M = 1; M <= 12; ++M) {
+        if (v > 1 && M % K != 0) continue;
+        SCOPED_TRACE(testing::Message() << schedule_name(kind) << " K=" << K << " M=" << M);
+        auto lists = make_schedules(kind, K, M, v);
+        const long makespan = validate(lists, M, v, Transport::kBuffered).makespan;
+        for (auto& list : lists) list = eager_sends(list);
+        EXPECT_EQ(validate(lists, M, v, Transport::kBuffered).makespan, makespan);
+      }
+    }
+  }
+  // Under blocking sends the eager 1F1B order is the naive one, which deadlocks.
+  auto eager = make_schedules(ScheduleKind::kOneFOneB, 2, 4);
+  for (auto& list : eager) list = eager_sends(list);
+  expect_error([&] { validate(eager, 4); }, "deadlock");
+}
+
 TEST(Validator, TheNaiveOneFOneBOrderDeadlocksUnderBlockingSends) {
   // Stage 0 sends activation 1 before receiving gradient 0, while stage 1 sends gradient 0
   // before receiving activation 1: each send waits for a receive the other never reaches.
