@@ -48,10 +48,14 @@
 //   stage s    ... RA i  F i  RG j  SA i  B j  SG j ...
 //   stage s+1  ... B j  SG j  RA i  F i ...
 //
+// On the executor's buffered transport that wait is needless, so Pipe plays eager_sends() of
+// the list, which moves every send right after its computation.
+//
 // GPipe and 1F1B are sound under both transports. Interleaved 1F1B sends right after each
 // computation and receives right before: ranks exchange activations in both directions at
 // once (rank K-1 feeds rank 0 the next chunk), which Megatron-LM does with batched
-// isend/irecv; it is sound under buffered sends, the executor's transport.
+// isend/irecv; it is sound under buffered sends, the executor's transport. Under blocking
+// sends it deadlocks: in the warm-up every rank sends to its successor around the ring at once.
 #pragma once
 
 #include <string>

@@ -58,6 +58,10 @@ TEST(Validator, InterleavedIsSoundWhereverMIsAMultipleOfK) {
       }
     }
   }
+  // Under blocking sends the ranks' activation sends form a ring in the warm-up.
+  expect_error([] { validate(make_schedules(ScheduleKind::kInterleaved, 2, 4, 2), 4, 2); },
+               "stage 0 waits at action #3 (SA1.0) to send to stage 1, which is at SA0.0; "
+               "stage 1 waits at action #2 (SA0.0) to send to stage 0, which is at SA1.0;");
 }
 
 TEST(Validator, ForwardOnlySchedulesAreSoundAndHoldOneMicrobatch) {
