@@ -92,12 +92,12 @@ double StageExecutor::play(const std::vector<Action>& actions,
                            const std::vector<Microbatch>& microbatches, bool train,
                            std::vector<Tensor>* outputs) {
   const int M = static_cast<int>(microbatches.size());
-  run_ = Run{&microbatches, train, outputs};
+  const Device dev = device();
+  run_ = Run{&microbatches, train, outputs, dev};
   in_flight_.clear();
   stats_ = {};
   spans_.clear();
   if (outputs) outputs->assign(M, Tensor());
-  const Device dev = device();
   const int64_t base_bytes = memory_stats(dev).current_bytes;
   reset_peak(dev);
   const double start = dist::steady_seconds();
@@ -130,7 +130,7 @@ double StageExecutor::play(const std::vector<Action>& actions,
 
 void StageExecutor::receive_activation(const Action& a) {
   const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation, a.microbatch,
-                               virtual_stage(a.chunk) - 1);
+                               virtual_stage(a.chunk) - 1, run_.device);
   // A leaf, so backward leaves the gradient to send back in its grad.
   in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/run_.train);
 }
@@ -169,7 +169,7 @@ void StageExecutor::send_activation(const Action& a) {
 
 void StageExecutor::receive_gradient(const Action& a) {
   slot(a).output_grad = recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch,
-                                    virtual_stage(a.chunk) + 1);
+                                    virtual_stage(a.chunk) + 1, run_.device);
 }
 
 void StageExecutor::backward_step(const Action& a) {

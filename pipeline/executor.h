@@ -98,6 +98,7 @@ class StageExecutor {
   int next_rank() const { return (rank_ + 1) % stages_; }
   int previous_rank() const { return (rank_ + stages_ - 1) % stages_; }
   InFlight& slot(const Action& a);
+  // Where this rank's chunks live: their first parameter's device, else the CPU.
   Device device() const;
   // Plays a list (training, or evaluation collecting the last stage's outputs), timing each
   // action and measuring activation memory.
@@ -116,6 +117,7 @@ class StageExecutor {
     const std::vector<Microbatch>* microbatches = nullptr;
     bool train = true;
     std::vector<Tensor>* outputs = nullptr;  // evaluation: the last stage's outputs
+    Device device = Device::cpu();           // the chunks' parameters' (messages land there)
     int forwarded = 0;                       // forwarded, not yet backwarded
     double loss_sum = 0;
     std::vector<std::shared_ptr<dist::Work>> sends;  // waited for at the end of the list

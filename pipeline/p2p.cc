@@ -34,7 +34,7 @@ std::vector<std::shared_ptr<dist::Work>> send_tensor(dist::ProcessGroup& group, 
 }
 
 Tensor recv_tensor(dist::ProcessGroup& group, int src, MessageKind kind, int microbatch,
-                   int virtual_stage) {
+                   int virtual_stage, Device device) {
   Tensor header = zeros({kHeaderLength}, kI64);
   group.recv(header, src, header_tag(kind))->wait();
   const int64_t* h = header.data<int64_t>();
@@ -45,7 +45,7 @@ Tensor recv_tensor(dist::ProcessGroup& group, int src, MessageKind kind, int mic
   TS_CHECK(h[3] >= 0 && h[3] <= kMaxDims, "pipeline recv: bad header from rank ", src, " (",
            h[3], " dimensions)");
   Shape shape(h + 4, h + 4 + h[3]);
-  Tensor out = empty(shape, static_cast<DType>(h[2]));
+  Tensor out = empty(shape, TensorOptions(static_cast<DType>(h[2])).device(device));
   group.recv(out.view({out.numel()}), src, header_tag(kind) + 1)->wait();
   return out;
 }

@@ -26,10 +26,10 @@ std::vector<std::shared_ptr<dist::Work>> send_tensor(dist::ProcessGroup& group, 
                                                      int dst, MessageKind kind, int microbatch,
                                                      int virtual_stage);
 
-// Blocks until the message has arrived. Checks that it carries `microbatch` from
-// `virtual_stage`.
+// Blocks until the message has arrived; the tensor is allocated on `device` (the receiving
+// stage's). Checks that it carries `microbatch` from `virtual_stage`.
 Tensor recv_tensor(dist::ProcessGroup& group, int src, MessageKind kind, int microbatch,
-                   int virtual_stage);
+                   int virtual_stage, Device device = Device::cpu());
 
 }  // namespace pipeline
 }  // namespace tessera
