@@ -63,7 +63,8 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
              balance_.size(), " entries but the pipeline has ", parts, " parts (", stages_,
              " stages x ", options.chunks_per_rank(), " chunks)");
   }
-  chunks_ = parts_of_rank(partition(*model_, balance_), stage_, stages_);
+  parts_ = partition(*model_, balance_);
+  chunks_ = parts_of_rank(parts_, stage_, stages_);
   executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
                                               parse_checkpoint(options.checkpoint()));
 }
@@ -150,6 +151,20 @@ bool Pipe::average_gradients_over_data_parallel_group() {
     at += p.numel();
   }
   return true;
+}
+
+void Pipe::gather_model() {
+  // Part p is trained by rank p % K; every rank walks the parts in the same order, so the
+  // broadcasts pair up.
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const int owner = static_cast<int>(p % stages_);
+    auto tensors = parts_[p]->named_parameters();
+    for (const auto& b : parts_[p]->named_buffers()) tensors.push_back(b);
+    for (const auto& [name, v] : tensors) {
+      TS_CHECK(v.data().is_contiguous(), "Pipe::gather_model: ", name, " is not contiguous");
+      group_->broadcast(v.data().view({v.numel()}), owner)->wait();
+    }
+  }
 }
 
 std::string Pipe::chrome_trace() const {

@@ -96,6 +96,13 @@ class Pipe {
   // Returns the model's output for the whole batch on every rank of the pipeline.
   Tensor forward(const Tensor& input);
 
+  // Collective over the pipeline group: every part's parameters and buffers, broadcast from
+  // the rank that trains it into the full model on every rank. Afterwards the model given to
+  // the constructor is the whole trained model on every rank: save it as any model (its
+  // state_dict() has the unpipelined names), or load a checkpoint into a fresh model and build
+  // a Pipe over any number of stages from it.
+  void gather_model();
+
   // This rank's parameters (its chunks', in order): what its optimizer steps.
   std::vector<Variable> parameters() const;
   const std::vector<std::shared_ptr<nn::Sequential>>& chunks() const { return chunks_; }
@@ -124,7 +131,8 @@ class Pipe {
   ScheduleKind schedule_;
   int stages_, stage_;
   std::vector<int> balance_;
-  std::vector<std::shared_ptr<nn::Sequential>> chunks_;
+  std::vector<std::shared_ptr<nn::Sequential>> parts_;   // all K*v parts, in model order
+  std::vector<std::shared_ptr<nn::Sequential>> chunks_;  // this rank's: parts s, s+K, ...
   std::unique_ptr<StageExecutor> executor_;
   int last_microbatches_ = 0;
   std::vector<Span> trace_;

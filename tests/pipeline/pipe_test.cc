@@ -137,6 +137,28 @@ void pipeline_matches_accumulation(const MakeModel& make, const std::string& sch
   expect_stage_matches_reference(pipe, *reference, 1e-5, *world);
 }
 
+TEST(Pipe, GatherModelGivesTheWholeTrainedModelOnEveryRank) {
+  auto world = dist::world();
+  auto reference = tiny_resnet();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = tiny_resnet();
+  Pipe pipe(model, world, loss_fn, PipeOptions().microbatches(2).schedule("1f1b"));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 2; ++step) {
+    const Batch b = make_batch(step, 4, {1, 8, 8});
+    reference_step(*reference, ref_opt, b, 2);
+    opt.zero_grad();
+    pipe.train_step(b.x, b.y);
+    opt.step();
+  }
+  pipe.gather_model();
+  const StateDict mine = model->state_dict(), ref = reference->state_dict();
+  ASSERT_EQ(mine.size(), ref.size());
+  for (const auto& [key, tensor] : ref) {
+    EXPECT_LT(max_abs_diff(mine.at(key).to(kF64), tensor.to(kF64)), 1e-5) << key << " on rank " << world->rank();
+  }
+}
+
 // Batches of 12 (even micro-batches), 7 (3 of 2 rows and one of 1) and 3 (fewer rows than M).
 const std::vector<int64_t> kUnevenBatches = {12, 7, 3};
 
