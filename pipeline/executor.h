@@ -27,7 +27,7 @@
 // at the end of the list. Time spent computing (F, B) is "busy"; the rest of the list's wall
 // time (waiting for messages, the bubble) is idle. Activation memory is the allocator's peak
 // during the list above what was allocated when it began (parameters, their grads from
-// earlier batches).
+// earlier batches); each list resets the device's peak (reset_peak) to measure it.
 #pragma once
 
 #include <functional>
