@@ -334,17 +334,41 @@ TEST(Pipe, ChromeTraceHasEveryActionOfEveryStage) {
   EXPECT_NE(json.find("\"name\":\"B3\",\"cat\":\"backward\""), std::string::npos);
 }
 
-// The reference for 2 stages x 2 replicas: both replicas' halves of a 16-row batch, each a
-// mean over its 8 rows cut into M micro-batches, averaged.
-void reference_data_parallel_step(nn::Sequential& reference, optim::SGD& opt, const Batch& global, int M) {
+// The reference for D data-parallel replicas: each replica's 8 rows of an 8D-row batch, a mean
+// over its rows cut into M micro-batches, averaged over the replicas.
+void reference_data_parallel_step(nn::Sequential& reference, optim::SGD& opt, const Batch& global,
+                                  int M, int D = 2) {
   opt.zero_grad();
-  for (int d = 0; d < 2; ++d) {
+  for (int d = 0; d < D; ++d) {
     for (const Microbatch& mb : split_microbatches(global.x.narrow(0, 8 * d, 8),
                                                    global.y.narrow(0, 8 * d, 8), M)) {
-      (loss_fn(reference.forward(Variable(mb.input)), mb.target) * (mb.weight / 2)).backward();
+      (loss_fn(reference.forward(Variable(mb.input)), mb.target) * (mb.weight / D)).backward();
     }
   }
   opt.step();
+}
+
+TEST(Pipe, OneStagePerReplicaIsDataParallelTraining) {
+  // K = 1 (no messages at all) and D = world size: the Pipe degenerates to gradient
+  // accumulation plus the data-parallel all-reduce.
+  auto world = dist::world();
+  const int D = world->size(), M = 3;
+  dist::Topology topo(world, 1);
+  ASSERT_EQ(topo.pipeline_group()->size(), 1);
+  auto reference = deep_mlp();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn,
+            PipeOptions().microbatches(M).data_parallel_group(topo.data_parallel_group()));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const Batch global = make_batch(step, 8 * D, {1, 8, 8});
+    reference_data_parallel_step(*reference, ref_opt, global, M, D);
+    opt.zero_grad();
+    const int d = topo.replica();
+    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
+    opt.step();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
 }
 
 TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
