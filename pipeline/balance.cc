@@ -40,20 +40,31 @@ std::vector<int> balance_by_cost(const std::vector<double>& costs, int stages) {
            " layers (a stage needs at least one)");
   std::vector<double> prefix(L + 1, 0);
   for (int i = 0; i < L; ++i) prefix[i + 1] = prefix[i] + costs[i];
-  // best[k][i]: the smallest possible largest cost when the first i layers form k stages.
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<std::vector<double>> best(stages + 1, std::vector<double>(L + 1, inf));
-  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(L + 1, 0));
-  best[0][0] = 0;
-  for (int k = 1; k <= stages; ++k) {
-    for (int i = k; i <= L; ++i) {
-      // Scan the last stage's start from the right so that, on ties, earlier stages keep more.
-      for (int j = i - 1; j >= k - 1; --j) {
-        const double c = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (c < best[k][i]) best[k][i] = c, cut[k][i] = j;
+  // Two passes of the same dynamic program over "the first i layers form k stages", the
+  // last stage being layers j..i-1: first the smallest possible largest stage, then, among the
+  // cuts that keep every stage within it, the smallest sum of squared stage costs (so a cheap
+  // stage is not left with nothing when the largest is fixed elsewhere). The last stage's start
+  // is scanned from the right, so on ties earlier stages keep more layers.
+  auto solve = [&](bool squares, double limit, std::vector<std::vector<int>>& cut) {
+    std::vector<std::vector<double>> best(stages + 1, std::vector<double>(L + 1, inf));
+    cut.assign(stages + 1, std::vector<int>(L + 1, 0));
+    best[0][0] = 0;
+    for (int k = 1; k <= stages; ++k) {
+      for (int i = k; i <= L; ++i) {
+        for (int j = i - 1; j >= k - 1; --j) {
+          const double c = prefix[i] - prefix[j];
+          if (squares && c > limit) continue;
+          const double value = squares ? best[k - 1][j] + c * c : std::max(best[k - 1][j], c);
+          if (value < best[k][i]) best[k][i] = value, cut[k][i] = j;
+        }
       }
     }
-  }
+    return best[stages][L];
+  };
+  std::vector<std::vector<int>> cut;
+  const double largest = solve(false, 0, cut);
+  solve(true, largest * (1 + 1e-9), cut);
   std::vector<int> out(stages);
   for (int k = stages, i = L; k >= 1; --k) {
     out[k - 1] = i - cut[k][i];

@@ -10,8 +10,9 @@
 //   * by time:         cost = measured forward + backward time of one micro-batch through the
 //                      layer (torchgpipe's balance_by_time), profiled on this process;
 //   * explicit:        a list like 3,4,3, checked against the layer count.
-// Costed balances cut the layer list into K contiguous runs minimizing the largest run's cost
-// (dynamic programming over cut points; every stage gets at least one layer).
+// Costed balances cut the layer list into K contiguous runs minimizing the largest run's cost,
+// then, among those cuts, the sum of the runs' squared costs (so no stage is left idle next to
+// the largest); dynamic programming over cut points; every stage gets at least one layer.
 #pragma once
 
 #include <string>
@@ -28,7 +29,7 @@ void check_balance(const std::vector<int>& balance, int layers);
 
 std::vector<int> balance_uniform(int layers, int stages);
 // Contiguous runs of `costs` (one per layer, >= 0) into `stages` parts, minimizing the largest
-// part's sum; ties go to the cut that puts more layers early.
+// part's sum, then the sum of squared part sums; ties go to the cut that puts more layers early.
 std::vector<int> balance_by_cost(const std::vector<double>& costs, int stages);
 std::vector<int> balance_by_parameters(const nn::Sequential& model, int stages);
 // Times forward + backward of `sample` (one micro-batch) through each layer, `repeats` times

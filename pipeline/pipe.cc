@@ -24,6 +24,27 @@ std::vector<int> agree(const std::vector<int>& balance, dist::ProcessGroup& grou
   return out;
 }
 
+// A stage without parameters trains nothing and cannot have an optimizer. Every rank holds
+// the whole model and the balance, so each checks every stage: the error is the same on all
+// ranks and comes before any message.
+void check_every_stage_has_parameters(const std::vector<std::shared_ptr<nn::Sequential>>& parts,
+                                      int stages, const std::vector<int>& balance) {
+  for (int s = 0; s < stages; ++s) {
+    int64_t count = 0;
+    std::string layers;
+    for (size_t p = s; p < parts.size(); p += stages) {
+      count += parts[p]->num_parameters();
+      for (size_t i = 0; i < parts[p]->size(); ++i) {
+        layers += (layers.empty() ? "" : ", ") + parts[p]->name_at(i) + " (" +
+                  (*parts[p])[i]->type_name() + ")";
+      }
+    }
+    TS_CHECK(count > 0, "Pipe: stage ", s, " would hold no parameters (layers ", layers,
+             ") with balance ", balance, "; give every stage a layer with parameters (another "
+             "balance, fewer stages or chunks)");
+  }
+}
+
 }  // namespace
 
 Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> pipeline_group,
@@ -64,6 +85,7 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
              " stages x ", options.chunks_per_rank(), " chunks)");
   }
   parts_ = partition(*model_, balance_);
+  check_every_stage_has_parameters(parts_, stages_, balance_);
   chunks_ = parts_of_rank(parts_, stage_, stages_);
   executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
                                               parse_checkpoint(options.checkpoint()));

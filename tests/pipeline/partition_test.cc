@@ -59,6 +59,9 @@ TEST(Balance, ByParametersCountsEachLayersParameters) {
   EXPECT_EQ(balance_by_parameters(*model(), 2), (std::vector<int>{3, 3}));
   EXPECT_EQ(balance_by_parameters(*model(), 3), (std::vector<int>{3, 2, 1}));
   EXPECT_EQ(balance_by_cost({0, 2080, 0, 1056, 0, 3000}, 2), (std::vector<int>{5, 1}));
+  // The largest stage (2080) alone fixes nothing about the rest: [3, 3, 1, 1] would leave a
+  // stage with only a ReLU; the squares pick stages of 2080, 1056, 792, 250.
+  EXPECT_EQ(balance_by_cost({0, 2080, 0, 1056, 0, 792, 0, 250}, 4), (std::vector<int>{3, 2, 2, 1}));
 }
 
 TEST(Balance, ByTimeGivesAValidBalanceAndLeavesTheModelAsItWas) {

@@ -56,6 +56,21 @@ std::shared_ptr<nn::Sequential> long_mlp() {
   return m;
 }
 
+// 8 blocks, each with a Linear, so 4 ranks x 2 chunks all hold parameters (a stage without
+// any is an error): [Flatten, Linear(64, 32), ReLU], 6 x [Linear(32, 32), ReLU], [Linear(32, 10)].
+std::shared_ptr<nn::Sequential> blocks_mlp() {
+  manual_seed(17);
+  auto m = std::make_shared<nn::Sequential>();
+  for (int b = 0; b < 8; ++b) {
+    auto block = std::make_shared<nn::Sequential>();
+    if (b == 0) block->push_back(std::make_shared<nn::Flatten>());
+    block->push_back(std::make_shared<nn::Linear>(b == 0 ? 64 : 32, b == 7 ? 10 : 32));
+    if (b < 7) block->push_back(std::make_shared<nn::ReLU>());
+    m->push_back(block);
+  }
+  return m;
+}
+
 std::shared_ptr<nn::Sequential> tiny_resnet() {
   manual_seed(5);
   return models::ResNetCifar(8, 1, 10);
@@ -176,7 +191,7 @@ TEST(Pipe, OneFOneBWithManyMicrobatchesEqualsGradientAccumulation) {
 
 TEST(Pipe, InterleavedEqualsGradientAccumulation) {
   // M = 8 micro-batches on every step (a multiple of K = 2 or 4); 13 rows are uneven.
-  pipeline_matches_accumulation(deep_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2);
+  pipeline_matches_accumulation(blocks_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2);
 }
 
 TEST(Pipe, ActivationCheckpointingGivesTheSameGradients) {
@@ -186,7 +201,7 @@ TEST(Pipe, ActivationCheckpointingGivesTheSameGradients) {
       pipeline_matches_accumulation(deep_mlp, schedule, 4, kUnevenBatches, {1, 8, 8}, 1, mode);
     }
   }
-  pipeline_matches_accumulation(deep_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2, "always");
+  pipeline_matches_accumulation(blocks_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2, "always");
 }
 
 TEST(Pipe, OneFOneBAndCheckpointingHoldLessActivationMemoryThanGPipe) {
@@ -214,10 +229,10 @@ TEST(Pipe, OneFOneBAndCheckpointingHoldLessActivationMemoryThanGPipe) {
 
 TEST(Pipe, ForwardOnlyEvaluationGivesTheModelsOutputOnEveryRank) {
   auto world = dist::world();
-  auto reference = deep_mlp();
+  auto reference = blocks_mlp();
   for (const char* schedule : {"gpipe", "interleaved"}) {
     SCOPED_TRACE(schedule);
-    Pipe pipe(deep_mlp(), world, loss_fn,
+    Pipe pipe(blocks_mlp(), world, loss_fn,
               PipeOptions().microbatches(4).schedule(schedule).chunks_per_rank(
                   std::string(schedule) == "interleaved" ? 2 : 1));
     const Batch b = make_batch(0, 12, {1, 8, 8});
@@ -244,8 +259,8 @@ TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {
   for (int n : by_params.balance()) total += n;
   EXPECT_EQ(total, 8);
   EXPECT_EQ(static_cast<int>(by_params.balance().size()), K);
-  const std::string spec = K == 2 ? "3,5" : "1,3,2,2";
-  const std::vector<int> expected = K == 2 ? std::vector<int>{3, 5} : std::vector<int>{1, 3, 2, 2};
+  const std::string spec = K == 2 ? "3,5" : "2,3,2,1";
+  const std::vector<int> expected = K == 2 ? std::vector<int>{3, 5} : std::vector<int>{2, 3, 2, 1};
   Pipe explicit_balance(deep_mlp(), world, loss_fn, PipeOptions().balance(spec));
   EXPECT_EQ(explicit_balance.balance(), expected);
   EXPECT_EQ(static_cast<int>(explicit_balance.chunks()[0]->size()), expected[explicit_balance.stage()]);
@@ -282,7 +297,9 @@ TEST(Pipe, BadInputIsTheSameErrorOnEveryRankWithoutMessages) {
                "'sometimes' is not one of always, except_last, never");
   expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance("params,")); },
                "'params,' is not a list of layer counts");
-  Pipe interleaved(deep_mlp(), world, loss_fn,
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance(K == 2 ? "1,7" : "1,3,2,2")); },
+               "Pipe: stage 0 would hold no parameters (layers 0 (Flatten)) with balance");
+  Pipe interleaved(blocks_mlp(), world, loss_fn,
                    PipeOptions().microbatches(8).schedule("interleaved").chunks_per_rank(2));
   const Batch b = make_batch(0, K + 1, {1, 8, 8});  // K + 1 rows: K + 1 micro-batches
   expect_error([&] { interleaved.train_step(b.x, b.y); }, "needs a multiple of the stage count");
