@@ -1,7 +1,6 @@
 #include "pipeline/schedule.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "tensor/check.h"
 
