@@ -5,7 +5,7 @@
 //
 // Namespaces: tessera (Tensor, ops, Variable, differentiable functions, autograd), tessera::nn
 // (Module and layers), tessera::optim, tessera::data, tessera::dist (process groups, DDP, ZeRO,
-// checkpoints), tessera::models.
+// checkpoints), tessera::pipeline, tessera::models.
 #pragma once
 
 // Tensors and their ops (no autograd), devices, dtypes, memory statistics, random streams.
@@ -52,6 +52,10 @@
 #include "dist/reduce_scalar.h"
 #include "dist/topology.h"
 #include "dist/zero/zero_optimizer.h"
+
+// Pipeline parallelism: Pipe (GPipe, 1F1B, interleaved 1F1B), schedules and their validator.
+#include "pipeline/pipe.h"
+#include "pipeline/schedule_grid.h"
 
 // Reference models.
 #include "models/resnet.h"

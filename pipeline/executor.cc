@@ -1,0 +1,207 @@
+#include "pipeline/executor.h"
+
+#include <algorithm>
+
+#include "autograd/checkpoint.h"
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "dist/work.h"
+#include "pipeline/p2p.h"
+#include "tensor/allocator.h"
+#include "tensor/check.h"
+
+namespace tessera {
+namespace pipeline {
+namespace {
+
+// The chunk's forward for checkpoint(): called once in F and again in B to recompute. The
+// second call must not count the micro-batch twice in BatchNorm's running statistics, so the
+// chunk's buffers are put back as they were after it (the output is the same either way: in
+// training BatchNorm normalizes with the micro-batch's own statistics).
+std::function<Variable(const Variable&)> recomputable(std::shared_ptr<nn::Sequential> chunk) {
+  auto calls = std::make_shared<int>(0);
+  return [chunk, calls](const Variable& x) {
+    if ((*calls)++ == 0) return chunk->forward(x);
+    std::vector<std::pair<Variable, Tensor>> saved;
+    for (const Variable& b : chunk->buffers()) saved.push_back({b, b.data().clone()});
+    Variable y = chunk->forward(x);
+    for (auto& [b, data] : saved) Tensor(b.data()).copy_(data);
+    return y;
+  };
+}
+
+}  // namespace
+
+Checkpoint parse_checkpoint(const std::string& name) {
+  if (name == "never") return Checkpoint::kNever;
+  if (name == "except_last") return Checkpoint::kExceptLast;
+  if (name == "always") return Checkpoint::kAlways;
+  TS_FAIL("activation checkpointing '", name, "' is not one of always, except_last, never");
+}
+
+const char* checkpoint_name(Checkpoint mode) {
+  switch (mode) {
+    case Checkpoint::kNever: return "never";
+    case Checkpoint::kExceptLast: return "except_last";
+    case Checkpoint::kAlways: return "always";
+  }
+  return "?";
+}
+
+StageExecutor::StageExecutor(std::vector<std::shared_ptr<nn::Sequential>> chunks,
+                             std::shared_ptr<dist::ProcessGroup> group, LossFunction loss,
+                             Checkpoint checkpoint)
+    : chunks_(std::move(chunks)), group_(std::move(group)), loss_(std::move(loss)),
+      checkpoint_(checkpoint) {
+  TS_CHECK(group_ != nullptr, "StageExecutor: no process group");
+  TS_CHECK(!chunks_.empty(), "StageExecutor: no model chunks");
+  TS_CHECK(loss_ != nullptr, "StageExecutor: no loss function");
+  stages_ = group_->size();
+  rank_ = group_->rank();
+}
+
+StageExecutor::InFlight& StageExecutor::slot(const Action& a) {
+  auto it = in_flight_.find({a.chunk, a.microbatch});
+  TS_CHECK(it != in_flight_.end(), "StageExecutor: ", to_string(a, num_chunks() > 1),
+           " on rank ", rank_, " has no forward state (the action list is out of order)");
+  return it->second;
+}
+
+Device StageExecutor::device() const {
+  for (const auto& chunk : chunks_) {
+    for (const Variable& p : chunk->parameters()) return p.device();
+  }
+  return Device::cpu();
+}
+
+double StageExecutor::run(const std::vector<Action>& actions,
+                          const std::vector<Microbatch>& microbatches) {
+  return play(actions, microbatches, /*train=*/true, nullptr);
+}
+
+std::vector<Tensor> StageExecutor::run_forward(const std::vector<Action>& actions,
+                                               const std::vector<Microbatch>& microbatches) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> outputs;
+  play(actions, microbatches, /*train=*/false, &outputs);
+  return outputs;
+}
+
+double StageExecutor::play(const std::vector<Action>& actions,
+                           const std::vector<Microbatch>& microbatches, bool train,
+                           std::vector<Tensor>* outputs) {
+  const int M = static_cast<int>(microbatches.size());
+  const Device dev = device();
+  run_ = Run{&microbatches, train, outputs, dev};
+  in_flight_.clear();
+  stats_ = {};
+  spans_.clear();
+  if (outputs) outputs->assign(M, Tensor());
+  const int64_t base_bytes = memory_stats(dev).current_bytes;
+  reset_peak(dev);
+  const double start = dist::steady_seconds();
+  for (const Action& a : actions) {
+    TS_CHECK(a.microbatch >= 0 && a.microbatch < M && a.chunk >= 0 && a.chunk < num_chunks(),
+             "StageExecutor: ", to_string(a, true), " on rank ", rank_, " is out of range for ",
+             M, " micro-batches and ", num_chunks(), " chunks");
+    TS_CHECK(train || a.kind == ActionKind::kForward || a.kind == ActionKind::kRecvActivation ||
+                 a.kind == ActionKind::kSendActivation,
+             "StageExecutor: ", to_string(a, true), " in a forward-only list");
+    const double t0 = dist::steady_seconds();
+    switch (a.kind) {
+      case ActionKind::kRecvActivation: receive_activation(a); break;
+      case ActionKind::kForward: forward(a); break;
+      case ActionKind::kSendActivation: send_activation(a); break;
+      case ActionKind::kRecvGradient: receive_gradient(a); break;
+      case ActionKind::kBackward: backward_step(a); break;
+      case ActionKind::kSendGradient: send_gradient(a); break;
+    }
+    spans_.push_back({a, false, t0, dist::steady_seconds()});
+    if (is_compute(a.kind)) stats_.busy_seconds += spans_.back().end - t0;
+  }
+  for (auto& w : run_.sends) w->wait();
+  stats_.step_seconds = dist::steady_seconds() - start;
+  stats_.peak_activation_bytes = memory_stats(dev).peak_bytes - base_bytes;
+  TS_CHECK(in_flight_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
+           in_flight_.size(), " micro-batches not backwarded");
+  return run_.loss_sum;
+}
+
+void StageExecutor::receive_activation(const Action& a) {
+  const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation, a.microbatch,
+                               virtual_stage(a.chunk) - 1, run_.device);
+  // A leaf, so backward leaves the gradient to send back in its grad.
+  in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/run_.train);
+}
+
+void StageExecutor::forward(const Action& a) {
+  InFlight& f = in_flight_[{a.chunk, a.microbatch}];
+  const Microbatch& mb = (*run_.microbatches)[a.microbatch];
+  const int M = static_cast<int>(run_.microbatches->size());
+  if (first(a.chunk)) f.input = Variable(mb.input);
+  TS_CHECK(f.input.defined(), "StageExecutor: F", a.microbatch, " on rank ", rank_,
+           " before its activation arrived");
+  const auto& chunk = chunks_[a.chunk];
+  const bool recompute = run_.train && (checkpoint_ == Checkpoint::kAlways ||
+                                        (checkpoint_ == Checkpoint::kExceptLast && a.microbatch < M - 1));
+  f.output = recompute ? checkpoint(recomputable(chunk), f.input) : chunk->forward(f.input);
+  stats_.peak_in_flight = std::max(stats_.peak_in_flight, ++run_.forwarded);
+  if (!run_.train) {
+    --run_.forwarded;  // evaluation keeps nothing for a backward
+    if (last(a.chunk)) {
+      (*run_.outputs)[a.microbatch] = f.output.data();
+      in_flight_.erase({a.chunk, a.microbatch});
+    }
+  } else if (last(a.chunk)) {
+    // The one gradient-scaling rule: weight by the micro-batch's share of the batch.
+    f.output = loss_(f.output, mb.target) * mb.weight;
+    run_.loss_sum += f.output.item();
+  }
+}
+
+void StageExecutor::send_activation(const Action& a) {
+  auto works = send_tensor(*group_, slot(a).output.data(), next_rank(), MessageKind::kActivation,
+                           a.microbatch, virtual_stage(a.chunk));
+  run_.sends.insert(run_.sends.end(), works.begin(), works.end());
+  if (!run_.train) in_flight_.erase({a.chunk, a.microbatch});
+}
+
+void StageExecutor::receive_gradient(const Action& a) {
+  slot(a).output_grad = recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch,
+                                    virtual_stage(a.chunk) + 1, run_.device);
+}
+
+void StageExecutor::backward_step(const Action& a) {
+  InFlight& f = slot(a);
+  if (!f.output.requires_grad()) {
+    // Nothing here to differentiate: a first chunk without parameters (Flatten).
+  } else if (last(a.chunk)) {
+    backward({f.output});
+  } else {
+    TS_CHECK(f.output_grad.defined(), "StageExecutor: B", a.microbatch, " on rank ", rank_,
+             " before its output gradient arrived");
+    TS_CHECK(f.output_grad.shape() == f.output.shape(), "StageExecutor: B", a.microbatch,
+             " on rank ", rank_, ": received a gradient of shape ", f.output_grad.shape(),
+             " for an output of shape ", f.output.shape());
+    backward({f.output}, {f.output_grad});
+  }
+  // The graph is gone (backward frees it); drop this micro-batch's activations now.
+  f.output = Variable();
+  f.output_grad = Tensor();
+  if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
+  --run_.forwarded;
+}
+
+void StageExecutor::send_gradient(const Action& a) {
+  InFlight& f = slot(a);
+  // An input the chunk ignores has no gradient: it is zero.
+  const Tensor g = f.input.grad().defined() ? f.input.grad() : zeros_like(f.input.data());
+  auto works = send_tensor(*group_, g, previous_rank(), MessageKind::kGradient, a.microbatch,
+                           virtual_stage(a.chunk));
+  run_.sends.insert(run_.sends.end(), works.begin(), works.end());
+  in_flight_.erase({a.chunk, a.microbatch});
+}
+
+}  // namespace pipeline
+}  // namespace tessera

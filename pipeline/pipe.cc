@@ -1,0 +1,207 @@
+#include "pipeline/pipe.h"
+
+#include <cstdio>
+
+#include "dist/work.h"
+#include "pipeline/balance.h"
+#include "pipeline/microbatch.h"
+#include "pipeline/partition.h"
+#include "tensor/check.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace pipeline {
+namespace {
+
+// Every rank must cut the model the same way; a measured balance differs from rank to rank,
+// so rank 0's is broadcast.
+std::vector<int> agree(const std::vector<int>& balance, dist::ProcessGroup& group) {
+  Tensor t = zeros({static_cast<int64_t>(balance.size())}, kI64);
+  for (size_t i = 0; i < balance.size(); ++i) t.data<int64_t>()[i] = balance[i];
+  group.broadcast(t, 0)->wait();
+  std::vector<int> out;
+  for (int64_t b : t.to_vector<int64_t>()) out.push_back(static_cast<int>(b));
+  return out;
+}
+
+// A stage without parameters trains nothing and cannot have an optimizer. Every rank holds
+// the whole model and the balance, so each checks every stage: the error is the same on all
+// ranks and comes before any message.
+void check_every_stage_has_parameters(const std::vector<std::shared_ptr<nn::Sequential>>& parts,
+                                      int stages, const std::vector<int>& balance) {
+  for (int s = 0; s < stages; ++s) {
+    int64_t count = 0;
+    std::string layers;
+    for (size_t p = s; p < parts.size(); p += stages) {
+      count += parts[p]->num_parameters();
+      for (size_t i = 0; i < parts[p]->size(); ++i) {
+        layers += (layers.empty() ? "" : ", ") + parts[p]->name_at(i) + " (" +
+                  (*parts[p])[i]->type_name() + ")";
+      }
+    }
+    TS_CHECK(count > 0, "Pipe: stage ", s, " would hold no parameters (layers ", layers,
+             ") with balance ", balance, "; give every stage a layer with parameters (another "
+             "balance, fewer stages or chunks)");
+  }
+}
+
+}  // namespace
+
+Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> pipeline_group,
+           LossFunction loss, const PipeOptions& options)
+    : model_(std::move(model)), group_(std::move(pipeline_group)), options_(options) {
+  TS_CHECK(model_ != nullptr, "Pipe: no model");
+  TS_CHECK(group_ != nullptr, "Pipe: no pipeline process group");
+  TS_CHECK(options.microbatches() >= 1, "Pipe: microbatches must be at least 1, got ",
+           options.microbatches());
+  TS_CHECK(options.chunks_per_rank() >= 1, "Pipe: chunks_per_rank must be at least 1, got ",
+           options.chunks_per_rank());
+  schedule_ = parse_schedule(options.schedule());
+  TS_CHECK(schedule_ == ScheduleKind::kInterleaved || options.chunks_per_rank() == 1, "Pipe: the ",
+           options.schedule(), " schedule runs one chunk per rank, got chunks_per_rank = ",
+           options.chunks_per_rank(), " (use schedule \"interleaved\")");
+  stages_ = group_->size();
+  stage_ = group_->rank();
+  TS_CHECK(schedule_ != ScheduleKind::kInterleaved || stages_ >= 2,
+           "Pipe: the interleaved schedule needs at least 2 stages, the pipeline group has ", stages_);
+  const int parts = stages_ * options.chunks_per_rank();
+  const int layers = static_cast<int>(model_->size());
+  TS_CHECK(parts <= layers, "Pipe: ", parts, " pipeline parts (", stages_, " stages x ",
+           options.chunks_per_rank(), " chunks) but the model has only ", layers, " layers");
+  const std::string& spec = options.balance();
+  if (spec == "uniform") {
+    balance_ = balance_uniform(layers, parts);
+  } else if (spec == "params") {
+    balance_ = balance_by_parameters(*model_, parts);
+  } else if (spec == "time") {
+    TS_CHECK(options.sample().defined(),
+             "Pipe: balance \"time\" needs a sample micro-batch (PipeOptions::sample)");
+    balance_ = agree(balance_by_time(*model_, parts, options.sample()), *group_);
+    if (options.data_parallel_group()) balance_ = agree(balance_, *options.data_parallel_group());
+  } else {
+    balance_ = parse_balance(spec);
+    TS_CHECK(static_cast<int>(balance_.size()) == parts, "Pipe: balance ", spec, " has ",
+             balance_.size(), " entries but the pipeline has ", parts, " parts (", stages_,
+             " stages x ", options.chunks_per_rank(), " chunks)");
+  }
+  parts_ = partition(*model_, balance_);
+  check_every_stage_has_parameters(parts_, stages_, balance_);
+  chunks_ = parts_of_rank(parts_, stage_, stages_);
+  executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
+                                              parse_checkpoint(options.checkpoint()));
+}
+
+std::vector<Variable> Pipe::parameters() const {
+  std::vector<Variable> out;
+  for (const auto& chunk : chunks_) {
+    for (const Variable& p : chunk->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+double Pipe::train_step(const Tensor& input, const Tensor& target) {
+  const std::vector<Microbatch> microbatches =
+      split_microbatches(input, target, options_.microbatches());
+  last_microbatches_ = static_cast<int>(microbatches.size());
+  if (schedule_ == ScheduleKind::kInterleaved) {
+    TS_CHECK(last_microbatches_ % stages_ == 0, "Pipe: a batch of ", input.size(0),
+             " rows gives ", last_microbatches_, " micro-batches, which the interleaved schedule "
+             "cannot run on ", stages_, " stages (it needs a multiple of the stage count)");
+  }
+  const std::vector<Action> actions =
+      make_schedule(schedule_, stages_, last_microbatches_, stage_, options_.chunks_per_rank());
+  // The process group's sends are buffered (non-blocking), so each goes out as soon as its
+  // tensor exists rather than where a blocking transport would need it.
+  const double local_loss = executor_->run(eager_sends(actions), microbatches);
+  trace_ = executor_->spans();
+  const double reduce_start = dist::steady_seconds();
+  if (average_gradients_over_data_parallel_group()) {
+    trace_.push_back({Action{}, true, reduce_start, dist::steady_seconds()});
+  }
+  // The loss lives on the last stage; everyone gets it.
+  Tensor loss = scalar_tensor(local_loss, kF64).reshape({1});
+  group_->broadcast(loss, stages_ - 1)->wait();
+  return loss.item();
+}
+
+Tensor Pipe::forward(const Tensor& input) {
+  const std::vector<Microbatch> microbatches = split_microbatches(input, Tensor(), options_.microbatches());
+  last_microbatches_ = static_cast<int>(microbatches.size());
+  const int v = options_.chunks_per_rank();
+  TS_CHECK(v == 1 || last_microbatches_ % stages_ == 0, "Pipe::forward: a batch of ",
+           input.size(0), " rows gives ", last_microbatches_, " micro-batches, which ", v,
+           " chunks per rank cannot run on ", stages_, " stages (it needs a multiple of the stage count)");
+  const std::vector<Tensor> outputs =
+      executor_->run_forward(forward_only(stages_, last_microbatches_, stage_, v), microbatches);
+  trace_ = executor_->spans();
+  // The last stage has the output; its shape and dtype go first so the others can allocate.
+  const int last = stages_ - 1;
+  Tensor out;
+  Tensor header = zeros({10}, kI64);
+  if (stage_ == last) {
+    out = cat(outputs, 0).contiguous();
+    TS_CHECK(out.dim() <= 8, "Pipe::forward: an output of shape ", out.shape(), " has more than 8 dimensions");
+    int64_t* h = header.data<int64_t>();
+    h[0] = static_cast<int64_t>(out.dtype());
+    h[1] = out.dim();
+    for (int64_t d = 0; d < out.dim(); ++d) h[2 + d] = out.size(d);
+  }
+  group_->broadcast(header, last)->wait();
+  if (stage_ != last) {
+    const int64_t* h = header.data<int64_t>();
+    out = empty(Shape(h + 2, h + 2 + h[1]), static_cast<DType>(h[0]));
+  }
+  group_->broadcast(out.view({out.numel()}), last)->wait();
+  return out;
+}
+
+bool Pipe::average_gradients_over_data_parallel_group() {
+  const auto& dp = options_.data_parallel_group();
+  if (!dp || dp->size() == 1) return false;
+  // One flat buffer: every replica of this stage lists the same parameters in the same order.
+  std::vector<Variable> params = parameters();
+  std::vector<Tensor> grads;
+  for (const Variable& p : params) {
+    grads.push_back((p.grad().defined() ? p.grad() : zeros_like(p.data())).contiguous().view({p.numel()}));
+  }
+  if (grads.empty()) return false;
+  Tensor flat = cat(grads, 0);
+  dp->all_reduce(flat, dist::ReduceOp::kAvg)->wait();
+  int64_t at = 0;
+  for (const Variable& p : params) {
+    p.set_grad(flat.narrow(0, at, p.numel()).view(p.shape()).clone());
+    at += p.numel();
+  }
+  return true;
+}
+
+void Pipe::gather_model() {
+  // Part p is trained by rank p % K; every rank walks the parts in the same order, so the
+  // broadcasts pair up.
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const int owner = static_cast<int>(p % stages_);
+    auto tensors = parts_[p]->named_parameters();
+    for (const auto& b : parts_[p]->named_buffers()) tensors.push_back(b);
+    for (const auto& [name, v] : tensors) {
+      TS_CHECK(v.data().is_contiguous(), "Pipe::gather_model: ", name, " is not contiguous");
+      group_->broadcast(v.data().view({v.numel()}), owner)->wait();
+    }
+  }
+}
+
+std::string Pipe::chrome_trace() const {
+  return chrome_trace_json(gather_trace(trace_, *group_), options_.chunks_per_rank() > 1);
+}
+
+std::string Pipe::bubble_report() const {
+  const int v = options_.chunks_per_rank(), M = last_microbatches_;
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "stage %d/%d (%s, M=%d, v=%d): idle %.3f measured, bubble (K-1)/(vM+K-1) = %d/%d = %.3f",
+                stage_, stages_, schedule_name(schedule_), M, v, stats().idle_fraction(), stages_ - 1,
+                v * M + stages_ - 1, bubble_fraction(stages_, M, v));
+  return line;
+}
+
+}  // namespace pipeline
+}  // namespace tessera

@@ -1,0 +1,142 @@
+// Pipe: a Sequential trained with pipeline parallelism, in a few lines of a user's program.
+//
+//   auto world = dist::init(&argc, &argv);                  // mpirun -np 4 ./my_program
+//   manual_seed(0);
+//   auto model = models::MLP(784, 256, 10);                 // the same full model on every rank
+//   pipeline::Pipe pipe(model, world, [](const Variable& out, const Tensor& y) {
+//     return cross_entropy(out, y);
+//   }, pipeline::PipeOptions().microbatches(8).schedule("1f1b").balance("params"));
+//   optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.1));   // this rank's stage only
+//   for (auto [x, y] : batches) {                           // every rank passes the same batch
+//     opt.zero_grad();
+//     double loss = pipe.train_step(x, y);                  // the batch loss, on every rank
+//     opt.step();
+//   }
+//   model->eval();
+//   Tensor logits = pipe.forward(test_x);                   // forward-only, on every rank
+//
+// Rank s of the pipeline group runs stage s (with v chunks per rank: parts s, s+K, ...).
+// train_step splits the batch into M micro-batches (fewer if the batch has fewer rows), runs
+// the schedule, and leaves in each stage's parameters the gradient of the batch's loss, equal
+// to the unpipelined model's on the same batch (micro-batch losses weighted by their share of
+// the batch, microbatch.h). Only the first stage reads the input and only the last the target;
+// the others use just the batch size. With a data-parallel group (dist::Topology gives one
+// per stage), the stage's gradients are then averaged over it in one flat all-reduce, so
+// P x D ranks train like D data-parallel replicas of the whole model. For ZeRO-1 instead,
+// leave the group out and step a dist::ZeroRedundancyOptimizer over pipe.parameters() and the
+// data-parallel group: its reduce-scatter averages the gradients.
+//
+// Bad options (more parts than layers, a balance that does not add up, an unknown schedule, a
+// batch the interleaved schedule cannot cut) are errors raised identically on every rank
+// before any message is sent. An error on one rank only (a throwing loss function) leaves its
+// peers waiting for its messages: run the program's body under dist::run_or_abort().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/process_group.h"
+#include "nn/sequential.h"
+#include "pipeline/executor.h"
+#include "pipeline/schedule.h"
+#include "pipeline/trace.h"
+
+namespace tessera {
+namespace pipeline {
+
+class PipeOptions {
+ public:
+  // M, the micro-batches per batch (GPipe's "chunks").
+  PipeOptions& microbatches(int m) { microbatches_ = m; return *this; }
+  // "gpipe", "1f1b" or "interleaved".
+  PipeOptions& schedule(const std::string& name) { schedule_ = name; return *this; }
+  // v, the model chunks per rank of the interleaved schedule.
+  PipeOptions& chunks_per_rank(int v) { chunks_per_rank_ = v; return *this; }
+  // "uniform", "params", "time" or an explicit list "3,4,3" (one entry per part: K*v of them).
+  PipeOptions& balance(const std::string& spec) { balance_ = spec; return *this; }
+  // Activation checkpointing per micro-batch: "never", "except_last" or "always" (executor.h).
+  PipeOptions& checkpoint(const std::string& mode) { checkpoint_ = mode; return *this; }
+  // One micro-batch of input for balance "time" to profile with.
+  PipeOptions& sample(const Tensor& microbatch) { sample_ = microbatch; return *this; }
+  // The ranks that hold the same stage; gradients are averaged among them after each batch.
+  PipeOptions& data_parallel_group(std::shared_ptr<dist::ProcessGroup> g) {
+    data_parallel_group_ = std::move(g);
+    return *this;
+  }
+
+  int microbatches() const { return microbatches_; }
+  const std::string& schedule() const { return schedule_; }
+  int chunks_per_rank() const { return chunks_per_rank_; }
+  const std::string& balance() const { return balance_; }
+  const std::string& checkpoint() const { return checkpoint_; }
+  const Tensor& sample() const { return sample_; }
+  const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_group_; }
+
+ private:
+  int microbatches_ = 4;
+  std::string schedule_ = "1f1b";
+  int chunks_per_rank_ = 1;
+  std::string balance_ = "uniform";
+  std::string checkpoint_ = "never";
+  Tensor sample_;
+  std::shared_ptr<dist::ProcessGroup> data_parallel_group_;
+};
+
+class Pipe {
+ public:
+  // Collective over the pipeline group (and the data-parallel group for balance "time"):
+  // every rank passes the same model, built from the same seed.
+  Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> pipeline_group,
+       LossFunction loss, const PipeOptions& options = PipeOptions());
+
+  // One batch forward and backward; returns the batch loss on every rank of the pipeline.
+  double train_step(const Tensor& input, const Tensor& target);
+  // Evaluation: the forward-only schedule without a graph (set the model's eval() mode first).
+  // Returns the model's output for the whole batch on every rank of the pipeline.
+  Tensor forward(const Tensor& input);
+
+  // Collective over the pipeline group: every part's parameters and buffers, broadcast from
+  // the rank that trains it into the full model on every rank. Afterwards the model given to
+  // the constructor is the whole trained model on every rank: save it as any model (its
+  // state_dict() has the unpipelined names), or load a checkpoint into a fresh model and build
+  // a Pipe over any number of stages from it.
+  void gather_model();
+
+  // This rank's parameters (its chunks', in order): what its optimizer steps.
+  std::vector<Variable> parameters() const;
+  const std::vector<std::shared_ptr<nn::Sequential>>& chunks() const { return chunks_; }
+  int stage() const { return stage_; }
+  int stages() const { return stages_; }
+  ScheduleKind schedule() const { return schedule_; }
+  // Layers per part, K*v entries, identical on every rank.
+  const std::vector<int>& balance() const { return balance_; }
+  // The last step: its micro-batch count, timing and activation memory on this rank.
+  int last_microbatches() const { return last_microbatches_; }
+  const StageStats& stats() const { return executor_->stats(); }
+  // "stage 1/2 (1f1b, M=4): idle 0.231 measured, bubble (K-1)/(vM+K-1) = 1/5 = 0.200"
+  std::string bubble_report() const;
+  // The last step's spans on this rank (trace.h), the data-parallel all-reduce included.
+  const std::vector<Span>& trace() const { return trace_; }
+  // Collective over the pipeline group: the last step of every stage as a Chrome trace.
+  std::string chrome_trace() const;
+
+ private:
+  // False when there is no data-parallel group (or it has one rank).
+  bool average_gradients_over_data_parallel_group();
+
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> group_;
+  PipeOptions options_;
+  ScheduleKind schedule_;
+  int stages_, stage_;
+  std::vector<int> balance_;
+  std::vector<std::shared_ptr<nn::Sequential>> parts_;   // all K*v parts, in model order
+  std::vector<std::shared_ptr<nn::Sequential>> chunks_;  // this rank's: parts s, s+K, ...
+  std::unique_ptr<StageExecutor> executor_;
+  int last_microbatches_ = 0;
+  std::vector<Span> trace_;
+};
+
+}  // namespace pipeline
+}  // namespace tessera

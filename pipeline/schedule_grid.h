@@ -1,0 +1,31 @@
+// The schedule grid: stages down, time slots across, one cell per forward (F) or backward (B),
+// as the GPipe and 1F1B papers draw them. Cells come from the validator's simulated clock, so
+// the picture shows the bubble the lists really produce. K = 2, M = 4, 1F1B:
+//
+//   1f1b  K=2 M=4
+//   slot      0   1   2   3   4   5   6   7   8   9
+//   stage 0   F0  F1  .   B0  F2  B1  F3  B2  .   B3
+//   stage 1   .   F0  B0  F1  B1  F2  B2  F3  B3  .
+//   stage 0: peak in flight 2, idle 0.200
+//   stage 1: peak in flight 1, idle 0.200
+//   bubble: theory (K-1)/(vM+K-1) = 1/5 = 0.200, simulated 0.200 (K=2 M=4 v=1)
+//
+// With v > 1 chunks a cell reads F<mb>.<chunk>.
+#pragma once
+
+#include <string>
+
+#include "pipeline/schedule.h"
+#include "pipeline/validator.h"
+
+namespace tessera {
+namespace pipeline {
+
+// The grid of an already validated schedule, followed by report.str().
+std::string draw_grid(const ValidationReport& report);
+
+// Builds, validates and draws a schedule: what `explain pipeline` prints.
+std::string explain(ScheduleKind kind, int stages, int microbatches, int chunks = 1);
+
+}  // namespace pipeline
+}  // namespace tessera

@@ -1,0 +1,445 @@
+// Pipeline training on K = world-size ranks equals one process doing gradient accumulation
+// over the same micro-batches: same parameters after 3 SGD steps (f32, 1e-5), the same batch
+// loss on every rank, batches not divisible by M and smaller than M included; for GPipe, 1F1B
+// and interleaved 1F1B, an MLP and a small ResNet (BatchNorm statistics per micro-batch, so the
+// running statistics match too); pipeline x data parallelism on 4 ranks.
+#include "pipeline/pipe.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+#include <map>
+
+#include "autograd/functions.h"
+#include "dist/environment.h"
+#include "dist/topology.h"
+#include "dist/zero/zero_optimizer.h"
+#include "models/resnet.h"
+#include "nn/nn.h"
+#include "optim/sgd.h"
+#include "pipeline/microbatch.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace pipeline {
+namespace {
+
+using MakeModel = std::function<std::shared_ptr<nn::Sequential>()>;
+
+// Flatten and four Linear layers with ReLUs: 8 layers, enough for 4 ranks x 2 chunks.
+std::shared_ptr<nn::Sequential> deep_mlp() {
+  manual_seed(11);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Flatten>());
+  m->push_back(std::make_shared<nn::Linear>(64, 32));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(32, 32));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(32, 24));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Linear>(24, 10));
+  return m;
+}
+
+// Flatten, 7 x (Linear(64, 64), ReLU), Linear(64, 10): 16 layers, so every stage of K <= 4 has
+// activations inside it (what checkpointing drops).
+std::shared_ptr<nn::Sequential> long_mlp() {
+  manual_seed(13);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Flatten>());
+  for (int i = 0; i < 7; ++i) {
+    m->push_back(std::make_shared<nn::Linear>(64, 64));
+    m->push_back(std::make_shared<nn::ReLU>());
+  }
+  m->push_back(std::make_shared<nn::Linear>(64, 10));
+  return m;
+}
+
+// 8 blocks, each with a Linear, so 4 ranks x 2 chunks all hold parameters (a stage without
+// any is an error): [Flatten, Linear(64, 32), ReLU], 6 x [Linear(32, 32), ReLU], [Linear(32, 10)].
+std::shared_ptr<nn::Sequential> blocks_mlp() {
+  manual_seed(17);
+  auto m = std::make_shared<nn::Sequential>();
+  for (int b = 0; b < 8; ++b) {
+    auto block = std::make_shared<nn::Sequential>();
+    if (b == 0) block->push_back(std::make_shared<nn::Flatten>());
+    block->push_back(std::make_shared<nn::Linear>(b == 0 ? 64 : 32, b == 7 ? 10 : 32));
+    if (b < 7) block->push_back(std::make_shared<nn::ReLU>());
+    m->push_back(block);
+  }
+  return m;
+}
+
+std::shared_ptr<nn::Sequential> tiny_resnet() {
+  manual_seed(5);
+  return models::ResNetCifar(8, 1, 10);
+}
+
+struct Batch {
+  Tensor x, y;
+};
+
+// The same batch on every rank; `rows` varies to exercise uneven micro-batches.
+Batch make_batch(int step, int64_t rows, const Shape& image) {
+  Generator g(500 + step);
+  Shape shape = {rows};
+  shape.insert(shape.end(), image.begin(), image.end());
+  const Tensor y = arange(rows, kI64);
+  return {randn(shape, kF32, &g), sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64)};
+}
+
+Variable loss_fn(const Variable& out, const Tensor& y) { return cross_entropy(out, y); }
+
+// The reference: one process, gradient accumulation over the same micro-batches.
+double reference_step(nn::Sequential& model, optim::SGD& opt, const Batch& b, int M) {
+  opt.zero_grad();
+  double total = 0;
+  for (const Microbatch& mb : split_microbatches(b.x, b.y, M)) {
+    const Variable loss = loss_fn(model.forward(Variable(mb.input)), mb.target) * mb.weight;
+    total += loss.item();
+    loss.backward();
+  }
+  opt.step();
+  return total;
+}
+
+// Every parameter and buffer of this rank's chunks against the reference; across the pipeline
+// group the stages cover the whole model (a stage may hold none: Flatten and ReLU chunks).
+void expect_stage_matches_reference(const Pipe& pipe, nn::Sequential& reference, double tol,
+                                    dist::ProcessGroup& pipeline_group) {
+  std::map<std::string, Variable> ref;
+  for (const auto& [name, p] : reference.named_parameters()) ref[name] = p;
+  for (const auto& [name, b] : reference.named_buffers()) ref[name] = b;
+  int compared = 0;
+  for (const auto& chunk : pipe.chunks()) {
+    auto named = chunk->named_parameters();
+    for (const auto& nb : chunk->named_buffers()) named.push_back(nb);
+    for (const auto& [name, p] : named) {
+      ASSERT_TRUE(ref.count(name)) << name;
+      if (p.dtype() == kI64) {
+        EXPECT_EQ(max_abs_diff(p.data(), ref[name].data()), 0) << name;
+      } else {
+        EXPECT_LT(max_abs_diff(p.data(), ref[name].data()), tol) << "stage " << pipe.stage() << " " << name;
+      }
+      ++compared;
+    }
+  }
+  Tensor total = scalar_tensor(compared, kI64).reshape({1});
+  pipeline_group.all_reduce(total)->wait();
+  EXPECT_EQ(total.item(), static_cast<double>(ref.size())) << "the stages do not cover the model";
+}
+
+void pipeline_matches_accumulation(const MakeModel& make, const std::string& schedule, int M,
+                                   const std::vector<int64_t>& batch_rows, const Shape& image,
+                                   int chunks_per_rank = 1, const std::string& checkpoint = "never") {
+  auto world = dist::world();
+  auto reference = make();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = make();
+  Pipe pipe(model, world, loss_fn,
+            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(chunks_per_rank).checkpoint(
+                checkpoint));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (size_t step = 0; step < batch_rows.size(); ++step) {
+    const Batch b = make_batch(static_cast<int>(step), batch_rows[step], image);
+    const double expected = reference_step(*reference, ref_opt, b, M);
+    opt.zero_grad();
+    const double loss = pipe.train_step(b.x, b.y);
+    opt.step();
+    EXPECT_NEAR(loss, expected, 1e-5) << "step " << step << " on stage " << pipe.stage();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *world);
+}
+
+TEST(Pipe, GatherModelGivesTheWholeTrainedModelOnEveryRank) {
+  auto world = dist::world();
+  auto reference = tiny_resnet();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = tiny_resnet();
+  Pipe pipe(model, world, loss_fn, PipeOptions().microbatches(2).schedule("1f1b"));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 2; ++step) {
+    const Batch b = make_batch(step, 4, {1, 8, 8});
+    reference_step(*reference, ref_opt, b, 2);
+    opt.zero_grad();
+    pipe.train_step(b.x, b.y);
+    opt.step();
+  }
+  pipe.gather_model();
+  const StateDict mine = model->state_dict(), ref = reference->state_dict();
+  ASSERT_EQ(mine.size(), ref.size());
+  for (const auto& [key, tensor] : ref) {
+    EXPECT_LT(max_abs_diff(mine.at(key).to(kF64), tensor.to(kF64)), 1e-5) << key << " on rank " << world->rank();
+  }
+}
+
+// Batches of 12 (even micro-batches), 7 (3 of 2 rows and one of 1) and 3 (fewer rows than M).
+const std::vector<int64_t> kUnevenBatches = {12, 7, 3};
+
+TEST(Pipe, GPipeEqualsGradientAccumulation) {
+  pipeline_matches_accumulation(deep_mlp, "gpipe", 4, kUnevenBatches, {1, 8, 8});
+}
+
+TEST(Pipe, OneFOneBEqualsGradientAccumulation) {
+  pipeline_matches_accumulation(deep_mlp, "1f1b", 4, kUnevenBatches, {1, 8, 8});
+}
+
+TEST(Pipe, OneFOneBWithManyMicrobatchesEqualsGradientAccumulation) {
+  pipeline_matches_accumulation(deep_mlp, "1f1b", 8, {32, 29, 16}, {1, 8, 8});
+}
+
+TEST(Pipe, InterleavedEqualsGradientAccumulation) {
+  // M = 8 micro-batches on every step (a multiple of K = 2 or 4); 13 rows are uneven.
+  pipeline_matches_accumulation(blocks_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2);
+}
+
+TEST(Pipe, ActivationCheckpointingGivesTheSameGradients) {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    for (const char* mode : {"always", "except_last"}) {
+      SCOPED_TRACE(testing::Message() << schedule << " " << mode);
+      pipeline_matches_accumulation(deep_mlp, schedule, 4, kUnevenBatches, {1, 8, 8}, 1, mode);
+    }
+  }
+  pipeline_matches_accumulation(blocks_mlp, "interleaved", 8, {16, 13, 8}, {1, 8, 8}, 2, "always");
+}
+
+TEST(Pipe, OneFOneBAndCheckpointingHoldLessActivationMemoryThanGPipe) {
+  auto world = dist::world();
+  const int K = world->size(), M = 8;
+  auto peak = [&](const std::string& schedule, const std::string& mode) {
+    Pipe pipe(long_mlp(), world, loss_fn,
+              PipeOptions().microbatches(M).schedule(schedule).checkpoint(mode));
+    const Batch b = make_batch(0, 256, {1, 8, 8});
+    pipe.train_step(b.x, b.y);  // the first step allocates the parameters' grads
+    pipe.train_step(b.x, b.y);
+    return pipe.stats().peak_activation_bytes;
+  };
+  const int64_t gpipe = peak("gpipe", "never"), one_f_one_b = peak("1f1b", "never");
+  const int64_t gpipe_checkpointed = peak("gpipe", "always");
+  if (world->rank() == 0) {
+    std::printf("stage 0 peak activation bytes, K=%d M=%d: gpipe %lld, 1f1b %lld, gpipe+checkpoint %lld\n",
+                K, M, static_cast<long long>(gpipe), static_cast<long long>(one_f_one_b),
+                static_cast<long long>(gpipe_checkpointed));
+    // Stage 0 holds M micro-batches under GPipe, K under 1F1B.
+    EXPECT_LT(one_f_one_b, gpipe);
+    EXPECT_LT(gpipe_checkpointed, gpipe);
+  }
+}
+
+TEST(Pipe, ForwardOnlyEvaluationGivesTheModelsOutputOnEveryRank) {
+  auto world = dist::world();
+  auto reference = blocks_mlp();
+  for (const char* schedule : {"gpipe", "interleaved"}) {
+    SCOPED_TRACE(schedule);
+    Pipe pipe(blocks_mlp(), world, loss_fn,
+              PipeOptions().microbatches(4).schedule(schedule).chunks_per_rank(
+                  std::string(schedule) == "interleaved" ? 2 : 1));
+    const Batch b = make_batch(0, 12, {1, 8, 8});
+    const Tensor out = pipe.forward(b.x);
+    EXPECT_EQ(out.shape(), (Shape{12, 10}));
+    EXPECT_LT(max_abs_diff(out, reference->forward(Variable(b.x)).data()), 1e-6);
+  }
+}
+
+TEST(Pipe, TinyResNetWithBatchNormEqualsGradientAccumulation) {
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    SCOPED_TRACE(schedule);
+    pipeline_matches_accumulation(tiny_resnet, schedule, 4, {12, 10, 4}, {1, 8, 8});
+  }
+  // Recomputation must not update BatchNorm's running statistics a second time.
+  pipeline_matches_accumulation(tiny_resnet, "1f1b", 4, {12, 10, 4}, {1, 8, 8}, 1, "always");
+}
+
+TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {
+  auto world = dist::world();
+  const int K = world->size();
+  Pipe by_params(deep_mlp(), world, loss_fn, PipeOptions().balance("params"));
+  int total = 0;
+  for (int n : by_params.balance()) total += n;
+  EXPECT_EQ(total, 8);
+  EXPECT_EQ(static_cast<int>(by_params.balance().size()), K);
+  const std::string spec = K == 2 ? "3,5" : "2,3,2,1";
+  const std::vector<int> expected = K == 2 ? std::vector<int>{3, 5} : std::vector<int>{2, 3, 2, 1};
+  Pipe explicit_balance(deep_mlp(), world, loss_fn, PipeOptions().balance(spec));
+  EXPECT_EQ(explicit_balance.balance(), expected);
+  EXPECT_EQ(static_cast<int>(explicit_balance.chunks()[0]->size()), expected[explicit_balance.stage()]);
+  EXPECT_THROW(Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance("4,4,4,4,4")), Error);
+  EXPECT_THROW(Pipe(deep_mlp(), world, loss_fn, PipeOptions().schedule("1f1b").chunks_per_rank(2)),
+               Error);
+}
+
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pipe, BadInputIsTheSameErrorOnEveryRankWithoutMessages) {
+  auto world = dist::world();
+  const int K = world->size();
+  auto one_layer = [] {
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Linear>(4, 2));
+    return m;
+  };
+  expect_error([&] { Pipe(one_layer(), world, loss_fn); },
+               std::to_string(K) + " pipeline parts (" + std::to_string(K) +
+                   " stages x 1 chunks) but the model has only 1 layers");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().microbatches(0)); },
+               "microbatches must be at least 1, got 0");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().schedule("zero-bubble")); },
+               "'zero-bubble' is not one of gpipe, 1f1b, interleaved");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().checkpoint("sometimes")); },
+               "'sometimes' is not one of always, except_last, never");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance("params,")); },
+               "'params,' is not a list of layer counts");
+  expect_error([&] { Pipe(deep_mlp(), world, loss_fn, PipeOptions().balance(K == 2 ? "1,7" : "1,3,2,2")); },
+               "Pipe: stage 0 would hold no parameters (layers 0 (Flatten)) with balance");
+  Pipe interleaved(blocks_mlp(), world, loss_fn,
+                   PipeOptions().microbatches(8).schedule("interleaved").chunks_per_rank(2));
+  const Batch b = make_batch(0, K + 1, {1, 8, 8});  // K + 1 rows: K + 1 micro-batches
+  expect_error([&] { interleaved.train_step(b.x, b.y); }, "needs a multiple of the stage count");
+  // Nothing was sent: the next step runs normally.
+  const Batch ok = make_batch(1, 16, {1, 8, 8});
+  EXPECT_GT(interleaved.train_step(ok.x, ok.y), 0);
+}
+
+TEST(Pipe, BalanceByTimeIsTheSameOnEveryRank) {
+  auto world = dist::world();
+  Pipe pipe(deep_mlp(), world, loss_fn,
+            PipeOptions().balance("time").sample(make_batch(0, 4, {1, 8, 8}).x));
+  Tensor mine = zeros({static_cast<int64_t>(pipe.balance().size())}, kI64);
+  for (size_t i = 0; i < pipe.balance().size(); ++i) mine.data<int64_t>()[i] = pipe.balance()[i];
+  Tensor rank0 = mine.clone();
+  world->broadcast(rank0, 0)->wait();
+  EXPECT_EQ(max_abs_diff(mine, rank0), 0);
+}
+
+TEST(Pipe, ReportsMeasuredIdleBesideTheBubbleFormula) {
+  auto world = dist::world();
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    Pipe pipe(deep_mlp(), world, loss_fn, PipeOptions().microbatches(8).schedule(schedule));
+    const Batch b = make_batch(0, 64, {1, 8, 8});
+    pipe.train_step(b.x, b.y);
+    EXPECT_EQ(pipe.last_microbatches(), 8);
+    EXPECT_GT(pipe.stats().busy_seconds, 0);
+    EXPECT_LE(pipe.stats().busy_seconds, pipe.stats().step_seconds);
+    // Activations held at once: GPipe all M, 1F1B at most K - s.
+    const int K = world->size(), s = pipe.stage();
+    EXPECT_EQ(pipe.stats().peak_in_flight, std::string(schedule) == "gpipe" ? 8 : std::min(K - s, 8));
+    std::printf("%s\n", pipe.bubble_report().c_str());
+  }
+}
+
+TEST(Pipe, ChromeTraceHasEveryActionOfEveryStage) {
+  auto world = dist::world();
+  const int K = world->size(), M = 4;
+  Pipe pipe(deep_mlp(), world, loss_fn, PipeOptions().microbatches(M).schedule("1f1b"));
+  const Batch b = make_batch(0, 8, {1, 8, 8});
+  pipe.train_step(b.x, b.y);
+  EXPECT_EQ(pipe.trace().size(), one_f_one_b(K, M, pipe.stage()).size());
+  const std::string json = pipe.chrome_trace();
+  size_t expected = 0, found = 0;
+  for (const auto& list : make_schedules(ScheduleKind::kOneFOneB, K, M)) expected += list.size();
+  for (size_t at = json.find("\"ph\":\"X\""); at != std::string::npos; at = json.find("\"ph\":\"X\"", at + 1)) ++found;
+  EXPECT_EQ(found, expected);
+  EXPECT_NE(json.find("\"name\":\"stage " + std::to_string(K - 1) + "\""), std::string::npos);
+  EXPECT_NE(json.find("\"name\":\"B3\",\"cat\":\"backward\""), std::string::npos);
+}
+
+// The reference for D data-parallel replicas: each replica's 8 rows of an 8D-row batch, a mean
+// over its rows cut into M micro-batches, averaged over the replicas.
+void reference_data_parallel_step(nn::Sequential& reference, optim::SGD& opt, const Batch& global,
+                                  int M, int D = 2) {
+  opt.zero_grad();
+  for (int d = 0; d < D; ++d) {
+    for (const Microbatch& mb : split_microbatches(global.x.narrow(0, 8 * d, 8),
+                                                   global.y.narrow(0, 8 * d, 8), M)) {
+      (loss_fn(reference.forward(Variable(mb.input)), mb.target) * (mb.weight / D)).backward();
+    }
+  }
+  opt.step();
+}
+
+TEST(Pipe, OneStagePerReplicaIsDataParallelTraining) {
+  // K = 1 (no messages at all) and D = world size: the Pipe degenerates to gradient
+  // accumulation plus the data-parallel all-reduce.
+  auto world = dist::world();
+  const int D = world->size(), M = 3;
+  dist::Topology topo(world, 1);
+  ASSERT_EQ(topo.pipeline_group()->size(), 1);
+  auto reference = deep_mlp();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn,
+            PipeOptions().microbatches(M).data_parallel_group(topo.data_parallel_group()));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const Batch global = make_batch(step, 8 * D, {1, 8, 8});
+    reference_data_parallel_step(*reference, ref_opt, global, M, D);
+    opt.zero_grad();
+    const int d = topo.replica();
+    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
+    opt.step();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+}
+
+TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
+  auto world = dist::world();
+  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
+  dist::Topology topo(world, 2);
+  const int M = 4;
+  auto reference = deep_mlp();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = deep_mlp();
+  Pipe pipe(model, topo.pipeline_group(), loss_fn,
+            PipeOptions().microbatches(M).schedule("1f1b").data_parallel_group(
+                topo.data_parallel_group()));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int step = 0; step < 3; ++step) {
+    const Batch global = make_batch(step, 16, {1, 8, 8});
+    reference_data_parallel_step(*reference, ref_opt, global, M);
+    opt.zero_grad();
+    const int d = topo.replica();
+    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
+    opt.step();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+  // The gradient reduction is on the trace.
+  ASSERT_FALSE(pipe.trace().empty());
+  EXPECT_TRUE(pipe.trace().back().reduction);
+}
+
+TEST(Pipe, PipelineTimesZeroOneEqualsOneProcessOnTheGlobalBatch) {
+  // ZeRO-1 averages the gradients itself in its reduce-scatter: the Pipe gets no
+  // data-parallel group, the sharded optimizer gets it.
+  auto world = dist::world();
+  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
+  dist::Topology topo(world, 2);
+  const int M = 4;
+  auto reference = deep_mlp();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn, PipeOptions().microbatches(M).schedule("gpipe"));
+  dist::ZeroRedundancyOptimizer opt(pipe.parameters(), topo.data_parallel_group(),
+                                    [](std::vector<Variable> shard) {
+                                      return std::make_unique<optim::SGD>(
+                                          shard, optim::SGDOptions(0.05).momentum(0.9));
+                                    });
+  for (int step = 0; step < 3; ++step) {
+    const Batch global = make_batch(step, 16, {1, 8, 8});
+    reference_data_parallel_step(*reference, ref_opt, global, M);
+    opt.zero_grad();
+    const int d = topo.replica();
+    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
+    opt.step();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+}
+
+}  // namespace
+}  // namespace pipeline
+}  // namespace tessera
