@@ -42,6 +42,10 @@ class BatchNorm2d : public Module {
   const Variable& running_mean() const { return running_mean_; }
   const Variable& running_var() const { return running_var_; }
 
+ protected:
+  // model->to(kF16 / kBF16) leaves BatchNorm in f32 (Module::to).
+  bool keep_f32_under_half() const override { return true; }
+
  private:
   BatchNorm2dOptions options_;
   Variable weight_, bias_, running_mean_, running_var_, num_batches_tracked_;

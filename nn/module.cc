@@ -122,10 +122,12 @@ void Module::train(bool on) {
 }
 
 void Module::to(DType dtype) {
+  const bool half = dtype == kF16 || dtype == kBF16;
+  const DType mine = half && keep_f32_under_half() ? kF32 : dtype;
   for (auto* list : {&parameters_, &buffers_}) {
     for (auto& [name, v] : *list) {
       if (!is_floating(v.dtype())) continue;
-      v.set_data(v.data().to(dtype));
+      v.set_data(v.data().to(mine));
       v.zero_grad();
     }
   }

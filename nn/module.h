@@ -73,7 +73,9 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
 
   // Converts floating-point parameters and buffers (integer buffers keep their dtype) and
-  // drops gradients.
+  // drops gradients. Modules that keep_f32_under_half() (BatchNorm) stay f32 when the target is
+  // f16 or bf16, as mixed-precision training wants (apex's keep_batchnorm_fp32): their
+  // statistics would lose too much in half precision, and their forward takes half inputs.
   void to(DType dtype);
   void to(Device device);
   void zero_grad(bool set_to_none = true);
@@ -85,6 +87,12 @@ class Module : public std::enable_shared_from_this<Module> {
   void load_state_dict(const StateDict& state, bool strict = true);
 
   int64_t num_parameters() const;
+
+ protected:
+  // True for modules whose parameters and buffers stay f32 under to(kF16 / kBF16).
+  virtual bool keep_f32_under_half() const { return false; }
+
+ public:
   // The module tree, one line per module.
   std::string str() const;
 

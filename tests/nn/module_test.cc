@@ -190,6 +190,25 @@ TEST(Module, SaveAndLoadWeightsIsOneCallEach) {
   EXPECT_THROW(load_weights(wrong, path), Error);  // names match, shapes do not
 }
 
+TEST(Module, HalfPrecisionKeepsBatchNormInF32) {
+  for (DType half : {kBF16, kF16}) {
+    Sequential model{std::make_shared<Block>(), std::make_shared<Flatten>(),
+                     std::make_shared<Linear>(48, 10)};
+    model.to(half);
+    for (const auto& [name, p] : model.named_parameters()) {
+      const bool bn = name.find(".bn.") != std::string::npos;
+      EXPECT_EQ(p.dtype(), bn ? kF32 : half) << name;
+    }
+    for (const auto& [name, b] : model.named_buffers()) {
+      if (is_floating(b.dtype())) EXPECT_EQ(b.dtype(), kF32) << name;
+    }
+    const Variable y = model.forward(Variable(ones({2, 2, 4, 4}, half)));  // half in, BN in f32
+    EXPECT_EQ(y.shape(), (Shape{2, 10}));
+    model.to(kF64);  // any other dtype converts BatchNorm too
+    for (const auto& [name, p] : model.named_parameters()) EXPECT_EQ(p.dtype(), kF64) << name;
+  }
+}
+
 TEST(Metrics, AccuracyCountsArgmaxHits) {
   const Tensor logits = from_vector<float>({0.1f, 0.9f, 0.8f, 0.2f, 0.3f, 0.7f}, {3, 2});
   const Tensor targets = from_vector<int64_t>({1, 1, 1}, {3});
