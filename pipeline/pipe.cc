@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "dist/grad_reduction_claim.h"
 #include "dist/work.h"
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
@@ -89,6 +90,11 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
   chunks_ = parts_of_rank(parts_, stage_, stages_);
   executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
                                               parse_checkpoint(options.checkpoint()));
+  // With a data-parallel group, Pipe averages this stage's gradients itself: DDP or ZeRO on the
+  // same parameters would reduce them twice.
+  if (options.data_parallel_group()) {
+    claim_ = dist::GradReductionClaim(parameters(), "Pipe (data-parallel all-reduce)");
+  }
 }
 
 std::vector<Variable> Pipe::parameters() const {

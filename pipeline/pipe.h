@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
 #include "nn/sequential.h"
 #include "pipeline/executor.h"
@@ -134,6 +135,7 @@ class Pipe {
   std::vector<std::shared_ptr<nn::Sequential>> parts_;   // all K*v parts, in model order
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;  // this rank's: parts s, s+K, ...
   std::unique_ptr<StageExecutor> executor_;
+  dist::GradReductionClaim claim_;  // with a data-parallel group: no DDP or ZeRO on these too
   int last_microbatches_ = 0;
   std::vector<Span> trace_;
 };

@@ -386,6 +386,11 @@ TEST(Pipe, OneStagePerReplicaIsDataParallelTraining) {
     opt.step();
   }
   expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+  // The Pipe reduces these gradients itself: a ZeRO optimizer on them too is an error (before
+  // any communication, on every rank alike).
+  EXPECT_THROW(dist::ZeroRedundancyOptimizer(pipe.parameters(), topo.data_parallel_group(),
+                                             dist::zero_factory<optim::SGD>(optim::SGDOptions(0.1))),
+               Error);
 }
 
 TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
