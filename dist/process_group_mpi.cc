@@ -26,17 +26,19 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
   return offsets;
 }
 
-// Waits for MPI requests without taking a core from computation. A peer that is late (still in
+// Waits for MPI requests without taking a core from computation; returns MPI's result code
+// (the statuses say which request failed). A peer that is late (still in
 // its backward pass) would otherwise have this thread spin inside a blocking MPI call, and with
 // more threads than cores that spinning slows this rank's own compute thread. Between polls the
 // thread yields the core to any runnable thread (returning at once when there is none, so
 // latency stays low); after a long wait it sleeps instead.
-void wait_all(std::vector<MPI_Request>& requests) {
+int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses) {
+  statuses.resize(requests.size());
   for (int round = 0;; ++round) {
     int done = 0;
-    MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                          MPI_STATUSES_IGNORE));
-    if (done) return;
+    const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                               statuses.data());
+    if (rc != MPI_SUCCESS || done) return rc;
     if (round < 20000) {
       std::this_thread::yield();
     } else {
@@ -100,6 +102,28 @@ void ProcessGroupMPI::check_counts(const std::vector<int64_t>& counts, const cha
   for (int64_t c : counts) TS_CHECK(c >= 0, op, ": negative count in ", counts);
 }
 
+std::string ProcessGroupMPI::describe(const char* collective, const Tensor& t) {
+  return ::tessera::detail::str(collective, " #", ++collectives_issued_, " (", t.numel(), " elements of ",
+                     dtype_name(t.dtype()), " on rank ", rank_, " of a group of ", size_, ")");
+}
+
+void ProcessGroupMPI::check_arrival(int rc, const MPI_Status& status, int expected,
+                                    int src) const {
+  // Ranks that disagree on a collective's size (or call different collectives) send pieces of
+  // other sizes than the receiver posted: too long is MPI_ERR_TRUNCATE, too short a short
+  // count. Either would corrupt memory or hang later; name the collective and stop here.
+  int received = -1;
+  if (rc == MPI_SUCCESS) MPI_Get_count(&status, MPI_BYTE, &received);
+  const bool truncated = rc != MPI_SUCCESS && status.MPI_ERROR == MPI_ERR_TRUNCATE;
+  TS_CHECK(!truncated && (rc != MPI_SUCCESS || received == expected), running_, ": rank ", rank_,
+           " expected a piece of ", expected, " bytes from rank ", src, " but ",
+           truncated ? std::string("a longer one") : std::to_string(received) + " bytes",
+           " arrived: the ranks called this collective with different sizes or dtypes, or "
+           "different collectives in this order. Every rank of a group must issue the same "
+           "collectives, in the same order, with the same sizes and dtypes");
+  if (rc != MPI_SUCCESS) detail::mpi_fail(rc, "MPI_Testall", __FILE__, __LINE__);
+}
+
 void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
   const char* s = static_cast<const char*>(send.numel() ? send.raw_data() : nullptr);
   char* r = static_cast<char*>(recv.numel() ? recv.raw_data() : nullptr);
@@ -111,9 +135,11 @@ void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, 
     const int sn = static_cast<int>(std::min(send_left, kMaxMessage));
     const int rn = static_cast<int>(std::min(recv_left, kMaxMessage));
     std::vector<MPI_Request> requests(2);
+    std::vector<MPI_Status> statuses;
     MPI_CHECK(MPI_Irecv(r, rn, MPI_BYTE, src, kRingTag, comm_, &requests[0]));
     MPI_CHECK(MPI_Isend(s, sn, MPI_BYTE, dst, kRingTag, comm_, &requests[1]));
-    wait_all(requests);
+    const int rc = wait_all(requests, statuses);  // sizes `statuses`: call it first
+    check_arrival(rc, statuses[0], rn, src);
     s += sn;
     r += rn;
     send_left -= sn;
@@ -154,7 +180,9 @@ std::shared_ptr<Work> ProcessGroupMPI::all_reduce(const Tensor& tensor, ReduceOp
   TS_CHECK(op != ReduceOp::kAvg || is_floating(tensor.dtype()),
            "all_reduce: kAvg needs a floating-point tensor, got ", tensor.dtype());
   ledger().record(CollectiveKind::kAllReduce, 0);
-  return thread_->submit([this, tensor, op]() -> CommThread::InFlight {
+  const std::string what = describe("all_reduce", tensor);
+  return thread_->submit([this, tensor, op, what]() -> CommThread::InFlight {
+    running_ = what;
     const Tensor buf = host(tensor);
     if (size_ > 1 && buf.numel() > 0) {
       const std::vector<int64_t> counts = balanced_counts(buf.numel(), size_);
@@ -185,7 +213,9 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(const Tensor& input, const
   TS_CHECK(op != ReduceOp::kAvg || is_floating(input.dtype()),
            "reduce_scatter: kAvg needs a floating-point tensor, got ", input.dtype());
   ledger().record(CollectiveKind::kReduceScatter, 0);
-  return thread_->submit([this, input, output, counts, op]() -> CommThread::InFlight {
+  const std::string what = describe("reduce_scatter", input);
+  return thread_->submit([this, input, output, counts, op, what]() -> CommThread::InFlight {
+    running_ = what;
     // Work on a copy: the input is left as it was.
     const Tensor buf = host(input).clone();
     if (size_ > 1) ring_reduce_scatter(buf, counts, op, CollectiveKind::kReduceScatter);
@@ -209,7 +239,9 @@ std::shared_ptr<Work> ProcessGroupMPI::all_gather(const Tensor& input, const Ten
   TS_CHECK(input.dtype() == output.dtype(), "all_gather: input is ", input.dtype(), ", output ",
            output.dtype());
   ledger().record(CollectiveKind::kAllGather, 0);
-  return thread_->submit([this, input, output, counts]() -> CommThread::InFlight {
+  const std::string what = describe("all_gather", output);
+  return thread_->submit([this, input, output, counts, what]() -> CommThread::InFlight {
+    running_ = what;
     const Tensor buf = output.device().is_cpu() ? output.view({output.numel()})
                                                 : empty({output.numel()}, output.dtype());
     const std::vector<int64_t> off = offsets_of(counts);
@@ -224,7 +256,9 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
   check_flat(tensor, "broadcast", "tensor");
   TS_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " outside a group of ", size_);
   ledger().record(CollectiveKind::kBroadcast, 0);
-  return thread_->submit([this, tensor, root]() -> CommThread::InFlight {
+  const std::string what = describe("broadcast", tensor);
+  return thread_->submit([this, tensor, root, what]() -> CommThread::InFlight {
+    running_ = what;
     const Tensor buf = host(tensor);
     // Binomial tree: in round k, ranks that have the data (relative rank < 2^k) send to
     // relative rank + 2^k. log2(N) rounds; every rank receives once.
@@ -235,15 +269,17 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
       for (int64_t at = 0; at < bytes || at == 0; at += kMaxMessage) {
         const int n = static_cast<int>(std::min(bytes - at, kMaxMessage));
         std::vector<MPI_Request> request(1);
+        std::vector<MPI_Status> statuses;
         if (vr < mask && vr + mask < size_) {
           MPI_CHECK(MPI_Isend(data + at, n, MPI_BYTE, mod(vr + mask + root, size_), kBroadcastTag,
                               comm_, &request[0]));
-          wait_all(request);
+          MPI_CHECK(wait_all(request, statuses));
           ledger().add_bytes(CollectiveKind::kBroadcast, n);
         } else if (vr >= mask && vr < 2 * mask) {
-          MPI_CHECK(MPI_Irecv(data + at, n, MPI_BYTE, mod(vr - mask + root, size_), kBroadcastTag,
-                              comm_, &request[0]));
-          wait_all(request);
+          const int from = mod(vr - mask + root, size_);
+          MPI_CHECK(MPI_Irecv(data + at, n, MPI_BYTE, from, kBroadcastTag, comm_, &request[0]));
+          const int rc = wait_all(request, statuses);
+          check_arrival(rc, statuses[0], n, from);
         }
         if (bytes == 0) break;
       }
@@ -297,8 +333,9 @@ MPI_Comm ProcessGroupMPI::split(int color, int key) {
 std::shared_ptr<Work> ProcessGroupMPI::barrier() {
   return thread_->submit([this]() -> CommThread::InFlight {
     std::vector<MPI_Request> request(1);
+    std::vector<MPI_Status> statuses;
     MPI_CHECK(MPI_Ibarrier(comm_, &request[0]));
-    wait_all(request);
+    MPI_CHECK(wait_all(request, statuses));
     return {};
   });
 }

@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/comm_thread.h"
@@ -66,6 +67,12 @@ class ProcessGroupMPI : public ProcessGroup {
   void ring_all_gather(const Tensor& buffer, const std::vector<int64_t>& counts,
                        CollectiveKind kind);
   void sendrecv(const Tensor& send, int dst, const Tensor& recv, int src);
+  // "all_reduce #12 (4096 elements of f32 on rank 1 of a group of 4)": numbers collectives in
+  // issue order (caller's thread), for errors.
+  std::string describe(const char* collective, const Tensor& t);
+  // Throws when a received piece is not the `expected` size (ranks disagree), naming the
+  // running collective; or on any other MPI error.
+  void check_arrival(int rc, const MPI_Status& status, int expected, int src) const;
   void check_counts(const std::vector<int64_t>& counts, const char* op) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -73,6 +80,8 @@ class ProcessGroupMPI : public ProcessGroup {
   int rank_ = 0, size_ = 1;
   std::vector<int> world_ranks_;
   std::unique_ptr<CommThread> thread_;
+  int64_t collectives_issued_ = 0;  // caller's thread
+  std::string running_;             // the collective the comm thread runs (comm thread only)
 };
 
 }  // namespace dist

@@ -1,5 +1,6 @@
 // One rank throwing ends the whole job with a non-zero exit and the message, within seconds,
-// instead of leaving the other ranks waiting in a collective forever.
+// instead of leaving the other ranks waiting in a collective forever; ranks that pass a
+// collective different sizes are told so.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,13 +14,23 @@ std::string g_runner, g_helper;
 
 TEST(Abort, OneRankThrowingEndsTheJob) {
   const auto start = std::chrono::steady_clock::now();
-  const auto [exit_code, out] = tessera::testing::run_command(g_runner + " 2 " + g_helper);
+  const auto [exit_code, out] = tessera::testing::run_command(g_runner + " 2 " + g_helper + " throw");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(exit_code > 0) << out;
   EXPECT_NE(out.find("[rank 1] error:"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1 failed on purpose"), std::string::npos) << out;
   EXPECT_LT(seconds, 20.0);
+}
+
+TEST(Abort, RanksDisagreeingOnACollectivesSizeAreTold) {
+  const auto [exit_code, out] =
+      tessera::testing::run_command(g_runner + " 2 " + g_helper + " mismatch");
+  EXPECT_TRUE(exit_code > 0) << out;
+  // Whichever rank sees it first names the collective, its number and sizes.
+  EXPECT_NE(out.find("all_reduce #1 ("), std::string::npos) << out;
+  EXPECT_NE(out.find("the ranks called this collective with different sizes"), std::string::npos)
+      << out;
 }
 }  // namespace
 
