@@ -17,7 +17,9 @@
 #include "tensor/safetensors.h"
 #include "tensor/tensor.h"
 
-// Autograd: Variable, backward and its hooks, the differentiable ops, custom ops, checkpointing.
+// Autograd: Variable, backward and its hooks, the differentiable ops, custom ops, checkpointing,
+// autocast.
+#include "autograd/autocast.h"
 #include "autograd/checkpoint.h"
 #include "autograd/custom_op.h"
 #include "autograd/engine.h"
@@ -29,9 +31,10 @@
 // Layers, losses, metrics, weights on disk.
 #include "nn/nn.h"
 
-// Optimizers, schedules, clipping.
+// Optimizers, schedules, clipping, loss scaling.
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/sgd.h"
 
@@ -44,6 +47,7 @@
 #include "data/transforms.h"
 
 // Distributed training: MPI start-up, process groups, DDP, ZeRO, checkpoints.
+#include "dist/amp.h"
 #include "dist/checkpoint.h"
 #include "dist/ddp.h"
 #include "dist/environment.h"

@@ -37,7 +37,7 @@ bool int_flag(const char* arg, const char* name, int* out) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) != "pipeline") return usage();
-  int stages = 4, microbatches = 8, chunks = 1;
+  int stages = 4, microbatches = 8, chunks = 0;  // 0: 2 for interleaved, else 1
   std::string schedule = "1f1b";
   try {
     for (int i = 2; i < argc; ++i) {
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
       return usage();
     }
     const auto kind = tessera::pipeline::parse_schedule(schedule);
+    if (chunks == 0) chunks = kind == tessera::pipeline::ScheduleKind::kInterleaved ? 2 : 1;
     std::fputs(tessera::pipeline::explain(kind, stages, microbatches, chunks).c_str(), stdout);
   } catch (const tessera::Error& e) {
     std::fprintf(stderr, "explain: %s\n", e.message().c_str());
