@@ -12,19 +12,13 @@
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
 #include "tensor/ops.h"
+#include "tests/util/expect_error.h"
 
 namespace tessera {
 namespace pipeline {
 namespace {
 
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 // Flatten, Linear(64, 32), ReLU, Linear(32, 32), ReLU, Linear(32, 10).
 std::shared_ptr<nn::Sequential> model() {

@@ -20,6 +20,7 @@
 #include "optim/sgd.h"
 #include "pipeline/microbatch.h"
 #include "tensor/ops.h"
+#include "tests/util/expect_error.h"
 
 namespace tessera {
 namespace pipeline {
@@ -197,7 +198,7 @@ TEST(Pipe, InterleavedEqualsGradientAccumulation) {
 TEST(Pipe, ActivationCheckpointingGivesTheSameGradients) {
   for (const char* schedule : {"gpipe", "1f1b"}) {
     for (const char* mode : {"always", "except_last"}) {
-      SCOPED_TRACE(testing::Message() << schedule << " " << mode);
+      SCOPED_TRACE(::testing::Message() << schedule << " " << mode);
       pipeline_matches_accumulation(deep_mlp, schedule, 4, kUnevenBatches, {1, 8, 8}, 1, mode);
     }
   }
@@ -269,14 +270,7 @@ TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {
                Error);
 }
 
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Pipe, BadInputIsTheSameErrorOnEveryRankWithoutMessages) {
   auto world = dist::world();

@@ -6,6 +6,7 @@
 
 #include "pipeline/schedule_grid.h"
 #include "tensor/check.h"
+#include "tests/util/expect_error.h"
 
 namespace tessera {
 namespace pipeline {
@@ -96,14 +97,7 @@ TEST(Schedule, EagerSendsGoRightAfterTheirComputation) {
   EXPECT_EQ(eager_sends(gpipe(3, 4, 1)), gpipe(3, 4, 1));
 }
 
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Schedule, BadArgumentsAreErrorsNamingTheValues) {
   expect_error([] { gpipe(0, 4, 0); }, "at least 1, got 0");

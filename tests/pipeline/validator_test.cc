@@ -8,25 +8,19 @@
 #include <functional>
 
 #include "tensor/check.h"
+#include "tests/util/expect_error.h"
 
 namespace tessera {
 namespace pipeline {
 namespace {
 
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(Validator, GPipeAndOneFOneBAreSoundForEveryKAndMUnderBothTransports) {
   for (Transport transport : {Transport::kBlocking, Transport::kBuffered}) {
     for (int K = 1; K <= 8; ++K) {
       for (int M = 1; M <= 16; ++M) {
-        SCOPED_TRACE(testing::Message() << "K=" << K << " M=" << M);
+        SCOPED_TRACE(::testing::Message() << "K=" << K << " M=" << M);
         const ValidationReport g = validate(make_schedules(ScheduleKind::kGPipe, K, M), M, 1, transport);
         const ValidationReport f =
             validate(make_schedules(ScheduleKind::kOneFOneB, K, M), M, 1, transport);
@@ -47,7 +41,7 @@ TEST(Validator, InterleavedIsSoundWhereverMIsAMultipleOfK) {
   for (int v = 2; v <= 3; ++v) {
     for (int K = 2; K <= 8; ++K) {
       for (int M = K; M <= 16; M += K) {
-        SCOPED_TRACE(testing::Message() << "K=" << K << " M=" << M << " v=" << v);
+        SCOPED_TRACE(::testing::Message() << "K=" << K << " M=" << M << " v=" << v);
         const ValidationReport r =
             validate(make_schedules(ScheduleKind::kInterleaved, K, M, v), M, v, Transport::kBuffered);
         EXPECT_EQ(r.makespan, 2 * (v * M + K - 1));
@@ -90,7 +84,7 @@ TEST(Validator, EagerSendsStaySoundUnderBufferedSendsWithTheSameMakespan) {
     for (int K = (v > 1 ? 2 : 1); K <= 6; ++K) {
       for (int M = 1; M <= 12; ++M) {
         if (v > 1 && M % K != 0) continue;
-        SCOPED_TRACE(testing::Message() << schedule_name(kind) << " K=" << K << " M=" << M);
+        SCOPED_TRACE(::testing::Message() << schedule_name(kind) << " K=" << K << " M=" << M);
         auto lists = make_schedules(kind, K, M, v);
         const long makespan = validate(lists, M, v, Transport::kBuffered).makespan;
         for (auto& list : lists) list = eager_sends(list);
