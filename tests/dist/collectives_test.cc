@@ -7,6 +7,7 @@
 
 #include "dist/environment.h"
 #include "dist/reduce_scalar.h"
+#include "dist/settings_check.h"
 #include "dist/topology.h"
 #include "tensor/ops.h"
 
@@ -155,6 +156,42 @@ TEST(Collectives, AllReduceScalar) {
   EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world), n * (n + 1) / 2.0);
   EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kAvg), (n + 1) / 2.0);
   EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kMax), n);
+}
+
+TEST(SettingsCheck, RanksThatDisagreeAreToldWhatAndWhere) {
+  auto world = dist::world();
+  const int n = world->size(), r = world->rank();
+  Settings same = {{"strategy", "ddp"}, {"batch_size", "64"}, {"model", "mlp"}};
+  EXPECT_NO_THROW(verify_same_settings(same, *world));
+  // The last rank was started with another batch size: every rank gets the same message.
+  Settings differ = same;
+  if (r == n - 1) differ[1].second = "32";
+  std::string message;
+  try {
+    verify_same_settings(differ, *world);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  if (n == 1) {
+    EXPECT_EQ(message, "");
+    return;
+  }
+  std::string ranks;
+  for (int k = 0; k < n - 1; ++k) ranks += (k ? ", " : "") + std::to_string(k);
+  const std::string expected = "ranks disagree on \"batch_size\": 64 on rank" +
+                               std::string(n > 2 ? "s " : " ") + ranks + "; 32 on rank " +
+                               std::to_string(n - 1);
+  EXPECT_NE(message.find(expected), std::string::npos) << message;
+  // A setting only rank 0 has.
+  Settings extra = same;
+  if (r == 0) extra.push_back({"amp", "bf16"});
+  try {
+    verify_same_settings(extra, *world);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"amp\": bf16 on rank 0; (missing) on rank"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST(Collectives, BadArgumentsAreErrorsBeforeAnyCommunication) {
