@@ -145,7 +145,8 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
   --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
   --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
-  --checkpoint-activations=never|except_last|always (recompute activations in backward)
+  --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
+  checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
 
 mixed precision:
   --amp=off|fp16|bf16 (autocast for forward and loss; fp16 scales the loss, bf16 does not)

@@ -15,7 +15,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <memory>
 
@@ -159,24 +158,22 @@ Device resolve_device(const Config& c, int rank) {
   return Device::parse(c.device);
 }
 
-// The scaler's state rides in the checkpoint's metadata as "scaler.NAME" (f64 scalars, printed
-// exactly): dist/checkpoint.h stores the model's and the optimizer's tensors only.
-Metadata scaler_metadata(const optim::GradScaler& scaler) {
-  Metadata out;
-  for (const auto& [name, t] : scaler.state_dict()) {
-    char buf[40];
-    std::snprintf(buf, sizeof(buf), "%.17g", t.item());
-    out["scaler." + name] = buf;
-  }
-  return out;
-}
-
-StateDict scaler_state(const Metadata& metadata) {
-  StateDict out;
-  for (const auto& [key, text] : metadata) {
-    if (key.rfind("scaler.", 0) == 0) out.set(key.substr(7), scalar_tensor(std::strtod(text.c_str(), nullptr), kF64));
-  }
-  return out;
+// Collective: DIR/last.safetensors with the whole model under its unpipelined names (so any
+// strategy resumes from it), the optimizer's state unless split over pipeline stages, the
+// progress and the loss scaler's state.
+void save_epoch_checkpoint(const Config& c, const nn::Sequential& model, Strategy& strategy,
+                           const MixedPrecision& precision, const TrainingProgress& progress,
+                           bool lead) {
+  strategy.gather_model();
+  const bool with_optimizer = strategy.checkpoints_optimizer();
+  StateDict optimizer_state;
+  if (with_optimizer) optimizer_state = strategy.optimizer().state_dict();  // collective for ZeRO
+  if (!lead) return;
+  Metadata extra = precision.checkpoint_metadata();
+  extra["model"] = c.model;
+  extra["strategy"] = c.strategy;
+  save_checkpoint(c.checkpoint_dir + "/last.safetensors", model.state_dict(),
+                  with_optimizer ? &optimizer_state : nullptr, progress, extra);
 }
 
 int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
@@ -239,8 +236,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
                   ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
                                          : "a pipeline's optimizers are per stage");
     }
-    const StateDict scaler = scaler_state(ckpt.metadata);
-    if (precision.scaler().is_enabled() && !scaler.empty()) precision.scaler().load_state_dict(scaler);
+    precision.load_checkpoint_metadata(ckpt.metadata);
     first_epoch = ckpt.progress.epoch + 1;
     step = ckpt.progress.step;
     default_generator().set_state(ckpt.progress.rng);
@@ -308,7 +304,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     train_seconds += seconds;
     train_images += images;
     train_steps += batches;
-    // Every rank evaluates (and rank 0 saves) rank 0's BatchNorm statistics: dist::sync_buffers.
+    // The ranks holding the same parameters evaluate (and rank 0 saves) replica 0's BatchNorm
+    // statistics (dist::sync_buffers over the world, or a pipeline stage's replicas).
     strategy->sync_buffers();
     accuracy = evaluate(*model, *strategy, test_loader, device);
     if (lead) {
@@ -326,19 +323,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
               << std::endl;
     }
     if (!c.checkpoint_dir.empty()) {
-      // The whole model under its unpipelined names, so any strategy resumes from it.
-      strategy->gather_model();
-      const bool with_optimizer = strategy->checkpoints_optimizer();
-      StateDict optimizer_state;
-      if (with_optimizer) optimizer_state = strategy->optimizer().state_dict();  // collective for ZeRO
-      if (lead) {
-        Metadata extra = scaler_metadata(precision.scaler());
-        extra["model"] = c.model;
-        extra["strategy"] = c.strategy;
-        save_checkpoint(c.checkpoint_dir + "/last.safetensors", model->state_dict(),
-                        with_optimizer ? &optimizer_state : nullptr,
-                        {epoch, step, default_generator().state()}, extra);
-      }
+      save_epoch_checkpoint(c, *model, *strategy, precision, {epoch, step, default_generator().state()},
+                            lead);
     }
   }
 

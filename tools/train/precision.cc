@@ -1,6 +1,7 @@
 #include "tools/train/precision.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "dist/amp.h"
 
@@ -38,6 +39,26 @@ bool MixedPrecision::step(optim::Optimizer& optimizer) {
     scaler_.update();
   }
   return stepped;
+}
+
+Metadata MixedPrecision::checkpoint_metadata() const {
+  Metadata out;
+  for (const auto& [name, value] : scaler_.state_dict()) {
+    char text[40];
+    std::snprintf(text, sizeof(text), "%.17g", value.item());
+    out["scaler." + name] = text;
+  }
+  return out;
+}
+
+void MixedPrecision::load_checkpoint_metadata(const Metadata& metadata) {
+  const std::string prefix = "scaler.";
+  StateDict state;
+  for (const auto& [key, text] : metadata) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    state.set(key.substr(prefix.size()), scalar_tensor(std::strtod(text.c_str(), nullptr), kF64));
+  }
+  if (scaler_.is_enabled() && !state.empty()) scaler_.load_state_dict(state);
 }
 
 std::string MixedPrecision::describe() const {

@@ -18,6 +18,7 @@
 #include "dist/process_group.h"
 #include "optim/grad_scaler.h"
 #include "tensor/device.h"
+#include "tensor/safetensors.h"
 #include "tools/train/flags.h"
 
 namespace tessera {
@@ -37,6 +38,11 @@ class MixedPrecision {
   // Unscales and steps the optimizer unless a gradient was inf/NaN on some rank, then updates
   // the scale (dynamic) or keeps it (--loss-scale=N). Returns whether it stepped.
   bool step(optim::Optimizer& optimizer);
+  // The scaler's state as checkpoint metadata, "scaler.NAME" (f64 scalars printed exactly:
+  // dist/checkpoint.h stores only the model's and the optimizer's tensors), and its inverse
+  // (nothing to restore when either run did not scale: off, bf16).
+  Metadata checkpoint_metadata() const;
+  void load_checkpoint_metadata(const Metadata& metadata);
   // "bf16 autocast, no loss scaling" and the like, for the run's first line.
   std::string describe() const;
 
