@@ -1,7 +1,8 @@
 // The train tool on 2 ranks under mpirun: DDP and ZeRO-1 both learn, report world_size 2, send
 // the ring all-reduce's bytes per step, and ZeRO-1 holds half the optimizer state per rank. A
-// 2-stage pipeline ends where one process does; mixed precision trains under DDP, ZeRO and
-// the pipeline; bad pipeline flags end every rank with code 2.
+// 2-stage pipeline ends where one process does (and 2 stages x 2 replicas where DDP does);
+// mixed precision trains under DDP, ZeRO and the pipeline; bad pipeline flags end every rank
+// with code 2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,8 +22,9 @@ using tessera::testing::temp_path;
 
 std::string g_runner, g_train;
 
-tessera::testing::CommandResult run(const std::string& flags) {
-  return tessera::testing::run_command(g_runner + " 2 " + g_train + " " + flags);
+tessera::testing::CommandResult run(const std::string& flags, int ranks = 2) {
+  return tessera::testing::run_command(g_runner + " " + std::to_string(ranks) + " " + g_train +
+                                       " " + flags);
 }
 
 // One process, without mpirun.
@@ -90,6 +92,19 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
     EXPECT_EQ(json_field(s, "optimizer_state_bytes_per_rank"), "[1607680, 20560]") << s;
     EXPECT_NE(r.output.find("bubble (K-1)/(vM+K-1) = 1/5 = 0.200"), std::string::npos) << r.output;
   }
+}
+
+// 4 ranks as 2 stages x 2 replicas: --batch-size is per replica, so this trains on the same
+// global batch (2 x 32) as 2-rank DDP, and ends where it does (tolerances as above).
+TEST(TrainDistributed, PipelineTimesDataParallelMatchesDdp) {
+  const auto ddp = run(kShortMlp + "--batch-size=32 --strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto pp = run(kShortMlp + "--batch-size=32 --strategy=pipeline --stages=2", 4);
+  ASSERT_EQ(pp.exit_code, 0) << pp.output;
+  const std::string reference = last_json_line(ddp.output), s = last_json_line(pp.output);
+  EXPECT_EQ(json_number(s, "world_size"), 4) << s;
+  EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
+  EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002) << s;
 }
 
 // A pipeline checkpoint holds the whole model under its unpipelined names: one process resumes
