@@ -74,12 +74,14 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
   ASSERT_EQ(single.exit_code, 0) << single.output;
   const std::string reference = last_json_line(single.output);
   for (const char* schedule : {"gpipe", "1f1b"}) {
-    const auto r = run(kShortMlp + "--strategy=pipeline --micro-batches=4 --pipeline-schedule=" + schedule);
+    const auto r =
+        run(kShortMlp + "--strategy=pipeline --micro-batches=4 --pipeline-schedule=" + schedule);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::string s = last_json_line(r.output);
     ASSERT_FALSE(s.empty()) << r.output;
     EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
-    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002) << s;
+    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
+        << s;
     EXPECT_EQ(json_field(s, "pipeline_schedule"), std::string("\"") + schedule + "\"");
     EXPECT_EQ(json_number(s, "stages"), 2) << s;
     EXPECT_EQ(json_number(s, "micro_batches"), 4) << s;
@@ -113,8 +115,10 @@ TEST(TrainDistributed, OneProcessResumesFromAPipelineCheckpoint) {
   const std::string dir = temp_path("pipeline_ckpt");
   const auto first = run(kShortMlp + "--strategy=pipeline --checkpoint-dir=" + dir);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  const auto second = run_single("--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 "
-                                 "--resume=" + dir + "/last.safetensors");
+  const auto second = run_single(
+      "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 "
+      "--resume=" +
+      dir + "/last.safetensors");
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("the optimizer starts fresh"), std::string::npos) << second.output;
   EXPECT_NE(second.output.find("epoch 2/2  train_loss"), std::string::npos) << second.output;
@@ -131,10 +135,12 @@ TEST(TrainDistributed, MixedPrecisionTrainsUnderEveryStrategy) {
   };
   for (const Case& c : {Case{"ddp", "fp16"}, Case{"ddp", "bf16"}, Case{"zero2", "fp16"},
                         Case{"pipeline", "fp16"}}) {
-    const std::string metrics = temp_path(std::string("amp_") + c.strategy + "_" + c.amp + ".jsonl");
+    const std::string metrics =
+        temp_path(std::string("amp_") + c.strategy + "_" + c.amp + ".jsonl");
     std::remove(metrics.c_str());
-    const auto r = run("--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --strategy=" +
-                       std::string(c.strategy) + " --amp=" + c.amp + " --metrics=" + metrics);
+    const auto r =
+        run("--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --strategy=" +
+            std::string(c.strategy) + " --amp=" + c.amp + " --metrics=" + metrics);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::string s = last_json_line(r.output);
     EXPECT_EQ(json_field(s, "amp"), std::string("\"") + c.amp + "\"") << s;
@@ -157,14 +163,17 @@ TEST(TrainDistributed, BadPipelineFlagsExitWithTwo) {
   for (const Case& c : {
            Case{"--stages=3", "--stages=3 does not divide the 2 ranks"},
            Case{"--pipeline-schedule=interleaved --micro-batches=3",
-                "--pipeline-schedule=interleaved needs --micro-batches (3) to be a multiple of --stages=2"},
+                "--pipeline-schedule=interleaved needs --micro-batches (3) to be a multiple of "
+                "--stages=2"},
            // Raised by Pipe itself, identically on every rank.
            Case{"--balance=1,2", "--balance=1,2: pipeline/balance.cc"},
            Case{"--model=logistic", "Pipe: stage 0 would hold no parameters"},
-           Case{"--pipeline-schedule=interleaved --chunks=3", "Pipe: 6 pipeline parts (2 stages x 3 chunks)"},
+           Case{"--pipeline-schedule=interleaved --chunks=3",
+                "Pipe: 6 pipeline parts (2 stages x 3 chunks)"},
        }) {
-    const auto r = run("--model=mlp --data=synthetic --synthetic-size=256 --threads=1 --strategy=pipeline " +
-                       std::string(c.flags));
+    const auto r =
+        run("--model=mlp --data=synthetic --synthetic-size=256 --threads=1 --strategy=pipeline " +
+            std::string(c.flags));
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
     EXPECT_NE(r.output.find(c.says), std::string::npos) << c.flags << "\n" << r.output;
   }

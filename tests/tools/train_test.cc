@@ -85,8 +85,9 @@ TEST(Train, MixedPrecisionLearnsAndReportsItsLossScale) {
   for (const char* amp : {"fp16", "bf16"}) {
     const std::string metrics = temp_path(std::string("amp_") + amp + ".jsonl");
     std::remove(metrics.c_str());
-    const auto r = run("--model=mlp --train-limit=2000 --epochs=2 --threads=2 --amp=" +
-                       std::string(amp) + " --metrics=" + metrics);
+    const auto r =
+        run("--model=mlp --train-limit=2000 --epochs=2 --threads=2 --amp=" + std::string(amp) +
+            " --metrics=" + metrics);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::string s = last_json_line(r.output);
     EXPECT_EQ(json_number(s, "loss_scale"), std::string(amp) == "fp16" ? 65536 : 1) << s;
@@ -97,7 +98,8 @@ TEST(Train, MixedPrecisionLearnsAndReportsItsLossScale) {
     }
     std::ifstream in(metrics);
     std::vector<double> losses;
-    for (std::string line; std::getline(in, line);) losses.push_back(json_number(line, "train_loss"));
+    for (std::string line; std::getline(in, line);)
+      losses.push_back(json_number(line, "train_loss"));
     ASSERT_EQ(losses.size(), 2u) << amp;
     EXPECT_LT(losses[1], losses[0]) << amp;
   }
@@ -107,12 +109,15 @@ TEST(Train, MixedPrecisionLearnsAndReportsItsLossScale) {
 // from the scale saved (a static 1024 here), not from its initial 2^16.
 TEST(Train, CheckpointsCarryTheLossScale) {
   const std::string dir = temp_path("amp_ckpt");
-  const auto first = run("--model=logistic --train-limit=1000 --epochs=1 --amp=fp16 --loss-scale=1024 "
-                         "--checkpoint-dir=" + dir);
+  const auto first =
+      run("--model=logistic --train-limit=1000 --epochs=1 --amp=fp16 --loss-scale=1024 "
+          "--checkpoint-dir=" +
+          dir);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_EQ(json_number(last_json_line(first.output), "loss_scale"), 1024) << first.output;
-  const auto second = run("--model=logistic --train-limit=1000 --epochs=2 --amp=fp16 --resume=" + dir +
-                          "/last.safetensors");
+  const auto second =
+      run("--model=logistic --train-limit=1000 --epochs=2 --amp=fp16 --resume=" + dir +
+          "/last.safetensors");
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_EQ(json_number(last_json_line(second.output), "loss_scale"), 1024) << second.output;
 }
@@ -123,12 +128,17 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
     const char* says;
   };
   for (const Case& c : {
-           Case{"--strategy=pipeline --micro-batches=0", "--micro-batches expects an integer >= 1, got '0'"},
-           Case{"--strategy=pipeline --pipeline-schedule=zigzag", "--pipeline-schedule must be one of gpipe|1f1b|interleaved"},
-           Case{"--strategy=pipeline --balance=3,,4", "--balance must be uniform, params, time or layer counts"},
+           Case{"--strategy=pipeline --micro-batches=0",
+                "--micro-batches expects an integer >= 1, got '0'"},
+           Case{"--strategy=pipeline --pipeline-schedule=zigzag",
+                "--pipeline-schedule must be one of gpipe|1f1b|interleaved"},
+           Case{"--strategy=pipeline --balance=3,,4",
+                "--balance must be uniform, params, time or layer counts"},
            Case{"--strategy=pipeline --balance=3,0", "got '3,0'"},
-           Case{"--strategy=pipeline --chunks=2", "--chunks=2 needs --pipeline-schedule=interleaved"},
-           Case{"--strategy=pipeline --checkpoint-activations=sometimes", "--checkpoint-activations must be one of"},
+           Case{"--strategy=pipeline --chunks=2",
+                "--chunks=2 needs --pipeline-schedule=interleaved"},
+           Case{"--strategy=pipeline --checkpoint-activations=sometimes",
+                "--checkpoint-activations must be one of"},
            Case{"--stages=2", "--stages needs --strategy=pipeline (got --strategy=single)"},
            Case{"--schedule=1f1b", "the pipeline's is --pipeline-schedule=1f1b"},
            Case{"--amp=fp8", "--amp must be one of off|fp16|bf16, got 'fp8'"},

@@ -59,14 +59,17 @@ std::string to_balance(const std::string& v) {
   size_t at = 0;
   while (ok) {
     const size_t comma = v.find(',', at);
-    const std::string count = v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const std::string count =
+        v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     // Digits without a leading zero: a count >= 1.
-    ok = !count.empty() && count[0] != '0' && count.find_first_not_of("0123456789") == std::string::npos;
+    ok = !count.empty() && count[0] != '0' &&
+         count.find_first_not_of("0123456789") == std::string::npos;
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
   if (!ok) {
-    bad("--balance must be uniform, params, time or layer counts >= 1 such as 3,4,3, got '" + v + "'");
+    bad("--balance must be uniform, params, time or layer counts >= 1 such as 3,4,3, got '" + v +
+        "'");
   }
   return v;
 }
@@ -77,13 +80,15 @@ void check_combinations(const Config& c) {
     for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
                              "checkpoint-activations"}) {
       if (c.given.count(flag) != 0) {
-        bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy + ")");
+        bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
+            ")");
       }
     }
   }
   if (c.chunks > 1 && c.pipeline_schedule != "interleaved") {
-    bad("--chunks=" + std::to_string(c.chunks) + " needs --pipeline-schedule=interleaved (got --pipeline-schedule=" +
-        c.pipeline_schedule + ", one chunk per rank)");
+    bad("--chunks=" + std::to_string(c.chunks) +
+        " needs --pipeline-schedule=interleaved (got --pipeline-schedule=" + c.pipeline_schedule +
+        ", one chunk per rank)");
   }
   if (c.pipeline_schedule == "interleaved" && c.batch_size < c.micro_batches) {
     bad("--pipeline-schedule=interleaved needs --batch-size (" + std::to_string(c.batch_size) +
@@ -91,13 +96,16 @@ void check_combinations(const Config& c) {
         "): a smaller batch gives fewer micro-batches than the schedule runs");
   }
   if (c.given.count("loss-scale") != 0 && c.amp != "fp16") {
-    bad("--loss-scale needs --amp=fp16 (got --amp=" + c.amp + (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
+    bad("--loss-scale needs --amp=fp16 (got --amp=" + c.amp +
+        (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
   }
 }
 
 }  // namespace
 
-int pipeline_stages(const Config& c, int world_size) { return c.stages > 0 ? c.stages : world_size; }
+int pipeline_stages(const Config& c, int world_size) {
+  return c.stages > 0 ? c.stages : world_size;
+}
 
 std::string pipeline_flags(const Config& c, int world_size) {
   std::string s = "--stages=" + std::to_string(pipeline_stages(c, world_size)) +
@@ -116,8 +124,8 @@ std::string check_against_world(const Config& c, int world_size) {
            " ranks (mpirun -np): the ranks are K stages x N/K data-parallel replicas";
   }
   if (c.pipeline_schedule == "interleaved" && c.micro_batches % k != 0) {
-    return "--pipeline-schedule=interleaved needs --micro-batches (" + std::to_string(c.micro_batches) +
-           ") to be a multiple of " + stages;
+    return "--pipeline-schedule=interleaved needs --micro-batches (" +
+           std::to_string(c.micro_batches) + ") to be a multiple of " + stages;
   }
   return "";
 }
@@ -242,6 +250,10 @@ Config parse_flags(int argc, char** argv) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const auto it = setters.find(name);
+    if (it == setters.end() && name == "checkpoint") {
+      bad("unknown flag --checkpoint (activation checkpointing: --checkpoint-activations; "
+          "checkpoint files: --checkpoint-dir)");
+    }
     if (it == setters.end()) bad("unknown flag --" + name);
     if (eq == std::string::npos) bad("--" + name + " needs a value (--" + name + "=VALUE)");
     it->second(arg.substr(eq + 1));

@@ -37,9 +37,9 @@ struct Config {
   // --strategy=pipeline (pipeline::PipeOptions).
   int stages = 0;  // 0: the world size
   int micro_batches = 4;
-  std::string pipeline_schedule = "1f1b";  // gpipe|1f1b|interleaved
-  int chunks = 1;                          // model chunks per rank (interleaved)
-  std::string balance = "uniform";         // uniform|params|time|3,4,3
+  std::string pipeline_schedule = "1f1b";        // gpipe|1f1b|interleaved
+  int chunks = 1;                                // model chunks per rank (interleaved)
+  std::string balance = "uniform";               // uniform|params|time|3,4,3
   std::string checkpoint_activations = "never";  // never|except_last|always
 
   // Mixed precision.

@@ -211,7 +211,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     train_sampler = std::make_shared<data::DistributedSampler>(
         d.train->size(), data::DistributedSamplerOptions(replicas, replica).seed(c.seed));
     test_sampler = std::make_shared<data::DistributedSampler>(
-        d.test->size(), data::DistributedSamplerOptions(replicas, replica).shuffle(false).pad(false));
+        d.test->size(),
+        data::DistributedSamplerOptions(replicas, replica).shuffle(false).pad(false));
   }
   data::DataLoader train_loader(
       d.train,
@@ -316,15 +317,21 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
       std::fflush(stdout);
     }
     if (metrics.is_open()) {
-      metrics << JsonObject().add("epoch", epoch).add("train_loss", train_loss)
-                     .add("test_accuracy", accuracy).add("images_per_second", images_per_second)
-                     .add("seconds", seconds).add("lr", lr).add("step", step)
-                     .add("loss_scale", precision.scaler().get_scale()).str()
+      metrics << JsonObject()
+                     .add("epoch", epoch)
+                     .add("train_loss", train_loss)
+                     .add("test_accuracy", accuracy)
+                     .add("images_per_second", images_per_second)
+                     .add("seconds", seconds)
+                     .add("lr", lr)
+                     .add("step", step)
+                     .add("loss_scale", precision.scaler().get_scale())
+                     .str()
               << std::endl;
     }
     if (!c.checkpoint_dir.empty()) {
-      save_epoch_checkpoint(c, *model, *strategy, precision, {epoch, step, default_generator().state()},
-                            lead);
+      save_epoch_checkpoint(c, *model, *strategy, precision,
+                            {epoch, step, default_generator().state()}, lead);
     }
   }
 
@@ -402,7 +409,8 @@ int main(int argc, char** argv) {
   auto world = tessera::dist::init(&argc, &argv);
   const std::string wrong = tessera::train::check_against_world(config, world->size());
   if (!wrong.empty()) {  // found by every rank alike: all end with code 2
-    if (world->rank() == 0) std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", wrong.c_str());
+    if (world->rank() == 0)
+      std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", wrong.c_str());
     tessera::dist::finalize();
     return 2;
   }

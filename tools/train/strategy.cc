@@ -38,7 +38,9 @@ class DataParallel : public Strategy {
  public:
   DataParallel(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> world,
                Criterion criterion, MixedPrecision& precision)
-      : model_(std::move(model)), world_(std::move(world)), criterion_(std::move(criterion)),
+      : model_(std::move(model)),
+        world_(std::move(world)),
+        criterion_(std::move(criterion)),
         precision_(precision) {}
 
   void wrap_in_ddp() { ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, world_); }
@@ -92,8 +94,10 @@ class Pipeline : public Strategy {
   Pipeline(const Config& c, std::shared_ptr<nn::Sequential> model,
            std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
            MixedPrecision& precision, Device device)
-      : model_(std::move(model)), topology_(world, pipeline_stages(c, world->size())),
-        precision_(precision) {
+      : model_(std::move(model)),
+        topology_(world, pipeline_stages(c, world->size())),
+        precision_(precision),
+        microbatches_(c.micro_batches) {
     pipeline::PipeOptions options = pipeline::PipeOptions()
                                         .microbatches(c.micro_batches)
                                         .schedule(c.pipeline_schedule)
@@ -183,7 +187,8 @@ class Pipeline : public Strategy {
       peaks += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[2 * r + 1]));
       idle_sum += v[2 * r];
     }
-    const int k = pipe_->stages(), m = pipe_->last_microbatches(), chunks = pipe_->chunks().size();
+    const int k = pipe_->stages(), m = microbatches_;
+    const int chunks = static_cast<int>(pipe_->chunks().size());
     std::string balance = "[";
     for (size_t i = 0; i < pipe_->balance().size(); ++i) {
       balance += (i ? ", " : "") + std::to_string(pipe_->balance()[i]);
@@ -210,6 +215,7 @@ class Pipeline : public Strategy {
   double step_seconds_ = 0, busy_seconds_ = 0;
   int64_t peak_activation_bytes_ = 0;
   std::string last_bubble_report_;
+  int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
 };
 
 }  // namespace
@@ -219,7 +225,8 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
                                         Criterion criterion, MixedPrecision& precision,
                                         Device device) {
   if (config.strategy == "pipeline") {
-    return std::make_unique<Pipeline>(config, model, world, std::move(criterion), precision, device);
+    return std::make_unique<Pipeline>(config, model, world, std::move(criterion), precision,
+                                      device);
   }
   auto s = std::make_unique<DataParallel>(model, world, std::move(criterion), precision);
   if (config.strategy == "ddp") {
