@@ -1,9 +1,15 @@
 // The train tool on 2 ranks under mpirun: DDP and ZeRO-1 both learn, report world_size 2, send
-// the ring all-reduce's bytes per step, and ZeRO-1 holds half the optimizer state per rank.
+// the ring all-reduce's bytes per step, and ZeRO-1 holds half the optimizer state per rank. A
+// 2-stage pipeline ends where one process does (and 2 stages x 2 replicas where DDP does);
+// mixed precision trains under DDP, ZeRO and the pipeline; bad pipeline flags end every rank
+// with code 2.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/util/test_util.h"
 
@@ -12,12 +18,31 @@ namespace {
 using tessera::testing::json_field;
 using tessera::testing::json_number;
 using tessera::testing::last_json_line;
+using tessera::testing::temp_path;
 
 std::string g_runner, g_train;
 
-tessera::testing::CommandResult run(const std::string& flags) {
-  return tessera::testing::run_command(g_runner + " 2 " + g_train + " " + flags);
+tessera::testing::CommandResult run(const std::string& flags, int ranks = 2) {
+  return tessera::testing::run_command(g_runner + " " + std::to_string(ranks) + " " + g_train +
+                                       " " + flags);
 }
+
+// One process, without mpirun.
+tessera::testing::CommandResult run_single(const std::string& flags) {
+  return tessera::testing::run_command(g_train + " " + flags);
+}
+
+// The per-epoch train_loss values of a --metrics file.
+std::vector<double> epoch_losses(const std::string& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) out.push_back(json_number(line, "train_loss"));
+  return out;
+}
+
+// A short MLP run (the pipeline needs a layer with parameters in each stage: Flatten + Linear,
+// ReLU + Linear): 31 steps of 64 images, a full test-set evaluation.
+const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
 
 TEST(TrainDistributed, DdpAndZero1Learn) {
   // logistic regression: 7850 f32 parameters; a 2-rank ring all-reduce sends 2 * 1/2 of them.
@@ -36,6 +61,121 @@ TEST(TrainDistributed, DdpAndZero1Learn) {
     EXPECT_EQ(json_field(s, "optimizer_state_bytes_per_rank"),
               std::string(strategy) == "zero1" ? "[31400, 31400]" : "[62800, 62800]")
         << s;
+  }
+}
+
+// Pipe leaves in each stage the gradient of the whole batch (micro-batch losses weighted by
+// their share), so a 2-stage pipeline steps Adam exactly as one process does, up to the order
+// of float sums (micro-batch partial sums, ~1e-7 relative per step). Over 31 steps that stays
+// far below the 1e-4 allowed on the loss; test accuracy may flip a prediction near a tie, so
+// 0.002 (20 of 10,000 images) is allowed there. Observed: identical to 6 digits.
+TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
+  const auto single = run_single(kShortMlp);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const std::string reference = last_json_line(single.output);
+  for (const char* schedule : {"gpipe", "1f1b"}) {
+    const auto r =
+        run(kShortMlp + "--strategy=pipeline --micro-batches=4 --pipeline-schedule=" + schedule);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    ASSERT_FALSE(s.empty()) << r.output;
+    EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
+    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
+        << s;
+    EXPECT_EQ(json_field(s, "pipeline_schedule"), std::string("\"") + schedule + "\"");
+    EXPECT_EQ(json_number(s, "stages"), 2) << s;
+    EXPECT_EQ(json_number(s, "micro_batches"), 4) << s;
+    EXPECT_EQ(json_field(s, "balance"), "[2, 2]") << s;
+    EXPECT_DOUBLE_EQ(json_number(s, "bubble_theory"), 0.2) << s;  // (K-1)/(M+K-1) = 1/5
+    const double idle = json_number(s, "bubble_measured");
+    EXPECT_GE(idle, 0) << s;
+    EXPECT_LT(idle, 1) << s;
+    // Stage 1 (ReLU, Linear(256, 10)) holds Adam's state for 2,570 parameters only.
+    EXPECT_EQ(json_field(s, "optimizer_state_bytes_per_rank"), "[1607680, 20560]") << s;
+    EXPECT_NE(r.output.find("bubble (K-1)/(vM+K-1) = 1/5 = 0.200"), std::string::npos) << r.output;
+  }
+}
+
+// 4 ranks as 2 stages x 2 replicas: --batch-size is per replica, so this trains on the same
+// global batch (2 x 32) as 2-rank DDP, and ends where it does (tolerances as above).
+TEST(TrainDistributed, PipelineTimesDataParallelMatchesDdp) {
+  const auto ddp = run(kShortMlp + "--batch-size=32 --strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto pp = run(kShortMlp + "--batch-size=32 --strategy=pipeline --stages=2", 4);
+  ASSERT_EQ(pp.exit_code, 0) << pp.output;
+  const std::string reference = last_json_line(ddp.output), s = last_json_line(pp.output);
+  EXPECT_EQ(json_number(s, "world_size"), 4) << s;
+  EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
+  EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002) << s;
+}
+
+// A pipeline checkpoint holds the whole model under its unpipelined names: one process resumes
+// from it (its optimizer starts fresh: a pipeline's optimizer state is split over its stages).
+TEST(TrainDistributed, OneProcessResumesFromAPipelineCheckpoint) {
+  const std::string dir = temp_path("pipeline_ckpt");
+  const auto first = run(kShortMlp + "--strategy=pipeline --checkpoint-dir=" + dir);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto second = run_single(
+      "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 "
+      "--resume=" +
+      dir + "/last.safetensors");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("the optimizer starts fresh"), std::string::npos) << second.output;
+  EXPECT_NE(second.output.find("epoch 2/2  train_loss"), std::string::npos) << second.output;
+  EXPECT_GT(json_number(last_json_line(second.output), "test_accuracy"), 0.7) << second.output;
+}
+
+// fp16 and bf16 autocast train under DDP, ZeRO-2 and the pipeline: the loss falls from epoch
+// to epoch, and the JSON reports the scale (fp16: dynamic, 2^16 for fewer than 2000 steps;
+// bf16: no scaling, 1) and the skipped steps, identical on every rank by construction.
+TEST(TrainDistributed, MixedPrecisionTrainsUnderEveryStrategy) {
+  struct Case {
+    const char* strategy;
+    const char* amp;
+  };
+  for (const Case& c : {Case{"ddp", "fp16"}, Case{"ddp", "bf16"}, Case{"zero2", "fp16"},
+                        Case{"pipeline", "fp16"}}) {
+    const std::string metrics =
+        temp_path(std::string("amp_") + c.strategy + "_" + c.amp + ".jsonl");
+    std::remove(metrics.c_str());
+    const auto r =
+        run("--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --strategy=" +
+            std::string(c.strategy) + " --amp=" + c.amp + " --metrics=" + metrics);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    EXPECT_EQ(json_field(s, "amp"), std::string("\"") + c.amp + "\"") << s;
+    EXPECT_EQ(json_number(s, "loss_scale"), std::string(c.amp) == "fp16" ? 65536 : 1) << s;
+    EXPECT_GE(json_number(s, "skipped_steps"), 0) << s;
+    EXPECT_LE(json_number(s, "skipped_steps"), 2) << s;  // at most a couple at the start
+    const std::vector<double> losses = epoch_losses(metrics);
+    ASSERT_EQ(losses.size(), 2u) << c.strategy << " " << c.amp;
+    EXPECT_LT(losses[1], losses[0]) << c.strategy << " " << c.amp;
+    EXPECT_LT(losses[1], 0.8) << c.strategy << " " << c.amp;
+  }
+}
+
+// Pipeline options that cannot work on 2 ranks: code 2 on every rank, the flag named, no hang.
+TEST(TrainDistributed, BadPipelineFlagsExitWithTwo) {
+  struct Case {
+    const char* flags;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"--stages=3", "--stages=3 does not divide the 2 ranks"},
+           Case{"--pipeline-schedule=interleaved --micro-batches=3",
+                "--pipeline-schedule=interleaved needs --micro-batches (3) to be a multiple of "
+                "--stages=2"},
+           // Raised by Pipe itself, identically on every rank.
+           Case{"--balance=1,2", "--balance=1,2: pipeline/balance.cc"},
+           Case{"--model=logistic", "Pipe: stage 0 would hold no parameters"},
+           Case{"--pipeline-schedule=interleaved --chunks=3",
+                "Pipe: 6 pipeline parts (2 stages x 3 chunks)"},
+       }) {
+    const auto r =
+        run("--model=mlp --data=synthetic --synthetic-size=256 --threads=1 --strategy=pipeline " +
+            std::string(c.flags));
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.flags << "\n" << r.output;
   }
 }
 

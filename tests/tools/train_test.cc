@@ -1,11 +1,12 @@
 // The train tool end to end: a short real training run (logistic regression on 4,000
 // Fashion-MNIST images passes 0.75 test accuracy in seconds), its output contract, bad flags,
-// and resuming from a checkpoint.
+// resuming from a checkpoint, and mixed precision.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/util/test_util.h"
 
@@ -77,6 +78,78 @@ TEST(Train, BadFlagsExitWithTwoAndSayWhatWasWrong) {
   r = run("--data-dir=/nonexistent");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("/nonexistent"), std::string::npos) << r.output;
+}
+
+// fp16 (dynamic loss scale) and bf16 (no loss scaling, said once) autocast learn as f32 does.
+TEST(Train, MixedPrecisionLearnsAndReportsItsLossScale) {
+  for (const char* amp : {"fp16", "bf16"}) {
+    const std::string metrics = temp_path(std::string("amp_") + amp + ".jsonl");
+    std::remove(metrics.c_str());
+    const auto r =
+        run("--model=mlp --train-limit=2000 --epochs=2 --threads=2 --amp=" + std::string(amp) +
+            " --metrics=" + metrics);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    EXPECT_EQ(json_number(s, "loss_scale"), std::string(amp) == "fp16" ? 65536 : 1) << s;
+    EXPECT_GE(json_number(s, "skipped_steps"), 0) << s;
+    EXPECT_GT(json_number(s, "test_accuracy"), 0.7) << s;
+    if (std::string(amp) == "bf16") {
+      EXPECT_NE(r.output.find("loss scaling is off"), std::string::npos) << r.output;
+    }
+    std::ifstream in(metrics);
+    std::vector<double> losses;
+    for (std::string line; std::getline(in, line);)
+      losses.push_back(json_number(line, "train_loss"));
+    ASSERT_EQ(losses.size(), 2u) << amp;
+    EXPECT_LT(losses[1], losses[0]) << amp;
+  }
+}
+
+// The scaler's state rides in the checkpoint: a run resumed with the dynamic scaler continues
+// from the scale saved (a static 1024 here), not from its initial 2^16.
+TEST(Train, CheckpointsCarryTheLossScale) {
+  const std::string dir = temp_path("amp_ckpt");
+  const auto first =
+      run("--model=logistic --train-limit=1000 --epochs=1 --amp=fp16 --loss-scale=1024 "
+          "--checkpoint-dir=" +
+          dir);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(json_number(last_json_line(first.output), "loss_scale"), 1024) << first.output;
+  const auto second =
+      run("--model=logistic --train-limit=1000 --epochs=2 --amp=fp16 --resume=" + dir +
+          "/last.safetensors");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_EQ(json_number(last_json_line(second.output), "loss_scale"), 1024) << second.output;
+}
+
+TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
+  struct Case {
+    const char* flags;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"--strategy=pipeline --micro-batches=0",
+                "--micro-batches expects an integer >= 1, got '0'"},
+           Case{"--strategy=pipeline --pipeline-schedule=zigzag",
+                "--pipeline-schedule must be one of gpipe|1f1b|interleaved"},
+           Case{"--strategy=pipeline --balance=3,,4",
+                "--balance must be uniform, params, time or layer counts"},
+           Case{"--strategy=pipeline --balance=3,0", "got '3,0'"},
+           Case{"--strategy=pipeline --chunks=2",
+                "--chunks=2 needs --pipeline-schedule=interleaved"},
+           Case{"--strategy=pipeline --checkpoint-activations=sometimes",
+                "--checkpoint-activations must be one of"},
+           Case{"--stages=2", "--stages needs --strategy=pipeline (got --strategy=single)"},
+           Case{"--schedule=1f1b", "the pipeline's is --pipeline-schedule=1f1b"},
+           Case{"--amp=fp8", "--amp must be one of off|fp16|bf16, got 'fp8'"},
+           Case{"--amp=bf16 --loss-scale=128", "--loss-scale needs --amp=fp16 (got --amp=bf16"},
+           Case{"--loss-scale=dynamic", "--loss-scale needs --amp=fp16 (got --amp=off)"},
+           Case{"--amp=fp16 --loss-scale=big", "--loss-scale expects"},
+       }) {
+    const auto r = run(c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.flags << "\n" << r.output;
+  }
 }
 
 TEST(Train, ResumesFromACheckpoint) {

@@ -12,6 +12,7 @@ namespace train {
 
 namespace {
 
+// A bad flag: says what and exits 2.
 [[noreturn]] void bad(const std::string& message) {
   std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", message.c_str());
   std::exit(2);
@@ -51,7 +52,83 @@ bool to_bool(const std::string& flag, const std::string& v) {
   bad("--" + flag + " expects true or false, got '" + v + "'");
 }
 
+// "uniform", "params", "time", or layer counts "3,4,3" (each >= 1).
+std::string to_balance(const std::string& v) {
+  if (v == "uniform" || v == "params" || v == "time") return v;
+  bool ok = true;
+  size_t at = 0;
+  while (ok) {
+    const size_t comma = v.find(',', at);
+    const std::string count =
+        v.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    // Digits without a leading zero: a count >= 1.
+    ok = !count.empty() && count[0] != '0' &&
+         count.find_first_not_of("0123456789") == std::string::npos;
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (!ok) {
+    bad("--balance must be uniform, params, time or layer counts >= 1 such as 3,4,3, got '" + v +
+        "'");
+  }
+  return v;
+}
+
+// Flags that only make sense together; every rank finds the same.
+void check_combinations(const Config& c) {
+  if (c.strategy != "pipeline") {
+    for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
+                             "checkpoint-activations"}) {
+      if (c.given.count(flag) != 0) {
+        bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
+            ")");
+      }
+    }
+  }
+  if (c.chunks > 1 && c.pipeline_schedule != "interleaved") {
+    bad("--chunks=" + std::to_string(c.chunks) +
+        " needs --pipeline-schedule=interleaved (got --pipeline-schedule=" + c.pipeline_schedule +
+        ", one chunk per rank)");
+  }
+  if (c.pipeline_schedule == "interleaved" && c.batch_size < c.micro_batches) {
+    bad("--pipeline-schedule=interleaved needs --batch-size (" + std::to_string(c.batch_size) +
+        ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
+        "): a smaller batch gives fewer micro-batches than the schedule runs");
+  }
+  if (c.given.count("loss-scale") != 0 && c.amp != "fp16") {
+    bad("--loss-scale needs --amp=fp16 (got --amp=" + c.amp +
+        (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
+  }
+}
+
 }  // namespace
+
+int pipeline_stages(const Config& c, int world_size) {
+  return c.stages > 0 ? c.stages : world_size;
+}
+
+std::string pipeline_flags(const Config& c, int world_size) {
+  std::string s = "--stages=" + std::to_string(pipeline_stages(c, world_size)) +
+                  " --micro-batches=" + std::to_string(c.micro_batches) +
+                  " --pipeline-schedule=" + c.pipeline_schedule + " --balance=" + c.balance;
+  if (c.chunks > 1) s += " --chunks=" + std::to_string(c.chunks);
+  return s;
+}
+
+std::string check_against_world(const Config& c, int world_size) {
+  if (c.strategy != "pipeline") return "";
+  const int k = pipeline_stages(c, world_size);
+  const std::string stages = "--stages=" + std::to_string(k);
+  if (world_size % k != 0) {
+    return stages + " does not divide the " + std::to_string(world_size) +
+           " ranks (mpirun -np): the ranks are K stages x N/K data-parallel replicas";
+  }
+  if (c.pipeline_schedule == "interleaved" && c.micro_batches % k != 0) {
+    return "--pipeline-schedule=interleaved needs --micro-batches (" +
+           std::to_string(c.micro_batches) + ") to be a multiple of " + stages;
+  }
+  return "";
+}
 
 std::string usage() {
   return R"(train: trains a model with tessera and reports its test accuracy.
@@ -61,7 +138,8 @@ std::string usage() {
 
 flags (defaults depend on --model; see below):
   --model=logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
-  --strategy=single|ddp|zero1|zero2 (under mpirun -np N; --batch-size is per rank)
+  --strategy=single|ddp|zero1|zero2|pipeline (under mpirun -np N; --batch-size is per rank,
+            for pipeline per data-parallel replica: all stages of a pipeline share each batch)
   --data=fashion-mnist|synthetic   --data-dir=DIR (/usr/share/datasets/fashion-mnist)
   --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
   --weight-decay=X  --schedule=constant|step|cosine  --warmup-epochs=N
@@ -70,6 +148,17 @@ flags (defaults depend on --model; see below):
   --train-limit=N (first N training images only)  --synthetic-size=N
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
   --resume=FILE (continues from a checkpoint)  --metrics=FILE (JSON lines per epoch)
+
+pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
+  --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
+  --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
+  --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
+  --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
+  checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
+
+mixed precision:
+  --amp=off|fp16|bf16 (autocast for forward and loss; fp16 scales the loss, bf16 does not)
+  --loss-scale=dynamic|N (fp16 only; N: a static scale)
 
 defaults:
   logistic  adam lr 1e-3, batch 64, 5 epochs, cosine
@@ -89,7 +178,7 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"data", [&](const std::string& v) { c.data = one_of("data", v, {"fashion-mnist", "synthetic"}); }},
       {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
-      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2"}); }},
+      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "pipeline"}); }},
       {"epochs", [&](const std::string& v) { c.epochs = to_int("epochs", v, 1); }},
       {"batch-size", [&](const std::string& v) { c.batch_size = to_int("batch-size", v, 1); }},
       {"lr", [&](const std::string& v) {
@@ -99,7 +188,13 @@ Config parse_flags(int argc, char** argv) {
       {"optimizer", [&](const std::string& v) { c.optimizer = one_of("optimizer", v, {"sgd", "adam", "adamw"}); }},
       {"momentum", [&](const std::string& v) { c.momentum = to_double("momentum", v, 0); }},
       {"weight-decay", [&](const std::string& v) { c.weight_decay = to_double("weight-decay", v, 0); }},
-      {"schedule", [&](const std::string& v) { c.schedule = one_of("schedule", v, {"constant", "step", "cosine"}); }},
+      {"schedule", [&](const std::string& v) {
+         if (v == "gpipe" || v == "1f1b" || v == "interleaved") {
+           bad("--schedule is the learning-rate schedule (constant|step|cosine); the pipeline's is "
+               "--pipeline-schedule=" + v);
+         }
+         c.schedule = one_of("schedule", v, {"constant", "step", "cosine"});
+       }},
       {"warmup-epochs", [&](const std::string& v) { c.warmup_epochs = to_int("warmup-epochs", v, 0); }},
       {"label-smoothing", [&](const std::string& v) {
          c.label_smoothing = to_double("label-smoothing", v, 0);
@@ -124,6 +219,26 @@ Config parse_flags(int argc, char** argv) {
       {"checkpoint-dir", [&](const std::string& v) { c.checkpoint_dir = v; }},
       {"resume", [&](const std::string& v) { c.resume = v; }},
       {"metrics", [&](const std::string& v) { c.metrics = v; }},
+      {"stages", [&](const std::string& v) { c.stages = static_cast<int>(to_int("stages", v, 1)); }},
+      {"micro-batches", [&](const std::string& v) {
+         c.micro_batches = static_cast<int>(to_int("micro-batches", v, 1));
+       }},
+      {"pipeline-schedule", [&](const std::string& v) {
+         c.pipeline_schedule = one_of("pipeline-schedule", v, {"gpipe", "1f1b", "interleaved"});
+       }},
+      {"chunks", [&](const std::string& v) { c.chunks = static_cast<int>(to_int("chunks", v, 1)); }},
+      {"balance", [&](const std::string& v) { c.balance = to_balance(v); }},
+      {"checkpoint-activations", [&](const std::string& v) {
+         c.checkpoint_activations =
+             one_of("checkpoint-activations", v, {"never", "except_last", "always"});
+       }},
+      {"amp", [&](const std::string& v) { c.amp = one_of("amp", v, {"off", "fp16", "bf16"}); }},
+      {"loss-scale", [&](const std::string& v) {
+         if (v != "dynamic") {
+           c.loss_scale = to_double("loss-scale", v, 0);
+           if (c.loss_scale < 1) bad("--loss-scale expects dynamic or a number >= 1, got '" + v + "'");
+         }
+       }},
   };
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -135,11 +250,17 @@ Config parse_flags(int argc, char** argv) {
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const auto it = setters.find(name);
+    if (it == setters.end() && name == "checkpoint") {
+      bad("unknown flag --checkpoint (activation checkpointing: --checkpoint-activations; "
+          "checkpoint files: --checkpoint-dir)");
+    }
     if (it == setters.end()) bad("unknown flag --" + name);
     if (eq == std::string::npos) bad("--" + name + " needs a value (--" + name + "=VALUE)");
     it->second(arg.substr(eq + 1));
+    c.given.insert(name);
   }
   apply_model_defaults(c);
+  check_combinations(c);
   return c;
 }
 

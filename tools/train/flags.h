@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@ struct Config {
   std::string model = "logistic";  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
   std::string data = "fashion-mnist";  // fashion-mnist|synthetic
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string strategy = "single";  // single|ddp|zero1
+  std::string strategy = "single";  // single|ddp|zero1|zero2|pipeline
   int64_t epochs = 0;      // 0: the model's default
   int64_t batch_size = 0;  // 0: the model's default
   double lr = 0;           // 0: the model's default
@@ -32,6 +33,20 @@ struct Config {
   std::string checkpoint_dir;
   std::string resume;
   std::string metrics;
+
+  // --strategy=pipeline (pipeline::PipeOptions).
+  int stages = 0;  // 0: the world size
+  int micro_batches = 4;
+  std::string pipeline_schedule = "1f1b";        // gpipe|1f1b|interleaved
+  int chunks = 1;                                // model chunks per rank (interleaved)
+  std::string balance = "uniform";               // uniform|params|time|3,4,3
+  std::string checkpoint_activations = "never";  // never|except_last|always
+
+  // Mixed precision.
+  std::string amp = "off";  // off|fp16|bf16
+  double loss_scale = 0;    // 0: dynamic; else the static scale
+
+  std::set<std::string> given;  // the flags on the command line, by name
 };
 
 // Parses argv. On --help prints usage and exits 0; on a bad flag or value prints what was wrong
@@ -40,6 +55,13 @@ Config parse_flags(int argc, char** argv);
 // Fills the model's defaults into unset fields.
 void apply_model_defaults(Config& config);
 std::string usage();
+
+// The pipeline's stage count on `world_size` ranks (--stages, else all of them).
+int pipeline_stages(const Config& config, int world_size);
+// What is wrong with the flags on `world_size` ranks (every rank finds the same), or "".
+std::string check_against_world(const Config& config, int world_size);
+// "--stages=2 --micro-batches=4 ..." as given or defaulted: for messages.
+std::string pipeline_flags(const Config& config, int world_size);
 
 }  // namespace train
 }  // namespace tessera

@@ -3,6 +3,8 @@
 //
 //   bazel-bin/tools/train --model=logistic                               one process
 //   mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1  data parallel
+//   mpirun -np 2 bazel-bin/tools/train --model=mlp --strategy=pipeline    two pipeline stages
+//   bazel-bin/tools/train --model=mlp --amp=bf16                         mixed precision
 //
 // Output (rank 0): a progress bar (plain lines when stdout is not a terminal), one line per
 // epoch, JSON lines per epoch to --metrics, and as the last line on stdout one JSON object with
@@ -34,6 +36,7 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tools/train/flags.h"
+#include "tools/train/precision.h"
 #include "tools/train/report.h"
 #include "tools/train/strategy.h"
 
@@ -111,18 +114,20 @@ data::Transform make_transform(const Config& c, bool augment) {
   };
 }
 
-// Test accuracy; with a group, each rank evaluates its shard and the counts are summed.
-double evaluate(nn::Sequential& model, const data::DataLoader& loader, dist::ProcessGroup* group,
+// Test accuracy; with data parallelism, each replica evaluates its shard and the counts are
+// summed over one rank of each replica.
+double evaluate(nn::Sequential& model, Strategy& strategy, const data::DataLoader& loader,
                 Device device) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, total = 0;
   for (data::Batch& b : loader.epoch(0)) {
-    const Tensor logits = model.forward(Variable(b.inputs.to(device))).data();
+    const Tensor logits = strategy.predict(b.inputs.to(device));
     correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), b.targets.to(device))).item());
     total += b.size();
   }
   model.train();
+  dist::ProcessGroup* group = strategy.replica_group().get();
   if (group != nullptr) {
     Tensor counts = from_vector<int64_t>({correct, total}, {2});
     group->all_reduce(counts)->wait();
@@ -153,6 +158,24 @@ Device resolve_device(const Config& c, int rank) {
   return Device::parse(c.device);
 }
 
+// Collective: DIR/last.safetensors with the whole model under its unpipelined names (so any
+// strategy resumes from it), the optimizer's state unless split over pipeline stages, the
+// progress and the loss scaler's state.
+void save_epoch_checkpoint(const Config& c, const nn::Sequential& model, Strategy& strategy,
+                           const MixedPrecision& precision, const TrainingProgress& progress,
+                           bool lead) {
+  strategy.gather_model();
+  const bool with_optimizer = strategy.checkpoints_optimizer();
+  StateDict optimizer_state;
+  if (with_optimizer) optimizer_state = strategy.optimizer().state_dict();  // collective for ZeRO
+  if (!lead) return;
+  Metadata extra = precision.checkpoint_metadata();
+  extra["model"] = c.model;
+  extra["strategy"] = c.strategy;
+  save_checkpoint(c.checkpoint_dir + "/last.safetensors", model.state_dict(),
+                  with_optimizer ? &optimizer_state : nullptr, progress, extra);
+}
+
 int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   if (c.threads > 0) set_num_threads(c.threads);
   manual_seed(c.seed);
@@ -163,17 +186,33 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   const Data d = load_data(c);
   auto model = make_model(c, d.channels);
   model->to(device);  // before the strategy: DDP broadcasts and ZeRO shards the device's tensors
-  auto strategy = make_strategy(c, model, world);
+  // Every rank skips an overflowing fp16 step together: the data-parallel ranks, and for a
+  // pipeline every stage (each sees only its own gradients), so the whole world.
+  MixedPrecision precision(c, device, world);
+  const nn::CrossEntropyLoss cross_entropy(Reduction::kMean, c.label_smoothing);
+  const Criterion criterion = [cross_entropy](const Variable& out, const Tensor& y) {
+    return cross_entropy(out, y);
+  };
+  std::unique_ptr<Strategy> strategy;
+  try {
+    strategy = make_strategy(c, model, world, criterion, precision, device);
+  } catch (const FlagError& e) {
+    if (lead) std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
+    return 2;  // on every rank: the library raised the same error everywhere
+  }
   auto schedule = make_schedule(c, strategy->optimizer());
-  const nn::CrossEntropyLoss criterion(Reduction::kMean, c.label_smoothing);
 
-  // Each rank trains on its own shard (--batch-size per rank) and evaluates its own part.
+  // Each data-parallel replica trains on its own shard (--batch-size per replica: every stage
+  // of a pipeline reads the same batches) and evaluates its own part.
+  const int replicas = strategy->replicas();
   std::shared_ptr<data::Sampler> train_sampler, test_sampler;
-  if (world) {
+  if (replicas > 1) {
+    const int replica = strategy->replica();
     train_sampler = std::make_shared<data::DistributedSampler>(
-        d.train->size(), data::DistributedSamplerOptions(ranks, rank).seed(c.seed));
+        d.train->size(), data::DistributedSamplerOptions(replicas, replica).seed(c.seed));
     test_sampler = std::make_shared<data::DistributedSampler>(
-        d.test->size(), data::DistributedSamplerOptions(ranks, rank).shuffle(false).pad(false));
+        d.test->size(),
+        data::DistributedSamplerOptions(replicas, replica).shuffle(false).pad(false));
   }
   data::DataLoader train_loader(
       d.train,
@@ -183,14 +222,22 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   data::DataLoader test_loader(d.test, data::DataLoaderOptions(1000), make_transform(c, false),
                                test_sampler);
   TS_CHECK(train_loader.num_batches() > 0, "train: ", d.train->size(),
-           " training examples make no batch of ", c.batch_size, " on each of ", ranks, " ranks");
+           " training examples make no batch of ", c.batch_size, " on each of ", replicas,
+           " data-parallel replicas");
 
   int64_t first_epoch = 1, step = 0;
   if (!c.resume.empty()) {
     const Checkpoint ckpt = read_checkpoint(c.resume);
     model->load_state_dict(ckpt.model);
-    TS_CHECK(!ckpt.optimizer.empty(), "train: '", c.resume, "' holds no optimizer state");
-    strategy->optimizer().load_state_dict(ckpt.optimizer);
+    // A pipeline's optimizer state is split over its stages; its checkpoints hold none.
+    const bool load_optimizer = !ckpt.optimizer.empty() && strategy->checkpoints_optimizer();
+    if (load_optimizer) strategy->optimizer().load_state_dict(ckpt.optimizer);
+    if (lead && !load_optimizer) {
+      std::printf("%s: the optimizer starts fresh (%s)\n", c.resume.c_str(),
+                  ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
+                                         : "a pipeline's optimizers are per stage");
+    }
+    precision.load_checkpoint_metadata(ckpt.metadata);
     first_epoch = ckpt.progress.epoch + 1;
     step = ckpt.progress.step;
     default_generator().set_state(ckpt.progress.rng);
@@ -214,14 +261,22 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
                 static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
                 c.optimizer.c_str(), c.lr, static_cast<long long>(c.batch_size), c.strategy.c_str(),
                 ranks, ranks == 1 ? "" : "s", device.str().c_str(), num_threads());
+    std::printf("precision: %s\n", precision.describe().c_str());
   }
   // mpirun gives rank 0 a pseudo-terminal even when its own output is a file: plain lines then.
   const bool tty = lead && !world && ::isatty(STDOUT_FILENO) != 0;
   reset_peak(Device::cpu());
   if (device.is_cuda()) reset_peak(device);
-  if (world) world->ledger().reset();
+  // Bytes sent over every group of the strategy (the ledgers are per group).
+  const std::vector<dist::ProcessGroup*> groups = strategy->groups();
+  auto bytes_sent = [&groups] {
+    int64_t total = 0;
+    for (dist::ProcessGroup* g : groups) total += g->ledger().total_bytes();
+    return total;
+  };
+  for (dist::ProcessGroup* g : groups) g->ledger().reset();
   double train_loss = 0, accuracy = 0, train_seconds = 0;
-  int64_t train_images = 0, train_steps = 0, train_comm_bytes = 0;
+  int64_t train_images = 0, train_steps = 0, train_comm_bytes = 0, skipped_steps = 0;
   for (int64_t epoch = first_epoch; epoch <= c.epochs; ++epoch) {
     model->train();
     const double lr = strategy->optimizer().param_groups()[0].options->lr();
@@ -229,32 +284,31 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     const auto start = Clock::now();
     double loss_sum = 0;
     int64_t batches = 0, images = 0;
-    const int64_t comm_before = world ? world->ledger().total_bytes() : 0;
+    const int64_t comm_before = bytes_sent();
     for (data::Batch& batch : train_loader.epoch(epoch)) {
-      Variable loss = criterion(strategy->forward(Variable(batch.inputs.to(device))),
-                                batch.targets.to(device));
-      strategy->optimizer().zero_grad();
-      loss.backward();
-      strategy->optimizer().step();
+      const double loss = strategy->train_step(batch.inputs.to(device), batch.targets.to(device));
+      if (!precision.step(strategy->optimizer())) ++skipped_steps;  // the same on every rank
+      strategy->after_step();
       ++step;
-      loss_sum += loss.item();
+      loss_sum += loss;
       ++batches;
-      images += batch.size() * ranks;
+      images += batch.size() * replicas;
       if (lead) progress.update(batches, loss_sum / batches, images / seconds_since(start));
     }
     if (lead) progress.finish();
     const double seconds = seconds_since(start);
     // Only the training steps' traffic counts toward bytes per step (not evaluation's).
-    if (world) train_comm_bytes += world->ledger().total_bytes() - comm_before;
+    train_comm_bytes += bytes_sent() - comm_before;
     if (schedule) schedule->step();
     train_loss = average_over_ranks(loss_sum / std::max<int64_t>(batches, 1), world.get());
     const double images_per_second = images / seconds;
     train_seconds += seconds;
     train_images += images;
     train_steps += batches;
-    // Every rank evaluates (and rank 0 saves) rank 0's BatchNorm statistics: dist::sync_buffers.
-    if (world) dist::sync_buffers(*model, *world);
-    accuracy = evaluate(*model, test_loader, world.get(), device);
+    // The ranks holding the same parameters evaluate (and rank 0 saves) replica 0's BatchNorm
+    // statistics (dist::sync_buffers over the world, or a pipeline stage's replicas).
+    strategy->sync_buffers();
+    accuracy = evaluate(*model, *strategy, test_loader, device);
     if (lead) {
       std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
                   "lr %.3g\n",
@@ -263,18 +317,21 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
       std::fflush(stdout);
     }
     if (metrics.is_open()) {
-      metrics << JsonObject().add("epoch", epoch).add("train_loss", train_loss)
-                     .add("test_accuracy", accuracy).add("images_per_second", images_per_second)
-                     .add("seconds", seconds).add("lr", lr).add("step", step).str()
+      metrics << JsonObject()
+                     .add("epoch", epoch)
+                     .add("train_loss", train_loss)
+                     .add("test_accuracy", accuracy)
+                     .add("images_per_second", images_per_second)
+                     .add("seconds", seconds)
+                     .add("lr", lr)
+                     .add("step", step)
+                     .add("loss_scale", precision.scaler().get_scale())
+                     .str()
               << std::endl;
     }
     if (!c.checkpoint_dir.empty()) {
-      const StateDict optimizer_state = strategy->optimizer().state_dict();  // collective for ZeRO
-      if (lead) {
-        save_checkpoint(c.checkpoint_dir + "/last.safetensors", model->state_dict(),
-                        &optimizer_state, {epoch, step, default_generator().state()},
-                        {{"model", c.model}, {"strategy", c.strategy}});
-      }
+      save_epoch_checkpoint(c, *model, *strategy, precision,
+                            {epoch, step, default_generator().state()}, lead);
     }
   }
 
@@ -295,32 +352,40 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     }
     comm_bytes_per_step = train_comm_bytes / std::max<int64_t>(train_steps, 1);
   }
+  JsonObject summary;
+  summary.add("model", c.model)
+      .add("strategy", c.strategy)
+      .add("world_size", ranks)
+      .add("device", device.str())
+      .add("epochs", c.epochs)
+      .add("train_loss", train_loss)
+      .add("test_accuracy", accuracy)
+      .add("images_per_second", train_seconds > 0 ? train_images / train_seconds : 0.0)
+      .add("wall_seconds", seconds_since(wall_start));
   if (lead) {
     auto list = [](const std::vector<int64_t>& v) {
       std::string s = "[";
       for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
       return s + "]";
     };
-    if (world) std::printf("communication, whole run (rank 0): %s\n", world->ledger().str().c_str());
-    std::printf("%s\n",
-                JsonObject()
-                    .add("model", c.model)
-                    .add("strategy", c.strategy)
-                    .add("world_size", ranks)
-                    .add("device", device.str())
-                    .add("epochs", c.epochs)
-                    .add("train_loss", train_loss)
-                    .add("test_accuracy", accuracy)
-                    .add("images_per_second", train_seconds > 0 ? train_images / train_seconds : 0.0)
-                    .add("wall_seconds", seconds_since(wall_start))
-                    .add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
-                    .add_raw("peak_bytes_per_rank", list(peaks))
-                    .add_raw("optimizer_state_bytes_per_rank", list(states))
-                    .add("comm_bytes_per_step", comm_bytes_per_step)
-                    .add("parameters", model->num_parameters())
-                    .add("threads", num_threads())
-                    .str()
-                    .c_str());
+    const char* names[] = {"", ", world group", ", pipeline group", ", data-parallel group"};
+    for (size_t i = 0; i < groups.size(); ++i) {
+      std::printf("communication, whole run (rank 0%s): %s\n", names[groups.size() > 1 ? i + 1 : 0],
+                  groups[i]->ledger().str().c_str());
+    }
+    summary.add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
+        .add_raw("peak_bytes_per_rank", list(peaks))
+        .add_raw("optimizer_state_bytes_per_rank", list(states))
+        .add("comm_bytes_per_step", comm_bytes_per_step)
+        .add("parameters", model->num_parameters())
+        .add("threads", num_threads())
+        .add("amp", c.amp)
+        .add("loss_scale", precision.scaler().get_scale())
+        .add("skipped_steps", skipped_steps);
+  }
+  strategy->report(summary, lead);  // collective
+  if (lead) {
+    std::printf("%s\n", summary.str().c_str());
     std::fflush(stdout);
   }
   return 0;
@@ -340,8 +405,15 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  // Data parallel: an error on any rank ends the whole job (no rank waits forever).
+  // Data parallel or a pipeline: an error on any rank ends the whole job (no rank waits forever).
   auto world = tessera::dist::init(&argc, &argv);
+  const std::string wrong = tessera::train::check_against_world(config, world->size());
+  if (!wrong.empty()) {  // found by every rank alike: all end with code 2
+    if (world->rank() == 0)
+      std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", wrong.c_str());
+    tessera::dist::finalize();
+    return 2;
+  }
   const int code = tessera::dist::run_or_abort([&] { return tessera::train::run(config, world); });
   tessera::dist::finalize();
   return code;

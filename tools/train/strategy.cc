@@ -1,10 +1,16 @@
 #include "tools/train/strategy.h"
 
+#include <optional>
+
+#include "autograd/grad_mode.h"
 #include "dist/ddp.h"
 #include "dist/module_sync.h"
+#include "dist/topology.h"
 #include "dist/zero/zero_optimizer.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "pipeline/schedule.h"
+#include "tensor/ops.h"
 
 namespace tessera {
 namespace train {
@@ -25,47 +31,217 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Va
       params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay == 0 ? 1e-2 : c.weight_decay));
 }
 
-// One process, or ZeRO (an optimizer that reduces gradients itself): the model runs as it is.
-class Plain : public Strategy {
+// One process, DDP or ZeRO: every rank holds the whole model and reads its own shard of the
+// data. DDP wraps the model (it averages gradients during backward); ZeRO is the optimizer
+// (it reduces them itself), so the model runs as it is.
+class DataParallel : public Strategy {
  public:
-  Plain(std::shared_ptr<nn::Sequential> model, std::unique_ptr<optim::Optimizer> opt)
-      : model_(std::move(model)), opt_(std::move(opt)) {}
-  Variable forward(const Variable& x) override { return model_->forward(x); }
+  DataParallel(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> world,
+               Criterion criterion, MixedPrecision& precision)
+      : model_(std::move(model)),
+        world_(std::move(world)),
+        criterion_(std::move(criterion)),
+        precision_(precision) {}
+
+  void wrap_in_ddp() { ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, world_); }
+  void set_optimizer(std::unique_ptr<optim::Optimizer> opt) { opt_ = std::move(opt); }
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      const Variable x(inputs);
+      loss = criterion_(ddp_ ? ddp_->forward(x) : model_->forward(x), targets);
+    }
+    opt_->zero_grad();
+    precision_.scaler().scale(loss).backward();
+    return loss.item();
+  }
+  Tensor predict(const Tensor& inputs) override {
+    NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return model_->forward(Variable(inputs)).data();
+  }
   optim::Optimizer& optimizer() override { return *opt_; }
+  int replicas() const override { return world_ ? world_->size() : 1; }
+  int replica() const override { return world_ ? world_->rank() : 0; }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+  void sync_buffers() override {
+    if (world_) dist::sync_buffers(*model_, *world_);
+  }
+  std::vector<dist::ProcessGroup*> groups() const override {
+    if (!world_) return {};
+    return {world_.get()};
+  }
 
  private:
   std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> world_;
+  Criterion criterion_;
+  MixedPrecision& precision_;
+  std::unique_ptr<dist::DistributedDataParallel> ddp_;
   std::unique_ptr<optim::Optimizer> opt_;
 };
 
-// DDP: the wrapped model averages gradients during backward; the optimizer is an ordinary one.
-class Ddp : public Strategy {
+// A pipeline of K stages; the world's N ranks are K stages x N/K data-parallel replicas
+// (dist::Topology). Every rank of a pipeline passes the same batch to Pipe::train_step, which
+// runs the schedule over its micro-batches and leaves this stage's gradients (averaged over
+// the stage's data-parallel group); each rank's optimizer steps its own stage.
+class Pipeline : public Strategy {
  public:
-  Ddp(const Config& c, std::shared_ptr<nn::Sequential> model,
-      std::shared_ptr<dist::ProcessGroup> world)
-      : ddp_(model, std::move(world)), opt_(make_optimizer(c, model->parameters())) {}
-  Variable forward(const Variable& x) override { return ddp_.forward(x); }
+  Pipeline(const Config& c, std::shared_ptr<nn::Sequential> model,
+           std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
+           MixedPrecision& precision, Device device)
+      : model_(std::move(model)),
+        topology_(world, pipeline_stages(c, world->size())),
+        precision_(precision),
+        microbatches_(c.micro_batches) {
+    pipeline::PipeOptions options = pipeline::PipeOptions()
+                                        .microbatches(c.micro_batches)
+                                        .schedule(c.pipeline_schedule)
+                                        .chunks_per_rank(c.chunks)
+                                        .balance(c.balance)
+                                        .checkpoint(c.checkpoint_activations)
+                                        .data_parallel_group(topology_.data_parallel_group());
+    if (c.balance == "time") {
+      // Layer times do not depend on the pixel values: a micro-batch of zeros of the data's shape.
+      const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
+      options.sample(zeros({rows, 1, 28, 28}, TensorOptions(kF32).device(device)));
+    }
+    // The micro-batch loss: scaled for fp16 inside the pipeline, where backward starts.
+    MixedPrecision* amp = &precision_;
+    auto loss = [criterion = std::move(criterion), amp](const Variable& out, const Tensor& y) {
+      return amp->scaler().scale(criterion(out, y));
+    };
+    try {
+      pipe_ = std::make_unique<pipeline::Pipe>(model_, topology_.pipeline_group(), loss, options);
+    } catch (const std::exception& e) {
+      // Pipe checks its options identically on every rank before any message (pipe.h).
+      throw FlagError(pipeline_flags(c, world->size()) + ": " + e.what());
+    }
+    opt_ = make_optimizer(c, pipe_->parameters());
+  }
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    opt_->zero_grad();
+    double scaled_loss;
+    {
+      // The schedule interleaves forwards and backwards, so backward runs inside the guard
+      // too; it computes on plain tensors, which autocast does not touch.
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      scaled_loss = pipe_->train_step(inputs, targets);
+    }
+    return scaled_loss / precision_.scaler().get_scale();
+  }
+  void after_step() override {
+    const pipeline::StageStats& s = pipe_->stats();
+    step_seconds_ += s.step_seconds;
+    busy_seconds_ += s.busy_seconds;
+    peak_activation_bytes_ = std::max(peak_activation_bytes_, s.peak_activation_bytes);
+    last_bubble_report_ = pipe_->bubble_report();  // before evaluation replaces the stats
+  }
+  Tensor predict(const Tensor& inputs) override {
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return pipe_->forward(inputs);
+  }
   optim::Optimizer& optimizer() override { return *opt_; }
+  int replicas() const override { return topology_.data_parallel_size(); }
+  int replica() const override { return topology_.replica(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override {
+    return topology_.data_parallel_group();
+  }
+  void sync_buffers() override {
+    // The replicas of a stage agree on its BatchNorm statistics; other stages' parts of the
+    // model are not used here (gather_model brings them).
+    if (topology_.data_parallel_size() > 1) {
+      dist::sync_buffers(*model_, *topology_.data_parallel_group());
+    }
+  }
+  void gather_model() override { pipe_->gather_model(); }
+  std::vector<dist::ProcessGroup*> groups() const override {
+    return {topology_.world().get(), topology_.pipeline_group().get(),
+            topology_.data_parallel_group().get()};
+  }
+  bool checkpoints_optimizer() const override { return false; }
+
+  void report(JsonObject& summary, bool lead) override {
+    // Each rank's idle fraction over all training steps and its peak activation bytes.
+    const double idle = step_seconds_ > 0 ? 1.0 - busy_seconds_ / step_seconds_ : 0.0;
+    dist::ProcessGroup& world = *topology_.world();
+    const int n = world.size();
+    Tensor mine = from_vector<double>({idle, static_cast<double>(peak_activation_bytes_)}, {2});
+    Tensor all = empty({2 * n}, kF64);
+    world.all_gather(mine, all)->wait();
+    if (!lead) return;
+    const std::vector<double> v = all.to_vector<double>();
+    std::string idles = "[", peaks = "[";
+    double idle_sum = 0;
+    for (int r = 0; r < n; ++r) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.4f", v[2 * r]);
+      idles += (r ? ", " : "") + std::string(buf);
+      peaks += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[2 * r + 1]));
+      idle_sum += v[2 * r];
+    }
+    const int k = pipe_->stages(), m = microbatches_;
+    const int chunks = static_cast<int>(pipe_->chunks().size());
+    std::string balance = "[";
+    for (size_t i = 0; i < pipe_->balance().size(); ++i) {
+      balance += (i ? ", " : "") + std::to_string(pipe_->balance()[i]);
+    }
+    std::printf("pipeline (rank 0, last step): %s\n", last_bubble_report_.c_str());
+    summary.add("stages", k)
+        .add("micro_batches", m)
+        .add("pipeline_schedule", pipeline::schedule_name(pipe_->schedule()))
+        .add("chunks", chunks)
+        .add_raw("balance", balance + "]")
+        .add("bubble_formula", "(K-1)/(vM+K-1)")
+        .add("bubble_theory", pipeline::bubble_fraction(k, m, chunks))
+        .add("bubble_measured", idle_sum / n)
+        .add_raw("idle_fraction_per_rank", idles + "]")
+        .add_raw("peak_activation_bytes_per_rank", peaks + "]");
+  }
 
  private:
-  dist::DistributedDataParallel ddp_;
+  std::shared_ptr<nn::Sequential> model_;
+  dist::Topology topology_;
+  MixedPrecision& precision_;
+  std::unique_ptr<pipeline::Pipe> pipe_;
   std::unique_ptr<optim::Optimizer> opt_;
+  double step_seconds_ = 0, busy_seconds_ = 0;
+  int64_t peak_activation_bytes_ = 0;
+  std::string last_bubble_report_;
+  int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
 };
 
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn::Sequential> model,
-                                        std::shared_ptr<dist::ProcessGroup> world) {
-  if (config.strategy == "ddp") return std::make_unique<Ddp>(config, model, world);
-  if (config.strategy == "zero1" || config.strategy == "zero2") {
+                                        std::shared_ptr<dist::ProcessGroup> world,
+                                        Criterion criterion, MixedPrecision& precision,
+                                        Device device) {
+  if (config.strategy == "pipeline") {
+    return std::make_unique<Pipeline>(config, model, world, std::move(criterion), precision,
+                                      device);
+  }
+  auto s = std::make_unique<DataParallel>(model, world, std::move(criterion), precision);
+  if (config.strategy == "ddp") {
+    s->wrap_in_ddp();
+    s->set_optimizer(make_optimizer(config, model->parameters()));
+  } else if (config.strategy == "zero1" || config.strategy == "zero2") {
     const int stage = config.strategy == "zero1" ? 1 : 2;
-    auto zero = std::make_unique<dist::ZeroRedundancyOptimizer>(
+    s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
         model->parameters(), world,
         [config](std::vector<Variable> shard) { return make_optimizer(config, std::move(shard)); },
-        dist::ZeroOptions().stage(stage));
-    return std::make_unique<Plain>(model, std::move(zero));
+        dist::ZeroOptions().stage(stage)));
+  } else {
+    s->set_optimizer(make_optimizer(config, model->parameters()));
   }
-  return std::make_unique<Plain>(model, make_optimizer(config, model->parameters()));
+  return s;
 }
 
 }  // namespace train

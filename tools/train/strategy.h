@@ -1,6 +1,7 @@
 // How the train tool parallelizes a step: it only chooses. One process, DDP (the model wrapped,
-// an ordinary optimizer) or ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
-// as the optimizer); the library does the work.
+// an ordinary optimizer), ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
+// as the optimizer) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
+// N/K ranks through dist::Topology); the library does the work.
 #pragma once
 
 #include <memory>
@@ -8,24 +9,63 @@
 #include "dist/process_group.h"
 #include "nn/sequential.h"
 #include "optim/optimizer.h"
+#include "pipeline/pipe.h"
 #include "tools/train/flags.h"
+#include "tools/train/precision.h"
+#include "tools/train/report.h"
 
 namespace tessera {
 namespace train {
 
+// The loss of a batch (mean over its rows): the criterion.
+using Criterion = std::function<Variable(const Variable& output, const Tensor& target)>;
+
+// Options the library rejected (a pipeline that cannot be cut as asked): every rank raises
+// the same before any message is sent, so the tool ends with exit code 2 on every rank.
+struct FlagError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  // The training forward (DDP's, or the model's).
-  virtual Variable forward(const Variable& x) = 0;
-  // The optimizer: steps, zero_grad, the schedule's learning rate, checkpoints (state_dict is
-  // collective for ZeRO: every rank must call it) and state bytes.
+  // One batch: zeroes the gradients, runs forward and loss under autocast and backward of the
+  // scaled loss. Returns the batch loss (unscaled). The caller steps (MixedPrecision::step).
+  virtual double train_step(const Tensor& inputs, const Tensor& targets) = 0;
+  // Evaluation: the model's output for a batch, without a graph (model in eval mode).
+  virtual Tensor predict(const Tensor& inputs) = 0;
+  // The optimizer: steps, the schedule's learning rate, checkpoints (state_dict is collective
+  // for ZeRO: every rank must call it) and state bytes.
   virtual optim::Optimizer& optimizer() = 0;
+
+  // Data parallelism: this rank reads shard replica() of replicas(); per-replica figures
+  // (test counts) are summed over replica_group(), which holds one rank of each replica
+  // (null for one process).
+  virtual int replicas() const = 0;
+  virtual int replica() const = 0;
+  virtual std::shared_ptr<dist::ProcessGroup> replica_group() const = 0;
+  // Collective. Before evaluation: the ranks holding the same parameters take the same
+  // BatchNorm statistics (replica 0's).
+  virtual void sync_buffers() {}
+  // Collective. Before a checkpoint: makes the model on rank 0 the whole trained model.
+  virtual void gather_model() {}
+  // Whether checkpoints carry the optimizer's state (a pipeline's is split over its stages).
+  virtual bool checkpoints_optimizer() const { return true; }
+  // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
+  // report lines.
+  virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}
+  // Called after every training step (a pipeline accumulates its idle time).
+  virtual void after_step() {}
+  // The process groups this rank communicates over, each once (their byte ledgers count the
+  // traffic): the world, and a pipeline's stage-to-stage and data-parallel groups.
+  virtual std::vector<dist::ProcessGroup*> groups() const = 0;
 };
 
 // world is null for --strategy=single.
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn::Sequential> model,
-                                        std::shared_ptr<dist::ProcessGroup> world);
+                                        std::shared_ptr<dist::ProcessGroup> world,
+                                        Criterion criterion, MixedPrecision& precision,
+                                        Device device);
 
 }  // namespace train
 }  // namespace tessera
