@@ -13,6 +13,7 @@
 #include "autograd/functions.h"
 #include "dist/ddp.h"
 #include "dist/environment.h"
+#include "dist/module_sync.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "optim/adam.h"
@@ -99,6 +100,58 @@ TEST(FullySharded, EqualsDdpWithAdam) { fsdp_matches_ddp(adam(), 1); }
 TEST(FullySharded, GradientAccumulationOverTwoBackwardsEqualsDdp) {
   fsdp_matches_ddp(sgd(), 2);
   fsdp_matches_ddp(adam(), 2);
+}
+
+// A Linear with an extra parameter its forward never uses.
+struct LinearWithUnused : nn::Linear {
+  LinearWithUnused(int64_t in, int64_t out) : nn::Linear(in, out) {
+    register_parameter("unused", ones({3}));
+  }
+};
+
+TEST(FullySharded, AUnitWithAnUnusedParameterEqualsDdp) {
+  // The unit's gradients are reduced from the post-backward callback, the unused parameter
+  // counting as zero (DDP's find_unused_parameters gives it a zero gradient too).
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto model = [] {
+    auto m = mlp();
+    manual_seed(5);
+    auto m2 = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        (*m)[0], (*m)[1], std::make_shared<LinearWithUnused>(63, 61), (*m)[3], (*m)[4]});
+    m2->to(kF64);
+    return m2;
+  };
+  auto ddp_model = model();
+  DistributedDataParallel ddp(ddp_model, world, DDPOptions().find_unused_parameters(true));
+  auto ddp_opt = sgd()(ddp_model->parameters());
+  FullyShardedDataParallel fsdp(model(), world, options());
+  auto fsdp_opt = sgd()(fsdp.shard_parameters());
+  for (int step = 0; step < 3; ++step) {
+    const auto [x, y] = rank_batch(step, N, r);
+    ddp_opt->zero_grad();
+    fsdp_opt->zero_grad();
+    cross_entropy(ddp.forward(Variable(x)), y).backward();
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    ddp_opt->step();
+    fsdp_opt->step();
+  }
+  expect_equal_states(ddp_model->state_dict(), fsdp.state_dict(), 1e-6);
+}
+
+TEST(FullySharded, StartsFromRankZerosModel) {
+  // Each rank builds a different model; the wrapper takes rank 0's.
+  auto world = dist::world();
+  auto own = [&] {
+    auto m = mlp();
+    manual_seed(100 + world->rank());
+    for (const Variable& p : m->parameters()) Tensor(p.data()).copy_(randn(p.shape(), kF64));
+    return m;
+  };
+  auto reference = own();
+  broadcast_module_states(*reference, *world, 0);
+  FullyShardedDataParallel fsdp(own(), world, options());
+  expect_equal_states(reference->state_dict(), fsdp.state_dict(), 1e-300);
 }
 
 TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
