@@ -46,12 +46,19 @@ std::vector<int64_t> FlatParameter::counts() const {
   return std::vector<int64_t>(group_->size(), shard_numel());
 }
 
-void FlatParameter::gather() {
-  if (gathered()) return;
+void FlatParameter::launch_gather() {
+  if (full_.defined()) return;  // gathered, or gathering
   NoGradGuard no_grad;
   full_ = empty({padded_}, TensorOptions(dtype_).device(device_));
   const Tensor mine = shard_.data().to(dtype_).contiguous();
-  group_->all_gather(mine, full_, counts())->wait();
+  gather_work_ = group_->all_gather(mine, full_, counts());
+}
+
+void FlatParameter::gather() {
+  if (gathered()) return;
+  launch_gather();
+  gather_work_->wait();
+  gather_work_ = nullptr;
   for (size_t i = 0; i < params_.size(); ++i) {
     const zero::Range& r = layout_.ranges[i];
     params_[i].second.set_data(full_.narrow(0, r.begin, r.size()).view(shapes_[i]));
@@ -59,7 +66,11 @@ void FlatParameter::gather() {
 }
 
 void FlatParameter::reshard() {
-  if (!gathered()) return;
+  if (!full_.defined()) return;
+  if (gather_work_ != nullptr) {
+    gather_work_->wait();
+    gather_work_ = nullptr;
+  }
   // The parameters' views are the only other owners of the buffer's storage: once they point
   // elsewhere, dropping full_ returns the memory to the allocator.
   const Tensor nothing = empty({0}, TensorOptions(dtype_).device(device_));

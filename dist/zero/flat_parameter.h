@@ -18,6 +18,9 @@
 //              each parameter set_data()s to its view of it      padded elements held
 //   reshard(): parameters point to empty tensors, the buffer is freed
 //
+// launch_gather() starts the all-gather without waiting (a prefetch: the communication thread
+// fills the buffer while the previous unit computes); gather() then only waits.
+//
 // Autograd nodes save the parameter Variables, not their tensors, so a backward that runs after
 // a re-gather reads the re-gathered values.
 //
@@ -53,11 +56,18 @@ class FlatParameter {
   FlatParameter& operator=(const FlatParameter&) = delete;
 
   // Collective: all-gathers the full flat buffer and points every parameter at its view.
-  // A no-op when already gathered.
+  // A no-op when already gathered; finishes a gather launch_gather() started.
   void gather();
-  // Frees the full buffer; parameters point to empty tensors. A no-op when already sharded.
+  // Collective, asynchronous: starts the all-gather (a prefetch); gather() finishes it. A no-op
+  // when gathered or gathering.
+  void launch_gather();
+  // Frees the full buffer; parameters point to empty tensors. A no-op when already sharded;
+  // waits for a gather in flight first (the communication thread is writing the buffer).
   void reshard();
-  bool gathered() const { return full_.defined(); }
+  // The parameters hold their full values.
+  bool gathered() const { return full_.defined() && gather_work_ == nullptr; }
+  // A launched gather has not been finished by gather() yet.
+  bool gathering() const { return gather_work_ != nullptr; }
   // While gathered: copies this rank's part of the (changed) full values back into the shard,
   // after a state dict was loaded into the parameters.
   void update_shard_from_gathered();
@@ -96,7 +106,8 @@ class FlatParameter {
   DType dtype_ = kF32;  // the parameters' dtype: gathers and gradient reductions use it
   Device device_;
   Variable shard_;      // f32 master (f64 for f64 parameters); .grad() its averaged gradient
-  Tensor full_;         // the gathered flat buffer, while gathered
+  Tensor full_;         // the gathered flat buffer, while gathering or gathered
+  std::shared_ptr<Work> gather_work_;  // the all-gather in flight, if any
 
   std::vector<bool> ready_;
   size_t ready_count_ = 0;

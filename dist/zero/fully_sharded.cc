@@ -14,11 +14,14 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
                                                    std::shared_ptr<ProcessGroup> group,
                                                    const FullyShardedOptions& options)
     : model_(std::move(model)), group_(std::move(group)),
-      reshard_after_forward_(options.reshard_after_forward()) {
+      reshard_after_forward_(options.reshard_after_forward()),
+      prefetch_limit_(options.prefetch_limit()) {
   TS_CHECK(model_ != nullptr, "FullyShardedDataParallel: model is null");
   TS_CHECK(group_ != nullptr, "FullyShardedDataParallel: group is null");
   TS_CHECK(options.min_num_params() >= 1, "FullyShardedDataParallel: min_num_params must be at "
            "least 1, got ", options.min_num_params());
+  TS_CHECK(prefetch_limit_ >= 0, "FullyShardedDataParallel: prefetch_limit must be >= 0, got ",
+           prefetch_limit_);
   TS_CHECK(!model_->parameters().empty(), "FullyShardedDataParallel: the model has no parameters");
   claim_ = GradReductionClaim(model_->parameters(), "FullyShardedDataParallel");
   // Every rank starts from rank 0's model, whatever each built.
@@ -100,6 +103,16 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
     unit_children_.push_back(root_children);
     unit_params.push_back(std::move(root));
   }
+  for (size_t u = 0; u < unit_children_.size(); ++u) {
+    forward_order_.push_back(u);
+    backward_order_.push_back(u);
+  }
+  std::stable_sort(forward_order_.begin(), forward_order_.end(), [&](size_t a, size_t b) {
+    return unit_children_[a].front() < unit_children_[b].front();
+  });
+  std::stable_sort(backward_order_.begin(), backward_order_.end(), [&](size_t a, size_t b) {
+    return unit_children_[a].back() > unit_children_[b].back();
+  });
   for (size_t u = 0; u < unit_params.size(); ++u) {
     const bool is_root = has_root && u + 1 == unit_params.size();
     units_.push_back(std::make_unique<FlatParameter>(
@@ -120,7 +133,10 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   Variable h = x;
   for (size_t c = 0; c < model_->size(); ++c) {
     const int u = unit_of_child_[c];
-    if (u >= 0) units_[u]->gather();  // a no-op while the unit is still gathered
+    if (u >= 0) {
+      units_[u]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
+      if (c == unit_children_[u].front()) prefetch(forward_order_, static_cast<size_t>(u));
+    }
     h = (*model_)[c]->forward(h);
     if (u < 0 || c != unit_children_[u].back()) continue;
     // The unit's last child has run. When the gradient w.r.t. its output arrives, the unit's
@@ -140,9 +156,19 @@ void FullyShardedDataParallel::start_backward() {
   queue_callback([this] { finish_backward(); });
 }
 
+void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t unit) {
+  // Every rank runs the same units in the same order, so these gathers are issued identically
+  // everywhere; a unit already gathered (or gathering) is skipped, on every rank alike.
+  const size_t at = std::find(order.begin(), order.end(), unit) - order.begin();
+  for (size_t k = 1; k <= static_cast<size_t>(prefetch_limit_) && at + k < order.size(); ++k) {
+    units_[order[at + k]]->launch_gather();
+  }
+}
+
 void FullyShardedDataParallel::on_pre_backward(size_t unit) {
   start_backward();
   units_[unit]->gather();
+  prefetch(backward_order_, unit);
 }
 
 void FullyShardedDataParallel::on_grad_ready(size_t unit, size_t index) {

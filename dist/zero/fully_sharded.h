@@ -26,8 +26,13 @@
 // Every rank must run the same units in the same order (the collectives pair up across ranks),
 // which a data-parallel replica does. At most one unit's gathered parameters are held at a time
 // in forward (plus the root's while it is running, if its children are spread out), and in
-// backward one unit gathered plus one unit's gradient buffer in flight. No prefetching: each
-// gather is waited for at once.
+// backward one unit gathered plus one unit's gradient buffer in flight. With prefetch_limit(k)
+// the next k units' all-gathers (in forward order, or in backward order from the pre-backward
+// hook) are launched when a unit starts, so communication overlaps computation and at most
+// 1 + k units are gathered at once:
+//
+//   comm:     [gather u0][gather u1]     [gather u2]
+//   compute:             [ u0 forward ][ u1 forward ][ u2 forward ]
 //
 // Buffers (BatchNorm statistics) are not sharded: rank 0's are broadcast at construction and
 // each rank updates its own afterwards, as with ZeRO-1/2.
@@ -60,15 +65,22 @@ class FullyShardedOptions {
   // Free a unit's gathered parameters after its forward (true, ZeRO-3) or keep them until the
   // end of backward (false: one all-gather per step fewer, memory of ZeRO-2 for parameters).
   FullyShardedOptions& reshard_after_forward(bool r) { reshard_after_forward_ = r; return *this; }
+  // Prefetching with a limit on gathers in flight (FSDP's forward/backward prefetch with
+  // limit_all_gathers): when a unit starts its forward (or its backward), the all-gathers of up
+  // to this many units that run next in that order are launched, so at most 1 + limit units
+  // are gathered at once. 0 (the default): no prefetch, one unit gathered at a time.
+  FullyShardedOptions& prefetch_limit(int n) { prefetch_limit_ = n; return *this; }
 
   const std::vector<size_t>& units() const { return units_; }
   int64_t min_num_params() const { return min_num_params_; }
   bool reshard_after_forward() const { return reshard_after_forward_; }
+  int prefetch_limit() const { return prefetch_limit_; }
 
  private:
   std::vector<size_t> units_;
   int64_t min_num_params_ = 1;
   bool reshard_after_forward_ = true;
+  int prefetch_limit_ = 0;
 };
 
 class FullyShardedDataParallel {
@@ -106,6 +118,7 @@ class FullyShardedDataParallel {
 
  private:
   void build_units(const FullyShardedOptions& options);
+  void prefetch(const std::vector<size_t>& order, size_t unit);
   void on_pre_backward(size_t unit);
   void on_grad_ready(size_t unit, size_t index);
   void start_backward();
@@ -114,10 +127,13 @@ class FullyShardedDataParallel {
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<ProcessGroup> group_;
   bool reshard_after_forward_ = true;
+  int prefetch_limit_ = 0;
   GradReductionClaim claim_;
   std::vector<std::unique_ptr<FlatParameter>> units_;
   std::vector<std::vector<size_t>> unit_children_;
   std::vector<int> unit_of_child_;  // -1: a child without parameters
+  std::vector<size_t> forward_order_;   // units by their first child
+  std::vector<size_t> backward_order_;  // units by their last child, last first
   std::vector<std::vector<int>> hook_handles_;  // per unit, per parameter
   std::vector<bool> reduced_;                   // per unit, in the current backward
   int pending_ = -1;  // the unit whose reduce-scatter is in flight during backward

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "autograd/functions.h"
@@ -73,13 +74,14 @@ void expect_equal_states(const StateDict& a, const StateDict& b, double toleranc
 }
 
 // `micro` backward calls per step, 5 steps; returns after comparing with DDP.
-void fsdp_matches_ddp(const MakeOpt& make, int micro) {
+void fsdp_matches_ddp(const MakeOpt& make, int micro,
+                      const FullyShardedOptions& fsdp_options = options()) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
   auto ddp_model = mlp();
   DistributedDataParallel ddp(ddp_model, world);
   auto ddp_opt = make(ddp_model->parameters());
-  FullyShardedDataParallel fsdp(mlp(), world, options());
+  FullyShardedDataParallel fsdp(mlp(), world, fsdp_options);
   auto fsdp_opt = make(fsdp.shard_parameters());
   for (int step = 0; step < 5; ++step) {
     ddp_opt->zero_grad();
@@ -231,6 +233,46 @@ TEST(FullyShardedMemory, ForwardHoldsOneUnitGatheredAtATime) {
   for (const auto& u : fsdp.units()) EXPECT_FALSE(u->gathered()) << u->name();
   cross_entropy(keep, y).backward();
   for (const auto& u : fsdp.units()) EXPECT_FALSE(u->gathered()) << u->name();
+}
+
+TEST(FullyShardedPrefetch, EqualsDdpAndGathersAtMostOnePlusLimitUnits) {
+  const FullyShardedOptions prefetching = options().prefetch_limit(1);
+  fsdp_matches_ddp(sgd(), 2, prefetching);
+  fsdp_matches_ddp(adam(), 1, prefetching);
+
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  const auto [x, y] = rank_batch(0, N, r);
+  auto plain = mlp();
+  Variable keep;
+  const int64_t activations = forward_peak([&] { keep = plain->forward(Variable(x)); });
+  keep = Variable();
+  for (int limit : {1, 2}) {
+    FullyShardedDataParallel fsdp(mlp(), world, options().prefetch_limit(limit));
+    std::vector<int64_t> bytes;
+    for (const auto& u : fsdp.units()) bytes.push_back(8 * u->padded_numel());
+    std::sort(bytes.rbegin(), bytes.rend());
+    int64_t bound = 0;  // the 1 + limit largest units
+    for (int k = 0; k <= limit && k < static_cast<int>(bytes.size()); ++k) bound += bytes[k];
+    world->ledger().reset();
+    const int64_t peak = forward_peak([&] { keep = fsdp.forward(Variable(x)); });
+    if (r == 0) {
+      std::printf("ZeRO-3 forward peak with prefetch_limit %d on rank 0: measured %lld; "
+                  "%d largest units %lld + activations %lld = %lld\n", limit,
+                  static_cast<long long>(peak), limit + 1, static_cast<long long>(bound),
+                  static_cast<long long>(activations), static_cast<long long>(bound + activations));
+    }
+    // Units 0 and 1 (the two largest) are gathered together once unit 0 prefetches unit 1.
+    EXPECT_GE(peak, bytes[0] + bytes[1]);
+    EXPECT_LE(peak, bound + activations);
+    cross_entropy(keep, y).backward();
+    keep = Variable();
+    for (const auto& u : fsdp.units()) EXPECT_FALSE(u->gathered() || u->gathering()) << u->name();
+    // Prefetching moves gathers earlier, never adds any.
+    int64_t shards = 0;
+    for (const auto& u : fsdp.units()) shards += u->shard_numel();
+    EXPECT_EQ(world->ledger().total_bytes(), 3 * (N - 1) * shards * 8);
+  }
 }
 
 TEST(FullyShardedMemory, GradientsAreShardedAfterBackward) {
