@@ -1,6 +1,7 @@
 #include "dist/zero/fully_sharded.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
@@ -203,6 +204,28 @@ void FullyShardedDataParallel::finish_backward() {
   reduced_.assign(units_.size(), false);
   pending_ = -1;
   in_backward_ = false;
+}
+
+double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
+  TS_CHECK(max_norm >= 0, "FullyShardedDataParallel::clip_grad_norm: max_norm must be >= 0, got ",
+           max_norm);
+  NoGradGuard no_grad;
+  double local = 0;
+  for (const auto& unit : units_) {
+    const Tensor& g = unit->shard().grad();
+    if (g.defined()) local += sum(square(g.to(kF64))).item();
+  }
+  Tensor squares = scalar_tensor(local, kF64);
+  group_->all_reduce(squares, ReduceOp::kSum)->wait();
+  const double norm = std::sqrt(squares.item());
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1) {
+    for (const auto& unit : units_) {
+      Tensor g = unit->shard().grad();
+      if (g.defined()) mul_(g, coef);
+    }
+  }
+  return norm;
 }
 
 StateDict FullyShardedDataParallel::state_dict() {

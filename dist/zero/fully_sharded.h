@@ -104,6 +104,11 @@ class FullyShardedDataParallel {
   // After backward, each one's grad() is this rank's part of the averaged gradient.
   std::vector<Variable> shard_parameters() const;
 
+  // Collective. Scales the shards' gradients so that the global 2-norm of the averaged
+  // gradient is at most max_norm (the squared norms of the shards are summed across the group;
+  // padding holds zeros); returns the norm before clipping. Call after backward, before step().
+  double clip_grad_norm(double max_norm);
+
   // Collective. The full model's parameters and buffers under the model's own names (copies),
   // so a checkpoint loads into the unwrapped model.
   StateDict state_dict();

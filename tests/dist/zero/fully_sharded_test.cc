@@ -18,6 +18,7 @@
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
@@ -154,6 +155,30 @@ TEST(FullySharded, StartsFromRankZerosModel) {
   broadcast_module_states(*reference, *world, 0);
   FullyShardedDataParallel fsdp(own(), world, options());
   expect_equal_states(reference->state_dict(), fsdp.state_dict(), 1e-300);
+}
+
+TEST(FullySharded, ClipGradNormEqualsClippingDdpsAveragedGradients) {
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto ddp_model = mlp();
+  DistributedDataParallel ddp(ddp_model, world);
+  auto ddp_opt = sgd()(ddp_model->parameters());
+  FullyShardedDataParallel fsdp(mlp(), world, options());
+  auto fsdp_opt = sgd()(fsdp.shard_parameters());
+  for (int step = 0; step < 3; ++step) {
+    const auto [x, y] = rank_batch(step, N, r);
+    ddp_opt->zero_grad();
+    fsdp_opt->zero_grad();
+    cross_entropy(ddp.forward(Variable(x)), y).backward();
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    const double full = optim::clip_grad_norm(ddp_model->parameters(), 0.05);
+    const double sharded = fsdp.clip_grad_norm(0.05);
+    EXPECT_NEAR(sharded, full, 1e-9 * full);
+    EXPECT_GT(full, 0.05);  // so the clipping did scale the gradients
+    ddp_opt->step();
+    fsdp_opt->step();
+  }
+  expect_equal_states(ddp_model->state_dict(), fsdp.state_dict(), 1e-6);
 }
 
 TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
