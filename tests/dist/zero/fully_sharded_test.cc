@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "autograd/autocast.h"
 #include "autograd/functions.h"
+#include "dist/amp.h"
 #include "dist/ddp.h"
 #include "dist/environment.h"
 #include "dist/module_sync.h"
@@ -19,6 +21,7 @@
 #include "nn/linear.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
+#include "optim/grad_scaler.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
@@ -179,6 +182,48 @@ TEST(FullySharded, ClipGradNormEqualsClippingDdpsAveragedGradients) {
     fsdp_opt->step();
   }
   expect_equal_states(ddp_model->state_dict(), fsdp.state_dict(), 1e-6);
+}
+
+TEST(FullyShardedAmp, GradScalerStepsTheShardsAndEveryRankSkipsAnOverflowTogether) {
+  // f32 parameters under f16 autocast; the scaler reads optimizer.gradient_variables(), the
+  // shards, and reduces found_inf across the group, so an inf in one rank's shard gradient makes
+  // every rank skip.
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto model = mlp();
+  model->to(kF32);
+  FullyShardedDataParallel fsdp(model, world, options());
+  optim::Adam opt(fsdp.shard_parameters(), optim::AdamOptions(1e-2));
+  optim::GradScaler scaler(optim::GradScalerOptions().init_scale(1024),
+                           found_inf_all_reduce(world));
+  for (int step = 0; step < 4; ++step) {
+    const auto [x, y] = rank_batch(step, N, r);
+    opt.zero_grad();
+    Variable loss;
+    {
+      AutocastGuard autocast(kF16);
+      loss = cross_entropy(fsdp.forward(Variable(x.to(kF32))), y);
+    }
+    scaler.scale(loss).backward();
+    std::vector<Tensor> before;
+    for (const Variable& s : fsdp.shard_parameters()) before.push_back(s.data().clone());
+    const bool poisoned = step == 2;
+    if (poisoned && r == N - 1) Tensor(opt.gradient_variables()[0].grad()).fill_(1.0 / 0.0);
+    EXPECT_EQ(scaler.step(opt), !poisoned) << "step " << step;
+    scaler.update();
+    bool unchanged = true;
+    for (size_t i = 0; i < before.size(); ++i) {
+      unchanged = unchanged && allclose(before[i], fsdp.shard_parameters()[i].data(), 0, 0);
+    }
+    EXPECT_EQ(unchanged, poisoned) << "step " << step;
+  }
+  EXPECT_EQ(scaler.get_scale(), 512.0);
+  // Every rank holds the same full model.
+  for (const auto& [name, t] : fsdp.state_dict()) {
+    Tensor root = t.clone();
+    world->broadcast(root, 0)->wait();
+    EXPECT_TRUE(allclose(root, t, 0, 0)) << name;
+  }
 }
 
 TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
