@@ -226,6 +226,40 @@ TEST(FullyShardedAmp, GradScalerStepsTheShardsAndEveryRankSkipsAnOverflowTogethe
   }
 }
 
+TEST(FullyShardedAmp, HalfParametersGatherInHalfAndStepAnF32MasterShard) {
+  // f16 parameters: gathered and reduced in f16, stepped as an f32 shard; DDP's optimizer keeps
+  // an f32 master of each f16 parameter. Same arithmetic up to f16 rounding of the reductions
+  // (measured: at most 1 ulp of f16, 6.1e-5, on 2 and 4 ranks).
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto half_mlp = [] {
+    auto m = mlp();
+    m->to(kF16);
+    return m;
+  };
+  auto ddp_model = half_mlp();
+  DistributedDataParallel ddp(ddp_model, world);
+  optim::SGD ddp_opt(ddp_model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  FullyShardedDataParallel fsdp(half_mlp(), world, options());
+  optim::SGD fsdp_opt(fsdp.shard_parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  for (const Variable& s : fsdp.shard_parameters()) EXPECT_EQ(s.dtype(), kF32);
+  for (int step = 0; step < 3; ++step) {
+    const auto [x, y] = rank_batch(step, N, r);
+    ddp_opt.zero_grad();
+    fsdp_opt.zero_grad();
+    cross_entropy(ddp.forward(Variable(x.to(kF16))), y).backward();
+    cross_entropy(fsdp.forward(Variable(x.to(kF16))), y).backward();
+    ddp_opt.step();
+    fsdp_opt.step();
+  }
+  const StateDict full = fsdp.state_dict();
+  for (const auto& [name, t] : ddp_model->state_dict()) {
+    ASSERT_TRUE(full.contains(name)) << name;
+    EXPECT_EQ(full.at(name).dtype(), kF16) << name;
+    EXPECT_LT(max_abs_diff(full.at(name).to(kF32), t.to(kF32)), 5e-4) << name;
+  }
+}
+
 TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
   auto world = dist::world();
   const int N = world->size();
