@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
@@ -376,6 +377,61 @@ TEST(FullyShardedPrefetch, EqualsDdpAndGathersAtMostOnePlusLimitUnits) {
     int64_t shards = 0;
     for (const auto& u : fsdp.units()) shards += u->shard_numel();
     EXPECT_EQ(world->ledger().total_bytes(), 3 * (N - 1) * shards * 8);
+  }
+}
+
+// A parameter-free layer between two units that reports, in forward and when its gradient
+// arrives in backward, which units hold their full parameters.
+struct Probe : nn::Module {
+  std::function<void()> on_forward, on_backward;
+  Variable forward(const Variable& x) override {
+    on_forward();
+    Variable y = x * 1.0;
+    y.register_hook([this](Tensor&) { on_backward(); });
+    return y;
+  }
+};
+
+TEST(FullyShardedMemory, BetweenUnitsOnlyThePrefetchedUnitIsGathered) {
+  // Sequential: unit0 (Linear) ReLU Probe unit1 (Linear) ReLU root (Linear). At the probe,
+  // forward: unit0 has been resharded, unit1 not gathered yet (or being prefetched); backward:
+  // unit1 has been reduced and resharded, unit0 not re-gathered yet (or being prefetched from
+  // unit1's pre-backward hook).
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  const auto [x, y] = rank_batch(0, N, r);
+  for (int limit : {0, 1}) {
+    auto m = mlp();
+    auto probe = std::make_shared<Probe>();
+    auto with_probe = std::make_shared<nn::Sequential>();
+    with_probe->push_back("0", (*m)[0]);
+    with_probe->push_back("1", (*m)[1]);
+    with_probe->push_back("probe", probe);
+    with_probe->push_back("2", (*m)[2]);
+    with_probe->push_back("3", (*m)[3]);
+    with_probe->push_back("4", (*m)[4]);
+    FullyShardedDataParallel fsdp(with_probe, world, options().prefetch_limit(limit));
+    ASSERT_EQ(fsdp.units().size(), 3u);
+    const FlatParameter &u0 = *fsdp.units()[0], &u1 = *fsdp.units()[1], &root = *fsdp.units()[2];
+    int forwards = 0, backwards = 0;
+    probe->on_forward = [&] {
+      ++forwards;
+      EXPECT_FALSE(u0.gathered() || u0.gathering()) << "limit " << limit;
+      EXPECT_FALSE(u1.gathered()) << "limit " << limit;
+      EXPECT_EQ(u1.gathering(), limit > 0) << "limit " << limit;
+      EXPECT_FALSE(root.gathered() || root.gathering()) << "limit " << limit;
+    };
+    probe->on_backward = [&] {
+      ++backwards;
+      EXPECT_FALSE(u1.gathered() || u1.gathering()) << "limit " << limit;
+      EXPECT_TRUE(u1.reduce_scatter_pending()) << "limit " << limit;
+      EXPECT_FALSE(u0.gathered()) << "limit " << limit;
+      EXPECT_EQ(u0.gathering(), limit > 0) << "limit " << limit;
+      EXPECT_FALSE(root.gathered() || root.gathering()) << "limit " << limit;
+    };
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    EXPECT_EQ(forwards, 1);
+    EXPECT_EQ(backwards, 1);
   }
 }
 
