@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
@@ -493,6 +494,43 @@ TEST(FullyShardedCommunication, SendsOneAndAHalfTimesDdpsBytes) {
   EXPECT_NEAR(static_cast<double>(fsdp_bytes) / ddp_bytes, 1.5, 0.01);
 }
 
+TEST(FullyShardedCommunication, WithoutReshardAfterForwardSendsDdpsBytes) {
+  // Units stay gathered from their forward to the end of backward: no backward all-gather, so
+  // 2 (N-1) S per unit, DDP's volume; still equal to DDP.
+  fsdp_matches_ddp(sgd(), 2, options().reshard_after_forward(false));
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  const auto [x, y] = rank_batch(0, N, r);
+  FullyShardedDataParallel fsdp(mlp(), world, options().reshard_after_forward(false));
+  world->ledger().reset();
+  Variable loss = cross_entropy(fsdp.forward(Variable(x)), y);
+  for (const auto& u : fsdp.units()) EXPECT_TRUE(u->gathered()) << u->name();
+  loss.backward();
+  for (const auto& u : fsdp.units()) EXPECT_FALSE(u->gathered()) << u->name();
+  int64_t shards = 0;
+  for (const auto& u : fsdp.units()) shards += u->shard_numel();
+  EXPECT_EQ(world->ledger().total_bytes(), 2 * (N - 1) * shards * 8);
+  EXPECT_EQ(world->ledger().entry(CollectiveKind::kAllGather).calls, 3);
+}
+
+TEST(FullyShardedOptionsTest, BadOptionsAreErrorsNamingTheValue) {
+  auto world = dist::world();
+  auto message = [&](const FullyShardedOptions& o) {
+    try {
+      FullyShardedDataParallel fsdp(mlp(), world, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(FullyShardedOptions().units({7})).find("child 7 out of range"),
+            std::string::npos);
+  EXPECT_NE(message(FullyShardedOptions().units({1})).find("child 1 (ReLU) has no parameters"),
+            std::string::npos);
+  EXPECT_NE(message(FullyShardedOptions().prefetch_limit(-1)).find("got -1"), std::string::npos);
+  EXPECT_NE(message(FullyShardedOptions().min_num_params(0)).find("got 0"), std::string::npos);
+}
+
 TEST(FullyShardedStateDict, EqualsDdpModelsAndLoadsIntoTheUnwrappedModel) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
@@ -530,6 +568,15 @@ TEST(FullyShardedAndDdp, OnTheSameParametersIsAnError) {
   {
     DistributedDataParallel ddp(model, world);
     EXPECT_THROW(FullyShardedDataParallel(model, world, options()), Error);
+  }
+  // Once the DDP wrapper is gone its claim is released; now FSDP holds it.
+  FullyShardedDataParallel fsdp(model, world, options());
+  try {
+    DistributedDataParallel ddp(model, world);
+    ADD_FAILURE() << "DDP on parameters FSDP reduces";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FullyShardedDataParallel"), std::string::npos)
+        << e.what();
   }
 }
 
