@@ -87,7 +87,8 @@ class FullyShardedDataParallel {
  public:
   // Collective. Checks that every rank holds the same parameter names and shapes, takes rank
   // 0's parameters and buffers, and shards every unit: afterwards the model's parameters are
-  // empty outside forward and backward.
+  // empty outside forward and backward, and stay empty when the wrapper is destroyed (keep
+  // state_dict() to load into an unwrapped model).
   FullyShardedDataParallel(std::shared_ptr<nn::Sequential> model,
                            std::shared_ptr<ProcessGroup> group,
                            const FullyShardedOptions& options = FullyShardedOptions());

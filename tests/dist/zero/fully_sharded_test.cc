@@ -20,6 +20,7 @@
 #include "dist/environment.h"
 #include "dist/module_sync.h"
 #include "nn/activation.h"
+#include "models/resnet.h"
 #include "nn/linear.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
@@ -145,6 +146,42 @@ TEST(FullySharded, AUnitWithAnUnusedParameterEqualsDdp) {
     fsdp_opt->step();
   }
   expect_equal_states(ddp_model->state_dict(), fsdp.state_dict(), 1e-6);
+}
+
+TEST(FullySharded, ResNet20WithEveryBlockAUnitEqualsDdp) {
+  // Stem, nine BasicBlocks and head, each a unit (BatchNorm weights inside the units; the
+  // running statistics are buffers, not sharded). In training BatchNorm normalizes with the
+  // batch's statistics, so the parameters match DDP's whatever each rank's running statistics.
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto resnet = [] {
+    manual_seed(3);
+    auto m = models::ResNet20(1, 10);
+    m->to(kF64);
+    return m;
+  };
+  auto ddp_model = resnet();
+  DistributedDataParallel ddp(ddp_model, world);
+  auto ddp_opt = sgd()(ddp_model->parameters());
+  FullyShardedDataParallel fsdp(resnet(), world);
+  EXPECT_EQ(fsdp.units().size(), 11u);
+  auto fsdp_opt = sgd()(fsdp.shard_parameters());
+  for (int step = 0; step < 3; ++step) {
+    Generator g(900 + step);
+    const Tensor x = randn({2 * N, 1, 12, 12}, kF64, &g).narrow(0, 2 * r, 2);
+    const Tensor y = arange(2 * N, kI64).narrow(0, 2 * r, 2);
+    ddp_opt->zero_grad();
+    fsdp_opt->zero_grad();
+    cross_entropy(ddp.forward(Variable(x)), y).backward();
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    ddp_opt->step();
+    fsdp_opt->step();
+  }
+  const StateDict full = fsdp.state_dict();
+  for (const auto& [name, p] : ddp_model->named_parameters()) {
+    ASSERT_TRUE(full.contains(name)) << name;
+    EXPECT_LT(max_abs_diff(full.at(name), p.data()), 1e-6) << name;
+  }
 }
 
 TEST(FullySharded, StartsFromRankZerosModel) {
