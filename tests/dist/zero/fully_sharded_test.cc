@@ -1,9 +1,12 @@
 // ZeRO-3 (FullyShardedDataParallel) against DDP: equal parameters after 5 steps of SGD with
-// momentum and of Adam (1e-6, f64), with gradient accumulation over two backward calls and a
-// unit whose flat size is not divisible by N (its last shard holds padding); the memory measured
-// by the allocator (shards after construction ~ psi / N, one unit gathered at a time in forward);
-// the communication volume from the byte ledger (1.5x DDP's); the full state dict equal to the
-// DDP model's and loadable into the unwrapped model; and the claim error with DDP.
+// momentum and of Adam (1e-6, f64), with gradient accumulation over two backward calls, a unit
+// whose flat size is not divisible by N (its last shard holds padding), an unused parameter,
+// prefetching, reshard_after_forward(false), clipping, ResNet-20 and f16 parameters; GradScaler
+// over the shards; the memory measured by the allocator (shards after construction ~ psi / N,
+// model state (8+8+K) psi / N, one unit gathered at a time in forward, 1 + prefetch_limit with
+// prefetch, which units are gathered between two units in forward and backward); the
+// communication volume from the byte ledger (1.5x DDP's); the full state dict equal to the DDP
+// model's and loadable into the unwrapped model; the claim error with DDP.
 #include "dist/zero/fully_sharded.h"
 
 #include <gtest/gtest.h>
