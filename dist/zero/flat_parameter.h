@@ -82,8 +82,6 @@ class FlatParameter {
   // is in flight.
   void finish_reduce_scatter();
   bool reduce_scatter_pending() const { return work_ != nullptr; }
-  // A gradient has been received (or reduced) in the current backward.
-  bool touched() const { return ready_count_ > 0 || grad_flat_.defined(); }
 
   // This rank's shard of the flat parameter: the Variable the optimizer steps.
   const Variable& shard() const { return shard_; }
