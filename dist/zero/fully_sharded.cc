@@ -1,0 +1,251 @@
+#include "dist/zero/fully_sharded.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "autograd/grad_mode.h"
+#include "dist/module_sync.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace dist {
+
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequential> model,
+                                                   std::shared_ptr<ProcessGroup> group,
+                                                   const FullyShardedOptions& options)
+    : model_(std::move(model)), group_(std::move(group)),
+      reshard_after_forward_(options.reshard_after_forward()),
+      prefetch_limit_(options.prefetch_limit()) {
+  TS_CHECK(model_ != nullptr, "FullyShardedDataParallel: model is null");
+  TS_CHECK(group_ != nullptr, "FullyShardedDataParallel: group is null");
+  TS_CHECK(options.min_num_params() >= 1, "FullyShardedDataParallel: min_num_params must be at "
+           "least 1, got ", options.min_num_params());
+  TS_CHECK(prefetch_limit_ >= 0, "FullyShardedDataParallel: prefetch_limit must be >= 0, got ",
+           prefetch_limit_);
+  TS_CHECK(!model_->parameters().empty(), "FullyShardedDataParallel: the model has no parameters");
+  claim_ = GradReductionClaim(model_->parameters(), "FullyShardedDataParallel");
+  // Every rank starts from rank 0's model, whatever each built.
+  verify_same_parameters(*model_, *group_);
+  broadcast_module_states(*model_, *group_, 0, /*buffers=*/true);
+  build_units(options);
+  reduced_.assign(units_.size(), false);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    hook_handles_.emplace_back();
+    const auto& params = units_[u]->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      hook_handles_[u].push_back(params[i].second.register_grad_ready_hook(
+          [this, u, i](Variable&) { on_grad_ready(u, i); }));
+    }
+  }
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const auto& params = units_[u]->params();
+    for (size_t i = 0; i < params.size(); ++i) params[i].second.remove_hook(hook_handles_[u][i]);
+  }
+}
+
+void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
+  const size_t n = model_->size();
+  std::vector<bool> is_unit(n, false);
+  if (!options.units().empty()) {
+    for (size_t c : options.units()) {
+      TS_CHECK(c < n, "FullyShardedDataParallel: unit child ", c, " out of range for a "
+               "Sequential of ", n, " children");
+      TS_CHECK(!is_unit[c], "FullyShardedDataParallel: child ", c, " listed twice as a unit");
+      TS_CHECK((*model_)[c]->num_parameters() > 0, "FullyShardedDataParallel: child ", c, " (",
+               (*model_)[c]->type_name(), ") has no parameters and cannot be a unit");
+      is_unit[c] = true;
+    }
+  } else {
+    for (size_t c = 0; c < n; ++c) {
+      is_unit[c] = (*model_)[c]->num_parameters() >= options.min_num_params();
+    }
+  }
+  // Parameters in the model's registration order; a parameter shared by two children is
+  // listed once, under its first child, and cannot be split between units.
+  std::vector<const VariableImpl*> seen;
+  auto child_params = [&](size_t c) {
+    std::vector<std::pair<std::string, Variable>> out;
+    for (auto& [name, p] : (*model_)[c]->named_parameters()) {
+      if (std::find(seen.begin(), seen.end(), p.impl()) != seen.end()) {
+        TS_FAIL("FullyShardedDataParallel: parameter ", model_->name_at(c), ".", name,
+                " is shared with an earlier child; shared parameters must stay in one child");
+      }
+      seen.push_back(p.impl());
+      out.emplace_back(model_->name_at(c) + "." + name, p);
+    }
+    return out;
+  };
+  unit_of_child_.assign(n, -1);
+  std::vector<std::pair<std::string, Variable>> root;
+  std::vector<size_t> root_children;
+  std::vector<std::vector<std::pair<std::string, Variable>>> unit_params;
+  for (size_t c = 0; c < n; ++c) {
+    auto params = child_params(c);
+    if (params.empty()) continue;
+    if (is_unit[c]) {
+      unit_of_child_[c] = static_cast<int>(unit_children_.size());
+      unit_children_.push_back({c});
+      unit_params.push_back(std::move(params));
+    } else {
+      root_children.push_back(c);
+      for (auto& p : params) root.push_back(std::move(p));
+    }
+  }
+  TS_CHECK(model_->parameters().size() == seen.size(), "FullyShardedDataParallel: the model has ",
+           model_->parameters().size(), " parameters but its children hold ", seen.size(),
+           "; parameters registered on the Sequential itself are not supported");
+  const bool has_root = !root.empty();
+  if (has_root) {
+    for (size_t c : root_children) unit_of_child_[c] = static_cast<int>(unit_children_.size());
+    unit_children_.push_back(root_children);
+    unit_params.push_back(std::move(root));
+  }
+  for (size_t u = 0; u < unit_children_.size(); ++u) {
+    forward_order_.push_back(u);
+    backward_order_.push_back(u);
+  }
+  std::stable_sort(forward_order_.begin(), forward_order_.end(), [&](size_t a, size_t b) {
+    return unit_children_[a].front() < unit_children_[b].front();
+  });
+  std::stable_sort(backward_order_.begin(), backward_order_.end(), [&](size_t a, size_t b) {
+    return unit_children_[a].back() > unit_children_[b].back();
+  });
+  for (size_t u = 0; u < unit_params.size(); ++u) {
+    const bool is_root = has_root && u + 1 == unit_params.size();
+    units_.push_back(std::make_unique<FlatParameter>(
+        std::move(unit_params[u]), group_,
+        is_root ? std::string("root") : "unit" + std::to_string(u)));
+  }
+}
+
+std::vector<Variable> FullyShardedDataParallel::shard_parameters() const {
+  std::vector<Variable> shards;
+  for (const auto& unit : units_) shards.push_back(unit->shard());
+  return shards;
+}
+
+Variable FullyShardedDataParallel::forward(const Variable& x) {
+  TS_CHECK(!in_backward_, "FullyShardedDataParallel::forward: called while a backward is running");
+  const bool recording = GradMode::is_enabled();
+  Variable h = x;
+  for (size_t c = 0; c < model_->size(); ++c) {
+    const int u = unit_of_child_[c];
+    if (u >= 0) {
+      units_[u]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
+      if (c == unit_children_[u].front()) prefetch(forward_order_, static_cast<size_t>(u));
+    }
+    h = (*model_)[c]->forward(h);
+    if (u < 0 || c != unit_children_[u].back()) continue;
+    // The unit's last child has run. When the gradient w.r.t. its output arrives, the unit's
+    // backward is next: re-gather first.
+    if (recording && h.requires_grad()) {
+      h.register_hook([this, u](Tensor&) { on_pre_backward(static_cast<size_t>(u)); });
+    }
+    if (reshard_after_forward_ || !recording) units_[u]->reshard();
+  }
+  return h;
+}
+
+void FullyShardedDataParallel::start_backward() {
+  if (in_backward_) return;
+  in_backward_ = true;
+  // Runs once the engine has walked the whole graph, after the last grad-ready hook.
+  queue_callback([this] { finish_backward(); });
+}
+
+void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t unit) {
+  // Every rank runs the same units in the same order, so these gathers are issued identically
+  // everywhere; a unit already gathered (or gathering) is skipped, on every rank alike.
+  const size_t at = std::find(order.begin(), order.end(), unit) - order.begin();
+  for (size_t k = 1; k <= static_cast<size_t>(prefetch_limit_) && at + k < order.size(); ++k) {
+    units_[order[at + k]]->launch_gather();
+  }
+}
+
+void FullyShardedDataParallel::on_pre_backward(size_t unit) {
+  start_backward();
+  units_[unit]->gather();
+  prefetch(backward_order_, unit);
+}
+
+void FullyShardedDataParallel::on_grad_ready(size_t unit, size_t index) {
+  start_backward();
+  if (!units_[unit]->grad_ready(index)) return;
+  // Every parameter of the unit has its gradient, so every node that reads the unit's
+  // parameters has run: reduce-scatter the gradients and free the full parameters. Units
+  // complete in the same order on every rank (the same graph), so the collectives pair up.
+  // The previous unit's reduce-scatter, issued earlier on the same communication thread, is
+  // done or nearly: finish it so at most two gradient buffers are alive.
+  if (pending_ >= 0) units_[pending_]->finish_reduce_scatter();
+  units_[unit]->launch_reduce_scatter();
+  reduced_[unit] = true;
+  pending_ = static_cast<int>(unit);
+  units_[unit]->reshard();
+}
+
+void FullyShardedDataParallel::finish_backward() {
+  NoGradGuard no_grad;
+  // Units whose parameters did not all receive a gradient (unused in this forward) are
+  // reduced now with zeros for the missing ones, in unit order on every rank.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (reduced_[u]) continue;
+    if (pending_ >= 0) units_[pending_]->finish_reduce_scatter();
+    units_[u]->launch_reduce_scatter();
+    pending_ = static_cast<int>(u);
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u]->finish_reduce_scatter();
+    units_[u]->reshard();
+  }
+  reduced_.assign(units_.size(), false);
+  pending_ = -1;
+  in_backward_ = false;
+}
+
+double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
+  TS_CHECK(max_norm >= 0, "FullyShardedDataParallel::clip_grad_norm: max_norm must be >= 0, got ",
+           max_norm);
+  NoGradGuard no_grad;
+  double local = 0;
+  for (const auto& unit : units_) {
+    const Tensor& g = unit->shard().grad();
+    if (g.defined()) local += sum(square(g.to(kF64))).item();
+  }
+  Tensor squares = scalar_tensor(local, kF64);
+  group_->all_reduce(squares, ReduceOp::kSum)->wait();
+  const double norm = std::sqrt(squares.item());
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1) {
+    for (const auto& unit : units_) {
+      Tensor g = unit->shard().grad();
+      if (g.defined()) mul_(g, coef);
+    }
+  }
+  return norm;
+}
+
+StateDict FullyShardedDataParallel::state_dict() {
+  TS_CHECK(!in_backward_, "FullyShardedDataParallel::state_dict: called during a backward");
+  StateDict out;
+  for (auto& unit : units_) unit->gather();
+  for (const auto& [name, t] : model_->state_dict()) out.set(name, t.clone());
+  for (auto& unit : units_) unit->reshard();
+  return out;
+}
+
+void FullyShardedDataParallel::load_state_dict(const StateDict& state) {
+  TS_CHECK(!in_backward_, "FullyShardedDataParallel::load_state_dict: called during a backward");
+  for (auto& unit : units_) unit->gather();
+  model_->load_state_dict(state);
+  for (auto& unit : units_) {
+    unit->update_shard_from_gathered();
+    unit->reshard();
+  }
+}
+
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,150 @@
+// FullyShardedDataParallel: ZeRO stage 3 (Rajbhandari et al. 2020; FairScale/PyTorch FSDP).
+// Parameters, gradients and optimizer state are all sharded: each rank holds ~1/N of each.
+//
+// The model is an nn::Sequential whose children are grouped into units. Each unit's parameters
+// become one FlatParameter (dist/zero/flat_parameter.h), sharded across the N ranks; the
+// parameters of children that are not units form the root unit. A unit is whole only while it
+// runs:
+//
+//   model:    [ unit 0: Linear ] ReLU [ unit 1: Linear ] ReLU [ root: Linear ]
+//   at rest:  rank r holds shard r of every unit            sum_u S_u = ~psi / N elements
+//
+//   forward   gather u0 ─ u0.forward ─ reshard u0 ─ gather u1 ─ u1.forward ─ reshard u1 ─ ...
+//                                       (each unit's output gets a pre-backward hook)
+//   backward  ... hook(u1's output): gather u1 ─ u1's backward ─ grads ready: reduce-scatter,
+//                                                                reshard u1
+//             hook(u0's output): gather u0 ─ u0's backward ─ grads ready: reduce-scatter,
+//                                                                reshard u0
+//             post-backward callback: reduce what is left (unused parameters count as zero),
+//                                     wait for every reduce-scatter, reshard everything
+//   step      an ordinary optimizer on shard_parameters(): no communication
+//
+// Per step each rank sends, for every unit of padded size P_u, (N-1)/N P_u elements in each of
+// the forward all-gather, the backward all-gather and the reduce-scatter: 3 (N-1)/N psi in all,
+// 1.5 times DDP's all-reduce (2 (N-1)/N psi).
+//
+// Every rank must run the same units in the same order (the collectives pair up across ranks),
+// which a data-parallel replica does. At most one unit's gathered parameters are held at a time
+// in forward (plus the root's while it is running, if its children are spread out), and in
+// backward one unit gathered plus one unit's gradient buffer in flight. With prefetch_limit(k)
+// the next k units' all-gathers (in forward order, or in backward order from the pre-backward
+// hook) are launched when a unit starts, so communication overlaps computation and at most
+// 1 + k units are gathered at once:
+//
+//   comm:     [gather u0][gather u1]     [gather u2]
+//   compute:             [ u0 forward ][ u1 forward ][ u2 forward ]
+//
+// Buffers (BatchNorm statistics) are not sharded: rank 0's are broadcast at construction and
+// each rank updates its own afterwards, as with ZeRO-1/2.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/grad_reduction_claim.h"
+#include "dist/process_group.h"
+#include "dist/zero/flat_parameter.h"
+#include "nn/sequential.h"
+#include "tensor/state_dict.h"
+
+namespace tessera {
+namespace dist {
+
+class FullyShardedOptions {
+ public:
+  // The children (by position in the Sequential) that become units, one unit each. When not
+  // given, the size-based auto-wrap policy decides.
+  FullyShardedOptions& units(std::vector<size_t> children) {
+    units_ = std::move(children);
+    return *this;
+  }
+  // Size-based auto-wrap policy (FSDP's size_based_auto_wrap_policy): every child with at least
+  // this many parameters becomes a unit; the others' parameters join the root unit.
+  FullyShardedOptions& min_num_params(int64_t n) { min_num_params_ = n; return *this; }
+  // Free a unit's gathered parameters after its forward (true, ZeRO-3) or keep them until the
+  // end of backward (false: one all-gather per step fewer, memory of ZeRO-2 for parameters).
+  FullyShardedOptions& reshard_after_forward(bool r) { reshard_after_forward_ = r; return *this; }
+  // Prefetching with a limit on gathers in flight (FSDP's forward/backward prefetch with
+  // limit_all_gathers): when a unit starts its forward (or its backward), the all-gathers of up
+  // to this many units that run next in that order are launched, so at most 1 + limit units
+  // are gathered at once. 0 (the default): no prefetch, one unit gathered at a time.
+  FullyShardedOptions& prefetch_limit(int n) { prefetch_limit_ = n; return *this; }
+
+  const std::vector<size_t>& units() const { return units_; }
+  int64_t min_num_params() const { return min_num_params_; }
+  bool reshard_after_forward() const { return reshard_after_forward_; }
+  int prefetch_limit() const { return prefetch_limit_; }
+
+ private:
+  std::vector<size_t> units_;
+  int64_t min_num_params_ = 1;
+  bool reshard_after_forward_ = true;
+  int prefetch_limit_ = 0;
+};
+
+class FullyShardedDataParallel {
+ public:
+  // Collective. Checks that every rank holds the same parameter names and shapes, takes rank
+  // 0's parameters and buffers, and shards every unit: afterwards the model's parameters are
+  // empty outside forward and backward, and stay empty when the wrapper is destroyed (keep
+  // state_dict() to load into an unwrapped model).
+  FullyShardedDataParallel(std::shared_ptr<nn::Sequential> model,
+                           std::shared_ptr<ProcessGroup> group,
+                           const FullyShardedOptions& options = FullyShardedOptions());
+  ~FullyShardedDataParallel();
+  FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
+  FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
+
+  // Collective. Runs the children in order, each unit gathered around its own forward.
+  Variable forward(const Variable& x);
+  Variable operator()(const Variable& x) { return forward(x); }
+
+  // The flat shards, one Variable per unit (units in child order, the root last): give them
+  // to an ordinary optimizer, e.g. optim::SGD opt(fsdp.shard_parameters(), SGDOptions(0.1)).
+  // After backward, each one's grad() is this rank's part of the averaged gradient.
+  std::vector<Variable> shard_parameters() const;
+
+  // Collective. Scales the shards' gradients so that the global 2-norm of the averaged
+  // gradient is at most max_norm (the squared norms of the shards are summed across the group;
+  // padding holds zeros); returns the norm before clipping. Call after backward, before step().
+  double clip_grad_norm(double max_norm);
+
+  // Collective. The full model's parameters and buffers under the model's own names (copies),
+  // so a checkpoint loads into the unwrapped model.
+  StateDict state_dict();
+  // Collective. Loads a full state dict (the unwrapped model's) into the shards and buffers.
+  void load_state_dict(const StateDict& state);
+
+  const std::vector<std::unique_ptr<FlatParameter>>& units() const { return units_; }
+  // The children of each unit, by position; the root's (if any) last.
+  const std::vector<std::vector<size_t>>& unit_children() const { return unit_children_; }
+  nn::Sequential& module() { return *model_; }
+  ProcessGroup& group() { return *group_; }
+
+ private:
+  void build_units(const FullyShardedOptions& options);
+  void prefetch(const std::vector<size_t>& order, size_t unit);
+  void on_pre_backward(size_t unit);
+  void on_grad_ready(size_t unit, size_t index);
+  void start_backward();
+  void finish_backward();
+
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<ProcessGroup> group_;
+  bool reshard_after_forward_ = true;
+  int prefetch_limit_ = 0;
+  GradReductionClaim claim_;
+  std::vector<std::unique_ptr<FlatParameter>> units_;
+  std::vector<std::vector<size_t>> unit_children_;
+  std::vector<int> unit_of_child_;  // -1: a child without parameters
+  std::vector<size_t> forward_order_;   // units by their first child
+  std::vector<size_t> backward_order_;  // units by their last child, last first
+  std::vector<std::vector<int>> hook_handles_;  // per unit, per parameter
+  std::vector<bool> reduced_;                   // per unit, in the current backward
+  int pending_ = -1;  // the unit whose reduce-scatter is in flight during backward
+  bool in_backward_ = false;
+};
+
+}  // namespace dist
+}  // namespace tessera
