@@ -55,6 +55,7 @@
 #include "dist/process_group.h"
 #include "dist/reduce_scalar.h"
 #include "dist/topology.h"
+#include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
 
 // Pipeline parallelism: Pipe (GPipe, 1F1B, interleaved 1F1B), schedules and their validator.

@@ -109,6 +109,33 @@ TEST(TrainDistributed, PipelineTimesDataParallelMatchesDdp) {
   EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002) << s;
 }
 
+// ZeRO-2 and ZeRO-3 reduce the same averaged gradients as DDP and step every element alike, so
+// they end where DDP does (the same tolerance as the pipeline's: only the order of float sums
+// differs). ZeRO-3 sends 1.5x DDP's bytes (two all-gathers and a reduce-scatter of the padded
+// flat parameters against one all-reduce); its checkpoint holds the whole model and one process
+// resumes from it.
+TEST(TrainDistributed, ZeroStagesTwoAndThreeEndWhereDdpDoes) {
+  const auto ddp = run(kShortMlp + "--strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const std::string reference = last_json_line(ddp.output);
+  const std::string dir = temp_path("zero3_ckpt");
+  for (const char* strategy : {"zero2", "zero3"}) {
+    const auto r = run(kShortMlp + "--strategy=" + strategy + " --checkpoint-dir=" + dir);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
+    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
+        << s;
+    const double ratio =
+        json_number(s, "comm_bytes_per_step") / json_number(reference, "comm_bytes_per_step");
+    EXPECT_NEAR(ratio, std::string(strategy) == "zero3" ? 1.5 : 1.0, 0.01) << s;
+  }
+  const auto resumed = run_single("--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 "
+                                  "--resume=" + dir + "/last.safetensors");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_GT(json_number(last_json_line(resumed.output), "test_accuracy"), 0.7) << resumed.output;
+}
+
 // A pipeline checkpoint holds the whole model under its unpipelined names: one process resumes
 // from it (its optimizer starts fresh: a pipeline's optimizer state is split over its stages).
 TEST(TrainDistributed, OneProcessResumesFromAPipelineCheckpoint) {

@@ -138,7 +138,7 @@ std::string usage() {
 
 flags (defaults depend on --model; see below):
   --model=logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
-  --strategy=single|ddp|zero1|zero2|pipeline (under mpirun -np N; --batch-size is per rank,
+  --strategy=single|ddp|zero1|zero2|zero3|pipeline (under mpirun -np N; --batch-size is per rank,
             for pipeline per data-parallel replica: all stages of a pipeline share each batch)
   --data=fashion-mnist|synthetic   --data-dir=DIR (/usr/share/datasets/fashion-mnist)
   --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
@@ -178,7 +178,7 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"data", [&](const std::string& v) { c.data = one_of("data", v, {"fashion-mnist", "synthetic"}); }},
       {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
-      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "pipeline"}); }},
+      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline"}); }},
       {"epochs", [&](const std::string& v) { c.epochs = to_int("epochs", v, 1); }},
       {"batch-size", [&](const std::string& v) { c.batch_size = to_int("batch-size", v, 1); }},
       {"lr", [&](const std::string& v) {

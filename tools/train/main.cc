@@ -164,7 +164,7 @@ Device resolve_device(const Config& c, int rank) {
 void save_epoch_checkpoint(const Config& c, const nn::Sequential& model, Strategy& strategy,
                            const MixedPrecision& precision, const TrainingProgress& progress,
                            bool lead) {
-  strategy.gather_model();
+  const StateDict model_state = strategy.model_state(model);  // collective
   const bool with_optimizer = strategy.checkpoints_optimizer();
   StateDict optimizer_state;
   if (with_optimizer) optimizer_state = strategy.optimizer().state_dict();  // collective for ZeRO
@@ -172,7 +172,7 @@ void save_epoch_checkpoint(const Config& c, const nn::Sequential& model, Strateg
   Metadata extra = precision.checkpoint_metadata();
   extra["model"] = c.model;
   extra["strategy"] = c.strategy;
-  save_checkpoint(c.checkpoint_dir + "/last.safetensors", model.state_dict(),
+  save_checkpoint(c.checkpoint_dir + "/last.safetensors", model_state,
                   with_optimizer ? &optimizer_state : nullptr, progress, extra);
 }
 
@@ -228,14 +228,14 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   int64_t first_epoch = 1, step = 0;
   if (!c.resume.empty()) {
     const Checkpoint ckpt = read_checkpoint(c.resume);
-    model->load_state_dict(ckpt.model);
+    strategy->load_model_state(*model, ckpt.model);
     // A pipeline's optimizer state is split over its stages; its checkpoints hold none.
     const bool load_optimizer = !ckpt.optimizer.empty() && strategy->checkpoints_optimizer();
     if (load_optimizer) strategy->optimizer().load_state_dict(ckpt.optimizer);
     if (lead && !load_optimizer) {
       std::printf("%s: the optimizer starts fresh (%s)\n", c.resume.c_str(),
                   ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
-                                         : "a pipeline's optimizers are per stage");
+                                         : "its state is per pipeline stage or ZeRO-3 shard");
     }
     precision.load_checkpoint_metadata(ckpt.metadata);
     first_epoch = ckpt.progress.epoch + 1;

@@ -6,6 +6,7 @@
 #include "dist/ddp.h"
 #include "dist/module_sync.h"
 #include "dist/topology.h"
+#include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -161,7 +162,10 @@ class Pipeline : public Strategy {
       dist::sync_buffers(*model_, *topology_.data_parallel_group());
     }
   }
-  void gather_model() override { pipe_->gather_model(); }
+  StateDict model_state(const nn::Module& model) override {
+    pipe_->gather_model();
+    return model.state_dict();
+  }
   std::vector<dist::ProcessGroup*> groups() const override {
     return {topology_.world().get(), topology_.pipeline_group().get(),
             topology_.data_parallel_group().get()};
@@ -218,6 +222,60 @@ class Pipeline : public Strategy {
   int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
 };
 
+// ZeRO-3: the model's parameters live as flat shards (dist::FullyShardedDataParallel gathers
+// each unit around its forward and backward); the optimizer is an ordinary one over this
+// rank's shards. Checkpoints hold the whole model (gathered); the optimizer's state stays
+// per shard, so a resume starts it fresh.
+class FullySharded : public Strategy {
+ public:
+  FullySharded(const Config& c, std::shared_ptr<nn::Sequential> model,
+               std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
+               MixedPrecision& precision)
+      : model_(model),
+        world_(world),
+        fsdp_(std::move(model), std::move(world)),
+        opt_(make_optimizer(c, fsdp_.shard_parameters())),
+        criterion_(std::move(criterion)),
+        precision_(precision) {}
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      loss = criterion_(fsdp_.forward(Variable(inputs)), targets);
+    }
+    opt_->zero_grad();
+    precision_.scaler().scale(loss).backward();
+    return loss.item();
+  }
+  Tensor predict(const Tensor& inputs) override {
+    NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return fsdp_.forward(Variable(inputs)).data();
+  }
+  optim::Optimizer& optimizer() override { return *opt_; }
+  int replicas() const override { return world_->size(); }
+  int replica() const override { return world_->rank(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+  void sync_buffers() override { dist::sync_buffers(*model_, *world_); }
+  StateDict model_state(const nn::Module&) override { return fsdp_.state_dict(); }
+  void load_model_state(nn::Module&, const StateDict& state) override {
+    fsdp_.load_state_dict(state);
+  }
+  bool checkpoints_optimizer() const override { return false; }
+  std::vector<dist::ProcessGroup*> groups() const override { return {world_.get()}; }
+
+ private:
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> world_;
+  dist::FullyShardedDataParallel fsdp_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  Criterion criterion_;
+  MixedPrecision& precision_;
+};
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn::Sequential> model,
@@ -227,6 +285,9 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
   if (config.strategy == "pipeline") {
     return std::make_unique<Pipeline>(config, model, world, std::move(criterion), precision,
                                       device);
+  }
+  if (config.strategy == "zero3") {
+    return std::make_unique<FullySharded>(config, model, world, std::move(criterion), precision);
   }
   auto s = std::make_unique<DataParallel>(model, world, std::move(criterion), precision);
   if (config.strategy == "ddp") {

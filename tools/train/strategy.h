@@ -1,6 +1,7 @@
 // How the train tool parallelizes a step: it only chooses. One process, DDP (the model wrapped,
 // an ordinary optimizer), ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
-// as the optimizer) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
+// as the optimizer), ZeRO stage 3 (dist::FullyShardedDataParallel, an ordinary optimizer over
+// the shards) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
 // N/K ranks through dist::Topology); the library does the work.
 #pragma once
 
@@ -47,9 +48,14 @@ class Strategy {
   // Collective. Before evaluation: the ranks holding the same parameters take the same
   // BatchNorm statistics (replica 0's).
   virtual void sync_buffers() {}
-  // Collective. Before a checkpoint: makes the model on rank 0 the whole trained model.
-  virtual void gather_model() {}
-  // Whether checkpoints carry the optimizer's state (a pipeline's is split over its stages).
+  // Collective. The whole trained model's state under its own (unpipelined, unsharded) names,
+  // for a checkpoint rank 0 saves; and its inverse, on every rank, for resuming.
+  virtual StateDict model_state(const nn::Module& model) { return model.state_dict(); }
+  virtual void load_model_state(nn::Module& model, const StateDict& state) {
+    model.load_state_dict(state);
+  }
+  // Whether checkpoints carry the optimizer's state (a pipeline's is split over its stages,
+  // ZeRO-3's over the ranks' shards).
   virtual bool checkpoints_optimizer() const { return true; }
   // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
   // report lines.
