@@ -45,8 +45,9 @@ std::vector<double> epoch_losses(const std::string& metrics) {
 const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
 
 TEST(TrainDistributed, DdpAndZero1Learn) {
-  // logistic regression: 7850 f32 parameters; a 2-rank ring all-reduce sends 2 * 1/2 of them.
-  const int64_t ring_bytes = 7850 * 4;
+  // logistic regression: 7850 f32 parameters; a 2-rank ring all-reduce sends 2 * 1/2 of them,
+  // and the NaN guard's flag (one f64 all-reduced per step) 8 bytes more.
+  const int64_t ring_bytes = 7850 * 4 + 8;
   for (const char* strategy : {"ddp", "zero1"}) {
     const auto r = run(std::string("--model=logistic --train-limit=4000 --epochs=3 --threads=1 --strategy=") +
                          strategy);
@@ -210,6 +211,28 @@ TEST(TrainDistributed, BadFlagOnEveryRankExitsWithTwo) {
   const auto r = run("--strategy=zero9");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--strategy must be one of single|ddp|zero1"), std::string::npos) << r.output;
+}
+
+// Ranks started with different flags (an MPMD launch) stop at start-up, every rank told which
+// setting differs and its value on each rank, instead of training to a wrong result.
+TEST(TrainDistributed, RanksWithDifferentFlagsAreToldWhichAndStop) {
+  const std::string common = "--model=logistic --train-limit=1000 --epochs=1 --threads=1 --strategy=ddp ";
+  const auto r = tessera::testing::run_command(g_runner + " 1 " + g_train + " " + common +
+                                               "--batch-size=64 : -np 1 " + g_train + " " +
+                                               common + "--batch-size=32");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ranks disagree on \"batch-size\": 64 on rank 0; 32 on rank 1"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch 1/1"), std::string::npos) << r.output;  // before any training
+}
+
+// The NaN guard on 2 ranks: every rank stops at the same batch, the job exits non-zero.
+TEST(TrainDistributed, ADivergingRunStopsEveryRank) {
+  const auto r = run("--model=logistic --optimizer=sgd --lr=1e38 --train-limit=1000 --epochs=2 "
+                     "--threads=1 --strategy=ddp");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the training loss is not finite"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at epoch 1, batch 2 of"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
   };
   for (const Case& c : {
            Case{"--strategy=pipeline --micro-batches=0",
-                "--micro-batches expects an integer >= 1, got '0'"},
+                "--micro-batches expects an integer >= 1 and <= 2147483647, got '0'"},
            Case{"--strategy=pipeline --pipeline-schedule=zigzag",
                 "--pipeline-schedule must be one of gpipe|1f1b|interleaved"},
            Case{"--strategy=pipeline --balance=3,,4",
@@ -165,6 +165,72 @@ TEST(Train, ResumesFromACheckpoint) {
   auto wrong = run("--model=mlp --epochs=2 --resume=" + dir + "/last.safetensors");
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.output.find("load_state_dict"), std::string::npos) << wrong.output;
+}
+
+// Issue 14's flag and resume cases: each is an error naming the flag and value (exit 2), or a
+// clear statement, never a silent surprise.
+TEST(TrainReliability, NumericFlagsRejectOverflowAndInfinity) {
+  for (const char* flags : {"--threads=99999999999", "--epochs=99999999999999999999", "--lr=inf",
+                            "--momentum=nan", "--lr=1e999", "--stages=4294967297"}) {
+    const auto r = run(std::string("--model=logistic ") + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+    const std::string flag = std::string(flags).substr(0, std::string(flags).find('='));
+    EXPECT_NE(r.output.find(flag + " expects"), std::string::npos) << flags << "\n" << r.output;
+  }
+}
+
+TEST(TrainReliability, EmptyPathsAreErrors) {
+  for (const char* flag : {"--resume=", "--checkpoint-dir=", "--metrics="}) {
+    const auto r = run(std::string("--model=logistic ") + flag);
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.output;
+    EXPECT_NE(r.output.find("empty value"), std::string::npos) << r.output;
+  }
+}
+
+TEST(TrainReliability, AnExplicitWeightDecayOfZeroWins) {
+  const auto r = run("--model=logistic --optimizer=adamw --weight-decay=0 --train-limit=500 --epochs=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("adamw lr 0.001 weight decay 0,"), std::string::npos) << r.output;
+  const auto d = run("--model=logistic --optimizer=adamw --train-limit=500 --epochs=1");
+  EXPECT_NE(d.output.find("adamw lr 0.001 weight decay 0.01,"), std::string::npos) << d.output;
+}
+
+TEST(TrainReliability, ResumeTakesADirectoryAndSaysWhenNothingIsLeft) {
+  const std::string dir = temp_path("resume_dir");
+  const auto first = run("--model=logistic --train-limit=1000 --epochs=1 --checkpoint-dir=" + dir);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto more = run("--model=logistic --train-limit=1000 --epochs=2 --resume=" + dir);
+  ASSERT_EQ(more.exit_code, 0) << more.output;
+  EXPECT_NE(more.output.find("resumed from " + dir + "/last.safetensors after epoch 1"),
+            std::string::npos) << more.output;
+  // Already done: said, exit 0, and no result line of zeros.
+  const auto done = run("--model=logistic --train-limit=1000 --epochs=1 --resume=" + dir);
+  EXPECT_EQ(done.exit_code, 0) << done.output;
+  EXPECT_NE(done.output.find("already completed 1 epoch, and --epochs is 1: nothing to train"),
+            std::string::npos) << done.output;
+  EXPECT_EQ(last_json_line(done.output), "") << done.output;
+  const std::string empty_dir = temp_path("resume_empty");
+  run_command("mkdir -p " + empty_dir);
+  const auto none = run("--model=logistic --resume=" + empty_dir);
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find(empty_dir + " is a directory without last.safetensors"),
+            std::string::npos) << none.output;
+}
+
+// The NaN guard: a diverging run stops in its first epoch with the epoch and batch named, exits
+// non-zero, and leaves the checkpoint a good run saved in the same directory byte for byte.
+TEST(TrainReliability, ADivergingRunStopsAndKeepsTheLastGoodCheckpoint) {
+  const std::string dir = temp_path("nan_guard");
+  const auto good = run("--model=logistic --train-limit=1000 --epochs=1 --checkpoint-dir=" + dir);
+  ASSERT_EQ(good.exit_code, 0) << good.output;
+  const auto before = run_command("cksum < " + dir + "/last.safetensors");
+  const auto bad = run("--model=logistic --optimizer=sgd --lr=1e38 --train-limit=1000 --epochs=2 "
+                       "--checkpoint-dir=" + dir);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("the training loss is not finite"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("at epoch 1, batch "), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("is left as it was"), std::string::npos) << bad.output;
+  EXPECT_EQ(run_command("cksum < " + dir + "/last.safetensors").output, before.output);
 }
 
 }  // namespace

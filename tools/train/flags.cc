@@ -1,10 +1,16 @@
 #include "tools/train/flags.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
 
+#include "tensor/check.h"
 #include "tensor/device.h"
 
 namespace tessera {
@@ -18,20 +24,30 @@ namespace {
   std::exit(2);
 }
 
-int64_t to_int(const std::string& flag, const std::string& v, int64_t min) {
+// An integer in [min, max] (max: the field's type's largest, so nothing wraps around).
+int64_t to_int(const std::string& flag, const std::string& v, int64_t min,
+               int64_t max = INT64_MAX) {
   char* end = nullptr;
+  errno = 0;
   const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < min) {
-    bad("--" + flag + " expects an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  if (v.empty() || *end != '\0' || errno == ERANGE || n < min || n > max) {
+    bad("--" + flag + " expects an integer >= " + std::to_string(min) +
+        (max < INT64_MAX ? " and <= " + std::to_string(max) : std::string()) + ", got '" + v + "'");
   }
   return n;
 }
 
+int to_int32(const std::string& flag, const std::string& v, int min) {
+  return static_cast<int>(to_int(flag, v, min, INT_MAX));
+}
+
+// A finite number >= min (inf, nan and overflowing values are errors).
 double to_double(const std::string& flag, const std::string& v, double min) {
   char* end = nullptr;
+  errno = 0;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(x >= min)) {
-    bad("--" + flag + " expects a number >= " + std::to_string(min) + ", got '" + v + "'");
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || !(x >= min)) {
+    bad("--" + flag + " expects a finite number >= " + std::to_string(min) + ", got '" + v + "'");
   }
   return x;
 }
@@ -103,6 +119,53 @@ void check_combinations(const Config& c) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const Config& c) {
+  auto number = [](double x) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", x);
+    return std::string(text);
+  };
+  return {{"model", c.model},
+          {"data", c.data},
+          {"strategy", c.strategy},
+          {"epochs", std::to_string(c.epochs)},
+          {"batch-size", std::to_string(c.batch_size)},
+          {"lr", number(c.lr)},
+          {"optimizer", c.optimizer},
+          {"momentum", number(c.momentum)},
+          {"weight-decay", number(c.weight_decay)},
+          {"schedule", c.schedule},
+          {"warmup-epochs", std::to_string(c.warmup_epochs)},
+          {"label-smoothing", number(c.label_smoothing)},
+          {"augment", std::to_string(c.augment)},
+          {"seed", std::to_string(c.seed)},
+          {"device type", c.device.substr(0, c.device.find(':'))},
+          {"train-limit", std::to_string(c.train_limit)},
+          {"synthetic-size", std::to_string(c.synthetic_size)},
+          {"checkpointing", c.checkpoint_dir.empty() ? "off" : "on"},
+          {"resume", c.resume},
+          {"stages", std::to_string(c.stages)},
+          {"micro-batches", std::to_string(c.micro_batches)},
+          {"pipeline-schedule", c.pipeline_schedule},
+          {"chunks", std::to_string(c.chunks)},
+          {"balance", c.balance},
+          {"checkpoint-activations", c.checkpoint_activations},
+          {"amp", c.amp},
+          {"loss-scale", number(c.loss_scale)}};
+}
+
+std::string resume_file(const std::string& resume) {
+  struct stat st;
+  TS_CHECK(::stat(resume.c_str(), &st) == 0, "train: --resume=", resume, ": no such file or "
+           "directory");
+  if (!S_ISDIR(st.st_mode)) return resume;
+  const std::string file = resume + (resume.back() == '/' ? "" : "/") + "last.safetensors";
+  TS_CHECK(::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode), "train: --resume=", resume,
+           " is a directory without last.safetensors (give the checkpoint file, or the "
+           "--checkpoint-dir of a run)");
+  return file;
+}
+
 int pipeline_stages(const Config& c, int world_size) {
   return c.stages > 0 ? c.stages : world_size;
 }
@@ -147,7 +210,7 @@ flags (defaults depend on --model; see below):
   --device=cpu|cuda|cuda:N (cuda: rank r uses GPU r mod the number of GPUs; --config=cuda builds)
   --train-limit=N (first N training images only)  --synthetic-size=N
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
-  --resume=FILE (continues from a checkpoint)  --metrics=FILE (JSON lines per epoch)
+  --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors)  --metrics=FILE (JSON lines per epoch)
 
 pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
@@ -202,7 +265,7 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"augment", [&](const std::string& v) { c.augment = to_bool("augment", v) ? 1 : 0; }},
       {"seed", [&](const std::string& v) { c.seed = static_cast<uint64_t>(to_int("seed", v, 0)); }},
-      {"threads", [&](const std::string& v) { c.threads = static_cast<int>(to_int("threads", v, 1)); }},
+      {"threads", [&](const std::string& v) { c.threads = to_int32("threads", v, 1); }},
       {"device", [&](const std::string& v) {
          if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0) {
            bad("--device must be cpu, cuda or cuda:N, got '" + v + "'");
@@ -216,17 +279,27 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"train-limit", [&](const std::string& v) { c.train_limit = to_int("train-limit", v, 1); }},
       {"synthetic-size", [&](const std::string& v) { c.synthetic_size = to_int("synthetic-size", v, 1); }},
-      {"checkpoint-dir", [&](const std::string& v) { c.checkpoint_dir = v; }},
-      {"resume", [&](const std::string& v) { c.resume = v; }},
-      {"metrics", [&](const std::string& v) { c.metrics = v; }},
-      {"stages", [&](const std::string& v) { c.stages = static_cast<int>(to_int("stages", v, 1)); }},
+      {"checkpoint-dir", [&](const std::string& v) {
+         if (v.empty()) bad("--checkpoint-dir needs a directory, got an empty value");
+         c.checkpoint_dir = v;
+       }},
+      {"resume", [&](const std::string& v) {
+         // Empty would silently start afresh and then overwrite the checkpoint directory.
+         if (v.empty()) bad("--resume needs a checkpoint file or directory, got an empty value");
+         c.resume = v;
+       }},
+      {"metrics", [&](const std::string& v) {
+         if (v.empty()) bad("--metrics needs a file name, got an empty value");
+         c.metrics = v;
+       }},
+      {"stages", [&](const std::string& v) { c.stages = to_int32("stages", v, 1); }},
       {"micro-batches", [&](const std::string& v) {
-         c.micro_batches = static_cast<int>(to_int("micro-batches", v, 1));
+         c.micro_batches = to_int32("micro-batches", v, 1);
        }},
       {"pipeline-schedule", [&](const std::string& v) {
          c.pipeline_schedule = one_of("pipeline-schedule", v, {"gpipe", "1f1b", "interleaved"});
        }},
-      {"chunks", [&](const std::string& v) { c.chunks = static_cast<int>(to_int("chunks", v, 1)); }},
+      {"chunks", [&](const std::string& v) { c.chunks = to_int32("chunks", v, 1); }},
       {"balance", [&](const std::string& v) { c.balance = to_balance(v); }},
       {"checkpoint-activations", [&](const std::string& v) {
          c.checkpoint_activations =
@@ -270,7 +343,8 @@ void apply_model_defaults(Config& c) {
   if (c.lr == 0) c.lr = c.optimizer == "sgd" ? 0.1 : 1e-3;
   if (c.batch_size == 0) c.batch_size = resnet ? 128 : 64;
   if (c.epochs == 0) c.epochs = c.model == "logistic" ? 5 : 10;
-  if (c.weight_decay < 0) c.weight_decay = resnet ? 5e-4 : 0;
+  // A value given on the command line always wins, 0 included.
+  if (c.weight_decay < 0) c.weight_decay = resnet ? 5e-4 : c.optimizer == "adamw" ? 1e-2 : 0;
   if (c.schedule.empty()) c.schedule = "cosine";
   if (c.augment < 0) c.augment = resnet ? 1 : 0;
   if (c.warmup_epochs >= c.epochs) {

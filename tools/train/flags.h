@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -60,6 +61,13 @@ std::string usage();
 int pipeline_stages(const Config& config, int world_size);
 // What is wrong with the flags on `world_size` ranks (every rank finds the same), or "".
 std::string check_against_world(const Config& config, int world_size);
+// The settings every rank must share (dist::verify_same_settings): every flag that shapes the
+// collectives or the result, as given or defaulted (not --threads or --metrics, which may
+// differ per rank).
+std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const Config& config);
+// --resume's file: FILE itself, or DIR/last.safetensors for a directory; an error naming the
+// path when neither exists.
+std::string resume_file(const std::string& resume);
 // "--stages=2 --micro-batches=4 ..." as given or defaulted: for messages.
 std::string pipeline_flags(const Config& config, int world_size);
 

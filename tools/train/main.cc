@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -27,6 +28,7 @@
 #include "dist/environment.h"
 #include "dist/module_sync.h"
 #include "dist/reduce_scalar.h"
+#include "dist/settings_check.h"
 #include "models/resnet.h"
 #include "models/simple.h"
 #include "nn/loss.h"
@@ -176,6 +178,35 @@ void save_epoch_checkpoint(const Config& c, const nn::Sequential& model, Strateg
                   with_optimizer ? &optimizer_state : nullptr, progress, extra);
 }
 
+// Collective: ranks started with different flags, models or data stop here, every one of them
+// told which setting differs and its value on each rank (dist/settings_check.h).
+void verify_configuration(const Config& c, const nn::Module& model, const Data& d,
+                          dist::ProcessGroup& world) {
+  dist::Settings settings = settings_that_must_agree(c);
+  std::string parameters;
+  for (const auto& [name, p] : model.named_parameters()) {
+    parameters += name + shape_str(p.shape()) + " ";
+  }
+  settings.emplace_back("model parameters", parameters);
+  settings.emplace_back("training examples", std::to_string(d.train->size()));
+  settings.emplace_back("test examples", std::to_string(d.test->size()));
+  dist::verify_same_settings(settings, world);
+}
+
+// The NaN guard: a loss that is inf or NaN stops the run at once, on every rank together (one
+// flag all-reduced per step), before the epoch's checkpoint could overwrite the last good one.
+// (An fp16 step whose gradients overflow is the loss scaler's business: it skips the step.)
+void check_finite_loss(double loss, int64_t epoch, int64_t batch, int64_t batches, const Config& c,
+                       dist::ProcessGroup* world) {
+  double bad = std::isfinite(loss) ? 0 : 1;
+  if (world != nullptr) bad = dist::all_reduce_scalar(bad, *world, dist::ReduceOp::kMax);
+  if (bad == 0) return;
+  TS_FAIL("the training loss is not finite (", std::isfinite(loss) ? "on another rank" :
+          std::to_string(loss) + " on this rank", ") at epoch ", epoch, ", batch ", batch, " of ",
+          batches, "; stopping", c.checkpoint_dir.empty() ? "" : " (the last checkpoint in " +
+          c.checkpoint_dir + " is left as it was)", ". Lower --lr (", c.lr, ") or check the data");
+}
+
 int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   if (c.threads > 0) set_num_threads(c.threads);
   manual_seed(c.seed);
@@ -185,6 +216,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   const Device device = resolve_device(c, rank);
   const Data d = load_data(c);
   auto model = make_model(c, d.channels);
+  if (world) verify_configuration(c, *model, d, *world);
   model->to(device);  // before the strategy: DDP broadcasts and ZeRO shards the device's tensors
   // Every rank skips an overflowing fp16 step together: the data-parallel ranks, and for a
   // pipeline every stage (each sees only its own gradients), so the whole world.
@@ -227,13 +259,24 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   int64_t first_epoch = 1, step = 0;
   if (!c.resume.empty()) {
-    const Checkpoint ckpt = read_checkpoint(c.resume);
+    const std::string resume = resume_file(c.resume);
+    const Checkpoint ckpt = read_checkpoint(resume);
+    if (ckpt.progress.epoch >= c.epochs) {
+      // Nothing to train: say so rather than report a run of zero epochs as a result.
+      if (lead) {
+        std::printf("train: %s already completed %lld epoch%s, and --epochs is %lld: nothing to "
+                    "train (raise --epochs to continue)\n",
+                    resume.c_str(), static_cast<long long>(ckpt.progress.epoch),
+                    ckpt.progress.epoch == 1 ? "" : "s", static_cast<long long>(c.epochs));
+      }
+      return 0;
+    }
     strategy->load_model_state(*model, ckpt.model);
     // A pipeline's optimizer state is split over its stages; its checkpoints hold none.
     const bool load_optimizer = !ckpt.optimizer.empty() && strategy->checkpoints_optimizer();
     if (load_optimizer) strategy->optimizer().load_state_dict(ckpt.optimizer);
     if (lead && !load_optimizer) {
-      std::printf("%s: the optimizer starts fresh (%s)\n", c.resume.c_str(),
+      std::printf("%s: the optimizer starts fresh (%s)\n", resume.c_str(),
                   ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
                                          : "its state is per pipeline stage or ZeRO-3 shard");
     }
@@ -243,7 +286,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     default_generator().set_state(ckpt.progress.rng);
     if (schedule) schedule->set_epoch(ckpt.progress.epoch);
     if (lead) {
-      std::printf("resumed from %s after epoch %lld\n", c.resume.c_str(),
+      std::printf("resumed from %s after epoch %lld\n", resume.c_str(),
                   static_cast<long long>(ckpt.progress.epoch));
     }
   }
@@ -255,11 +298,12 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   }
 
   if (lead) {
-    std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g, batch %lld, "
-                "%s on %d rank%s, %s, %d threads\n",
+    std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g weight decay "
+                "%g, batch %lld, %s on %d rank%s, %s, %d threads\n",
                 c.model.c_str(), static_cast<long long>(model->num_parameters()), c.data.c_str(),
                 static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
-                c.optimizer.c_str(), c.lr, static_cast<long long>(c.batch_size), c.strategy.c_str(),
+                c.optimizer.c_str(), c.lr, c.weight_decay, static_cast<long long>(c.batch_size),
+                c.strategy.c_str(),
                 ranks, ranks == 1 ? "" : "s", device.str().c_str(), num_threads());
     std::printf("precision: %s\n", precision.describe().c_str());
   }
@@ -287,6 +331,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     const int64_t comm_before = bytes_sent();
     for (data::Batch& batch : train_loader.epoch(epoch)) {
       const double loss = strategy->train_step(batch.inputs.to(device), batch.targets.to(device));
+      check_finite_loss(loss, epoch, batches + 1, train_loader.num_batches(), c, world.get());
       if (!precision.step(strategy->optimizer())) ++skipped_steps;  // the same on every rank
       strategy->after_step();
       ++step;

@@ -29,7 +29,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Va
                                          optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
   }
   return std::make_unique<optim::AdamW>(
-      params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay == 0 ? 1e-2 : c.weight_decay));
+      params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
 }
 
 // One process, DDP or ZeRO: every rank holds the whole model and reads its own shard of the
