@@ -26,8 +26,7 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   if (shuffle_) {
     order = random_permutation(n_, seed_ * 1000003ull + static_cast<uint64_t>(epoch));
   } else {
-    order.resize(n_);
-    std::iota(order.begin(), order.end(), 0);
+    order = indices_0_to(n_, "DistributedSampler");
   }
   int64_t total = n_;
   if (drop_last_) {

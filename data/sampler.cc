@@ -1,6 +1,8 @@
 #include "data/sampler.h"
 
+#include <new>
 #include <numeric>
+#include <stdexcept>
 #include <utility>
 
 #include "tensor/check.h"
@@ -9,10 +11,22 @@
 namespace tessera {
 namespace data {
 
+std::vector<int64_t> indices_0_to(int64_t n, const char* who) {
+  TS_CHECK(n >= 0, who, ": negative size ", n);
+  std::vector<int64_t> out;
+  try {
+    out.resize(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    TS_FAIL(who, ": out of memory for the order of ", n, " examples (", n * 8, " bytes)");
+  } catch (const std::length_error&) {
+    TS_FAIL(who, ": ", n, " examples are more than one order can hold");
+  }
+  std::iota(out.begin(), out.end(), 0);
+  return out;
+}
+
 std::vector<int64_t> random_permutation(int64_t n, uint64_t seed) {
-  TS_CHECK(n >= 0, "random_permutation: negative size ", n);
-  std::vector<int64_t> perm(n);
-  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<int64_t> perm = indices_0_to(n, "random_permutation");
   for (int64_t i = n - 1; i > 0; --i) {
     const std::array<uint32_t, 4> r = philox4x32(seed, static_cast<uint64_t>(i));
     const double u = uniform_double_from_bits(r[0], r[1]);
@@ -27,9 +41,7 @@ SequentialSampler::SequentialSampler(int64_t n) : n_(n) {
 }
 
 std::vector<int64_t> SequentialSampler::indices(int64_t) const {
-  std::vector<int64_t> out(n_);
-  std::iota(out.begin(), out.end(), 0);
-  return out;
+  return indices_0_to(n_, "SequentialSampler");
 }
 
 RandomSampler::RandomSampler(int64_t n, uint64_t seed) : n_(n), seed_(seed) {

@@ -39,6 +39,8 @@ class RandomSampler : public Sampler {
 
 // Fisher-Yates over [0, n) driven by Philox counters: the same (n, seed) gives the same
 // permutation on every machine and build.
+// 0, 1, ..., n-1; out of memory is an error naming `who`, n and the bytes.
+std::vector<int64_t> indices_0_to(int64_t n, const char* who);
 std::vector<int64_t> random_permutation(int64_t n, uint64_t seed);
 
 }  // namespace data

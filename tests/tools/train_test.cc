@@ -233,6 +233,13 @@ TEST(TrainReliability, ADivergingRunStopsAndKeepsTheLastGoodCheckpoint) {
   EXPECT_EQ(run_command("cksum < " + dir + "/last.safetensors").output, before.output);
 }
 
+TEST(TrainReliability, AnImpossibleAllocationNamesWhatAndHowBig) {
+  const auto r = run("--model=logistic --data=synthetic --synthetic-size=100000000000 --epochs=1");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("out of memory for the order of 100000000000 examples (800000000000 "
+                          "bytes)"), std::string::npos) << r.output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
