@@ -240,6 +240,13 @@ TEST(TrainReliability, AnImpossibleAllocationNamesWhatAndHowBig) {
                           "bytes)"), std::string::npos) << r.output;
 }
 
+TEST(TrainReliability, AFailedMetricsWriteIsAnError) {
+  const auto r = run("--model=logistic --train-limit=500 --epochs=1 --metrics=/dev/full");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("writing the --metrics file '/dev/full' failed after epoch 1"),
+            std::string::npos) << r.output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

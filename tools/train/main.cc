@@ -373,6 +373,9 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
                      .add("loss_scale", precision.scaler().get_scale())
                      .str()
               << std::endl;
+      // A full disk must not lose the metrics silently.
+      TS_CHECK(metrics.good(), "train: writing the --metrics file '", c.metrics, "' failed after "
+               "epoch ", epoch, " (disk full?)");
     }
     if (!c.checkpoint_dir.empty()) {
       save_epoch_checkpoint(c, *model, *strategy, precision,
