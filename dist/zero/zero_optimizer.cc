@@ -290,7 +290,11 @@ double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
   return norm;
 }
 
-int64_t ZeroRedundancyOptimizer::state_bytes() const { return inner_->state_bytes(); }
+int64_t ZeroRedundancyOptimizer::state_bytes() const {
+  // The inner optimizer's state for the shard, and the shard itself: the master weights this
+  // rank steps (for f32 parameters a copy of its part of them).
+  return inner_->state_bytes() + static_cast<int64_t>(shard_.data().nbytes());
+}
 
 // ---- Checkpoints: the consolidated (per-parameter) format -------------------------------------
 

@@ -12,6 +12,7 @@
 
 namespace {
 
+using tessera::testing::json_field;
 using tessera::testing::json_number;
 using tessera::testing::last_json_line;
 using tessera::testing::run_command;
@@ -142,8 +143,10 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
            Case{"--stages=2", "--stages needs --strategy=pipeline (got --strategy=single)"},
            Case{"--schedule=1f1b", "the pipeline's is --pipeline-schedule=1f1b"},
            Case{"--amp=fp8", "--amp must be one of off|fp16|bf16, got 'fp8'"},
-           Case{"--amp=bf16 --loss-scale=128", "--loss-scale needs --amp=fp16 (got --amp=bf16"},
-           Case{"--loss-scale=dynamic", "--loss-scale needs --amp=fp16 (got --amp=off)"},
+           Case{"--amp=bf16 --loss-scale=128",
+                "--loss-scale needs --amp=fp16 or --param-dtype=f16 (got --amp=bf16"},
+           Case{"--loss-scale=dynamic",
+                "--loss-scale needs --amp=fp16 or --param-dtype=f16 (got --amp=off"},
            Case{"--amp=fp16 --loss-scale=big", "--loss-scale expects"},
        }) {
     const auto r = run(c.flags);
@@ -245,6 +248,35 @@ TEST(TrainReliability, AFailedMetricsWriteIsAnError) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("writing the --metrics file '/dev/full' failed after epoch 1"),
             std::string::npos) << r.output;
+}
+
+// Half-precision parameters: the optimizer keeps f32 masters (Adam: 12 bytes per parameter,
+// the ZeRO paper's K), f16 ones are loss-scaled, and the runs learn like f32's.
+TEST(Train, HalfPrecisionParametersLearnWithF32Masters) {
+  const std::string base = "--model=logistic --train-limit=2000 --epochs=2 --threads=1 ";
+  const auto f32 = run(base);
+  ASSERT_EQ(f32.exit_code, 0) << f32.output;
+  for (const char* dtype : {"bf16", "f16"}) {
+    const auto r = run(base + "--param-dtype=" + dtype);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(last_json_line(f32.output), "test_accuracy"),
+                0.02) << s;
+    EXPECT_EQ(json_field(s, "optimizer_state_bytes_per_rank"), "[94200]") << s;  // 7850 x 12
+    // f16 parameters are loss-scaled (a first overflow may halve the scale once); bf16 not.
+    if (std::string(dtype) == "f16") {
+      EXPECT_GE(json_number(s, "loss_scale"), 16384) << s;
+    } else {
+      EXPECT_EQ(json_number(s, "loss_scale"), 1) << s;
+    }
+  }
+  const auto mixed = run(base + "--amp=bf16 --param-dtype=f16");
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
+  EXPECT_NE(mixed.output.find("mix f16 and bf16"), std::string::npos) << mixed.output;
+  const auto window = run(base + "--loss-scale-window=10");
+  EXPECT_EQ(window.exit_code, 2) << window.output;
+  EXPECT_NE(window.output.find("--loss-scale-window needs --amp=fp16 or --param-dtype=f16"),
+            std::string::npos) << window.output;
 }
 
 }  // namespace

@@ -111,9 +111,20 @@ void check_combinations(const Config& c) {
         ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
         "): a smaller batch gives fewer micro-batches than the schedule runs");
   }
-  if (c.given.count("loss-scale") != 0 && c.amp != "fp16") {
-    bad("--loss-scale needs --amp=fp16 (got --amp=" + c.amp +
-        (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
+  // Loss scaling runs for f16 arithmetic: fp16 autocast or f16 parameters.
+  const bool scaled = c.amp == "fp16" || c.param_dtype == "f16";
+  for (const char* flag : {"loss-scale", "loss-scale-window", "loss-scale-hysteresis",
+                           "min-loss-scale"}) {
+    if (c.given.count(flag) != 0 && !scaled) {
+      bad(std::string("--") + flag + " needs --amp=fp16 or --param-dtype=f16 (got --amp=" + c.amp +
+          " --param-dtype=" + c.param_dtype +
+          (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
+    }
+  }
+  if (c.amp != "off" && c.param_dtype != "f32" &&
+      (c.amp == "fp16") != (c.param_dtype == "f16")) {
+    bad("--amp=" + c.amp + " and --param-dtype=" + c.param_dtype + " mix f16 and bf16: choose one "
+        "half type");
   }
 }
 
@@ -151,7 +162,11 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"balance", c.balance},
           {"checkpoint-activations", c.checkpoint_activations},
           {"amp", c.amp},
-          {"loss-scale", number(c.loss_scale)}};
+          {"loss-scale", number(c.loss_scale)},
+          {"param-dtype", c.param_dtype},
+          {"loss-scale-window", std::to_string(c.loss_scale_window)},
+          {"loss-scale-hysteresis", std::to_string(c.loss_scale_hysteresis)},
+          {"min-loss-scale", number(c.min_loss_scale)}};
 }
 
 std::string resume_file(const std::string& resume) {
@@ -222,6 +237,10 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
 mixed precision:
   --amp=off|fp16|bf16 (autocast for forward and loss; fp16 scales the loss, bf16 does not)
   --loss-scale=dynamic|N (fp16 only; N: a static scale)
+  --param-dtype=f32|f16|bf16 (the model's parameters and gradients; the optimizer keeps f32
+            masters; BatchNorm stays f32; f16 parameters are loss-scaled)
+  --loss-scale-window=N (2000: clean steps before the scale doubles)
+  --loss-scale-hysteresis=N (1: overflows in a row before it halves)  --min-loss-scale=X (0)
 
 defaults:
   logistic  adam lr 1e-3, batch 64, 5 epochs, cosine
@@ -306,6 +325,18 @@ Config parse_flags(int argc, char** argv) {
              one_of("checkpoint-activations", v, {"never", "except_last", "always"});
        }},
       {"amp", [&](const std::string& v) { c.amp = one_of("amp", v, {"off", "fp16", "bf16"}); }},
+      {"param-dtype", [&](const std::string& v) {
+         c.param_dtype = one_of("param-dtype", v, {"f32", "f16", "bf16"});
+       }},
+      {"loss-scale-window", [&](const std::string& v) {
+         c.loss_scale_window = to_int("loss-scale-window", v, 1);
+       }},
+      {"loss-scale-hysteresis", [&](const std::string& v) {
+         c.loss_scale_hysteresis = to_int("loss-scale-hysteresis", v, 1);
+       }},
+      {"min-loss-scale", [&](const std::string& v) {
+         c.min_loss_scale = to_double("min-loss-scale", v, 0);
+       }},
       {"loss-scale", [&](const std::string& v) {
          if (v != "dynamic") {
            c.loss_scale = to_double("loss-scale", v, 0);

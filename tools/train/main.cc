@@ -119,12 +119,12 @@ data::Transform make_transform(const Config& c, bool augment) {
 // Test accuracy; with data parallelism, each replica evaluates its shard and the counts are
 // summed over one rank of each replica.
 double evaluate(nn::Sequential& model, Strategy& strategy, const data::DataLoader& loader,
-                Device device) {
+                Device device, DType input_dtype) {
   NoGradGuard no_grad;
   model.eval();
   int64_t correct = 0, total = 0;
   for (data::Batch& b : loader.epoch(0)) {
-    const Tensor logits = strategy.predict(b.inputs.to(device));
+    const Tensor logits = strategy.predict(b.inputs.to(device).to(input_dtype));
     correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), b.targets.to(device))).item());
     total += b.size();
   }
@@ -218,6 +218,9 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   auto model = make_model(c, d.channels);
   if (world) verify_configuration(c, *model, d, *world);
   model->to(device);  // before the strategy: DDP broadcasts and ZeRO shards the device's tensors
+  // Half-precision parameters take inputs of their dtype (BatchNorm stays f32 and takes them).
+  const DType input_dtype = c.param_dtype == "f16" ? kF16 : c.param_dtype == "bf16" ? kBF16 : kF32;
+  model->to(input_dtype);
   // Every rank skips an overflowing fp16 step together: the data-parallel ranks, and for a
   // pipeline every stage (each sees only its own gradients), so the whole world.
   MixedPrecision precision(c, device, world);
@@ -330,7 +333,8 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     int64_t batches = 0, images = 0;
     const int64_t comm_before = bytes_sent();
     for (data::Batch& batch : train_loader.epoch(epoch)) {
-      const double loss = strategy->train_step(batch.inputs.to(device), batch.targets.to(device));
+      const double loss = strategy->train_step(batch.inputs.to(device).to(input_dtype),
+                                               batch.targets.to(device));
       check_finite_loss(loss, epoch, batches + 1, train_loader.num_batches(), c, world.get());
       if (!precision.step(strategy->optimizer())) ++skipped_steps;  // the same on every rank
       strategy->after_step();
@@ -353,7 +357,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     // The ranks holding the same parameters evaluate (and rank 0 saves) replica 0's BatchNorm
     // statistics (dist::sync_buffers over the world, or a pipeline stage's replicas).
     strategy->sync_buffers();
-    accuracy = evaluate(*model, *strategy, test_loader, device);
+    accuracy = evaluate(*model, *strategy, test_loader, device, input_dtype);
     if (lead) {
       std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
                   "lr %.3g\n",

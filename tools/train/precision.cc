@@ -12,7 +12,9 @@ namespace {
 
 optim::GradScalerOptions scaler_options(const Config& c, Device device) {
   optim::GradScalerOptions options;
-  options.enabled(c.amp == "fp16").device(device);
+  options.enabled(c.amp == "fp16" || c.param_dtype == "f16").device(device);
+  options.growth_interval(c.loss_scale_window).hysteresis(c.loss_scale_hysteresis)
+      .min_scale(c.min_loss_scale);
   if (c.loss_scale > 0) options.init_scale(c.loss_scale);
   return options;
 }
@@ -24,6 +26,7 @@ MixedPrecision::MixedPrecision(const Config& c, Device device,
     : enabled_(c.amp != "off"),
       dtype_(c.amp == "fp16" ? kF16 : kBF16),
       static_scale_(c.loss_scale),
+      param_dtype_(c.param_dtype),
       scaler_(scaler_options(c, device),
               found_inf_group ? dist::found_inf_all_reduce(std::move(found_inf_group)) : nullptr) {}
 
@@ -62,12 +65,19 @@ void MixedPrecision::load_checkpoint_metadata(const Metadata& metadata) {
 }
 
 std::string MixedPrecision::describe() const {
-  if (!enabled_) return "f32";
-  if (dtype_ == kBF16) return "bf16 autocast (bf16 has f32's range: loss scaling is off)";
-  char line[100];
-  std::snprintf(line, sizeof(line), "fp16 autocast, %s loss scale %g",
-                static_scale_ > 0 ? "static" : "dynamic", scaler_.get_scale());
-  return line;
+  std::string text = !enabled_ ? "f32 arithmetic"
+                     : dtype_ == kBF16 ? "bf16 autocast (bf16 has f32's range: loss scaling is off)"
+                                       : "fp16 autocast";
+  if (param_dtype_ != "f32") {
+    text += ", " + param_dtype_ + " parameters (f32 masters in the optimizer, BatchNorm in f32)";
+  }
+  if (scaler_.is_enabled()) {
+    char scale[80];
+    std::snprintf(scale, sizeof(scale), ", %s loss scale %g",
+                  static_scale_ > 0 ? "static" : "dynamic", scaler_.get_scale());
+    text += scale;
+  }
+  return text;
 }
 
 }  // namespace train

@@ -8,7 +8,9 @@
 // Distributed, the scaler's found_inf flag is MAX-reduced over every rank that must skip
 // together (dist::found_inf_all_reduce): the data-parallel ranks, and for a pipeline the whole
 // world, since each stage sees only its own gradients. --loss-scale=N keeps the scale at N
-// (still skipping steps that overflow).
+// (still skipping steps that overflow). --param-dtype=f16|bf16 puts the parameters themselves
+// in half precision (main.cc: model->to(dtype); BatchNorm stays f32), the optimizer keeping f32
+// masters; f16 parameters are loss-scaled too.
 #pragma once
 
 #include <memory>
@@ -50,6 +52,7 @@ class MixedPrecision {
   bool enabled_;
   DType dtype_;
   double static_scale_;  // 0: dynamic
+  std::string param_dtype_;
   optim::GradScaler scaler_;
 };
 
