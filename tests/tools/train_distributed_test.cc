@@ -236,6 +236,34 @@ TEST(TrainDistributed, ADivergingRunStopsEveryRank) {
   EXPECT_NE(r.output.find("at epoch 1, batch 2 of"), std::string::npos) << r.output;
 }
 
+// --trace: rank 0 writes the last training step of every stage as a Chrome trace, one track
+// per stage, each with M forwards and M backwards.
+TEST(TrainDistributed, PipelineTraceHasEveryStagesMicroBatches) {
+  const std::string file = temp_path("pipeline_trace.json");
+  const auto r = run(kShortMlp + "--strategy=pipeline --micro-batches=4 --trace=" + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // One event per line: {"name":"F0","cat":"forward",...,"tid":0}, and each track's name:
+  // {"name":"thread_name",...,"args":{"name":"stage 0"}}
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_FALSE(lines.empty()) << file;
+  for (int stage = 0; stage < 2; ++stage) {
+    const std::string track = "\"tid\":" + std::to_string(stage) + "}";
+    int names = 0, forwards = 0, backwards = 0;
+    for (const std::string& line : lines) {
+      names += line.find("\"args\":{\"name\":\"stage " + std::to_string(stage) + "\"}") !=
+               std::string::npos;
+      if (line.find(track) == std::string::npos) continue;
+      forwards += line.find("\"cat\":\"forward\"") != std::string::npos;
+      backwards += line.find("\"cat\":\"backward\"") != std::string::npos;
+    }
+    EXPECT_EQ(names, 1) << "stage " << stage;
+    EXPECT_EQ(forwards, 4) << "stage " << stage;
+    EXPECT_EQ(backwards, 4) << "stage " << stage;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -94,7 +94,7 @@ std::string to_balance(const std::string& v) {
 void check_combinations(const Config& c) {
   if (c.strategy != "pipeline") {
     for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
-                             "checkpoint-activations"}) {
+                             "checkpoint-activations", "trace"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
             ")");
@@ -161,6 +161,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"chunks", std::to_string(c.chunks)},
           {"balance", c.balance},
           {"checkpoint-activations", c.checkpoint_activations},
+          {"tracing", c.trace.empty() ? "off" : "on"},
           {"amp", c.amp},
           {"loss-scale", number(c.loss_scale)},
           {"param-dtype", c.param_dtype},
@@ -232,6 +233,7 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
   --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
   --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
+  --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
   checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
 
 mixed precision:
@@ -323,6 +325,10 @@ Config parse_flags(int argc, char** argv) {
       {"checkpoint-activations", [&](const std::string& v) {
          c.checkpoint_activations =
              one_of("checkpoint-activations", v, {"never", "except_last", "always"});
+       }},
+      {"trace", [&](const std::string& v) {
+         if (v.empty()) bad("--trace needs a file name, got an empty value");
+         c.trace = v;
        }},
       {"amp", [&](const std::string& v) { c.amp = one_of("amp", v, {"off", "fp16", "bf16"}); }},
       {"param-dtype", [&](const std::string& v) {

@@ -42,6 +42,7 @@ struct Config {
   int chunks = 1;                                // model chunks per rank (interleaved)
   std::string balance = "uniform";               // uniform|params|time|3,4,3
   std::string checkpoint_activations = "never";  // never|except_last|always
+  std::string trace;                             // Chrome trace of the last step (rank 0 writes)
 
   // Mixed precision.
   std::string amp = "off";  // off|fp16|bf16

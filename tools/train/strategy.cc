@@ -1,5 +1,6 @@
 #include "tools/train/strategy.h"
 
+#include <fstream>
 #include <optional>
 
 #include "autograd/grad_mode.h"
@@ -11,6 +12,7 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "pipeline/schedule.h"
+#include "pipeline/trace.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -98,7 +100,8 @@ class Pipeline : public Strategy {
       : model_(std::move(model)),
         topology_(world, pipeline_stages(c, world->size())),
         precision_(precision),
-        microbatches_(c.micro_batches) {
+        microbatches_(c.micro_batches),
+        trace_file_(c.trace) {
     pipeline::PipeOptions options = pipeline::PipeOptions()
                                         .microbatches(c.micro_batches)
                                         .schedule(c.pipeline_schedule)
@@ -143,6 +146,7 @@ class Pipeline : public Strategy {
     busy_seconds_ += s.busy_seconds;
     peak_activation_bytes_ = std::max(peak_activation_bytes_, s.peak_activation_bytes);
     last_bubble_report_ = pipe_->bubble_report();  // before evaluation replaces the stats
+    if (!trace_file_.empty()) last_train_trace_ = pipe_->trace();
   }
   Tensor predict(const Tensor& inputs) override {
     std::optional<AutocastGuard> autocast;
@@ -180,7 +184,23 @@ class Pipeline : public Strategy {
     Tensor mine = from_vector<double>({idle, static_cast<double>(peak_activation_bytes_)}, {2});
     Tensor all = empty({2 * n}, kF64);
     world.all_gather(mine, all)->wait();
+    // --trace: the last training step of every stage of this rank's pipeline (collective over
+    // the pipeline group), one track per stage; rank 0 writes its pipeline's.
+    std::string trace;
+    if (!trace_file_.empty()) {
+      trace = pipeline::chrome_trace_json(
+          pipeline::gather_trace(last_train_trace_, *topology_.pipeline_group()),
+          pipe_->chunks().size() > 1);
+    }
     if (!lead) return;
+    if (!trace_file_.empty()) {
+      std::ofstream out(trace_file_);
+      out << trace;
+      out.flush();
+      TS_CHECK(out.good(), "train: cannot write the --trace file '", trace_file_, "'");
+      std::printf("pipeline trace of the last training step: %s (chrome://tracing, Perfetto)\n",
+                  trace_file_.c_str());
+    }
     const std::vector<double> v = all.to_vector<double>();
     std::string idles = "[", peaks = "[";
     double idle_sum = 0;
@@ -220,6 +240,8 @@ class Pipeline : public Strategy {
   int64_t peak_activation_bytes_ = 0;
   std::string last_bubble_report_;
   int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
+  std::string trace_file_;                 // --trace
+  std::vector<pipeline::Span> last_train_trace_;
 };
 
 // ZeRO-3: the model's parameters live as flat shards (dist::FullyShardedDataParallel gathers
