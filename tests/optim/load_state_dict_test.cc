@@ -81,7 +81,8 @@ TEST(LoadStateDict, KeysThatAreNotNumberedOrOutOfRange) {
   expect_load_error(with(s, "state.2.step", scalar_tensor(1, kI64)),
                     {"'state.2.step'", "[0, 2)"});
   expect_load_error(with(s, "param_groups.x.lr", scalar_tensor(0.1, kF64)),
-                    {"'param_groups.x.lr'", "'param_groups.G.NAME' with G a group index in [0, 1)"});
+                    {"'param_groups.x.lr'",
+                     "'param_groups.G.NAME' with G a group index in [0, 1)"});
   expect_load_error(with(s, "param_groups.1.lr", scalar_tensor(0.1, kF64)),
                     {"'param_groups.1.lr'", "[0, 1)"});
   expect_load_error(with(s, "param_groups.0.momentum", scalar_tensor(0.9, kF64)),

@@ -214,13 +214,16 @@ TEST(Safetensors, ShapeWhoseByteCountOverflowsIsRejected) {
 }
 
 TEST(Safetensors, DuplicateNamesAreRejected) {
-  expect_header_error("{" + entry("x", "U8", "[1]", "[0,1]") + "," + entry("x", "U8", "[1]", "[1,2]") + "}",
-                      2, {"entry 'x' appears twice"});
-  expect_header_error("{\"__metadata__\":{},\"__metadata__\":{}}", 0, {"'__metadata__' appears twice"});
+  expect_header_error(
+      "{" + entry("x", "U8", "[1]", "[0,1]") + "," + entry("x", "U8", "[1]", "[1,2]") + "}", 2,
+      {"entry 'x' appears twice"});
+  expect_header_error("{\"__metadata__\":{},\"__metadata__\":{}}", 0,
+                      {"'__metadata__' appears twice"});
   expect_header_error("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", 0,
                       {"metadata key 'a' appears twice"});
-  expect_header_error("{\"x\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
-                      {"entry 'x'", "field 'dtype' appears twice"});
+  expect_header_error(
+      "{\"x\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+      {"entry 'x'", "field 'dtype' appears twice"});
 }
 
 }  // namespace
