@@ -335,14 +335,19 @@ class HeaderParser {
   size_t i_ = 0;
 };
 
-// Bytes of a tensor of this shape and dtype, or false when the element count leaves int64 (the
-// type of Tensor::numel) or the byte count leaves 64 bits.
+// Bytes of a tensor of this shape and dtype, or false when the product of the dimensions taken
+// as at least 1 (which bounds the element count and the strides, int64 in Tensor; a zero
+// dimension does not make [0, 2^40, 2^40] representable) leaves int64 or the byte count leaves
+// 64 bits.
 bool byte_count(const std::vector<uint64_t>& shape, DType dtype, uint64_t* bytes) {
-  uint64_t n = 1;
+  uint64_t n = 1, span = 1;
   for (uint64_t d : shape) {
-    if (d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(n, d, &n)) return false;
+    if (__builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) ||
+        span > static_cast<uint64_t>(INT64_MAX)) {
+      return false;
+    }
+    n *= d;  // n <= span
   }
-  if (n > static_cast<uint64_t>(INT64_MAX)) return false;
   return !__builtin_mul_overflow(n, static_cast<uint64_t>(element_size(dtype)), bytes);
 }
 
@@ -435,7 +440,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     uint64_t need = 0;
     TS_CHECK(byte_count(e.shape, dtype, &need), "load_safetensors: '", path, "': entry '", name,
              "' has shape ", e.shape, " of ", e.dtype,
-             " elements: its element or byte count overflows 64 bits");
+             " elements: the product of its dimensions or its byte count overflows 64 bits");
     TS_CHECK(e.offsets.size() == 2 && e.offsets[0] <= e.offsets[1], "load_safetensors: '", path,
              "': entry '", name, "' has data_offsets ", e.offsets,
              ", expected [begin, end] with begin <= end");

@@ -115,6 +115,10 @@ TEST(Idx, ShapeWhoseByteCountOverflowsIsRejected) {
   EXPECT_NE(err.find("wrap.idx"), std::string::npos) << err;
   EXPECT_NE(err.find("overflows 64 bits"), std::string::npos) << err;
   std::cout << err << "\n";
+  // No elements, but strides that do not fit in int64.
+  write_plain(temp_path("zero.idx"), header(0x08, {0, 65536, 65536, 65536, 65536}));
+  err = error_of(temp_path("zero.idx"));
+  EXPECT_NE(err.find("overflows 64 bits"), std::string::npos) << err;
   // 2^62 elements fit, their 2^65 bytes of f64 do not.
   write_gzip(temp_path("wrap.idx.gz"), header(0x0E, {1u << 31, 1u << 31}));
   err = error_of(temp_path("wrap.idx.gz"));

@@ -204,6 +204,9 @@ TEST(Safetensors, ShapeWhoseByteCountOverflowsIsRejected) {
   // Fits as elements (2^62) but not as bytes (2^64).
   expect_header_error("{" + entry("big", "F32", "[4611686018427387904]", "[0,0]") + "}", 0,
                       {"entry 'big'", "overflows 64 bits"});
+  // No elements, but strides that do not fit in int64.
+  expect_header_error("{" + entry("big", "F32", "[0,4294967296,4294967296]", "[0,0]") + "}", 0,
+                      {"entry 'big'", "overflows 64 bits"});
   // A dimension that is not an int64.
   expect_header_error("{" + entry("big", "U8", "[9223372036854775808]", "[0,0]") + "}", 0,
                       {"entry 'big'", "overflows 64 bits"});
