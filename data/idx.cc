@@ -2,6 +2,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -75,15 +78,25 @@ Tensor read_idx(const std::string& path) {
   TS_CHECK(bytes.size() >= header, "read_idx: '", path, "' ends inside its header (", bytes.size(),
            " bytes, header needs ", header, ")");
   Shape shape;
-  size_t count = 1;
-  for (int d = 0; d < rank; ++d) {
-    shape.push_back(big_endian_u32(&bytes[4 + 4 * d]));
-    count *= static_cast<size_t>(shape.back());
+  for (int d = 0; d < rank; ++d) shape.push_back(big_endian_u32(&bytes[4 + 4 * d]));
+  // Up to 255 dimensions of 2^32: the element and byte counts are checked before they size
+  // anything (a product that wrapped to a small number would pass the size check below). The
+  // product of the dimensions taken as at least 1 bounds the count and the tensor's int64
+  // strides (a zero dimension does not make [0, 2^32 - 1, 2^32 - 1] representable).
+  uint64_t count = 1, span = 1, data_bytes = 0;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    overflow = overflow || __builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) ||
+               span > static_cast<uint64_t>(INT64_MAX);
+    count *= static_cast<uint64_t>(d);  // count <= span until overflow is set
   }
-  const size_t expected = header + count * element;
-  TS_CHECK(bytes.size() >= expected, "read_idx: '", path, "' is truncated: header says ", shape,
-           " (", count * element, " bytes of data) but only ", bytes.size() - header,
-           " bytes follow it");
+  overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(element), &data_bytes);
+  TS_CHECK(!overflow, "read_idx: '", path, "' has header shape ", shape, " of ", element,
+           "-byte elements: the product of its dimensions or its byte count overflows 64 bits");
+  const uint64_t available = bytes.size() - header;
+  TS_CHECK(available >= data_bytes, "read_idx: '", path, "' is truncated: header says ", shape,
+           " (", data_bytes, " bytes of data) but only ", available, " bytes follow it");
+  const size_t expected = header + data_bytes;
   TS_CHECK(bytes.size() == expected, "read_idx: '", path, "' has ", bytes.size() - expected,
            " unexpected bytes after the ", shape, " elements its header describes");
 

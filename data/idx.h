@@ -2,8 +2,9 @@
 //
 // Layout: two zero bytes, a type byte (0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32,
 // 0x0E f64), a rank byte, then `rank` big-endian u32 dimensions, then the elements,
-// big-endian, row-major. read_idx checks each of these and that the file holds exactly the
-// elements its header promises; any problem is an Error naming the file and what is wrong.
+// big-endian, row-major. read_idx checks each of these, that the element and byte counts fit
+// in 64 bits, and that the file holds exactly the elements its header promises; any problem is
+// an Error naming the file and what is wrong.
 #pragma once
 
 #include <string>

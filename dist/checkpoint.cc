@@ -16,6 +16,11 @@ uint64_t metadata_uint(const Metadata& m, const std::string& key, const std::str
            "' is not a non-negative integer");
   return std::stoull(text);
 }
+
+// Floating point, integer or bool: within a kind, loading converts the precision.
+const char* kind(DType dtype) {
+  return is_floating(dtype) ? "floating-point" : dtype == kBool ? "bool" : "integer";
+}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const StateDict& model_state,
@@ -49,10 +54,10 @@ Checkpoint read_checkpoint(const std::string& path) {
            "' is not a ", kFormat, " file (format '",
            format == file.metadata.end() ? std::string("none") : format->second, "')");
   Checkpoint c;
+  c.path = path;
   c.model = file.tensors.with_prefix_removed("model.");
-  if (file.metadata["has_optimizer"] == "1") {
-    c.optimizer = file.tensors.with_prefix_removed("optimizer.");
-  }
+  c.has_optimizer = file.metadata["has_optimizer"] == "1";
+  if (c.has_optimizer) c.optimizer = file.tensors.with_prefix_removed("optimizer.");
   c.progress.epoch = static_cast<int64_t>(metadata_uint(file.metadata, "epoch", path));
   c.progress.step = static_cast<int64_t>(metadata_uint(file.metadata, "step", path));
   c.progress.rng.seed = metadata_uint(file.metadata, "rng_seed", path);
@@ -61,15 +66,36 @@ Checkpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
+void load_model_state(const Checkpoint& c, nn::Module& model) {
+  for (const auto& [name, own] : model.state_dict()) {
+    const Tensor* saved = c.model.find(name);
+    if (saved == nullptr) continue;  // the strict load below names missing keys
+    TS_CHECK(kind(saved->dtype()) == kind(own.dtype()), "load_checkpoint: '", c.path, "': 'model.",
+             name, "' is ", saved->dtype(), ", but the model's '", name, "' is ", own.dtype(),
+             " (", kind(saved->dtype()), " and ", kind(own.dtype()),
+             " tensors do not convert: a relabelled or foreign file?)");
+  }
+  try {
+    model.load_state_dict(c.model);
+  } catch (const Error& e) {
+    TS_FAIL("load_checkpoint: '", c.path, "' (tensors 'model.*'): ", e.message());
+  }
+}
+
+void load_optimizer_state(const Checkpoint& c, optim::Optimizer& optimizer) {
+  TS_CHECK(c.has_optimizer, "load_checkpoint: '", c.path, "' holds no optimizer state");
+  try {
+    optimizer.load_state_dict(c.optimizer);
+  } catch (const Error& e) {
+    TS_FAIL("load_checkpoint: '", c.path, "' (tensors 'optimizer.*'): ", e.message());
+  }
+}
+
 TrainingProgress load_checkpoint(const std::string& path, nn::Module& model,
                                  optim::Optimizer* optimizer, Metadata* metadata) {
-  Checkpoint c = read_checkpoint(path);
-  model.load_state_dict(c.model);
-  if (optimizer != nullptr) {
-    TS_CHECK(c.metadata["has_optimizer"] == "1", "load_checkpoint: '", path,
-             "' holds no optimizer state");
-    optimizer->load_state_dict(c.optimizer);
-  }
+  const Checkpoint c = read_checkpoint(path);
+  load_model_state(c, model);
+  if (optimizer != nullptr) load_optimizer_state(c, *optimizer);
   if (metadata != nullptr) *metadata = c.metadata;
   return c.progress;
 }

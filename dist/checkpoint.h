@@ -29,14 +29,25 @@ void save_checkpoint(const std::string& path, const StateDict& model_state,
 
 // A checkpoint's contents, for callers that restore the parts themselves.
 struct Checkpoint {
+  std::string path;            // the file it was read from, for messages
   StateDict model, optimizer;  // optimizer is empty when none was saved
+  bool has_optimizer = false;
   TrainingProgress progress;
   Metadata metadata;
 };
 Checkpoint read_checkpoint(const std::string& path);
 
-// Loads into `model` (strictly) and `optimizer` (when given and saved), and returns the
-// progress. Restoring the random stream into the default generator is the caller's choice.
+// Restore one part of a read checkpoint, with errors naming its file and tensor. A tensor is
+// taken in any precision of its kind (an f32 checkpoint into an f16 model), never across kinds
+// (floating point, integer, bool): an f32 tensor relabelled i32 has the same size and would
+// load as garbage. load_model_state checks each entry against the model's own tensor, then
+// loads strictly (names and shapes); the optimizer checks its own keys and values.
+void load_model_state(const Checkpoint& checkpoint, nn::Module& model);
+void load_optimizer_state(const Checkpoint& checkpoint, optim::Optimizer& optimizer);
+
+// Reads and restores `model` and `optimizer` (when given; the file must hold its state), and
+// returns the progress. Restoring the random stream into the default generator is the caller's
+// choice.
 TrainingProgress load_checkpoint(const std::string& path, nn::Module& model,
                                  optim::Optimizer* optimizer, Metadata* metadata = nullptr);
 

@@ -76,38 +76,60 @@ StateDict ElementwiseOptimizer::state_dict() const {
 }
 
 void ElementwiseOptimizer::load_state_dict(const StateDict& state) {
-  load_param_groups(state);
-  int64_t index = 0;
+  const char* where = "Optimizer::load_state_dict: ";
   const std::vector<ParamGroup>& groups = param_groups();
+  // Parameter index across groups -> (group, index in group), as state_dict numbers them.
+  std::vector<std::pair<size_t, size_t>> slots;
+  std::vector<std::vector<ParamState>> loaded(groups.size());
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    for (size_t pi = 0; pi < groups[gi].params.size(); ++pi, ++index) {
-      const std::string prefix = "state." + std::to_string(index) + ".";
-      ParamState fresh;
-      const StateDict entries = state.with_prefix_removed(prefix);
-      for (const auto& [name, t] : entries) {
-        if (name == "step") {
-          fresh.step = static_cast<int64_t>(t.item());
-          continue;
-        }
-        const Variable& p = groups[gi].params[pi];
-        TS_CHECK(t.shape() == p.shape(), "Optimizer::load_state_dict: '", prefix, name,
-                 "' has shape ", t.shape(), " but parameter ", index, " (", p.name(), ") has ",
-                 p.shape());
-        const DType dtype = name == "master" ? kF32 : (p.dtype() == kF16 || p.dtype() == kBF16
-                                                           ? kF32
-                                                           : p.dtype());
-        fresh.tensors[name] = t.to(dtype).to(p.device()).contiguous().clone();
-      }
-      state_[gi][pi] = std::move(fresh);
+    loaded[gi].resize(groups[gi].params.size());
+    for (size_t pi = 0; pi < groups[gi].params.size(); ++pi) slots.emplace_back(gi, pi);
+  }
+  const size_t total = slots.size();
+  // Every key and value is checked before anything changes.
+  for (const auto& [key, t] : state) {
+    if (key.rfind("param_groups.", 0) == 0) continue;  // load_param_groups checks these
+    TS_CHECK(key.rfind("state.", 0) == 0, where, "unexpected key '", key,
+             "': expected 'param_groups.G.NAME' or 'state.I.NAME'");
+    const size_t dot = key.find('.', 6);
+    const std::string index = key.substr(6, dot == std::string::npos ? std::string::npos : dot - 6);
+    const bool numbered = dot != std::string::npos && dot + 1 < key.size() && !index.empty() &&
+                          index.size() <= 18 &&
+                          index.find_first_not_of("0123456789") == std::string::npos &&
+                          (index.size() == 1 || index[0] != '0') && std::stoull(index) < total;
+    TS_CHECK(numbered, where, "key '", key,
+             "' is not of the form 'state.I.NAME' with I a parameter index in [0, ", total, ")");
+    const std::string name = key.substr(dot + 1);
+    const auto [gi, pi] = slots[std::stoull(index)];
+    const Variable& p = groups[gi].params[pi];
+    const std::string param =
+        "parameter " + index + (p.name().empty() ? "" : " (" + p.name() + ")");
+    ParamState& fresh = loaded[gi][pi];
+    if (name == "step") {
+      TS_CHECK(!is_floating(t.dtype()) && t.dtype() != kBool && t.numel() == 1, where, "'", key,
+               "' is a ", t.dtype(), " tensor of shape ", t.shape(),
+               ", expected a one-element integer tensor (the step count)");
+      const double step = t.item();
+      TS_CHECK(step >= 0, where, "'", key, "' is ", step, ", expected a step count >= 0");
+      fresh.step = static_cast<int64_t>(step);
+      continue;
     }
+    TS_CHECK(is_floating(t.dtype()), where, "'", key, "' is a ", t.dtype(),
+             " tensor, expected a floating-point one (", param, " is ", p.dtype(), ")");
+    TS_CHECK(t.shape() == p.shape(), where, "'", key, "' has shape ", t.shape(), " but ", param,
+             " has ", p.shape());
+    const DType dtype = name == "master" || p.dtype() == kF16 || p.dtype() == kBF16 ? kF32
+                                                                                    : p.dtype();
+    fresh.tensors[name] = t.to(dtype).to(p.device()).contiguous().clone();
   }
-  const int64_t total = index;
-  for (const auto& [name, t] : state) {
-    if (name.rfind("state.", 0) != 0) continue;
-    const int64_t i = std::stoll(name.substr(6, name.find('.', 6) - 6));
-    TS_CHECK(i >= 0 && i < total, "Optimizer::load_state_dict: state for parameter ", i,
-             " but this optimizer has ", total, " parameters");
+  for (size_t i = 0; i < total; ++i) {
+    const ParamState& s = loaded[slots[i].first][slots[i].second];
+    TS_CHECK(s.tensors.empty() || state.contains("state." + std::to_string(i) + ".step"), where,
+             "'state.", i, ".", s.tensors.begin()->first, "' is present but 'state.", i,
+             ".step' is not");
   }
+  load_param_groups(state);
+  state_ = std::move(loaded);
 }
 
 int64_t ElementwiseOptimizer::state_bytes() const {

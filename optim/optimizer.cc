@@ -1,5 +1,8 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -61,14 +64,49 @@ void Optimizer::save_param_groups(StateDict& out) const {
 }
 
 void Optimizer::load_param_groups(const StateDict& state) {
+  const char* where = "Optimizer::load_state_dict: ";
+  // Every "param_groups." key names an option of an existing group: a key of another form
+  // would otherwise be ignored and the option silently keep its current value.
+  for (const auto& [key, t] : state) {
+    if (key.rfind("param_groups.", 0) != 0) continue;
+    const size_t dot = key.find('.', 13);
+    const std::string g = key.substr(13, dot == std::string::npos ? std::string::npos : dot - 13);
+    const bool numbered = dot != std::string::npos && !g.empty() && g.size() <= 9 &&
+                          g.find_first_not_of("0123456789") == std::string::npos &&
+                          (g.size() == 1 || g[0] != '0') && std::stoul(g) < groups_.size();
+    TS_CHECK(numbered, where, "key '", key,
+             "' is not of the form 'param_groups.G.NAME' with G a group index in [0, ",
+             groups_.size(), ")");
+    const std::string name = key.substr(dot + 1);
+    std::vector<std::string> names;
+    for (const auto& option : groups_[std::stoul(g)].options->values()) {
+      names.push_back(option.first);
+    }
+    TS_CHECK(std::find(names.begin(), names.end(), name) != names.end(), where, "key '", key,
+             "' names no option of this optimizer (its options are ", names, ")");
+  }
+  // Set copies of the options, so that an error leaves the groups as they were.
+  std::vector<std::unique_ptr<OptimizerOptions>> loaded;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    std::unique_ptr<OptimizerOptions> options = groups_[gi].options->clone();
     for (const auto& [name, value] : groups_[gi].options->values()) {
       const std::string key = "param_groups." + std::to_string(gi) + "." + name;
-      TS_CHECK(state.contains(key), "Optimizer::load_state_dict: missing '", key,
+      TS_CHECK(state.contains(key), where, "missing '", key,
                "' (was the state saved from an optimizer with the same groups?)");
-      groups_[gi].options->set(name, state.at(key).item());
+      const Tensor& t = state.at(key);
+      TS_CHECK(is_floating(t.dtype()) && t.numel() == 1, where, "'", key, "' is a ", t.dtype(),
+               " tensor of shape ", t.shape(), ", expected a one-element floating-point tensor");
+      const double v = t.item();
+      TS_CHECK(std::isfinite(v), where, "'", key, "' is ", v, ", expected a finite value");
+      try {
+        options->set(name, v);
+      } catch (const Error& e) {
+        TS_FAIL(where, "'", key, "' = ", v, ": ", e.message());
+      }
     }
+    loaded.push_back(std::move(options));
   }
+  for (size_t gi = 0; gi < groups_.size(); ++gi) groups_[gi].options = std::move(loaded[gi]);
 }
 
 }  // namespace optim

@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -56,93 +60,121 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// A name or value read from a file, as it appears in an error message: control and non-ASCII
+// bytes escaped, long text cut, so a corrupt header cannot fill the terminal.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c >= 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return s.size() > 80 ? out + "..." : out;
+}
+
 // A JSON reader for the header's subset: objects, arrays, strings, non-negative integers.
+// Every read checks the index against the text's size first, so a header cut anywhere or
+// holding any bytes ends in an Error naming the file, the entry being read and the byte.
 class HeaderParser {
  public:
   HeaderParser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
 
   struct Entry {
     std::string dtype;
-    std::vector<int64_t> shape, offsets;
+    std::vector<uint64_t> shape, offsets;
   };
 
   void parse(std::vector<std::pair<std::string, Entry>>& entries, Metadata& metadata) {
+    std::set<std::string> names;
+    bool has_metadata = false;
+    expect('{');
+    if (peek() == '}') {
+      ++i_;
+    } else {
+      while (true) {
+        const size_t at = position();
+        const std::string key = string();
+        expect(':');
+        if (key == "__metadata__") {
+          check(!has_metadata, "'__metadata__' appears twice", at);
+          has_metadata = true;
+          read_metadata(metadata);
+        } else {
+          check(names.insert(key).second, "entry '" + printable(key) + "' appears twice", at);
+          entry_ = key;
+          entries.emplace_back(key, entry());
+          entry_.clear();
+        }
+        if (peek() != ',') break;
+        ++i_;
+      }
+      expect('}');
+    }
+    skip_space();
+    check(i_ == s_.size(), "trailing characters after the header object", i_);
+  }
+
+ private:
+  void read_metadata(Metadata& metadata) {
     expect('{');
     if (peek() == '}') {
       ++i_;
       return;
     }
     while (true) {
-      const std::string key = string();
+      const size_t at = position();
+      const std::string k = string();
       expect(':');
-      if (key == "__metadata__") {
-        expect('{');
-        if (peek() != '}') {
-          while (true) {
-            const std::string k = string();
-            expect(':');
-            metadata[k] = string();
-            if (peek() != ',') break;
-            ++i_;
-          }
-        }
-        expect('}');
-      } else {
-        entries.emplace_back(key, entry(key));
-      }
+      check(metadata.emplace(k, string()).second,
+            "metadata key '" + printable(k) + "' appears twice", at);
       if (peek() != ',') break;
       ++i_;
     }
     expect('}');
-    skip_space();
-    check(i_ == s_.size(), "trailing characters after the header object");
   }
 
- private:
-  Entry entry(const std::string& name) {
+  Entry entry() {
     Entry e;
     bool dtype = false, shape = false, offsets = false;
     expect('{');
     while (true) {
+      const size_t at = position();
       const std::string key = string();
       expect(':');
+      bool* seen = key == "dtype" ? &dtype : key == "shape" ? &shape
+                   : key == "data_offsets" ? &offsets : nullptr;
+      check(seen != nullptr, "unknown field '" + printable(key) + "'", at);
+      check(!*seen, "field '" + key + "' appears twice", at);
+      *seen = true;
       if (key == "dtype") {
         e.dtype = string();
-        dtype = true;
       } else if (key == "shape") {
         e.shape = integers();
-        shape = true;
-      } else if (key == "data_offsets") {
-        e.offsets = integers();
-        offsets = true;
       } else {
-        fail("unknown field '" + key + "' in entry '" + name + "'");
+        e.offsets = integers();
       }
       if (peek() != ',') break;
       ++i_;
     }
     expect('}');
-    check(dtype && shape && offsets, "entry '" + name + "' lacks dtype, shape or data_offsets");
+    check(dtype && shape && offsets, "the entry lacks dtype, shape or data_offsets", i_);
     return e;
   }
 
-  std::vector<int64_t> integers() {
-    std::vector<int64_t> out;
+  std::vector<uint64_t> integers() {
+    std::vector<uint64_t> out;
     expect('[');
     if (peek() == ']') {
       ++i_;
       return out;
     }
     while (true) {
-      skip_space();
-      check(i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])),
-            "expected a non-negative integer at byte " + std::to_string(i_));
-      int64_t v = 0;
-      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) {
-        check(v < (int64_t{1} << 58), "integer too large at byte " + std::to_string(i_));
-        v = v * 10 + (s_[i_++] - '0');
-      }
-      out.push_back(v);
+      out.push_back(integer());
       if (peek() != ',') break;
       ++i_;
     }
@@ -150,52 +182,174 @@ class HeaderParser {
     return out;
   }
 
+  // JSON's number token (-?digits(.digits)?([eE][+-]?digits)?, read generously here so the
+  // message can quote it) must be a plain non-negative integer that fits in 64 bits.
+  uint64_t integer() {
+    const size_t at = position();
+    size_t end = at;
+    while (end < s_.size() && std::strchr("+-.eE0123456789xX", s_[end]) != nullptr) ++end;
+    check(end > at, "expected a non-negative integer, found " + found(at), at);
+    const std::string token = s_.substr(at, end - at);
+    const bool digits = token.find_first_not_of("0123456789") == std::string::npos;
+    check(digits && (token.size() == 1 || token[0] != '0'),
+          "malformed number '" + printable(token) + "' (expected a non-negative integer)", at);
+    uint64_t v = 0;
+    for (char c : token) {
+      const uint64_t d = static_cast<uint64_t>(c - '0');
+      check(v <= (UINT64_MAX - d) / 10, "number '" + printable(token) + "' does not fit in 64 bits",
+            at);
+      v = v * 10 + d;
+    }
+    i_ = end;
+    return v;
+  }
+
   std::string string() {
     expect('"');
     std::string out;
     while (true) {
-      check(i_ < s_.size(), "unterminated string");
-      const char c = s_[i_++];
+      const size_t at = i_;
+      check(i_ < s_.size(), "unterminated string", at);
+      const unsigned char c = static_cast<unsigned char>(s_[i_++]);
       if (c == '"') break;
-      if (c == '\\') {
-        check(i_ < s_.size(), "unterminated escape");
-        const char e = s_[i_++];
-        if (e == 'u') {
-          check(i_ + 4 <= s_.size(), "short \\u escape");
-          out += static_cast<char>(std::stoi(s_.substr(i_, 4), nullptr, 16));
-          i_ += 4;
-        } else {
-          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
-        }
-      } else {
-        out += c;
+      if (c < 0x20) {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02x", c);
+        fail(std::string("control character ") + hex + " in a string (JSON needs it escaped)", at);
+      }
+      if (c != '\\') {
+        out += static_cast<char>(c);
+        continue;
+      }
+      check(i_ < s_.size(), "unterminated escape", at);
+      const char e = s_[i_++];
+      switch (e) {
+        case '"': case '\\': case '/': out += e; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': append_utf8(out, code_point(at)); break;
+        default: fail("unknown escape '\\" + printable(std::string(1, e)) + "'", at);
       }
     }
     return out;
   }
 
+  // After "\u": four hex digits, and for a high surrogate the "\uDC00".."\uDFFF" that must
+  // follow it. `at` is the backslash.
+  uint32_t code_point(size_t at) {
+    const uint32_t first = hex4(at);
+    if (first >= 0xDC00 && first <= 0xDFFF) fail("lone low surrogate \\u" + hex_text(first), at);
+    if (first < 0xD800 || first > 0xDBFF) return first;
+    const bool pair = i_ + 1 < s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u';
+    check(pair, "high surrogate \\u" + hex_text(first) + " not followed by a low surrogate", at);
+    i_ += 2;
+    const uint32_t second = hex4(i_ - 2);
+    check(second >= 0xDC00 && second <= 0xDFFF,
+          "high surrogate \\u" + hex_text(first) + " followed by \\u" + hex_text(second) +
+              ", not a low surrogate",
+          at);
+    return 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+  }
+
+  uint32_t hex4(size_t at) {
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = i_ < s_.size() ? s_[i_] : '\0';
+      const int d = c >= '0' && c <= '9' ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (i_ >= s_.size() || d < 0) {
+        const std::string text = s_.substr(at, std::min<size_t>(6, s_.size() - at));
+        fail("malformed \\u escape '" + printable(text.substr(0, text.find('"'))) +
+                 "' (expected four hex digits)",
+             at);
+      }
+      v = v * 16 + static_cast<uint32_t>(d);
+      ++i_;
+    }
+    return v;
+  }
+
+  static std::string hex_text(uint32_t v) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "%04x", v);
+    return buf;
+  }
+
+  static void append_utf8(std::string& out, uint32_t cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // What stands at byte `at`, for messages.
+  std::string found(size_t at) const {
+    if (at >= s_.size()) return "the end of the header";
+    return "'" + printable(std::string(1, s_[at])) + "'";
+  }
+  // The index of the next non-space byte.
+  size_t position() {
+    skip_space();
+    return i_;
+  }
   char peek() {
     skip_space();
     return i_ < s_.size() ? s_[i_] : '\0';
   }
   void expect(char c) {
-    check(peek() == c, std::string("expected '") + c + "' at byte " + std::to_string(i_));
+    const size_t at = position();
+    check(at < s_.size() && s_[at] == c,
+          std::string("expected '") + c + "', found " + found(at), at);
     ++i_;
   }
   void skip_space() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
   }
-  void check(bool ok, const std::string& what) {
-    if (!ok) fail(what);
+  void check(bool ok, const std::string& what, size_t at) {
+    if (!ok) fail(what, at);
   }
-  [[noreturn]] void fail(const std::string& what) {
-    TS_FAIL("load_safetensors: '", path_, "': bad header: ", what);
+  [[noreturn]] void fail(const std::string& what, size_t at) {
+    TS_FAIL("load_safetensors: '", path_, "': bad header",
+            entry_.empty() ? std::string() : " in entry '" + printable(entry_) + "'", ": ", what,
+            " at byte ", at, " of the header");
   }
 
   const std::string& s_;
   const std::string& path_;
+  std::string entry_;  // the entry being read, for messages
   size_t i_ = 0;
 };
+
+// Bytes of a tensor of this shape and dtype, or false when the product of the dimensions taken
+// as at least 1 (which bounds the element count and the strides, int64 in Tensor; a zero
+// dimension does not make [0, 2^40, 2^40] representable) leaves int64 or the byte count leaves
+// 64 bits.
+bool byte_count(const std::vector<uint64_t>& shape, DType dtype, uint64_t* bytes) {
+  uint64_t n = 1, span = 1;
+  for (uint64_t d : shape) {
+    if (__builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) ||
+        span > static_cast<uint64_t>(INT64_MAX)) {
+      return false;
+    }
+    n *= d;  // n <= span
+  }
+  return !__builtin_mul_overflow(n, static_cast<uint64_t>(element_size(dtype)), bytes);
+}
 
 }  // namespace
 
@@ -277,14 +431,20 @@ SafetensorsFile load_safetensors(const std::string& path) {
     return a.second.offsets < b.second.offsets;
   });
   uint64_t expected_begin = 0;
-  for (const auto& [name, e] : entries) {
+  for (const auto& [key, e] : entries) {
+    const std::string name = printable(key);
     DType dtype;
     TS_CHECK(parse_dtype(e.dtype, &dtype), "load_safetensors: '", path, "': entry '", name,
-             "' has unknown dtype '", e.dtype, "'");
+             "' has unknown dtype '", printable(e.dtype),
+             "' (tessera reads F32, F64, F16, BF16, I64, I32, U8 and BOOL)");
+    uint64_t need = 0;
+    TS_CHECK(byte_count(e.shape, dtype, &need), "load_safetensors: '", path, "': entry '", name,
+             "' has shape ", e.shape, " of ", e.dtype,
+             " elements: the product of its dimensions or its byte count overflows 64 bits");
     TS_CHECK(e.offsets.size() == 2 && e.offsets[0] <= e.offsets[1], "load_safetensors: '", path,
-             "': entry '", name, "' has data_offsets ", e.offsets, ", expected [begin, end]");
+             "': entry '", name, "' has data_offsets ", e.offsets,
+             ", expected [begin, end] with begin <= end");
     const uint64_t begin = e.offsets[0], end = e.offsets[1];
-    const uint64_t need = static_cast<uint64_t>(numel(e.shape)) * element_size(dtype);
     TS_CHECK(end - begin == need, "load_safetensors: '", path, "': entry '", name, "' (",
              e.dtype, " ", e.shape, ") needs ", need, " bytes but its offsets span ", end - begin);
     TS_CHECK(begin == expected_begin, "load_safetensors: '", path, "': entry '", name,
@@ -292,9 +452,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
              " (entries must tile the data without gaps or overlap)");
     TS_CHECK(end <= data_size, "load_safetensors: '", path, "': entry '", name, "' ends at ", end,
              " but the file has only ", data_size, " bytes of data (truncated?)");
-    Tensor t = empty(e.shape, dtype);
+    // Checked above: every dimension fits in int64, and the bytes (hence the allocation) lie
+    // inside the file.
+    Tensor t = empty(Shape(e.shape.begin(), e.shape.end()), dtype);
     if (need > 0) std::memcpy(t.raw_data(), data + begin, need);
-    file.tensors.set(name, t);
+    file.tensors.set(key, t);
     expected_begin = end;
   }
   TS_CHECK(expected_begin == data_size, "load_safetensors: '", path, "' has ",

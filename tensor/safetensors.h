@@ -7,8 +7,11 @@
 // Offsets are relative to the start of the data, little-endian element bytes, row-major.
 // save_safetensors writes to a temporary file in the same directory, flushes it to disk and
 // renames it over `path`, so a crash never leaves a half-written file behind. load checks the
-// header length, every dtype, shape and offset pair (in bounds, of the size its shape needs,
-// the ranges tiling the data exactly) and names the file and entry in every error.
+// header length; the JSON (strict escapes and surrogates, decoded to UTF-8; integers only, within
+// 64 bits; no duplicate names), with the byte where it goes wrong; every dtype, shape (element
+// and byte counts within 64 bits) and offset pair (in bounds, of the size its shape needs, the
+// ranges tiling the data exactly); and names the file and entry in every error. Whether a dtype
+// is the one a caller expects is the caller's check (dist/checkpoint.h, the optimizers).
 #pragma once
 
 #include <map>

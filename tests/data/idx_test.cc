@@ -1,4 +1,5 @@
-// The IDX reader on files written here: good (plain and gzip'd), truncated, corrupt, missing.
+// The IDX reader on files written here: good (plain and gzip'd), truncated, corrupt, with a
+// shape whose size overflows, missing.
 #include "data/idx.h"
 
 #include <gtest/gtest.h>
@@ -6,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,26 @@ TEST(Idx, CorruptHeadersAreRejected) {
   extra.insert(extra.end(), {1, 2, 3});
   write_plain(temp_path("extra.idx"), extra);
   EXPECT_NE(error_of(temp_path("extra.idx")).find("unexpected bytes"), std::string::npos);
+}
+
+TEST(Idx, ShapeWhoseByteCountOverflowsIsRejected) {
+  // 65536^4 elements wrap to 0 in 64 bits: a bare header used to load as a tensor claiming
+  // 2^64 elements over no data.
+  write_plain(temp_path("wrap.idx"), header(0x08, {65536, 65536, 65536, 65536}));
+  std::string err = error_of(temp_path("wrap.idx"));
+  EXPECT_NE(err.find("wrap.idx"), std::string::npos) << err;
+  EXPECT_NE(err.find("overflows 64 bits"), std::string::npos) << err;
+  std::cout << err << "\n";
+  // No elements, but strides that do not fit in int64.
+  write_plain(temp_path("zero.idx"), header(0x08, {0, 65536, 65536, 65536, 65536}));
+  err = error_of(temp_path("zero.idx"));
+  EXPECT_NE(err.find("overflows 64 bits"), std::string::npos) << err;
+  // 2^62 elements fit, their 2^65 bytes of f64 do not.
+  write_gzip(temp_path("wrap.idx.gz"), header(0x0E, {1u << 31, 1u << 31}));
+  err = error_of(temp_path("wrap.idx.gz"));
+  EXPECT_NE(err.find("wrap.idx.gz"), std::string::npos) << err;
+  EXPECT_NE(err.find("overflows 64 bits"), std::string::npos) << err;
+  std::cout << err << "\n";
 }
 
 TEST(Idx, MissingFileNamesThePath) {

@@ -1,5 +1,6 @@
 // Checkpoints: model + optimizer + progress round trip, resuming continues exactly, and
-// corrupted or foreign files are rejected.
+// corrupted or foreign files are rejected, as are tensors relabelled with a dtype of another
+// kind than the model or optimizer holds (the bytes would load as garbage).
 #include "dist/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -10,12 +11,33 @@
 #include "models/simple.h"
 #include "optim/adam.h"
 #include "tensor/ops.h"
+#include "tests/util/expect_error.h"
 #include "tests/util/test_util.h"
 
 namespace tessera {
 namespace {
 
+using tessera::testing::expect_error;
 using tessera::testing::temp_path;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Copies the checkpoint at `from` to `to` with tensor `name`'s dtype string replaced by
+// `dtype` (of the same width, so the file stays well-formed).
+void relabel(const std::string& from, const std::string& to, const std::string& name,
+             const std::string& dtype) {
+  std::string bytes = read_bytes(from);
+  const std::string field = "\"" + name + "\":{\"dtype\":\"";
+  const size_t at = bytes.find(field);
+  ASSERT_NE(at, std::string::npos) << name;
+  const size_t begin = at + field.size();
+  ASSERT_EQ(bytes.find('"', begin) - begin, dtype.size()) << name;
+  bytes.replace(begin, dtype.size(), dtype);
+  std::ofstream(to, std::ios::binary).write(bytes.data(), bytes.size());
+}
 
 // One Adam step of an MLP on a fixed batch.
 void train_step(nn::Sequential& model, optim::Optimizer& opt, int seed) {
@@ -68,6 +90,43 @@ TEST(Checkpoint, RejectsCorruptedAndForeignFiles) {
   // A plain safetensors file is not a checkpoint.
   save_safetensors(temp_path("plain.safetensors"), model->state_dict());
   EXPECT_THROW(load_checkpoint(temp_path("plain.safetensors"), *model, nullptr), Error);
+}
+
+TEST(Checkpoint, DtypesOfAnotherKindNameTheFileAndTensor) {
+  manual_seed(1);
+  auto model = models::MLP(784, 32, 10);
+  optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
+  train_step(*model, opt, 0);
+  const std::string good = temp_path("kinds.safetensors");
+  save_checkpoint(good, *model, &opt, {1, 1, default_generator().state()});
+  const std::string weight = model->state_dict().items()[0].first;
+  const std::string bad = temp_path("relabelled.safetensors");
+
+  // An f32 weight relabelled i32: the same bytes used to load as integers converted to float.
+  relabel(good, bad, "model." + weight, "I32");
+  auto fresh = models::MLP(784, 32, 10);
+  const Tensor before = fresh->state_dict().items()[0].second.clone();
+  expect_error([&] { load_checkpoint(bad, *fresh, nullptr); }, "relabelled.safetensors");
+  expect_error([&] { load_checkpoint(bad, *fresh, nullptr); },
+               "'model." + weight + "' is i32, but the model's '" + weight + "' is f32");
+  EXPECT_EQ(max_abs_diff(fresh->state_dict().items()[0].second, before), 0);  // untouched
+  // The same through read_checkpoint, as the train tool restores.
+  expect_error([&] { load_model_state(read_checkpoint(bad), *fresh); }, "'model." + weight + "'");
+
+  // Optimizer state: f32 moments relabelled i32, the i64 step relabelled f64.
+  optim::Adam opt2(fresh->parameters(), optim::AdamOptions(0.5));
+  relabel(good, bad, "optimizer.state.0.exp_avg", "I32");
+  expect_error([&] { load_checkpoint(bad, *fresh, &opt2); }, "relabelled.safetensors");
+  expect_error([&] { load_checkpoint(bad, *fresh, &opt2); },
+               "(tensors 'optimizer.*'): Optimizer::load_state_dict: 'state.0.exp_avg' is a i32 "
+               "tensor, expected a floating-point one");
+  relabel(good, bad, "optimizer.state.0.step", "F64");
+  expect_error([&] { load_optimizer_state(read_checkpoint(bad), opt2); },
+               "'state.0.step' is a f64 tensor of shape [], expected a one-element integer tensor");
+  EXPECT_EQ(opt2.param_groups()[0].options->lr(), 0.5);  // untouched
+  // The unaltered file loads.
+  load_checkpoint(good, *fresh, &opt2);
+  EXPECT_EQ(opt2.param_groups()[0].options->lr(), 1e-2);
 }
 
 }  // namespace

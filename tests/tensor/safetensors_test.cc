@@ -1,14 +1,17 @@
 // safetensors: round trip of every dtype, the byte layout other tools expect, and rejection of
-// truncated or corrupted files.
+// truncated or corrupted files: malformed JSON (escapes, numbers), impossible shapes, duplicate
+// names. Every error names the file, and the entry when there is one.
 #include "tensor/safetensors.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 
 #include "tensor/ops.h"
+#include "tests/util/expect_error.h"
 #include "tests/util/test_util.h"
 
 namespace tessera {
@@ -121,6 +124,109 @@ TEST(Safetensors, CorruptOrTruncatedFilesAreRejected) {
             std::string::npos);
   EXPECT_NE(error_loading(header_file("{\"x\":", 0)).find("bad header"), std::string::npos);
   EXPECT_THROW(load_safetensors(temp_path("missing.safetensors")), Error);
+}
+
+// Loads a file holding `header` and `data_bytes` zero bytes of data; it must fail with an
+// Error naming the file and containing every one of `parts`.
+void expect_header_error(const std::string& header, size_t data_bytes,
+                         const std::vector<std::string>& parts) {
+  const std::string err = error_loading(header_file(header, data_bytes));
+  std::cout << header << "\n  -> " << err << "\n";  // the log lists each case and its message
+  EXPECT_NE(err, "") << "no error for " << header;
+  EXPECT_NE(err.find("bad.safetensors"), std::string::npos) << err;
+  for (const std::string& part : parts) EXPECT_NE(err.find(part), std::string::npos) << err;
+}
+
+std::string entry(const std::string& name, const std::string& dtype, const std::string& shape,
+                  const std::string& offsets) {
+  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
+         ",\"data_offsets\":" + offsets + "}";
+}
+
+TEST(Safetensors, MalformedEscapesNameTheFileAndPosition) {
+  // Not four hex digits: std::stoi used to throw its own std::invalid_argument ("stoi") or, for
+  // "+123" and " 123", read a number where JSON has none.
+  for (const std::string bad : {"\\u12G4", "\\u+123", "\\u 123", "\\uXYZW"}) {
+    expect_header_error("{" + entry("x" + bad, "U8", "[1]", "[0,1]") + "}", 1,
+                        {"malformed \\u escape", "at byte 3"});
+  }
+  // Cut short by the end of the header.
+  expect_header_error("{\"x\\u00", 0, {"malformed \\u escape", "at byte 3"});
+  // A lone or reversed surrogate is not a character.
+  expect_header_error("{" + entry("x\\ud800", "U8", "[1]", "[0,1]") + "}", 1,
+                      {"surrogate", "at byte 3"});
+  expect_header_error("{" + entry("x\\udc00\\ud800", "U8", "[1]", "[0,1]") + "}", 1,
+                      {"surrogate", "at byte 3"});
+  // Escapes JSON does not have, and raw control characters.
+  expect_header_error("{" + entry("x\\q", "U8", "[1]", "[0,1]") + "}", 1,
+                      {"unknown escape '\\q'", "at byte 3"});
+  expect_header_error("{" + entry("x\ty", "U8", "[1]", "[0,1]") + "}", 1,
+                      {"control character 0x09", "at byte 3"});
+  // Inside an entry, the error names it.
+  expect_header_error("{" + entry("w", "F\\u00", "[1]", "[0,4]") + "}", 4,
+                      {"entry 'w'", "malformed \\u escape"});
+}
+
+TEST(Safetensors, EscapesDecodeToUtf8) {
+  const std::string header = "{\"__metadata__\":{\"k\":\"\\u00e9\\u20ac\\ud83d\\ude00\\n\\/\"}," +
+                             entry("a\\u0000b", "U8", "[1]", "[0,1]") + "}";
+  write_bytes(temp_path("utf8.safetensors"), header_file(header, 1));
+  const SafetensorsFile f = load_safetensors(temp_path("utf8.safetensors"));
+  EXPECT_EQ(f.metadata.at("k"), "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\n/");
+  EXPECT_TRUE(f.tensors.contains(std::string("a\0b", 3)));
+  // Control characters and non-ASCII text round trip through the writer.
+  StateDict s;
+  s.set(std::string("t\x01\n\"\\\xC3\xA9", 7), zeros({1}));
+  save_safetensors(temp_path("names.safetensors"), s, {{"tab\t", "\x1f"}});
+  const SafetensorsFile g = load_safetensors(temp_path("names.safetensors"));
+  EXPECT_TRUE(g.tensors.contains(std::string("t\x01\n\"\\\xC3\xA9", 7)));
+  EXPECT_EQ(g.metadata.at("tab\t"), "\x1f");
+}
+
+TEST(Safetensors, MalformedNumbersNameTheFileAndPosition) {
+  for (const std::string bad : {"1.5", "-1", "1e3", "01", "+1", "0x10"}) {
+    expect_header_error("{" + entry("x", "U8", "[" + bad + "]", "[0,1]") + "}", 1,
+                        {"entry 'x'", "malformed number '" + bad + "'", "at byte 28"});
+  }
+  expect_header_error("{" + entry("x", "U8", "[1]", "[0,18446744073709551616]") + "}", 1,
+                      {"entry 'x'", "'18446744073709551616' does not fit in 64 bits"});
+  expect_header_error("{" + entry("x", "U8", "[true]", "[0,1]") + "}", 1,
+                      {"entry 'x'", "expected a non-negative integer", "found 't'"});
+  expect_header_error("{\"x\":{\"dtype\":\"U8\",\"shape\":[1,", 0,
+                      {"expected a non-negative integer", "found the end of the header"});
+}
+
+TEST(Safetensors, ShapeWhoseByteCountOverflowsIsRejected) {
+  // 2^32 * 2^32 * 16 elements: the element count wraps to 0 in 64 bits and used to load as a
+  // tensor that claims 2^68 elements over no data.
+  expect_header_error("{" + entry("big", "F32", "[4294967296,4294967296,16]", "[0,0]") + "}", 0,
+                      {"entry 'big'", "overflows 64 bits"});
+  // Fits as elements (2^62) but not as bytes (2^64).
+  expect_header_error("{" + entry("big", "F32", "[4611686018427387904]", "[0,0]") + "}", 0,
+                      {"entry 'big'", "overflows 64 bits"});
+  // No elements, but strides that do not fit in int64.
+  expect_header_error("{" + entry("big", "F32", "[0,4294967296,4294967296]", "[0,0]") + "}", 0,
+                      {"entry 'big'", "overflows 64 bits"});
+  // A dimension that is not an int64.
+  expect_header_error("{" + entry("big", "U8", "[9223372036854775808]", "[0,0]") + "}", 0,
+                      {"entry 'big'", "overflows 64 bits"});
+  // Offsets near 2^64 are compared without wrapping.
+  expect_header_error(
+      "{" + entry("x", "U8", "[1]", "[18446744073709551615,0]") + "}", 0,
+      {"entry 'x'", "data_offsets [18446744073709551615, 0]"});
+}
+
+TEST(Safetensors, DuplicateNamesAreRejected) {
+  expect_header_error(
+      "{" + entry("x", "U8", "[1]", "[0,1]") + "," + entry("x", "U8", "[1]", "[1,2]") + "}", 2,
+      {"entry 'x' appears twice"});
+  expect_header_error("{\"__metadata__\":{},\"__metadata__\":{}}", 0,
+                      {"'__metadata__' appears twice"});
+  expect_header_error("{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", 0,
+                      {"metadata key 'a' appears twice"});
+  expect_header_error(
+      "{\"x\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+      {"entry 'x'", "field 'dtype' appears twice"});
 }
 
 }  // namespace
