@@ -274,10 +274,10 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
       }
       return 0;
     }
-    strategy->load_model_state(*model, ckpt.model);
+    strategy->load_model_state(*model, ckpt);
     // A pipeline's optimizer state is split over its stages; its checkpoints hold none.
     const bool load_optimizer = !ckpt.optimizer.empty() && strategy->checkpoints_optimizer();
-    if (load_optimizer) strategy->optimizer().load_state_dict(ckpt.optimizer);
+    if (load_optimizer) load_optimizer_state(ckpt, strategy->optimizer());
     if (lead && !load_optimizer) {
       std::printf("%s: the optimizer starts fresh (%s)\n", resume.c_str(),
                   ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"

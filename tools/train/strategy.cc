@@ -283,8 +283,8 @@ class FullySharded : public Strategy {
   std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
   void sync_buffers() override { dist::sync_buffers(*model_, *world_); }
   StateDict model_state(const nn::Module&) override { return fsdp_.state_dict(); }
-  void load_model_state(nn::Module&, const StateDict& state) override {
-    fsdp_.load_state_dict(state);
+  void load_model_state(nn::Module&, const Checkpoint& checkpoint) override {
+    fsdp_.load_state_dict(checkpoint.model);
   }
   bool checkpoints_optimizer() const override { return false; }
   std::vector<dist::ProcessGroup*> groups() const override { return {world_.get()}; }

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "dist/checkpoint.h"
 #include "dist/process_group.h"
 #include "nn/sequential.h"
 #include "optim/optimizer.h"
@@ -51,8 +52,8 @@ class Strategy {
   // Collective. The whole trained model's state under its own (unpipelined, unsharded) names,
   // for a checkpoint rank 0 saves; and its inverse, on every rank, for resuming.
   virtual StateDict model_state(const nn::Module& model) { return model.state_dict(); }
-  virtual void load_model_state(nn::Module& model, const StateDict& state) {
-    model.load_state_dict(state);
+  virtual void load_model_state(nn::Module& model, const Checkpoint& checkpoint) {
+    tessera::load_model_state(checkpoint, model);  // names, shapes and dtype kinds checked
   }
   // Whether checkpoints carry the optimizer's state (a pipeline's is split over its stages,
   // ZeRO-3's over the ranks' shards).
