@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "data/idx.h"
-#include "tests/tensor/mutate.h"
+#include "tests/util/mutate.h"
 #include "tests/util/test_util.h"
 
 namespace tessera {

@@ -14,7 +14,7 @@
 
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
-#include "tests/tensor/mutate.h"
+#include "tests/util/mutate.h"
 #include "tests/util/test_util.h"
 
 namespace tessera {
