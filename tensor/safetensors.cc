@@ -1,8 +1,5 @@
 #include "tensor/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -14,6 +11,8 @@
 #include <set>
 #include <sstream>
 #include <vector>
+
+#include "tensor/atomic_file.h"
 
 namespace tessera {
 
@@ -384,10 +383,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   std::string text = header.str();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TS_CHECK(out.good(), "save_safetensors: cannot write '", tmp, "': ", std::strerror(errno));
+  write_file_atomically(path, [&](std::ostream& out) {
     const uint64_t n = text.size();
     unsigned char len[8];
     for (int b = 0; b < 8; ++b) len[b] = static_cast<unsigned char>(n >> (8 * b));
@@ -396,17 +392,7 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
     for (const Tensor& t : data) {
       out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
     }
-    out.flush();
-    TS_CHECK(out.good(), "save_safetensors: writing '", tmp, "' failed: ", std::strerror(errno));
-  }
-  // Flush to disk before the rename makes the new file visible under `path`.
-  const int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  TS_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "save_safetensors: cannot rename '", tmp,
-           "' to '", path, "': ", std::strerror(errno));
+  }, "save_safetensors");
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

@@ -1,11 +1,16 @@
 // safetensors: round trip of every dtype, the byte layout other tools expect, and rejection of
 // truncated or corrupted files: malformed JSON (escapes, numbers), impossible shapes, duplicate
-// names. Every error names the file, and the entry when there is one.
+// names. Every error names the file, and the entry when there is one. Writes are atomic and
+// leave no temporary files behind.
 #include "tensor/safetensors.h"
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -65,6 +70,31 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   save_safetensors(temp_path("v.safetensors"), v);
   EXPECT_EQ(load_safetensors(temp_path("v.safetensors")).tensors.at("t").to_vector<float>(),
             (std::vector<float>{0, 3, 1, 4, 2, 5}));
+}
+
+// Writes are atomic: a failed publish removes its temporary file and leaves the old file, and
+// the temporary file of a writer that was killed is removed by the next write.
+TEST(Safetensors, TemporaryFilesNeverOutliveTheirWriter) {
+  StateDict s;
+  s.set("t", ones({3}));
+  const std::string dir = temp_path("atomic");
+  std::remove((dir + "/x.safetensors").c_str());
+  ASSERT_EQ(std::system(("mkdir -p " + dir + "/taken.safetensors").c_str()), 0);
+  // The path is a directory: the rename fails, and the error says the temporary file is gone.
+  tessera::testing::expect_error([&] { save_safetensors(dir + "/taken.safetensors", s); },
+                                 "(removed the temporary file)");
+  const std::string own_tmp = dir + "/taken.safetensors.tmp." + std::to_string(::getpid());
+  EXPECT_FALSE(std::ifstream(own_tmp).good());
+  // A killed writer's leftover (a pid that is not running) and a live one's (pid 1).
+  const long dead = 4194303;  // above Linux's default pid_max of 4194304 - 1 in use is unlikely
+  if (::kill(static_cast<pid_t>(dead), 0) == 0) GTEST_SKIP() << "pid " << dead << " is running";
+  write_bytes(dir + "/x.safetensors.tmp." + std::to_string(dead), "half a file");
+  write_bytes(dir + "/x.safetensors.tmp.1", "a live writer's");
+  save_safetensors(dir + "/x.safetensors", s);
+  EXPECT_FALSE(std::ifstream(dir + "/x.safetensors.tmp." + std::to_string(dead)).good());
+  EXPECT_TRUE(std::ifstream(dir + "/x.safetensors.tmp.1").good());
+  EXPECT_EQ(load_safetensors(dir + "/x.safetensors").tensors.at("t").to_vector<float>(),
+            (std::vector<float>{1, 1, 1}));
 }
 
 TEST(Safetensors, ByteLayoutIsTheStandardOne) {

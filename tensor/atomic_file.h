@@ -1,0 +1,20 @@
+// Writing a file so that readers only ever see the old file or the whole new one.
+//
+// The content goes to PATH.tmp.PID in the same directory, is flushed to disk, and is renamed
+// over PATH (rename is atomic within a file system). If writing or renaming fails, the temporary
+// file is removed before the error is raised; temporary files of PATH left by writers that were
+// killed (their process no longer exists) are removed at the next write.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace tessera {
+
+// Calls `write` with a stream on the temporary file, then publishes it as `path`. Errors name
+// the file and the system's reason; `who` prefixes them ("save_safetensors").
+void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write,
+                           const char* who);
+
+}  // namespace tessera
