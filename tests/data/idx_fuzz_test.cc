@@ -12,11 +12,11 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "data/idx.h"
+#include "tests/util/fuzz_tally.h"
 #include "tests/util/mutate.h"
 #include "tests/util/test_util.h"
 
@@ -25,7 +25,7 @@ namespace data {
 namespace {
 
 using tessera::testing::LengthField;
-using tessera::testing::message_kind;
+using tessera::testing::FuzzTally;
 using tessera::testing::Mutator;
 using tessera::testing::temp_path;
 
@@ -93,9 +93,7 @@ TEST(IdxFuzz, MutatedFilesLoadOrThrowError) {
   }
   Mutator gzip_mutator(11, {}, {});
   const std::string path = temp_path("fuzz.idx");
-  int loaded = 0, rejected = 0;
-  std::map<std::string, int> messages;
-  double slowest = 0, parsing = 0;  // seconds in the reader: the slowest call, all calls
+  FuzzTally tally;
   const auto start = std::chrono::steady_clock::now();
   for (int it = 0; it < kIterations; ++it) {
     const size_t which = static_cast<size_t>(it / 4) % seeds.size();
@@ -115,9 +113,7 @@ TEST(IdxFuzz, MutatedFilesLoadOrThrowError) {
       gzip_mutator.mutate(bytes, 1 + static_cast<int>(gzip_mutator.below(3)));
       write_plain(path, bytes);
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string failure;
-    try {
+    const std::string failure = tally.run([&] {
       const Tensor t = read_idx(path);
       // Touch every byte: a shape that overstated its data would show here.
       ASSERT_EQ(t.nbytes(), static_cast<size_t>(t.numel()) * t.element_size());
@@ -125,19 +121,7 @@ TEST(IdxFuzz, MutatedFilesLoadOrThrowError) {
       const unsigned char* p = static_cast<const unsigned char*>(t.raw_data());
       for (size_t k = 0; k < t.nbytes(); ++k) sum += p[k];
       if (sum == 1) std::cout << "";  // keeps the reads
-      ++loaded;
-    } catch (const Error& e) {
-      ++rejected;
-      ++messages[message_kind(e.message())];
-    } catch (const std::exception& e) {
-      failure = std::string("threw ") + typeid(e).name() + ": " + e.what();
-    } catch (...) {
-      failure = "threw a non-std exception";
-    }
-    const double call =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    slowest = std::max(slowest, call);
-    parsing += call;
+    });
     if (!failure.empty()) {
       if (const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
         write_plain(std::string(dir) + "/failing.idx", read_bytes(path));
@@ -147,12 +131,9 @@ TEST(IdxFuzz, MutatedFilesLoadOrThrowError) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << kIterations << " mutated files: " << loaded << " loaded, " << rejected
-            << " rejected with tessera::Error, in " << seconds << " s (" << parsing
-            << " s in the reader, slowest read " << slowest * 1e3 << " ms). Errors by kind:\n";
-  for (const auto& [m, n] : messages) std::cout << "  " << n << "\t" << m << "\n";
-  EXPECT_GT(loaded, 0);
-  EXPECT_GT(rejected, 0);
+  tally.print(std::cout, kIterations, seconds);
+  EXPECT_GT(tally.loaded, 0);
+  EXPECT_GT(tally.rejected, 0);
 }
 
 }  // namespace

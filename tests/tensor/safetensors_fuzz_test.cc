@@ -10,10 +10,10 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <map>
 
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
+#include "tests/util/fuzz_tally.h"
 #include "tests/util/mutate.h"
 #include "tests/util/test_util.h"
 
@@ -21,7 +21,7 @@ namespace tessera {
 namespace {
 
 using tessera::testing::LengthField;
-using tessera::testing::message_kind;
+using tessera::testing::FuzzTally;
 using tessera::testing::Mutator;
 using tessera::testing::temp_path;
 
@@ -85,9 +85,7 @@ TEST(SafetensorsFuzz, MutatedFilesLoadOrThrowError) {
   Mutator raw(20261123, kTokens, {{0, 8, false}});  // the header length: 8 bytes, little-endian
   Mutator text(1123, kTokens, {});
   const std::string path = temp_path("fuzz.safetensors");
-  int loaded = 0, rejected = 0;
-  std::map<std::string, int> messages;
-  double slowest = 0, parsing = 0;  // seconds in the reader: the slowest call, all calls
+  FuzzTally tally;
   const auto start = std::chrono::steady_clock::now();
   for (int it = 0; it < kIterations; ++it) {
     const std::string& seed = files[it % files.size()];
@@ -104,9 +102,7 @@ TEST(SafetensorsFuzz, MutatedFilesLoadOrThrowError) {
       bytes = assemble(header, data);
     }
     write_bytes(path, bytes);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string failure;
-    try {
+    const std::string failure = tally.run([&] {
       const SafetensorsFile f = load_safetensors(path);
       // Touch every byte of every tensor: a shape that overstated its data would show here
       // (as a wrong count, or under AddressSanitizer as a read out of bounds).
@@ -117,19 +113,7 @@ TEST(SafetensorsFuzz, MutatedFilesLoadOrThrowError) {
         for (size_t k = 0; k < t.nbytes(); ++k) sum += p[k];
       }
       if (sum == 1) std::cout << "";  // keeps the reads
-      ++loaded;
-    } catch (const Error& e) {
-      ++rejected;
-      ++messages[message_kind(e.message())];
-    } catch (const std::exception& e) {
-      failure = std::string("threw ") + typeid(e).name() + ": " + e.what();
-    } catch (...) {
-      failure = "threw a non-std exception";
-    }
-    const double call =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    slowest = std::max(slowest, call);
-    parsing += call;
+    });
     if (!failure.empty()) {
       if (const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
         write_bytes(std::string(dir) + "/failing.safetensors", bytes);
@@ -139,13 +123,10 @@ TEST(SafetensorsFuzz, MutatedFilesLoadOrThrowError) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << kIterations << " mutated files: " << loaded << " loaded, " << rejected
-            << " rejected with tessera::Error, in " << seconds << " s (" << parsing
-            << " s in the reader, slowest load " << slowest * 1e3 << " ms). Errors by kind:\n";
-  for (const auto& [m, n] : messages) std::cout << "  " << n << "\t" << m << "\n";
+  tally.print(std::cout, kIterations, seconds);
   // Both outcomes occur: the edits reach past the first checks.
-  EXPECT_GT(loaded, 0);
-  EXPECT_GT(rejected, 0);
+  EXPECT_GT(tally.loaded, 0);
+  EXPECT_GT(tally.rejected, 0);
 }
 
 }  // namespace
