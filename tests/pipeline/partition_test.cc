@@ -13,6 +13,7 @@
 #include "pipeline/microbatch.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
+#include "tests/pipeline/mlp.h"
 
 namespace tessera {
 namespace pipeline {
@@ -21,17 +22,7 @@ namespace {
 using testing::expect_error;
 
 // Flatten, Linear(64, 32), ReLU, Linear(32, 32), ReLU, Linear(32, 10).
-std::shared_ptr<nn::Sequential> model() {
-  manual_seed(1);
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Flatten>());
-  m->push_back(std::make_shared<nn::Linear>(64, 32));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(32, 32));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(32, 10));
-  return m;
-}
+std::shared_ptr<nn::Sequential> model() { return mlp_of(1, {64, 32, 32, 10}); }
 
 TEST(Balance, UniformGivesEarlierStagesTheExtraLayers) {
   EXPECT_EQ(balance_uniform(10, 3), (std::vector<int>{4, 3, 3}));

@@ -21,6 +21,7 @@
 #include "pipeline/microbatch.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
+#include "tests/pipeline/mlp.h"
 
 namespace tessera {
 namespace pipeline {
@@ -29,33 +30,11 @@ namespace {
 using MakeModel = std::function<std::shared_ptr<nn::Sequential>()>;
 
 // Flatten and four Linear layers with ReLUs: 8 layers, enough for 4 ranks x 2 chunks.
-std::shared_ptr<nn::Sequential> deep_mlp() {
-  manual_seed(11);
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Flatten>());
-  m->push_back(std::make_shared<nn::Linear>(64, 32));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(32, 32));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(32, 24));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(24, 10));
-  return m;
-}
+std::shared_ptr<nn::Sequential> deep_mlp() { return mlp_of(11, {64, 32, 32, 24, 10}); }
 
 // Flatten, 7 x (Linear(64, 64), ReLU), Linear(64, 10): 16 layers, so every stage of K <= 4 has
 // activations inside it (what checkpointing drops).
-std::shared_ptr<nn::Sequential> long_mlp() {
-  manual_seed(13);
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Flatten>());
-  for (int i = 0; i < 7; ++i) {
-    m->push_back(std::make_shared<nn::Linear>(64, 64));
-    m->push_back(std::make_shared<nn::ReLU>());
-  }
-  m->push_back(std::make_shared<nn::Linear>(64, 10));
-  return m;
-}
+std::shared_ptr<nn::Sequential> long_mlp() { return mlp_of(13, {64, 64, 64, 64, 64, 64, 64, 64, 10}); }
 
 // 8 blocks, each with a Linear, so 4 ranks x 2 chunks all hold parameters (a stage without
 // any is an error): [Flatten, Linear(64, 32), ReLU], 6 x [Linear(32, 32), ReLU], [Linear(32, 10)].
