@@ -148,36 +148,90 @@ void Module::zero_grad(bool set_to_none) {
   for (Variable& p : parameters()) p.zero_grad(set_to_none);
 }
 
+std::shared_ptr<Module> Module::replace_module(const std::string& name,
+                                               std::shared_ptr<Module> module) {
+  TS_CHECK(module != nullptr, type_name(), "::replace_module: the new module '", name,
+           "' is null");
+  for (auto& [child_name, child] : children_) {
+    if (child_name == name) {
+      std::shared_ptr<Module> old = std::move(child);
+      child = std::move(module);
+      return old;
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [child_name, child] : children_) names.push_back(child_name);
+  TS_FAIL(type_name(), "::replace_module: no child named '", name, "' (children: ", names, ")");
+}
+
+std::vector<Module::StateEntry> Module::own_state_entries() const {
+  std::vector<StateEntry> entries;
+  for (const auto* list : {&parameters_, &buffers_}) {
+    for (const auto& [name, v] : *list) entries.push_back({name, v.shape(), v.dtype()});
+  }
+  return entries;
+}
+
+void Module::save_own_state(const std::string& prefix, StateDict& out) const {
+  // PyTorch's order: each module's parameters, then its buffers, then its children.
+  for (const auto& [name, v] : parameters_) out.set(prefix + name, v.data());
+  for (const auto& [name, v] : buffers_) out.set(prefix + name, v.data());
+}
+
+void Module::load_own_state(const std::string& prefix, const StateDict& state) {
+  for (const auto* list : {&parameters_, &buffers_}) {
+    for (const auto& [name, v] : *list) {
+      if (const Tensor* source = state.find(prefix + name)) Tensor(v.data()).copy_(*source);
+    }
+  }
+}
+
+void Module::save_state(const std::string& prefix, StateDict& out) const {
+  save_own_state(prefix, out);
+  for (const auto& [name, child] : children_) child->save_state(prefix + name + ".", out);
+}
+
+void Module::expected_state(const std::string& prefix, std::vector<StateEntry>& out) const {
+  for (StateEntry e : own_state_entries()) {
+    e.name = prefix + e.name;
+    out.push_back(std::move(e));
+  }
+  for (const auto& [name, child] : children_) child->expected_state(prefix + name + ".", out);
+}
+
+void Module::load_state(const std::string& prefix, const StateDict& state) {
+  load_own_state(prefix, state);
+  for (const auto& [name, child] : children_) child->load_state(prefix + name + ".", state);
+}
+
 StateDict Module::state_dict() const {
   StateDict state;
-  // PyTorch's order: each module's parameters, then its buffers, then its children.
-  for (const auto& [name, v] : parameters_) state.set(name, v.data());
-  for (const auto& [name, v] : buffers_) state.set(name, v.data());
-  for (const auto& [name, child] : children_) state.merge(child->state_dict(), name + ".");
+  save_state("", state);
   return state;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
   std::vector<std::string> missing, unexpected, mismatched;
-  const StateDict own = state_dict();
-  for (const auto& [name, target] : own) {
-    const Tensor* source = state.find(name);
+  std::vector<StateEntry> expected;
+  expected_state("", expected);
+  for (const StateEntry& e : expected) {
+    const Tensor* source = state.find(e.name);
     if (source == nullptr) {
-      missing.push_back(name);
-    } else if (source->shape() != target.shape()) {
-      mismatched.push_back(name + " (checkpoint " + shape_str(source->shape()) + ", model " +
-                           shape_str(target.shape()) + ")");
+      missing.push_back(e.name);
+    } else if (source->shape() != e.shape) {
+      mismatched.push_back(e.name + " (checkpoint " + shape_str(source->shape()) + ", model " +
+                           shape_str(e.shape) + ")");
     }
   }
   for (const auto& [name, t] : state) {
-    if (!own.contains(name)) unexpected.push_back(name);
+    const bool known = std::any_of(expected.begin(), expected.end(),
+                                   [&](const StateEntry& e) { return e.name == name; });
+    if (!known) unexpected.push_back(name);
   }
   TS_CHECK(mismatched.empty(), "load_state_dict: shape mismatch for ", mismatched);
   TS_CHECK(!strict || (missing.empty() && unexpected.empty()),
            "load_state_dict: missing keys ", missing, ", unexpected keys ", unexpected);
-  for (const auto& [name, target] : own) {
-    if (const Tensor* source = state.find(name)) Tensor(target).copy_(*source);
-  }
+  load_state("", state);
 }
 
 int64_t Module::num_parameters() const {

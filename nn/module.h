@@ -64,6 +64,12 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
+  // Puts `module` in the place of the direct child registered as `name` (same name, same place
+  // in registration order) and returns the old child. Sequential, and any module that calls its
+  // children through named_children(), then runs the new one; a module that also keeps the old
+  // child in a member pointer of its own still calls the old one. This is how
+  // dist::tensor_parallel::parallelize_module swaps a Linear for its parallel version.
+  std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> module);
   std::vector<std::shared_ptr<Module>> children() const;
   // This module ("") and every descendant, depth first (non-owning pointers).
   std::vector<std::pair<std::string, Module*>> named_modules();
@@ -80,17 +86,40 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device);
   void zero_grad(bool set_to_none = true);
 
-  // Parameters and buffers by dotted name (the tensors themselves, not copies).
+  // Parameters and buffers by dotted name (the tensors themselves, not copies, unless a module
+  // overrides save_own_state below).
   StateDict state_dict() const;
   // Copies values into the registered tensors. Strict: a missing, unexpected or mis-shaped key
   // is an error listing every such key.
   void load_state_dict(const StateDict& state, bool strict = true);
+
+  // One entry a module contributes to its state dict: the name (without the module's prefix),
+  // and the shape and dtype the entry has in a state dict.
+  struct StateEntry {
+    std::string name;
+    Shape shape;
+    DType dtype;
+  };
 
   int64_t num_parameters() const;
 
  protected:
   // True for modules whose parameters and buffers stay f32 under to(kF16 / kBF16).
   virtual bool keep_f32_under_half() const { return false; }
+
+  // This module's own part of state_dict() and load_state_dict() (children are handled by the
+  // base): by default its parameters, then its buffers, as they are. A module whose parameters
+  // are slices of larger tensors (the tensor-parallel layers) overrides all three, so that its
+  // state dict holds the full tensors (a checkpoint then moves between parallel and
+  // non-parallel runs) and loading takes this rank's slice, as PyTorch's _save_to_state_dict /
+  // _load_from_state_dict do.
+  // The entries load_state_dict() expects (names without prefix, full shapes).
+  virtual std::vector<StateEntry> own_state_entries() const;
+  // Adds this module's entries to `out` under `prefix`.
+  virtual void save_own_state(const std::string& prefix, StateDict& out) const;
+  // Copies this module's entries from `state` (full names: prefix + name), which
+  // load_state_dict() has already checked against own_state_entries(); absent ones are left.
+  virtual void load_own_state(const std::string& prefix, const StateDict& state);
 
  public:
   // The module tree, one line per module.
@@ -103,6 +132,9 @@ class Module : public std::enable_shared_from_this<Module> {
                std::vector<std::pair<std::string, Variable>>& out,
                std::vector<const VariableImpl*>& seen) const;
   void print(std::ostream& os, const std::string& name, int indent) const;
+  void save_state(const std::string& prefix, StateDict& out) const;
+  void expected_state(const std::string& prefix, std::vector<StateEntry>& out) const;
+  void load_state(const std::string& prefix, const StateDict& state);
 
   std::vector<std::pair<std::string, Variable>> parameters_;
   std::vector<std::pair<std::string, Variable>> buffers_;

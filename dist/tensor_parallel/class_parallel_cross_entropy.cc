@@ -1,0 +1,144 @@
+#include "dist/tensor_parallel/class_parallel_cross_entropy.h"
+
+#include <limits>
+
+#include "autograd/autocast.h"
+#include "autograd/custom_op.h"
+#include "dist/tensor_parallel/parallel_region.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace dist {
+namespace tensor_parallel {
+
+namespace {
+
+// The upstream gradient of the reduced loss as one factor per row ([N, 1]).
+Tensor per_row_grad(const Tensor& g, int64_t n, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kMean: return div(g.reshape({1, 1}), static_cast<double>(n));
+    case Reduction::kSum: return g.reshape({1, 1});
+    case Reduction::kNone: return g.reshape({n, 1});
+  }
+  return g;
+}
+
+Tensor reduce_rows(const Tensor& rows, Reduction reduction) {
+  switch (reduction) {
+    case Reduction::kMean: return mean(rows);
+    case Reduction::kSum: return sum(rows);
+    case Reduction::kNone: return rows;
+  }
+  return rows;
+}
+
+}  // namespace
+
+ClassParallelCrossEntropy::ClassParallelCrossEntropy(std::shared_ptr<ProcessGroup> group,
+                                                     Slice classes, int64_t num_classes,
+                                                     Reduction reduction, double label_smoothing)
+    : group_(std::move(group)),
+      classes_(classes),
+      num_classes_(num_classes),
+      reduction_(reduction),
+      label_smoothing_(label_smoothing) {
+  TS_CHECK(group_ != nullptr, "ClassParallelCrossEntropy: the tensor-parallel group is null");
+  const Slice expected = slice_of(num_classes, group_->size(), group_->rank(),
+                                  "ClassParallelCrossEntropy: classes");
+  TS_CHECK(classes.start == expected.start && classes.length == expected.length,
+           "ClassParallelCrossEntropy: rank ", group_->rank(), " of ", group_->size(),
+           " holds classes [", expected.start, ", ", expected.end(), ") of ", num_classes,
+           ", not [", classes.start, ", ", classes.end(), ")");
+  TS_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+           "ClassParallelCrossEntropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+}
+
+void ClassParallelCrossEntropy::check(const Tensor& logits, const Tensor* target,
+                                      const char* op) const {
+  TS_CHECK(logits.dim() == 2 && logits.size(1) == classes_.length, op,
+           ": expected this rank's logits [N, ", classes_.length, "] (classes [", classes_.start,
+           ", ", classes_.end(), ") of ", num_classes_, "), got shape ", logits.shape());
+  if (target == nullptr) return;
+  TS_CHECK(target->dim() == 1 && target->size(0) == logits.size(0), op, ": expected target [",
+           logits.size(0), "] of class indices, got shape ", target->shape());
+  TS_CHECK(target->dtype() == kI64 || target->dtype() == kI32, op,
+           ": target must hold class indices (i64 or i32), got ", target->dtype());
+  if (target->numel() > 0) {
+    const int64_t lo = static_cast<int64_t>(amin(*target).item());
+    const int64_t hi = static_cast<int64_t>(amax(*target).item());
+    TS_CHECK(lo >= 0 && hi < num_classes_, op, ": target class out of range: values span [", lo,
+             ", ", hi, "] but there are ", num_classes_, " classes");
+  }
+}
+
+Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
+                                               const Tensor& target) const {
+  const char* op = "ClassParallelCrossEntropy";
+  // As cross_entropy: computed in f32 under autocast.
+  const Variable logits = autocast_args("cross_entropy", logits_in)[0];
+  check(logits.data(), &target, op);
+  const int64_t n = logits.size(0), c = classes_.length;
+  // Half-precision logits are computed in f32; f32 and f64 as they are.
+  const DType compute = logits.dtype() == kF64 ? kF64 : kF32;
+  const Tensor x = logits.data().to(compute);
+
+  // 1. The row maxima over all classes.
+  Tensor m = amax(x, {1}, /*keepdim=*/true);  // [N, 1]
+  group_->all_reduce(m, ReduceOp::kMax)->wait();
+  const Tensor shifted = sub(x, m);
+  const Tensor e = exp(shifted);
+
+  // This rank's part of the target logit: rows whose target lies in [start, end).
+  const Tensor y = target.to(kI64);
+  const Tensor local_y = sub(y, static_cast<double>(classes_.start));
+  const Tensor mine = mul(ge(local_y, 0.0), lt(local_y, static_cast<double>(c))).to(compute);
+  const Tensor index = clamp(local_y, 0.0, static_cast<double>(c - 1)).unsqueeze(1);
+  const Tensor picked = mul(gather(shifted, 1, index).squeeze(1), mine);
+
+  // 2. One all-reduce for the three sums.
+  Tensor sums = stack({sum(e, {1}), picked, sum(shifted, {1})}, 1).contiguous();  // [N, 3]
+  group_->all_reduce(sums, ReduceOp::kSum)->wait();
+  const Tensor s = sums.select(1, 0), x_y = sums.select(1, 1), sum_x = sums.select(1, 2);
+  const Tensor log_s = log(s);
+  const double eps = label_smoothing_;
+  Tensor rows = mul(sub(log_s, x_y), 1.0 - eps);
+  if (eps > 0) rows = add(rows, mul(sub(log_s, div(sum_x, static_cast<double>(num_classes_))), eps));
+
+  const DType dtype = logits.dtype();
+  const Tensor probs = div(e, s.unsqueeze(1));  // this rank's p, [N, C_r]
+  const Tensor one_hot_mine = mul(one_hot(index.squeeze(1), c, compute), mine.unsqueeze(1));
+  const Reduction reduction = reduction_;
+  const int64_t classes = num_classes_;
+  return record("ClassParallelCrossEntropyBackward", reduce_rows(rows, reduction), {logits},
+                [=](const Tensor& g) -> Grads {
+                  // p - q on this rank's classes, q = (1 - eps) one_hot + eps / C.
+                  Tensor q = mul(one_hot_mine, 1.0 - eps);
+                  if (eps > 0) q = add(q, eps / static_cast<double>(classes));
+                  const Tensor grad = mul(sub(probs, q), per_row_grad(g.to(compute), n, reduction));
+                  return {grad.to(dtype)};
+                });
+}
+
+Tensor ClassParallelCrossEntropy::argmax(const Tensor& logits) const {
+  check(logits, nullptr, "ClassParallelCrossEntropy::argmax");
+  const Tensor x = logits.dtype() == kF64 ? logits : logits.to(kF32);
+  const Tensor local_best = amax(x, {1});                                           // [N]
+  const Tensor local_class = add(tessera::argmax(x, 1), static_cast<double>(classes_.start));
+  Tensor best = local_best.clone();
+  group_->all_reduce(best, ReduceOp::kMax)->wait();
+  // Ranks whose best equals the group's offer their class; the others offer "no class" (a
+  // value past every class), and the smallest offer wins, as argmax breaks ties.
+  Tensor offer = where(eq(local_best, best), local_class.to(kF64),
+                       full(local_best.shape(), static_cast<double>(num_classes_), kF64));
+  group_->all_reduce(offer, ReduceOp::kMin)->wait();
+  return offer.to(kI64);
+}
+
+int64_t ClassParallelCrossEntropy::num_correct(const Tensor& logits, const Tensor& target) const {
+  check(logits, &target, "ClassParallelCrossEntropy::num_correct");
+  return static_cast<int64_t>(sum(eq(argmax(logits), target.to(kI64)).to(kI64)).item());
+}
+
+}  // namespace tensor_parallel
+}  // namespace dist
+}  // namespace tessera

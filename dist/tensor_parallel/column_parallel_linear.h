@@ -1,0 +1,68 @@
+// ColumnParallelLinear: Y = X A^T + b with A's output features (the rows of the weight, the
+// columns of Megatron's X A) split over the T ranks of a tensor-parallel group.
+//
+//            weight [out, in]                        rank r computes
+//     rows [0, o_0)        -> rank 0        Y_r = f(X) A_r^T + b_r     [N, o_r]
+//     rows [o_0, o_0+o_1)  -> rank 1
+//     ...                                   f = copy_to_parallel_region: the same X on every
+//                                           rank; backward sums the ranks' partial dL/dX.
+//
+// The output stays split (each rank holds its o_r output features: "class-parallel" logits, or
+// the input of a RowParallelLinear) unless gather_output is set, which all-gathers it.
+// Parameters per rank: o_r * (in + 1), about 1/T of the Linear's.
+//
+// Initialization takes rank r's rows of a full nn::Linear, so a seed gives the same full weight
+// whatever T is (and the generator advances exactly as for the Linear, so every later layer is
+// the same too). A rank holds the full Linear only while the layer is built. state_dict()
+// holds the full weight and bias (an all-gather: every rank of the group must call it), and
+// load_state_dict() takes this rank's rows of them, so checkpoints move between tensor-parallel
+// and single-process runs. Output features need not divide by T (slices.h).
+#pragma once
+
+#include <memory>
+
+#include "dist/process_group.h"
+#include "dist/tensor_parallel/slices.h"
+#include "nn/linear.h"
+
+namespace tessera {
+namespace dist {
+namespace tensor_parallel {
+
+class ColumnParallelLinear : public nn::Module {
+ public:
+  // This rank's rows of `full` (every rank of `group` passes the same full Linear).
+  ColumnParallelLinear(const nn::Linear& full, std::shared_ptr<ProcessGroup> group,
+                       bool gather_output = false);
+  // Draws the full Linear(in_features, out_features) from the default generator, as
+  // nn::Linear would, and keeps this rank's rows.
+  ColumnParallelLinear(int64_t in_features, int64_t out_features,
+                       std::shared_ptr<ProcessGroup> group, bool gather_output = false);
+
+  std::string extra_repr() const override;
+  Variable forward(const Variable& x) override;
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  // This rank's output features: [start, start + length) of out_features().
+  Slice output_slice() const { return output_slice_; }
+  const Variable& weight() const { return weight_; }  // [length, in]
+  const Variable& bias() const { return bias_; }      // [length], undefined without bias
+  const std::shared_ptr<ProcessGroup>& group() const { return group_; }
+
+ protected:
+  std::vector<StateEntry> own_state_entries() const override;
+  void save_own_state(const std::string& prefix, StateDict& out) const override;
+  void load_own_state(const std::string& prefix, const StateDict& state) override;
+
+ private:
+  std::shared_ptr<ProcessGroup> group_;
+  int64_t in_features_, out_features_;
+  Slice output_slice_;
+  bool gather_output_;
+  Variable weight_, bias_;
+};
+
+}  // namespace tensor_parallel
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,106 @@
+#include "dist/tensor_parallel/parallel_region.h"
+
+#include "autograd/custom_op.h"
+#include "dist/tensor_parallel/slices.h"
+#include "tensor/check.h"
+
+namespace tessera {
+namespace dist {
+namespace tensor_parallel {
+
+namespace {
+
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  TS_CHECK(d >= 0 && d < rank, op, ": dim ", dim, " is out of range for a tensor of ", rank,
+           " dimensions");
+  return d;
+}
+
+// The lengths along `dim` of every rank's slice. One rank's length does not determine the others'
+// (7 over 2 ranks is 4 + 3, 6 is 3 + 3), so the ranks exchange them: one all-gather of T
+// integers.
+std::vector<int64_t> gathered_lengths(int64_t local_length, ProcessGroup& group) {
+  Tensor mine = scalar_tensor(static_cast<double>(local_length), kI64).reshape({1});
+  Tensor all = empty({group.size()}, kI64);
+  group.all_gather(mine, all)->wait();
+  return all.to_vector<int64_t>();
+}
+
+}  // namespace
+
+Tensor all_reduce_sum(const Tensor& x, ProcessGroup& group) {
+  Tensor y = x.clone();
+  group.all_reduce(y, ReduceOp::kSum)->wait();
+  return y;
+}
+
+Tensor all_gather_along(const Tensor& local, int64_t dim, const std::vector<int64_t>& lengths,
+                        ProcessGroup& group) {
+  const int64_t d = normalize_dim(dim, local.dim(), "all_gather_along");
+  TS_CHECK(static_cast<int>(lengths.size()) == group.size(), "all_gather_along: ",
+           lengths.size(), " lengths for a group of ", group.size());
+  TS_CHECK(local.size(d) == lengths[group.rank()], "all_gather_along: rank ", group.rank(),
+           " holds ", local.size(d), " entries along dim ", d, " but its slice has ",
+           lengths[group.rank()]);
+  TS_CHECK(local.size(d) > 0, "all_gather_along: rank ", group.rank(),
+           " holds an empty slice along dim ", d);
+  // Bring `dim` to the front so that each rank's slice is one contiguous run, gather the runs
+  // in rank order, and move the dimension back.
+  const Tensor front = local.transpose(0, d).contiguous();
+  const int64_t inner = front.numel() / local.size(d);
+  Shape out_shape = front.shape();
+  int64_t total = 0;
+  std::vector<int64_t> counts;
+  for (int64_t n : lengths) {
+    total += n;
+    counts.push_back(n * inner);
+  }
+  out_shape[0] = total;
+  Tensor gathered = empty(out_shape, TensorOptions(local.dtype()).device(local.device()));
+  group.all_gather(front.reshape({-1}), gathered.reshape({-1}), counts)->wait();
+  return gathered.transpose(0, d).contiguous();
+}
+
+Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const char* what) {
+  const int64_t d = normalize_dim(dim, full.dim(), what);
+  const Slice s = slice_of(full.size(d), group.size(), group.rank(), what);
+  return full.narrow(d, s.start, s.length).contiguous();
+}
+
+Variable copy_to_parallel_region(const Variable& x, const std::shared_ptr<ProcessGroup>& group) {
+  return record("CopyToParallelRegionBackward", x.data(), {x},
+                [group](const Tensor& g) -> Grads { return {all_reduce_sum(g, *group)}; });
+}
+
+Variable reduce_from_parallel_region(const Variable& x,
+                                     const std::shared_ptr<ProcessGroup>& group) {
+  return record("ReduceFromParallelRegionBackward", all_reduce_sum(x.data(), *group), {x},
+                [](const Tensor& g) -> Grads { return {g}; });
+}
+
+Variable scatter_to_parallel_region(const Variable& x, int64_t dim,
+                                    const std::shared_ptr<ProcessGroup>& group) {
+  const int64_t d = normalize_dim(dim, x.dim(), "scatter_to_parallel_region");
+  const std::vector<int64_t> lengths =
+      slice_lengths(x.size(d), group->size(), "scatter_to_parallel_region");
+  return record("ScatterToParallelRegionBackward",
+                local_slice(x.data(), d, *group, "scatter_to_parallel_region"), {x},
+                [group, d, lengths](const Tensor& g) -> Grads {
+                  return {all_gather_along(g, d, lengths, *group)};
+                });
+}
+
+Variable gather_from_parallel_region(const Variable& x, int64_t dim,
+                                     const std::shared_ptr<ProcessGroup>& group) {
+  const int64_t d = normalize_dim(dim, x.dim(), "gather_from_parallel_region");
+  const std::vector<int64_t> lengths = gathered_lengths(x.size(d), *group);
+  return record("GatherFromParallelRegionBackward", all_gather_along(x.data(), d, lengths, *group),
+                {x}, [group, d](const Tensor& g) -> Grads {
+                  return {local_slice(g, d, *group, "gather_from_parallel_region")};
+                });
+}
+
+}  // namespace tensor_parallel
+}  // namespace dist
+}  // namespace tessera
