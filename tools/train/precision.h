@@ -9,7 +9,7 @@
 // together (dist::found_inf_all_reduce): the data-parallel ranks, and for a pipeline the whole
 // world, since each stage sees only its own gradients. --loss-scale=N keeps the scale at N
 // (still skipping steps that overflow). --param-dtype=f16|bf16 puts the parameters themselves
-// in half precision (main.cc: model->to(dtype); BatchNorm stays f32), the optimizer keeping f32
+// in half precision (model.cc: place_model; BatchNorm stays f32), the optimizer keeping f32
 // masters; f16 parameters are loss-scaled too.
 #pragma once
 

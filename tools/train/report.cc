@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "tensor/check.h"
+
 namespace tessera {
 namespace train {
 
@@ -20,6 +22,10 @@ double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 JsonObject& JsonObject::add(const std::string& key, const std::string& value) {
   fields_.emplace_back(key, quote(value));
@@ -86,6 +92,19 @@ void Progress::update(int64_t step, double loss, double images_per_second) {
 
 void Progress::finish() {
   if (tty_) std::printf("\r\033[K");
+}
+
+MetricsFile::MetricsFile(const std::string& path) : path_(path) {
+  if (path_.empty()) return;
+  out_.open(path_, std::ios::app);
+  TS_CHECK(out_.good(), "train: cannot open --metrics file '", path_, "'");
+}
+
+void MetricsFile::write(const JsonObject& line, int64_t epoch) {
+  if (!out_.is_open()) return;
+  out_ << line.str() << std::endl;
+  TS_CHECK(out_.good(), "train: writing the --metrics file '", path_, "' failed after epoch ",
+           epoch, " (disk full?)");
 }
 
 }  // namespace train

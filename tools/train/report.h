@@ -2,7 +2,9 @@
 // epoch, JSON-lines metrics, and a final JSON summary.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 #include <variant>
@@ -10,6 +12,9 @@
 
 namespace tessera {
 namespace train {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start);
 
 // A flat JSON object, fields in insertion order.
 class JsonObject {
@@ -39,6 +44,19 @@ class Progress {
   bool tty_;
   int64_t next_line_ = 0;
   double last_draw_ = -1;
+};
+
+// --metrics: one JSON object per epoch, one per line, appended to the file. A file that cannot
+// be opened or written (a full disk) is an error naming it, not metrics lost silently.
+class MetricsFile {
+ public:
+  // An empty path writes nothing (ranks other than 0, or no --metrics).
+  explicit MetricsFile(const std::string& path);
+  void write(const JsonObject& line, int64_t epoch);
+
+ private:
+  std::string path_;
+  std::ofstream out_;
 };
 
 }  // namespace train

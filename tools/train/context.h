@@ -1,0 +1,30 @@
+// What every step of a training run works on once run() (main.cc) has built it: the flags, the
+// ranks, the device, the model and the strategy that parallelizes it. Plain references: run()
+// owns them all and outlives every step.
+#pragma once
+
+#include "dist/process_group.h"
+#include "nn/sequential.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tools/train/flags.h"
+#include "tools/train/precision.h"
+#include "tools/train/strategy.h"
+
+namespace tessera {
+namespace train {
+
+struct RunContext {
+  const Config& config;
+  dist::ProcessGroup* world;  // null for one process
+  int ranks;                  // the world's size (1 for one process)
+  bool lead;                  // rank 0: prints, writes the metrics and checkpoints
+  Device device;
+  DType input_dtype;          // the parameters' dtype, which the inputs take (place_model)
+  nn::Sequential& model;
+  Strategy& strategy;
+  MixedPrecision& precision;
+};
+
+}  // namespace train
+}  // namespace tessera

@@ -1,0 +1,76 @@
+#include "tools/train/data.h"
+
+#include <algorithm>
+
+#include "data/distributed_sampler.h"
+#include "data/mnist.h"
+#include "data/transforms.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// u8 images -> normalized f32 (synthetic data is already f32), plus augmentation if asked.
+data::Transform make_transform(const Config& c, bool augment) {
+  const bool real = c.data == "fashion-mnist";
+  return [real, augment](data::Batch batch, Generator& gen) {
+    if (real) {
+      batch.inputs = data::normalize(data::to_float(batch.inputs), data::kFashionMnistMean,
+                                     data::kFashionMnistStd);
+    }
+    if (augment) {
+      batch.inputs = data::random_crop(batch.inputs, 2, gen);
+      batch.inputs = data::random_horizontal_flip(batch.inputs, 0.5, gen);
+    }
+    return batch;
+  };
+}
+
+}  // namespace
+
+Data load_data(const Config& c) {
+  Data d;
+  if (c.data == "synthetic") {
+    d.train = std::make_shared<data::SyntheticImages>(c.synthetic_size, 1, 28, 28, 10, c.seed);
+    d.test = std::make_shared<data::SyntheticImages>(std::max<int64_t>(c.synthetic_size / 5, 1),
+                                                     1, 28, 28, 10, c.seed + 1);
+    return d;
+  }
+  data::ImageSet train = data::FashionMNIST(c.data_dir, true);
+  data::ImageSet test = data::FashionMNIST(c.data_dir, false);
+  if (c.train_limit > 0 && c.train_limit < train.size()) {
+    train.images = train.images.narrow(0, 0, c.train_limit);
+    train.labels = train.labels.narrow(0, 0, c.train_limit);
+  }
+  d.train = std::make_shared<data::TensorDataset>(train.images, train.labels);
+  d.test = std::make_shared<data::TensorDataset>(test.images, test.labels);
+  return d;
+}
+
+Loaders make_loaders(const Config& c, const Data& d, const Strategy& strategy, Device device) {
+  const int replicas = strategy.replicas();
+  std::shared_ptr<data::Sampler> train_sampler, test_sampler;
+  if (replicas > 1) {
+    const int replica = strategy.replica();
+    train_sampler = std::make_shared<data::DistributedSampler>(
+        d.train->size(), data::DistributedSamplerOptions(replicas, replica).seed(c.seed));
+    test_sampler = std::make_shared<data::DistributedSampler>(
+        d.test->size(),
+        data::DistributedSamplerOptions(replicas, replica).shuffle(false).pad(false));
+  }
+  Loaders loaders{
+      data::DataLoader(d.train,
+                       data::DataLoaderOptions(c.batch_size).shuffle(true).drop_last(true).seed(
+                           c.seed).pin_memory(device.is_cuda()),
+                       make_transform(c, c.augment == 1), train_sampler),
+      data::DataLoader(d.test, data::DataLoaderOptions(1000), make_transform(c, false),
+                       test_sampler)};
+  TS_CHECK(loaders.train.num_batches() > 0, "train: ", d.train->size(),
+           " training examples make no batch of ", c.batch_size, " on each of ", replicas,
+           " data-parallel replicas");
+  return loaders;
+}
+
+}  // namespace train
+}  // namespace tessera

@@ -1,0 +1,43 @@
+#include "tools/train/model.h"
+
+#include <algorithm>
+
+#include "models/resnet.h"
+#include "models/simple.h"
+
+namespace tessera {
+namespace train {
+
+std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels) {
+  if (c.model == "logistic") return models::LogisticRegression(channels * 28 * 28, 10);
+  if (c.model == "mlp") return models::MLP(channels * 28 * 28, 256, 10);
+  if (c.model == "resnet20") return models::ResNet20(channels, 10);
+  if (c.model == "resnet32") return models::ResNet32(channels, 10);
+  if (c.model == "resnet56") return models::ResNet56(channels, 10);
+  if (c.model == "resnet18") return models::ResNet18(channels, 10);
+  if (c.model == "resnet34") return models::ResNet34(channels, 10);
+  return models::ResNet50(channels, 10);
+}
+
+DType place_model(const Config& c, nn::Module& model, Device device) {
+  model.to(device);
+  // Half-precision parameters take inputs of their dtype (BatchNorm stays f32 and takes them).
+  const DType input_dtype = c.param_dtype == "f16" ? kF16 : c.param_dtype == "bf16" ? kBF16 : kF32;
+  model.to(input_dtype);
+  return input_dtype;
+}
+
+std::shared_ptr<optim::LRScheduler> make_schedule(const Config& c, optim::Optimizer& opt) {
+  const int64_t main_epochs = c.epochs - c.warmup_epochs;
+  std::shared_ptr<optim::LRScheduler> s;
+  if (c.schedule == "cosine") {
+    s = std::make_shared<optim::CosineAnnealingLR>(opt, main_epochs);
+  } else if (c.schedule == "step") {
+    s = std::make_shared<optim::StepLR>(opt, std::max<int64_t>(1, main_epochs / 3), 0.1);
+  }
+  if (c.warmup_epochs > 0) s = std::make_shared<optim::LinearWarmupLR>(opt, c.warmup_epochs, 0.1, s);
+  return s;
+}
+
+}  // namespace train
+}  // namespace tessera

@@ -1,0 +1,94 @@
+#include "tools/train/run_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tensor/allocator.h"
+#include "tensor/ops.h"
+#include "tensor/parallel.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+std::string json_list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+void print_run_header(const RunContext& run, const Data& d) {
+  if (!run.lead) return;
+  const Config& c = run.config;
+  std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g weight decay "
+              "%g, batch %lld, %s on %d rank%s, %s, %d threads\n",
+              c.model.c_str(), static_cast<long long>(run.model.num_parameters()), c.data.c_str(),
+              static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
+              c.optimizer.c_str(), c.lr, c.weight_decay, static_cast<long long>(c.batch_size),
+              c.strategy.c_str(), run.ranks, run.ranks == 1 ? "" : "s", run.device.str().c_str(),
+              num_threads());
+  std::printf("precision: %s\n", run.precision.describe().c_str());
+}
+
+void print_run_summary(const RunContext& run, const RunTotals& totals,
+                       Clock::time_point wall_start) {
+  const Config& c = run.config;
+  // Per-rank figures, gathered to everyone: peak memory (of the device trained on, the CPU's or
+  // the GPU's) and optimizer state.
+  std::vector<int64_t> peaks{memory_stats(run.device).peak_bytes};
+  std::vector<int64_t> states{run.strategy.optimizer().state_bytes()};
+  int64_t comm_bytes_per_step = 0;
+  if (run.world) {
+    Tensor gathered = empty({2 * run.ranks}, kI64);
+    run.world->all_gather(from_vector<int64_t>({peaks[0], states[0]}, {2}), gathered)->wait();
+    const std::vector<int64_t> all = gathered.to_vector<int64_t>();
+    peaks.clear();
+    states.clear();
+    for (int k = 0; k < run.ranks; ++k) {
+      peaks.push_back(all[2 * k]);
+      states.push_back(all[2 * k + 1]);
+    }
+    comm_bytes_per_step = totals.train_comm_bytes / std::max<int64_t>(totals.train_steps, 1);
+  }
+  JsonObject summary;
+  summary.add("model", c.model)
+      .add("strategy", c.strategy)
+      .add("world_size", run.ranks)
+      .add("device", run.device.str())
+      .add("epochs", c.epochs)
+      .add("train_loss", totals.train_loss)
+      .add("test_accuracy", totals.accuracy)
+      .add("images_per_second",
+           totals.train_seconds > 0 ? totals.train_images / totals.train_seconds : 0.0)
+      .add("wall_seconds", seconds_since(wall_start));
+  if (run.lead) {
+    const std::vector<dist::ProcessGroup*> groups = run.strategy.groups();
+    const char* names[] = {"", ", world group", ", pipeline group", ", data-parallel group"};
+    for (size_t i = 0; i < groups.size(); ++i) {
+      std::printf("communication, whole run (rank 0%s): %s\n", names[groups.size() > 1 ? i + 1 : 0],
+                  groups[i]->ledger().str().c_str());
+    }
+    summary.add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
+        .add_raw("peak_bytes_per_rank", json_list(peaks))
+        .add_raw("optimizer_state_bytes_per_rank", json_list(states))
+        .add("comm_bytes_per_step", comm_bytes_per_step)
+        .add("parameters", run.model.num_parameters())
+        .add("threads", num_threads())
+        .add("amp", c.amp)
+        .add("loss_scale", run.precision.scaler().get_scale())
+        .add("skipped_steps", totals.skipped_steps);
+  }
+  run.strategy.report(summary, run.lead);  // collective
+  if (run.lead) {
+    std::printf("%s\n", summary.str().c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace train
+}  // namespace tessera

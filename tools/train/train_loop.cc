@@ -1,0 +1,115 @@
+#include "tools/train/train_loop.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "dist/reduce_scalar.h"
+#include "tensor/allocator.h"
+#include "tensor/random.h"
+#include "tools/train/evaluate.h"
+#include "tools/train/guards.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// Bytes sent over every group of the strategy (the ledgers are per group).
+int64_t bytes_sent(const Strategy& strategy) {
+  int64_t total = 0;
+  for (dist::ProcessGroup* g : strategy.groups()) total += g->ledger().total_bytes();
+  return total;
+}
+
+double average_over_ranks(double value, dist::ProcessGroup* group) {
+  return group == nullptr ? value : dist::all_reduce_scalar(value, *group, dist::ReduceOp::kAvg);
+}
+
+struct EpochFigures {
+  double loss_sum = 0;
+  int64_t batches = 0, images = 0, skipped_steps = 0, comm_bytes = 0;
+  double seconds = 0;
+};
+
+// One epoch's training steps; `step` counts the optimizer steps of the whole run.
+EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, int64_t epoch,
+                         int64_t& step, bool tty) {
+  run.model.train();
+  Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
+  const auto start = Clock::now();
+  const int64_t comm_before = bytes_sent(run.strategy);
+  EpochFigures f;
+  for (data::Batch& batch : loader.epoch(epoch)) {
+    const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
+                                                batch.targets.to(run.device));
+    check_finite_loss(loss, epoch, f.batches + 1, loader.num_batches(), run.config, run.world);
+    if (!run.precision.step(run.strategy.optimizer())) ++f.skipped_steps;  // the same on every rank
+    run.strategy.after_step();
+    ++step;
+    f.loss_sum += loss;
+    ++f.batches;
+    f.images += batch.size() * run.strategy.replicas();
+    if (run.lead) progress.update(f.batches, f.loss_sum / f.batches, f.images / seconds_since(start));
+  }
+  if (run.lead) progress.finish();
+  f.seconds = seconds_since(start);
+  // Only the training steps' traffic counts toward bytes per step (not evaluation's).
+  f.comm_bytes = bytes_sent(run.strategy) - comm_before;
+  return f;
+}
+
+}  // namespace
+
+RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
+                       optim::LRScheduler* schedule, StartingPoint start, MetricsFile& metrics) {
+  const Config& c = run.config;
+  // mpirun gives rank 0 a pseudo-terminal even when its own output is a file: plain lines then.
+  const bool tty = run.lead && run.world == nullptr && ::isatty(STDOUT_FILENO) != 0;
+  reset_peak(Device::cpu());
+  if (run.device.is_cuda()) reset_peak(run.device);
+  for (dist::ProcessGroup* g : run.strategy.groups()) g->ledger().reset();
+  RunTotals totals;
+  int64_t step = start.step;
+  for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
+    const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
+    const EpochFigures f = train_epoch(run, loaders.train, epoch, step, tty);
+    totals.train_comm_bytes += f.comm_bytes;
+    totals.skipped_steps += f.skipped_steps;
+    if (schedule) schedule->step();
+    totals.train_loss = average_over_ranks(f.loss_sum / std::max<int64_t>(f.batches, 1), run.world);
+    const double images_per_second = f.images / f.seconds;
+    totals.train_seconds += f.seconds;
+    totals.train_images += f.images;
+    totals.train_steps += f.batches;
+    // The ranks holding the same parameters evaluate (and rank 0 saves) replica 0's BatchNorm
+    // statistics (dist::sync_buffers over the world, or a pipeline stage's replicas).
+    run.strategy.sync_buffers();
+    totals.accuracy = evaluate(run, loaders.test);
+    if (run.lead) {
+      std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
+                  "lr %.3g\n",
+                  static_cast<long long>(epoch), static_cast<long long>(c.epochs),
+                  totals.train_loss, totals.accuracy, images_per_second, f.seconds, lr);
+      std::fflush(stdout);
+    }
+    metrics.write(JsonObject()
+                      .add("epoch", epoch)
+                      .add("train_loss", totals.train_loss)
+                      .add("test_accuracy", totals.accuracy)
+                      .add("images_per_second", images_per_second)
+                      .add("seconds", f.seconds)
+                      .add("lr", lr)
+                      .add("step", step)
+                      .add("loss_scale", run.precision.scaler().get_scale()),
+                  epoch);
+    if (!c.checkpoint_dir.empty()) {
+      save_epoch_checkpoint(run, {epoch, step, default_generator().state()});
+    }
+  }
+  return totals;
+}
+
+}  // namespace train
+}  // namespace tessera

@@ -1,0 +1,37 @@
+// The training loop. An epoch is the strategy's steps over this replica's shard, each step
+// checked by the NaN guard and stepped through the loss scaler; after it, every rank averages
+// the loss, evaluates, rank 0 prints the epoch's line and metrics, and the checkpoint is saved:
+//
+//   for epoch in first..--epochs:
+//     for batch:  train_step -> check_finite_loss -> precision.step -> after_step
+//     schedule.step, average loss, sync_buffers, evaluate, epoch line, metrics, checkpoint
+#pragma once
+
+#include <cstdint>
+
+#include "optim/lr_scheduler.h"
+#include "tools/train/checkpoints.h"
+#include "tools/train/context.h"
+#include "tools/train/data.h"
+#include "tools/train/report.h"
+
+namespace tessera {
+namespace train {
+
+// The figures of the epochs run, for the final report.
+struct RunTotals {
+  double train_loss = 0;  // the last epoch's, averaged over the ranks
+  double accuracy = 0;    // the last epoch's test accuracy
+  double train_seconds = 0;
+  int64_t train_images = 0, train_steps = 0;
+  int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
+  int64_t skipped_steps = 0;     // fp16 steps the loss scaler skipped
+};
+
+// Collective. Resets the peak-memory counters and the groups' byte ledgers first, so what the
+// final report prints is the training's own.
+RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
+                       optim::LRScheduler* schedule, StartingPoint start, MetricsFile& metrics);
+
+}  // namespace train
+}  // namespace tessera
