@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/util/test_util.h"
+#include "tests/tools/train_runner.h"
 
 namespace {
 
@@ -20,16 +20,11 @@ using tessera::testing::json_number;
 using tessera::testing::last_json_line;
 using tessera::testing::temp_path;
 
-std::string g_runner, g_train;
-
 tessera::testing::CommandResult run(const std::string& flags, int ranks = 2) {
-  return tessera::testing::run_command(g_runner + " " + std::to_string(ranks) + " " + g_train +
-                                       " " + flags);
+  return tessera::testing::run_train(flags, ranks);
 }
-
-// One process, without mpirun.
 tessera::testing::CommandResult run_single(const std::string& flags) {
-  return tessera::testing::run_command(g_train + " " + flags);
+  return tessera::testing::run_train_single(flags);
 }
 
 // The per-epoch train_loss values of a --metrics file.
@@ -218,8 +213,9 @@ TEST(TrainDistributed, BadFlagOnEveryRankExitsWithTwo) {
 // setting differs and its value on each rank, instead of training to a wrong result.
 TEST(TrainDistributed, RanksWithDifferentFlagsAreToldWhichAndStop) {
   const std::string common = "--model=logistic --train-limit=1000 --epochs=1 --threads=1 --strategy=ddp ";
-  const auto r = tessera::testing::run_command(g_runner + " 1 " + g_train + " " + common +
-                                               "--batch-size=64 : -np 1 " + g_train + " " +
+  const tessera::testing::TrainBinaries& b = tessera::testing::train_binaries();
+  const auto r = tessera::testing::run_command(b.runner + " 1 " + b.train + " " + common +
+                                               "--batch-size=64 : -np 1 " + b.train + " " +
                                                common + "--batch-size=32");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("ranks disagree on \"batch-size\": 64 on rank 0; 32 on rank 1"),
@@ -266,13 +262,4 @@ TEST(TrainDistributed, PipelineTraceHasEveryStagesMicroBatches) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  testing::InitGoogleTest(&argc, argv);
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: train_distributed_test MPI_RUN TRAIN\n");
-    return 2;
-  }
-  g_runner = argv[1];
-  g_train = argv[2];
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }

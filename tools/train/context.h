@@ -10,6 +10,7 @@
 #include "tools/train/flags.h"
 #include "tools/train/precision.h"
 #include "tools/train/strategy.h"
+#include "tools/train/tensor_parallel.h"
 
 namespace tessera {
 namespace train {
@@ -24,6 +25,8 @@ struct RunContext {
   nn::Sequential& model;
   Strategy& strategy;
   MixedPrecision& precision;
+  const Head& head;                              // the loss and the predicted classes
+  const TensorParallelFigures* tensor_parallel;  // null without --tensor-parallel
 };
 
 }  // namespace train

@@ -14,7 +14,8 @@ double evaluate(const RunContext& run, const data::DataLoader& loader) {
   int64_t correct = 0, total = 0;
   for (data::Batch& b : loader.epoch(0)) {
     const Tensor logits = run.strategy.predict(b.inputs.to(run.device).to(run.input_dtype));
-    correct += static_cast<int64_t>(sum(eq(argmax(logits, 1), b.targets.to(run.device))).item());
+    const Tensor classes = run.head.predicted_classes(logits);
+    correct += static_cast<int64_t>(sum(eq(classes, b.targets.to(run.device))).item());
     total += b.size();
   }
   run.model.train();

@@ -111,6 +111,18 @@ void check_combinations(const Config& c) {
         ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
         "): a smaller batch gives fewer micro-batches than the schedule runs");
   }
+  if (c.tensor_parallel > 1 && c.strategy != "single" && c.strategy != "ddp" &&
+      c.strategy != "zero1") {
+    bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) +
+        " combines with --strategy=ddp or zero1 for the data-parallel dimension (or single when "
+        "there is none), got --strategy=" + c.strategy);
+  }
+  if (c.given.count("tp-head") != 0 && c.tensor_parallel == 1) {
+    bad("--tp-head needs --tensor-parallel of 2 or more (got 1)");
+  }
+  if (c.given.count("num-classes") != 0 && c.data != "synthetic") {
+    bad("--num-classes is for --data=synthetic (" + c.data + " has 10 classes)");
+  }
   // Loss scaling runs for f16 arithmetic: fp16 autocast or f16 parameters.
   const bool scaled = c.amp == "fp16" || c.param_dtype == "f16";
   for (const char* flag : {"loss-scale", "loss-scale-window", "loss-scale-hysteresis",
@@ -167,7 +179,10 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"param-dtype", c.param_dtype},
           {"loss-scale-window", std::to_string(c.loss_scale_window)},
           {"loss-scale-hysteresis", std::to_string(c.loss_scale_hysteresis)},
-          {"min-loss-scale", number(c.min_loss_scale)}};
+          {"min-loss-scale", number(c.min_loss_scale)},
+          {"tensor-parallel", std::to_string(c.tensor_parallel)},
+          {"tp-head", c.tp_head ? "true" : "false"},
+          {"num-classes", std::to_string(c.num_classes)}};
 }
 
 std::string resume_file(const std::string& resume) {
@@ -195,6 +210,19 @@ std::string pipeline_flags(const Config& c, int world_size) {
 }
 
 std::string check_against_world(const Config& c, int world_size) {
+  if (c.tensor_parallel > 1) {
+    const std::string t = "--tensor-parallel=" + std::to_string(c.tensor_parallel);
+    if (world_size % c.tensor_parallel != 0) {
+      return t + " does not divide the " + std::to_string(world_size) +
+             " ranks (mpirun -np): the ranks are T tensor-parallel x N/T data-parallel replicas";
+    }
+    if (c.strategy == "single" && world_size != c.tensor_parallel) {
+      return t + " on " + std::to_string(world_size) + " ranks makes " +
+             std::to_string(world_size / c.tensor_parallel) +
+             " data-parallel replicas: choose --strategy=ddp or zero1 for them (--strategy=single "
+             "needs exactly " + std::to_string(c.tensor_parallel) + " ranks)";
+    }
+  }
   if (c.strategy != "pipeline") return "";
   const int k = pipeline_stages(c, world_size);
   const std::string stages = "--stages=" + std::to_string(k);
@@ -207,49 +235,6 @@ std::string check_against_world(const Config& c, int world_size) {
            std::to_string(c.micro_batches) + ") to be a multiple of " + stages;
   }
   return "";
-}
-
-std::string usage() {
-  return R"(train: trains a model with tessera and reports its test accuracy.
-
-  bazel run -c opt //tools:train -- --model=logistic
-  mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1
-
-flags (defaults depend on --model; see below):
-  --model=logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
-  --strategy=single|ddp|zero1|zero2|zero3|pipeline (under mpirun -np N; --batch-size is per rank,
-            for pipeline per data-parallel replica: all stages of a pipeline share each batch)
-  --data=fashion-mnist|synthetic   --data-dir=DIR (/usr/share/datasets/fashion-mnist)
-  --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
-  --weight-decay=X  --schedule=constant|step|cosine  --warmup-epochs=N
-  --label-smoothing=X  --augment=true|false  --seed=N  --threads=N
-  --device=cpu|cuda|cuda:N (cuda: rank r uses GPU r mod the number of GPUs; --config=cuda builds)
-  --train-limit=N (first N training images only)  --synthetic-size=N
-  --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
-  --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors)  --metrics=FILE (JSON lines per epoch)
-
-pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
-  --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
-  --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
-  --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
-  --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
-  --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
-  checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
-
-mixed precision:
-  --amp=off|fp16|bf16 (autocast for forward and loss; fp16 scales the loss, bf16 does not)
-  --loss-scale=dynamic|N (fp16 only; N: a static scale)
-  --param-dtype=f32|f16|bf16 (the model's parameters and gradients; the optimizer keeps f32
-            masters; BatchNorm stays f32; f16 parameters are loss-scaled)
-  --loss-scale-window=N (2000: clean steps before the scale doubles)
-  --loss-scale-hysteresis=N (1: overflows in a row before it halves)  --min-loss-scale=X (0)
-
-defaults:
-  logistic  adam lr 1e-3, batch 64, 5 epochs, cosine
-  mlp       adam lr 1e-3, batch 64, 10 epochs, cosine
-  resnet*   sgd (nesterov, momentum 0.9) lr 0.1, weight decay 5e-4, batch 128,
-            cosine, random crop + flip, 10 epochs (ResNet-20: 0.93 test accuracy)
-)";
 }
 
 Config parse_flags(int argc, char** argv) {
@@ -330,6 +315,11 @@ Config parse_flags(int argc, char** argv) {
          if (v.empty()) bad("--trace needs a file name, got an empty value");
          c.trace = v;
        }},
+      {"tensor-parallel", [&](const std::string& v) {
+         c.tensor_parallel = to_int32("tensor-parallel", v, 1);
+       }},
+      {"tp-head", [&](const std::string& v) { c.tp_head = to_bool("tp-head", v); }},
+      {"num-classes", [&](const std::string& v) { c.num_classes = to_int("num-classes", v, 2); }},
       {"amp", [&](const std::string& v) { c.amp = one_of("amp", v, {"off", "fp16", "bf16"}); }},
       {"param-dtype", [&](const std::string& v) {
          c.param_dtype = one_of("param-dtype", v, {"f32", "f16", "bf16"});
@@ -384,6 +374,9 @@ void apply_model_defaults(Config& c) {
   if (c.weight_decay < 0) c.weight_decay = resnet ? 5e-4 : c.optimizer == "adamw" ? 1e-2 : 0;
   if (c.schedule.empty()) c.schedule = "cosine";
   if (c.augment < 0) c.augment = resnet ? 1 : 0;
+  // Tensor parallelism splits the MLP's hidden layers (Megatron's block) unless --tp-head; the
+  // other models' only large layer to split is the classifier.
+  if (c.tensor_parallel > 1 && c.model != "mlp") c.tp_head = true;
   if (c.warmup_epochs >= c.epochs) {
     bad("--warmup-epochs (" + std::to_string(c.warmup_epochs) + ") must be less than --epochs (" +
         std::to_string(c.epochs) + ")");

@@ -14,7 +14,7 @@ struct Config {
   std::string model = "logistic";  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
   std::string data = "fashion-mnist";  // fashion-mnist|synthetic
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string strategy = "single";  // single|ddp|zero1|zero2|pipeline
+  std::string strategy = "single";  // single|ddp|zero1|zero2|zero3|pipeline
   int64_t epochs = 0;      // 0: the model's default
   int64_t batch_size = 0;  // 0: the model's default
   double lr = 0;           // 0: the model's default
@@ -43,6 +43,12 @@ struct Config {
   std::string balance = "uniform";               // uniform|params|time|3,4,3
   std::string checkpoint_activations = "never";  // never|except_last|always
   std::string trace;                             // Chrome trace of the last step (rank 0 writes)
+
+  // Tensor parallelism (dist::tensor_parallel): T ranks split each chosen layer; the world is
+  // T x D, D data-parallel replicas (--strategy=ddp|zero1, or single when D = 1).
+  int tensor_parallel = 1;
+  bool tp_head = false;      // the classifier column-parallel with class-parallel cross-entropy
+  int64_t num_classes = 10;  // classes of --data=synthetic (Fashion-MNIST has 10)
 
   // Mixed precision.
   std::string amp = "off";  // off|fp16|bf16

@@ -4,6 +4,8 @@
 //   bazel-bin/tools/train --model=logistic                               one process
 //   mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1  data parallel
 //   mpirun -np 2 bazel-bin/tools/train --model=mlp --strategy=pipeline    two pipeline stages
+//   mpirun -np 4 bazel-bin/tools/train --model=mlp --tensor-parallel=2 --strategy=ddp
+//                                                         tensor x data parallel
 //   bazel-bin/tools/train --model=mlp --amp=bf16                         mixed precision
 //
 // Output (rank 0): a progress bar (plain lines when stdout is not a terminal), one line per
@@ -28,6 +30,7 @@
 #include "tools/train/precision.h"
 #include "tools/train/run_report.h"
 #include "tools/train/strategy.h"
+#include "tools/train/tensor_parallel.h"
 #include "tools/train/train_loop.h"
 
 namespace tessera {
@@ -42,16 +45,25 @@ Device resolve_device(const Config& c, int rank) {
   return Device::parse(c.device);
 }
 
-// How the model is parallelized (strategy.h), with the loss it trains on: the one place the
-// run's parallelism is chosen. Raises FlagError for options the library rejects.
-std::unique_ptr<Strategy> build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
-                                         std::shared_ptr<dist::ProcessGroup> world,
-                                         MixedPrecision& precision, Device device) {
-  const nn::CrossEntropyLoss cross_entropy(Reduction::kMean, c.label_smoothing);
-  const Criterion criterion = [cross_entropy](const Variable& out, const Tensor& y) {
-    return cross_entropy(out, y);
-  };
-  return make_strategy(c, model, world, criterion, precision, device);
+// How the model is parallelized (strategy.h, tensor_parallel.h), with the head that reads its
+// output: the one place the run's parallelism is chosen. Raises FlagError for options the
+// library rejects.
+struct Parallelized {
+  std::unique_ptr<Strategy> strategy;
+  std::optional<dist::Topology> topology;  // --tensor-parallel
+  Head head;
+  TensorParallelFigures figures;
+};
+void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
+                    std::shared_ptr<dist::ProcessGroup> world, MixedPrecision& precision,
+                    Device device, Parallelized& out) {
+  out.head = plain_head(c);
+  if (c.tensor_parallel > 1) {
+    out.topology.emplace(world, 1, c.tensor_parallel);
+    out.head = split_layers(c, *model, *out.topology, &out.figures);
+  }
+  out.strategy = make_strategy(c, model, world, out.topology ? &*out.topology : nullptr,
+                               out.head.loss, precision, device);
 }
 
 // One training run, the same steps on every rank (most are collective): build the data and the
@@ -73,17 +85,19 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   // Every rank skips an overflowing fp16 step together: the data-parallel ranks, and for a
   // pipeline every stage (each sees only its own gradients), so the whole world.
   MixedPrecision precision(c, device, world);
-  std::unique_ptr<Strategy> strategy;
+  Parallelized parallel;
   try {
-    strategy = build_strategy(c, model, world, precision, device);
+    build_strategy(c, model, world, precision, device, parallel);
   } catch (const FlagError& e) {
     if (lead) std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
     return 2;  // on every rank: the library raised the same error everywhere
   }
-  const RunContext run{c, world.get(), ranks, lead, device, input_dtype,
-                       *model, *strategy, precision};
-  const auto schedule = make_schedule(c, strategy->optimizer());
-  const Loaders loaders = make_loaders(c, d, *strategy, device);
+  Strategy& strategy = *parallel.strategy;
+  const RunContext run{c,      world.get(), ranks,     lead,          device,
+                       input_dtype, *model, strategy, precision, parallel.head,
+                       parallel.topology ? &parallel.figures : nullptr};
+  const auto schedule = make_schedule(c, strategy.optimizer());
+  const Loaders loaders = make_loaders(c, d, strategy, device);
 
   StartingPoint start;
   if (!c.resume.empty()) {
@@ -106,7 +120,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
 int main(int argc, char** argv) {
   const tessera::train::Config config = tessera::train::parse_flags(argc, argv);
-  if (config.strategy == "single") {
+  if (config.strategy == "single" && config.tensor_parallel == 1) {
     try {
       return tessera::train::run(config, nullptr);
     } catch (const std::exception& e) {
@@ -114,7 +128,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  // Data parallel or a pipeline: an error on any rank ends the whole job (no rank waits forever).
+  // Data, pipeline or tensor parallel: an error on any rank ends the whole job (no rank waits
+  // forever).
   auto world = tessera::dist::init(&argc, &argv);
   const std::string wrong = tessera::train::check_against_world(config, world->size());
   if (!wrong.empty()) {  // found by every rank alike: all end with code 2

@@ -9,14 +9,15 @@ namespace tessera {
 namespace train {
 
 std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels) {
-  if (c.model == "logistic") return models::LogisticRegression(channels * 28 * 28, 10);
-  if (c.model == "mlp") return models::MLP(channels * 28 * 28, 256, 10);
-  if (c.model == "resnet20") return models::ResNet20(channels, 10);
-  if (c.model == "resnet32") return models::ResNet32(channels, 10);
-  if (c.model == "resnet56") return models::ResNet56(channels, 10);
-  if (c.model == "resnet18") return models::ResNet18(channels, 10);
-  if (c.model == "resnet34") return models::ResNet34(channels, 10);
-  return models::ResNet50(channels, 10);
+  const int64_t k = c.num_classes;  // 10 for Fashion-MNIST
+  if (c.model == "logistic") return models::LogisticRegression(channels * 28 * 28, k);
+  if (c.model == "mlp") return models::MLP(channels * 28 * 28, 256, k);
+  if (c.model == "resnet20") return models::ResNet20(channels, k);
+  if (c.model == "resnet32") return models::ResNet32(channels, k);
+  if (c.model == "resnet56") return models::ResNet56(channels, k);
+  if (c.model == "resnet18") return models::ResNet18(channels, k);
+  if (c.model == "resnet34") return models::ResNet34(channels, k);
+  return models::ResNet50(channels, k);
 }
 
 DType place_model(const Config& c, nn::Module& model, Device device) {

@@ -67,11 +67,11 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
            totals.train_seconds > 0 ? totals.train_images / totals.train_seconds : 0.0)
       .add("wall_seconds", seconds_since(wall_start));
   if (run.lead) {
-    const std::vector<dist::ProcessGroup*> groups = run.strategy.groups();
-    const char* names[] = {"", ", world group", ", pipeline group", ", data-parallel group"};
-    for (size_t i = 0; i < groups.size(); ++i) {
-      std::printf("communication, whole run (rank 0%s): %s\n", names[groups.size() > 1 ? i + 1 : 0],
-                  groups[i]->ledger().str().c_str());
+    const std::vector<NamedGroup> groups = run.strategy.groups();
+    for (const NamedGroup& g : groups) {
+      const std::string which = groups.size() > 1 ? std::string(", ") + g.name + " group" : "";
+      std::printf("communication, whole run (rank 0%s): %s\n", which.c_str(),
+                  g.group->ledger().str().c_str());
     }
     summary.add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
         .add_raw("peak_bytes_per_rank", json_list(peaks))
@@ -83,6 +83,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add("loss_scale", run.precision.scaler().get_scale())
         .add("skipped_steps", totals.skipped_steps);
   }
+  if (run.lead && run.tensor_parallel) run.tensor_parallel->report(summary, c.batch_size);
   run.strategy.report(summary, run.lead);  // collective
   if (run.lead) {
     std::printf("%s\n", summary.str().c_str());

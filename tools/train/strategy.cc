@@ -36,17 +36,24 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Va
 
 // One process, DDP or ZeRO: every rank holds the whole model and reads its own shard of the
 // data. DDP wraps the model (it averages gradients during backward); ZeRO is the optimizer
-// (it reduces them itself), so the model runs as it is.
+// (it reduces them itself), so the model runs as it is. With tensor parallelism the model's
+// split layers hold this rank's slices, the ranks of a tensor-parallel group read the same
+// shard, and DDP or ZeRO-1 runs over the data-parallel group (one rank of each replica).
 class DataParallel : public Strategy {
  public:
   DataParallel(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> world,
-               Criterion criterion, MixedPrecision& precision)
+               const dist::Topology* topology, Criterion criterion, MixedPrecision& precision)
       : model_(std::move(model)),
         world_(std::move(world)),
+        data_parallel_(topology ? topology->data_parallel_group() : world_),
+        tensor_parallel_(topology ? topology->tensor_parallel_group() : nullptr),
         criterion_(std::move(criterion)),
         precision_(precision) {}
 
-  void wrap_in_ddp() { ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, world_); }
+  void wrap_in_ddp() {
+    ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, data_parallel_);
+  }
+  const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_; }
   void set_optimizer(std::unique_ptr<optim::Optimizer> opt) { opt_ = std::move(opt); }
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
@@ -68,20 +75,26 @@ class DataParallel : public Strategy {
     return model_->forward(Variable(inputs)).data();
   }
   optim::Optimizer& optimizer() override { return *opt_; }
-  int replicas() const override { return world_ ? world_->size() : 1; }
-  int replica() const override { return world_ ? world_->rank() : 0; }
-  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+  int replicas() const override { return data_parallel_ ? data_parallel_->size() : 1; }
+  int replica() const override { return data_parallel_ ? data_parallel_->rank() : 0; }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return data_parallel_; }
   void sync_buffers() override {
-    if (world_) dist::sync_buffers(*model_, *world_);
+    if (data_parallel_) dist::sync_buffers(*model_, *data_parallel_);
   }
-  std::vector<dist::ProcessGroup*> groups() const override {
+  // The optimizer's state of a split layer is this rank's slice: a checkpoint holding rank 0's
+  // would resume the other slices wrongly, so tensor-parallel checkpoints hold the model only.
+  bool checkpoints_optimizer() const override { return tensor_parallel_ == nullptr; }
+  std::vector<NamedGroup> groups() const override {
     if (!world_) return {};
-    return {world_.get()};
+    if (!tensor_parallel_) return {{"world", world_.get()}};
+    return {{"world", world_.get()},
+            {"data-parallel", data_parallel_.get()},
+            {"tensor-parallel", tensor_parallel_.get()}};
   }
 
  private:
   std::shared_ptr<nn::Sequential> model_;
-  std::shared_ptr<dist::ProcessGroup> world_;
+  std::shared_ptr<dist::ProcessGroup> world_, data_parallel_, tensor_parallel_;
   Criterion criterion_;
   MixedPrecision& precision_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
@@ -170,9 +183,10 @@ class Pipeline : public Strategy {
     pipe_->gather_model();
     return model.state_dict();
   }
-  std::vector<dist::ProcessGroup*> groups() const override {
-    return {topology_.world().get(), topology_.pipeline_group().get(),
-            topology_.data_parallel_group().get()};
+  std::vector<NamedGroup> groups() const override {
+    return {{"world", topology_.world().get()},
+            {"pipeline", topology_.pipeline_group().get()},
+            {"data-parallel", topology_.data_parallel_group().get()}};
   }
   bool checkpoints_optimizer() const override { return false; }
 
@@ -287,7 +301,7 @@ class FullySharded : public Strategy {
     fsdp_.load_state_dict(checkpoint.model);
   }
   bool checkpoints_optimizer() const override { return false; }
-  std::vector<dist::ProcessGroup*> groups() const override { return {world_.get()}; }
+  std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
 
  private:
   std::shared_ptr<nn::Sequential> model_;
@@ -302,8 +316,8 @@ class FullySharded : public Strategy {
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn::Sequential> model,
                                         std::shared_ptr<dist::ProcessGroup> world,
-                                        Criterion criterion, MixedPrecision& precision,
-                                        Device device) {
+                                        const dist::Topology* topology, Criterion criterion,
+                                        MixedPrecision& precision, Device device) {
   if (config.strategy == "pipeline") {
     return std::make_unique<Pipeline>(config, model, world, std::move(criterion), precision,
                                       device);
@@ -311,14 +325,14 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
   if (config.strategy == "zero3") {
     return std::make_unique<FullySharded>(config, model, world, std::move(criterion), precision);
   }
-  auto s = std::make_unique<DataParallel>(model, world, std::move(criterion), precision);
+  auto s = std::make_unique<DataParallel>(model, world, topology, std::move(criterion), precision);
   if (config.strategy == "ddp") {
     s->wrap_in_ddp();
     s->set_optimizer(make_optimizer(config, model->parameters()));
   } else if (config.strategy == "zero1" || config.strategy == "zero2") {
     const int stage = config.strategy == "zero1" ? 1 : 2;
     s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
-        model->parameters(), world,
+        model->parameters(), s->data_parallel_group(),
         [config](std::vector<Variable> shard) { return make_optimizer(config, std::move(shard)); },
         dist::ZeroOptions().stage(stage)));
   } else {

@@ -2,13 +2,16 @@
 // an ordinary optimizer), ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
 // as the optimizer), ZeRO stage 3 (dist::FullyShardedDataParallel, an ordinary optimizer over
 // the shards) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
-// N/K ranks through dist::Topology); the library does the work.
+// N/K ranks through dist::Topology); with --tensor-parallel, DDP or ZeRO-1 over the
+// data-parallel groups of a model whose layers dist::tensor_parallel has split (tensor_parallel.h).
+// The library does the work.
 #pragma once
 
 #include <memory>
 
 #include "dist/checkpoint.h"
 #include "dist/process_group.h"
+#include "dist/topology.h"
 #include "nn/sequential.h"
 #include "optim/optimizer.h"
 #include "pipeline/pipe.h"
@@ -21,6 +24,20 @@ namespace train {
 
 // The loss of a batch (mean over its rows): the criterion.
 using Criterion = std::function<Variable(const Variable& output, const Tensor& target)>;
+
+// What the model's output is and how to read it: the loss of a batch and the predicted class of
+// each row. Ordinary logits, or a class-parallel head's slice of them (tensor_parallel.h).
+struct Head {
+  Criterion loss;
+  std::function<Tensor(const Tensor& output)> predicted_classes;
+};
+
+// A process group and what it connects, for the communication report ("world", "pipeline",
+// "data-parallel", "tensor-parallel").
+struct NamedGroup {
+  const char* name;
+  dist::ProcessGroup* group;
+};
 
 // Options the library rejected (a pipeline that cannot be cut as asked): every rank raises
 // the same before any message is sent, so the tool ends with exit code 2 on every rank.
@@ -64,15 +81,18 @@ class Strategy {
   // Called after every training step (a pipeline accumulates its idle time).
   virtual void after_step() {}
   // The process groups this rank communicates over, each once (their byte ledgers count the
-  // traffic): the world, and a pipeline's stage-to-stage and data-parallel groups.
-  virtual std::vector<dist::ProcessGroup*> groups() const = 0;
+  // traffic): the world, and a pipeline's stage-to-stage, the data-parallel and the
+  // tensor-parallel groups.
+  virtual std::vector<NamedGroup> groups() const = 0;
 };
 
-// world is null for --strategy=single.
+// world is null for --strategy=single; topology is null unless --tensor-parallel (the model's
+// layers are then already split over its tensor-parallel groups, and DDP or ZeRO-1 runs over
+// its data-parallel groups).
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn::Sequential> model,
                                         std::shared_ptr<dist::ProcessGroup> world,
-                                        Criterion criterion, MixedPrecision& precision,
-                                        Device device);
+                                        const dist::Topology* topology, Criterion criterion,
+                                        MixedPrecision& precision, Device device);
 
 }  // namespace train
 }  // namespace tessera

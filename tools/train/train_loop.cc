@@ -19,7 +19,7 @@ namespace {
 // Bytes sent over every group of the strategy (the ledgers are per group).
 int64_t bytes_sent(const Strategy& strategy) {
   int64_t total = 0;
-  for (dist::ProcessGroup* g : strategy.groups()) total += g->ledger().total_bytes();
+  for (const NamedGroup& g : strategy.groups()) total += g.group->ledger().total_bytes();
   return total;
 }
 
@@ -69,7 +69,7 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   const bool tty = run.lead && run.world == nullptr && ::isatty(STDOUT_FILENO) != 0;
   reset_peak(Device::cpu());
   if (run.device.is_cuda()) reset_peak(run.device);
-  for (dist::ProcessGroup* g : run.strategy.groups()) g->ledger().reset();
+  for (const NamedGroup& g : run.strategy.groups()) g.group->ledger().reset();
   RunTotals totals;
   int64_t step = start.step;
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {

@@ -1,0 +1,118 @@
+// The train tool with --tensor-parallel: the Megatron MLP block (T = 2) ends where one process
+// does and sends the forward all-reduce's bytes; a class-parallel head inside data parallelism
+// (T = 2 x D = 2 on 4 ranks) ends where 2-rank DDP does and holds half the head's logits;
+// checkpoints move between tensor-parallel and single-process runs both ways; and flags that
+// cannot work end every rank with code 2, naming them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/tools/train_runner.h"
+
+namespace {
+
+using tessera::testing::json_field;
+using tessera::testing::json_number;
+using tessera::testing::last_json_line;
+using tessera::testing::run_train;
+using tessera::testing::run_train_single;
+using tessera::testing::temp_path;
+
+// 31 steps of 64 images, a full test-set evaluation.
+const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
+
+// The same arithmetic in another order (the row-parallel sum, the class-parallel loss's three
+// sums): equal to ~1e-7 per step; the tolerances are the pipeline tests'.
+void expect_same_run(const std::string& s, const std::string& reference) {
+  EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
+  EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
+      << s;
+}
+
+// fc1 column-parallel, fc2 row-parallel on 2 ranks (--strategy=single: no data parallelism).
+TEST(TrainTensorParallel, MegatronMLPEndsWhereOneProcessDoes) {
+  const auto single = run_train_single(kShortMlp);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto r = run_train(kShortMlp + "--tensor-parallel=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string s = last_json_line(r.output), reference = last_json_line(single.output);
+  expect_same_run(s, reference);
+  EXPECT_EQ(json_number(s, "tensor_parallel"), 2) << s;
+  // MLP(784, 256, 10): 203,530 parameters; a rank holds half of fc1 (128 x 785) and half of
+  // fc2's columns (10 x 128) plus its whole bias (10): 101,770.
+  EXPECT_EQ(json_number(s, "parameter_bytes_unparallel"), 203530 * 4) << s;
+  EXPECT_EQ(json_number(s, "parameter_bytes_this_rank"), 101770 * 4) << s;
+  // Per step: fc2's forward all-reduce of [64, 10] f32 over 2 ranks, 2 (T-1)/T x 2560 bytes (the
+  // input needs no gradient, so fc1's backward all-reduce does not run), and the NaN guard's
+  // 8-byte flag.
+  EXPECT_EQ(json_number(s, "comm_bytes_per_step"), 2560 + 8) << s;
+}
+
+// TorchShard's recipe on 4 ranks: the classifier column-parallel over T = 2, 2 data-parallel
+// replicas under DDP or ZeRO-1. --batch-size is per replica, so this is 2-rank DDP's run.
+TEST(TrainTensorParallel, ClassParallelHeadTimesDataParallelEndsWhereDdpDoes) {
+  const std::string flags = "--model=mlp --data=synthetic --synthetic-size=1024 --num-classes=1000 "
+                            "--epochs=1 --threads=1 --seed=3 --batch-size=32 ";
+  const auto ddp = run_train(flags + "--strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const std::string reference = last_json_line(ddp.output);
+  for (const char* strategy : {"ddp", "zero1"}) {
+    const auto r =
+        run_train(flags + "--tensor-parallel=2 --tp-head=true --strategy=" + strategy, 4);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    expect_same_run(s, reference);
+    EXPECT_EQ(json_number(s, "world_size"), 4) << s;
+    // 1000 classes: each rank holds 500 of a batch's 32 logits rows.
+    EXPECT_EQ(json_number(s, "head_logits_bytes_this_rank"), 32 * 500 * 4) << s;
+    EXPECT_EQ(json_number(s, "head_logits_bytes_unparallel"), 32 * 1000 * 4) << s;
+  }
+}
+
+// A checkpoint holds the full model under its ordinary names, whichever way it was trained.
+TEST(TrainTensorParallel, CheckpointsMoveBetweenTensorParallelAndOneProcess) {
+  const std::string tp_dir = temp_path("tp_ckpt"), single_dir = temp_path("single_ckpt");
+  const auto tp = run_train(kShortMlp + "--tensor-parallel=2 --checkpoint-dir=" + tp_dir);
+  ASSERT_EQ(tp.exit_code, 0) << tp.output;
+  const auto resumed = run_train_single(
+      "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --resume=" + tp_dir);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("epoch 2/2  train_loss"), std::string::npos) << resumed.output;
+  EXPECT_GT(json_number(last_json_line(resumed.output), "test_accuracy"), 0.75) << resumed.output;
+
+  const auto single = run_train_single(kShortMlp + "--checkpoint-dir=" + single_dir);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto tp_resumed = run_train(
+      "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --tensor-parallel=2 "
+      "--resume=" + single_dir);
+  ASSERT_EQ(tp_resumed.exit_code, 0) << tp_resumed.output;
+  EXPECT_NE(tp_resumed.output.find("epoch 2/2  train_loss"), std::string::npos)
+      << tp_resumed.output;
+  EXPECT_GT(json_number(last_json_line(tp_resumed.output), "test_accuracy"), 0.75)
+      << tp_resumed.output;
+}
+
+TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
+  struct Case {
+    const char* flags;
+    int ranks;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"--tensor-parallel=3", 2, "--tensor-parallel=3 does not divide the 2 ranks"},
+           Case{"--tensor-parallel=2", 4,
+                "makes 2 data-parallel replicas: choose --strategy=ddp or zero1"},
+           Case{"--tensor-parallel=2 --strategy=zero3", 2,
+                "--tensor-parallel=2 combines with --strategy=ddp or zero1"},
+           Case{"--tp-head=true", 2, "--tp-head needs --tensor-parallel of 2 or more"},
+           Case{"--num-classes=100", 2, "--num-classes is for --data=synthetic"},
+       }) {
+    const auto r = run_train("--model=mlp --threads=1 " + std::string(c.flags), c.ranks);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.says), std::string::npos) << c.flags << "\n" << r.output;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }

@@ -1,0 +1,59 @@
+// The train tool's --help text.
+#include "tools/train/flags.h"
+
+namespace tessera {
+namespace train {
+
+std::string usage() {
+  return R"(train: trains a model with tessera and reports its test accuracy.
+
+  bazel run -c opt //tools:train -- --model=logistic
+  mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1
+
+flags (defaults depend on --model; see below):
+  --model=logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
+  --strategy=single|ddp|zero1|zero2|zero3|pipeline (under mpirun -np N; --batch-size is per rank,
+            for pipeline per data-parallel replica: all stages of a pipeline share each batch)
+  --data=fashion-mnist|synthetic   --data-dir=DIR (/usr/share/datasets/fashion-mnist)
+  --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
+  --weight-decay=X  --schedule=constant|step|cosine  --warmup-epochs=N
+  --label-smoothing=X  --augment=true|false  --seed=N  --threads=N
+  --device=cpu|cuda|cuda:N (cuda: rank r uses GPU r mod the number of GPUs; --config=cuda builds)
+  --train-limit=N (first N training images only)  --synthetic-size=N
+  --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
+  --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors)  --metrics=FILE (JSON lines per epoch)
+
+pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
+  --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
+  --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
+  --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
+  --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
+  --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
+  checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
+
+tensor parallelism (N ranks = T tensor-parallel x N/T data-parallel replicas):
+  --tensor-parallel=T (1) with --strategy=ddp|zero1 for the replicas (single when N = T);
+            --model=mlp: fc1 column-parallel, fc2 row-parallel (Megatron's MLP block);
+            other models (or --tp-head=true): the classifier column-parallel, its logits split
+            by class, class-parallel cross-entropy; the same seed gives the same full weights;
+            checkpoints hold the full model (any run resumes them) but no optimizer state
+  --num-classes=N (10; --data=synthetic only: a large head)
+
+mixed precision:
+  --amp=off|fp16|bf16 (autocast for forward and loss; fp16 scales the loss, bf16 does not)
+  --loss-scale=dynamic|N (fp16 only; N: a static scale)
+  --param-dtype=f32|f16|bf16 (the model's parameters and gradients; the optimizer keeps f32
+            masters; BatchNorm stays f32; f16 parameters are loss-scaled)
+  --loss-scale-window=N (2000: clean steps before the scale doubles)
+  --loss-scale-hysteresis=N (1: overflows in a row before it halves)  --min-loss-scale=X (0)
+
+defaults:
+  logistic  adam lr 1e-3, batch 64, 5 epochs, cosine
+  mlp       adam lr 1e-3, batch 64, 10 epochs, cosine
+  resnet*   sgd (nesterov, momentum 0.9) lr 0.1, weight decay 5e-4, batch 128,
+            cosine, random crop + flip, 10 epochs (ResNet-20: 0.93 test accuracy)
+)";
+}
+
+}  // namespace train
+}  // namespace tessera
