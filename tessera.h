@@ -5,7 +5,7 @@
 //
 // Namespaces: tessera (Tensor, ops, Variable, differentiable functions, autograd), tessera::nn
 // (Module and layers), tessera::optim, tessera::data, tessera::dist (process groups, DDP, ZeRO,
-// checkpoints), tessera::pipeline, tessera::models.
+// tensor parallelism, checkpoints), tessera::pipeline, tessera::models.
 #pragma once
 
 // Tensors and their ops (no autograd), devices, dtypes, memory statistics, random streams.
@@ -54,6 +54,11 @@
 #include "dist/module_sync.h"
 #include "dist/process_group.h"
 #include "dist/reduce_scalar.h"
+#include "dist/tensor_parallel/class_parallel_cross_entropy.h"
+#include "dist/tensor_parallel/column_parallel_linear.h"
+#include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/parallelize.h"
+#include "dist/tensor_parallel/row_parallel_linear.h"
 #include "dist/topology.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
