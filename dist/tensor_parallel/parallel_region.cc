@@ -65,7 +65,9 @@ Tensor all_gather_along(const Tensor& local, int64_t dim, const std::vector<int6
 Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const char* what) {
   const int64_t d = normalize_dim(dim, full.dim(), what);
   const Slice s = slice_of(full.size(d), group.size(), group.rank(), what);
-  return full.narrow(d, s.start, s.length).contiguous();
+  // clone, not contiguous(): a slice of leading rows is already contiguous, and contiguous()
+  // would return a view that keeps the whole tensor's storage alive.
+  return full.narrow(d, s.start, s.length).clone();
 }
 
 Variable copy_to_parallel_region(const Variable& x, const std::shared_ptr<ProcessGroup>& group) {

@@ -49,7 +49,7 @@ Tensor all_gather_along(const Tensor& local, int64_t dim, const std::vector<int6
                         ProcessGroup& group);
 // A copy of the sum of every rank's x.
 Tensor all_reduce_sum(const Tensor& x, ProcessGroup& group);
-// This rank's slice of `full` along dim, as a contiguous copy.
+// This rank's slice of `full` along dim, as a contiguous copy of its own (never a view of full).
 Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const char* what);
 
 }  // namespace tensor_parallel

@@ -13,6 +13,7 @@
 #include "models/simple.h"
 #include "nn/nn.h"
 #include "tensor/ops.h"
+#include "tensor/allocator.h"
 #include "tests/util/expect_error.h"
 
 namespace tessera {
@@ -197,6 +198,23 @@ TEST(TensorParallelInit, TheSameSeedGivesTheSameFullWeightsWhateverT) {
   const Slice c = row.input_slice();
   EXPECT_EQ(max_abs_diff(row.weight().data(), b.weight().data().narrow(1, c.start, c.length)), 0.0);
   EXPECT_EQ(max_abs_diff(row.bias().data(), b.bias().data()), 0.0);
+}
+
+// The counting allocator: once the full Linear is gone, a rank holds only its slices (a slice of
+// leading rows must be a copy, not a view keeping the full storage alive).
+TEST(TensorParallelMemory, ARankHoldsOnlyItsSlice) {
+  auto group = dist::world();
+  const Slice rows = slice_of(700, group->size(), group->rank(), "test");
+  const Slice cols = slice_of(600, group->size(), group->rank(), "test");
+  const int64_t base = memory_stats(Device::cpu()).current_bytes;
+  {
+    ColumnParallelLinear col(600, 700, group);
+    EXPECT_EQ(memory_stats(Device::cpu()).current_bytes - base, rows.length * (600 + 1) * 4);
+  }
+  {
+    RowParallelLinear row(600, 700, group);
+    EXPECT_EQ(memory_stats(Device::cpu()).current_bytes - base, (700 * cols.length + 700) * 4);
+  }
 }
 
 TEST(TensorParallelErrors, SizesThatCannotBeSplitAndWrongLayersAreNamed) {
