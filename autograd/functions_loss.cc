@@ -8,6 +8,7 @@
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
+#include "autograd/loss_reduction.h"
 
 namespace tessera {
 
@@ -26,26 +27,6 @@ void check_classification(const Variable& scores, const Tensor& target, const ch
     TS_CHECK(lo >= 0 && hi < scores.size(1), op, ": target class out of range: values span [",
              lo, ", ", hi, "] but there are ", scores.size(1), " classes");
   }
-}
-
-// Per-row losses, reduced.
-Tensor reduce_rows(const Tensor& rows, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::kMean: return mean(rows);
-    case Reduction::kSum: return sum(rows);
-    case Reduction::kNone: return rows;
-  }
-  return rows;
-}
-
-// The upstream gradient of the reduced loss, as one factor per row.
-Tensor per_row_grad(const Tensor& g, int64_t n, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::kMean: return div(g.reshape({1, 1}), static_cast<double>(n));
-    case Reduction::kSum: return g.reshape({1, 1});
-    case Reduction::kNone: return g.reshape({n, 1});
-  }
-  return g;
 }
 
 }  // namespace

@@ -1,38 +1,13 @@
 #include "dist/tensor_parallel/class_parallel_cross_entropy.h"
 
-#include <limits>
-
 #include "autograd/autocast.h"
 #include "autograd/custom_op.h"
-#include "dist/tensor_parallel/parallel_region.h"
+#include "autograd/loss_reduction.h"
 #include "tensor/ops.h"
 
 namespace tessera {
 namespace dist {
 namespace tensor_parallel {
-
-namespace {
-
-// The upstream gradient of the reduced loss as one factor per row ([N, 1]).
-Tensor per_row_grad(const Tensor& g, int64_t n, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::kMean: return div(g.reshape({1, 1}), static_cast<double>(n));
-    case Reduction::kSum: return g.reshape({1, 1});
-    case Reduction::kNone: return g.reshape({n, 1});
-  }
-  return g;
-}
-
-Tensor reduce_rows(const Tensor& rows, Reduction reduction) {
-  switch (reduction) {
-    case Reduction::kMean: return mean(rows);
-    case Reduction::kSum: return sum(rows);
-    case Reduction::kNone: return rows;
-  }
-  return rows;
-}
-
-}  // namespace
 
 ClassParallelCrossEntropy::ClassParallelCrossEntropy(std::shared_ptr<ProcessGroup> group,
                                                      Slice classes, int64_t num_classes,

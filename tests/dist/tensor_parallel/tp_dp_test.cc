@@ -5,6 +5,8 @@
 // tensor-parallel run into a single-process model.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "autograd/functions.h"
 #include "dist/ddp.h"
 #include "dist/environment.h"
@@ -60,6 +62,21 @@ StateDict train_single(int replicas) {
   return model->state_dict();
 }
 
+// kSteps steps on replica d's rows of each global batch (both tensor-parallel ranks of the
+// replica see the same rows), with `loss` of the model's output.
+void train_replica(const Topology& topo, nn::Module& forward_module, optim::Optimizer& opt,
+                   const std::function<Variable(const Variable&, const Tensor&)>& loss) {
+  const int D = topo.data_parallel_size(), d = topo.replica();
+  for (int step = 0; step < kSteps; ++step) {
+    const Batch b = global_batch(step, D);
+    const Tensor x = b.x.narrow(0, d * kPerReplica, kPerReplica);
+    const Tensor y = b.y.narrow(0, d * kPerReplica, kPerReplica);
+    opt.zero_grad();
+    loss(forward_module.forward(Variable(x)), y).backward();
+    opt.step();
+  }
+}
+
 void expect_same_state(const StateDict& a, const StateDict& b) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, t] : b) {
@@ -89,29 +106,22 @@ TEST(TensorTimesDataParallel, MegatronMLPUnderDDPEqualsOneProcess) {
   auto world = dist::world();
   if (world->size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
   Topology topo(world, 1, 2);
-  const int D = topo.data_parallel_size(), d = topo.replica();
   auto model = mlp();
   parallelize_module(*model, topo.tensor_parallel_group(),
                      {{"fc1", Style::kColumnwise}, {"fc2", Style::kRowwise}});
-  auto ddp = std::make_shared<DistributedDataParallel>(model, topo.data_parallel_group());
-  optim::SGD opt(ddp->parameters(), sgd_options());
-  for (int step = 0; step < kSteps; ++step) {
-    const Batch b = global_batch(step, D);
-    // Both tensor-parallel ranks of replica d see replica d's rows.
-    const Tensor x = b.x.narrow(0, d * kPerReplica, kPerReplica);
-    const Tensor y = b.y.narrow(0, d * kPerReplica, kPerReplica);
-    opt.zero_grad();
-    cross_entropy(ddp->forward(Variable(x)), y).backward();
-    opt.step();
-  }
-  expect_same_state(model->state_dict(), train_single(D));
+  DistributedDataParallel ddp(model, topo.data_parallel_group());
+  optim::SGD opt(ddp.parameters(), sgd_options());
+  train_replica(topo, ddp, opt, [](const Variable& out, const Tensor& y) {
+    return cross_entropy(out, y);
+  });
+  expect_same_state(model->state_dict(), train_single(topo.data_parallel_size()));
 }
 
 TEST(TensorTimesDataParallel, ClassParallelHeadUnderZero1EqualsOneProcess) {
   auto world = dist::world();
   if (world->size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
   Topology topo(world, 1, 2);
-  const int D = topo.data_parallel_size(), d = topo.replica();
+  const int D = topo.data_parallel_size();
   auto model = mlp();
   const auto head = std::dynamic_pointer_cast<ColumnParallelLinear>(
       parallelize_module(*model, topo.tensor_parallel_group(),
@@ -120,14 +130,7 @@ TEST(TensorTimesDataParallel, ClassParallelHeadUnderZero1EqualsOneProcess) {
                                     head->out_features());
   ZeroRedundancyOptimizer opt(model->parameters(), topo.data_parallel_group(),
                               zero_factory<optim::SGD>(sgd_options()));
-  for (int step = 0; step < kSteps; ++step) {
-    const Batch b = global_batch(step, D);
-    const Tensor x = b.x.narrow(0, d * kPerReplica, kPerReplica);
-    const Tensor y = b.y.narrow(0, d * kPerReplica, kPerReplica);
-    opt.zero_grad();
-    loss_fn(model->forward(Variable(x)), y).backward();
-    opt.step();
-  }
+  train_replica(topo, *model, opt, loss_fn);
   const StateDict state = model->state_dict();
   expect_same_state(state, train_single(D));
 
