@@ -9,6 +9,15 @@
 namespace tessera {
 namespace optim {
 
+double grad_norm(const std::vector<Variable>& params) {
+  NoGradGuard no_grad;
+  double sum_of_squares = 0;
+  for (const Variable& p : params) {
+    if (p.grad().defined()) sum_of_squares += sum(square(p.grad().to(kF64))).item();
+  }
+  return std::sqrt(sum_of_squares);
+}
+
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm, double norm_type) {
   TS_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   const bool inf = std::isinf(norm_type);
@@ -16,16 +25,13 @@ double clip_grad_norm(const std::vector<Variable>& params, double max_norm, doub
            norm_type);
   NoGradGuard no_grad;
   double total = 0;
-  for (const Variable& p : params) {
-    const Tensor& g = p.grad();
-    if (!g.defined()) continue;
-    if (inf) {
-      total = std::max(total, amax(abs(g)).item());
-    } else {
-      total += sum(square(g.to(kF64))).item();
+  if (inf) {
+    for (const Variable& p : params) {
+      if (p.grad().defined()) total = std::max(total, amax(abs(p.grad())).item());
     }
+  } else {
+    total = grad_norm(params);
   }
-  if (!inf) total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1) {
     for (const Variable& p : params) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/tools/overflowing_checkpoint.h"
 #include "tests/tools/train_runner.h"
 
 namespace {
@@ -230,6 +231,20 @@ TEST(TrainDistributed, ADivergingRunStopsEveryRank) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("the training loss is not finite"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("at epoch 1, batch 2 of"), std::string::npos) << r.output;
+}
+
+// The gradient-norm check on 2 ranks, in the loss check's one all-reduce: DDP's averaged
+// gradients overflow on both ranks, and both stop at the same batch before stepping.
+TEST(TrainDistributed, ANonFiniteGradientNormStopsEveryRank) {
+  const std::string dir = temp_path("grad_guard_ddp");
+  const std::string flags = "--model=mlp --optimizer=sgd --train-limit=500 --threads=1 ";
+  ASSERT_EQ(run_single(flags + "--epochs=1 --checkpoint-dir=" + dir).exit_code, 0);
+  tessera::testing::make_gradients_overflow(dir + "/last.safetensors");
+  const auto r = run(flags + "--epochs=2 --strategy=ddp --resume=" + dir);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the training gradient norm is not finite (inf on this rank) at epoch "
+                          "2, batch 1 of 3"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("the training loss is not finite"), std::string::npos) << r.output;
 }
 
 // --trace: rank 0 writes the last training step of every stage as a Chrome trace, one track

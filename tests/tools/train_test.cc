@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/tools/overflowing_checkpoint.h"
 #include "tests/util/test_util.h"
 
 namespace {
@@ -234,6 +235,29 @@ TEST(TrainReliability, ADivergingRunStopsAndKeepsTheLastGoodCheckpoint) {
   EXPECT_NE(bad.output.find("at epoch 1, batch "), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("is left as it was"), std::string::npos) << bad.output;
   EXPECT_EQ(run_command("cksum < " + dir + "/last.safetensors").output, before.output);
+}
+
+// The NaN guard's second check: a step whose loss is finite but whose gradients overflow stops
+// before the optimizer steps on them, naming the gradient norm, the epoch and the batch, and
+// leaves the checkpoint as it was. (Without the check, the step made the weights inf and the
+// loss check stopped the run one batch later, the damage done.)
+TEST(TrainReliability, ANonFiniteGradientNormStopsTheRun) {
+  const std::string dir = temp_path("grad_guard");
+  const std::string flags = "--model=mlp --optimizer=sgd --train-limit=500 --threads=1 ";
+  ASSERT_EQ(run(flags + "--epochs=1 --checkpoint-dir=" + dir).exit_code, 0);
+  tessera::testing::make_gradients_overflow(dir + "/last.safetensors");
+  const auto before = run_command("cksum < " + dir + "/last.safetensors");
+  const auto r = run(flags + "--epochs=2 --resume=" + dir + " --checkpoint-dir=" + dir);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("the training gradient norm is not finite (inf on this rank) at epoch "
+                          "2, batch 1 of 7; stopping (the last checkpoint in " + dir +
+                          " is left as it was)"), std::string::npos) << r.output;
+  EXPECT_EQ(run_command("cksum < " + dir + "/last.safetensors").output, before.output);
+  // Under fp16 loss scaling an overflowing step is the scaler's to skip: a scale of 1e30
+  // overflows every step's gradients, and the run goes on, every step skipped.
+  const auto scaled = run(flags + "--epochs=1 --amp=fp16 --loss-scale=1e30");
+  EXPECT_EQ(scaled.exit_code, 0) << scaled.output;
+  EXPECT_EQ(json_number(last_json_line(scaled.output), "skipped_steps"), 7) << scaled.output;
 }
 
 TEST(TrainReliability, AnImpossibleAllocationNamesWhatAndHowBig) {

@@ -10,11 +10,13 @@
 //   no_sync step  the same without communication (gradients stay local)
 //   all-reduce    time the buckets' all-reduces took on the communication thread during backward
 //   exposed       time from the last gradient of backward to the averaged gradients being ready
-//   NaN guard     the train tool's per-step check: one f64 all-reduced (median of 200)
+//   NaN guard     the train tool's per-step check: the local gradient norm, then one f64
+//                 all-reduced (median of 200)
 // hidden = 1 - exposed / all-reduce is the share of the communication that overlapped with
 // backward (DDP's timestamps, measured within each step, so step-to-step noise cancels).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -26,6 +28,7 @@
 #include "dist/reduce_scalar.h"
 #include "models/resnet.h"
 #include "models/simple.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -98,11 +101,13 @@ int main(int argc, char** argv) {
         exposed_ms.push_back(1e3 * t.exposed_seconds());
       }
     }
-    // The train tool's per-step checks: the NaN guard's one-number all-reduce.
+    // The train tool's per-step checks: the NaN guard's gradient norm (over the last step's
+    // gradients) and its one-number all-reduce.
     std::vector<double> guard;
     for (int i = 0; i < 200; ++i) {
       const double start = now_ms();
-      dist::all_reduce_scalar(1.0, *world, dist::ReduceOp::kMax);
+      const double norm = optim::grad_norm(model->parameters());
+      dist::all_reduce_scalar(std::isfinite(norm) ? 0.0 : 1.0, *world, dist::ReduceOp::kMax);
       guard.push_back(now_ms() - start);
     }
     const double ddp_ms = median(synced), local_ms = median(local), comm_ms = median(comm);
@@ -114,7 +119,8 @@ int main(int argc, char** argv) {
       std::printf("  ddp step      %9.3f ms (median of %d)\n", ddp_ms, n);
       std::printf("  no_sync step  %9.3f ms\n", local_ms);
       std::printf("  all-reduce    %9.3f ms (on the communication thread)\n", comm_ms);
-      std::printf("  NaN guard     %9.3f ms per step (one f64 all-reduced: %.2f%% of the ddp step)\n",
+      std::printf("  NaN guard     %9.3f ms per step (gradient norm, one f64 all-reduced: %.2f%% of "
+                  "the ddp step)\n",
                   median(guard), 100.0 * median(guard) / ddp_ms);
       if (world->size() > 1 && comm_ms > 0) {
         std::printf("  exposed comm  %9.3f ms  -> %.0f%% of the all-reduce hidden behind backward\n",

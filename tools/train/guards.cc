@@ -5,6 +5,7 @@
 
 #include "dist/reduce_scalar.h"
 #include "dist/settings_check.h"
+#include "optim/clip_grad.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"
 
@@ -24,16 +25,23 @@ void verify_configuration(const Config& c, const nn::Module& model, const Data& 
   dist::verify_same_settings(settings, world);
 }
 
-// (An fp16 step whose gradients overflow is the loss scaler's business: it skips the step.)
-void check_finite_loss(double loss, int64_t epoch, int64_t batch, int64_t batches, const Config& c,
+void check_finite_step(double loss, const optim::Optimizer* gradients, int64_t epoch,
+                       int64_t batch, int64_t batches, const Config& c,
                        dist::ProcessGroup* world) {
-  double bad = std::isfinite(loss) ? 0 : 1;
+  const double norm = gradients ? optim::grad_norm(gradients->gradient_variables()) : 0.0;
+  // Both checks in one MAX all-reduce: 2 when a loss is bad, else 1 when a gradient norm is,
+  // so the loss (whose gradients are bad too) is the one named when both are.
+  const double bad_loss = 2, bad_gradients = 1;
+  double bad = !std::isfinite(loss) ? bad_loss : !std::isfinite(norm) ? bad_gradients : 0;
   if (world != nullptr) bad = dist::all_reduce_scalar(bad, *world, dist::ReduceOp::kMax);
   if (bad == 0) return;
-  TS_FAIL("the training loss is not finite (", std::isfinite(loss) ? "on another rank" :
-          std::to_string(loss) + " on this rank", ") at epoch ", epoch, ", batch ", batch, " of ",
-          batches, "; stopping", c.checkpoint_dir.empty() ? "" : " (the last checkpoint in " +
-          c.checkpoint_dir + " is left as it was)", ". Lower --lr (", c.lr, ") or check the data");
+  const bool is_loss = bad == bad_loss;
+  const double value = is_loss ? loss : norm;
+  TS_FAIL("the training ", is_loss ? "loss" : "gradient norm", " is not finite (",
+          std::isfinite(value) ? "on another rank" : std::to_string(value) + " on this rank",
+          ") at epoch ", epoch, ", batch ", batch, " of ", batches, "; stopping",
+          c.checkpoint_dir.empty() ? "" : " (the last checkpoint in " + c.checkpoint_dir +
+          " is left as it was)", ". Lower --lr (", c.lr, ") or check the data");
 }
 
 }  // namespace train

@@ -1,14 +1,16 @@
 // What stops a run early, on every rank together, so that no rank trains on alone or hangs:
 //   - at start-up, ranks whose flags, model or data differ (dist/settings_check.h), each told
 //     which setting differs and its value on every rank;
-//   - at every step, the NaN guard: a loss that is inf or NaN stops the run before the epoch's
-//     checkpoint could overwrite the last good one.
+//   - at every step, the NaN guard: a loss, or a gradient norm, that is inf or NaN stops the
+//     run before the optimizer steps on it and before the epoch's checkpoint could overwrite
+//     the last good one.
 #pragma once
 
 #include <cstdint>
 
 #include "dist/process_group.h"
 #include "nn/module.h"
+#include "optim/optimizer.h"
 #include "tools/train/data.h"
 #include "tools/train/flags.h"
 
@@ -19,10 +21,14 @@ namespace train {
 void verify_configuration(const Config& config, const nn::Module& model, const Data& data,
                           dist::ProcessGroup& world);
 
-// Collective when `world` is not null: one flag all-reduced per step. Throws naming the epoch
-// and the batch when the loss is not finite on any rank.
-void check_finite_loss(double loss, int64_t epoch, int64_t batch, int64_t batches,
-                       const Config& config, dist::ProcessGroup* world);
+// Collective when `world` is not null: one number all-reduced per step, which carries both
+// checks. Throws naming the epoch and the batch when, on any rank, the loss is not finite or
+// (with `gradients` given) the norm of the gradients of gradients->gradient_variables(), the
+// ones this rank holds, is not. Pass no gradients under loss scaling: an overflowing fp16 step
+// is the scaler's business (it skips the step and lowers the scale).
+void check_finite_step(double loss, const optim::Optimizer* gradients, int64_t epoch,
+                       int64_t batch, int64_t batches, const Config& config,
+                       dist::ProcessGroup* world);
 
 }  // namespace train
 }  // namespace tessera

@@ -44,7 +44,10 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   for (data::Batch& batch : loader.epoch(epoch)) {
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
                                                 batch.targets.to(run.device));
-    check_finite_loss(loss, epoch, f.batches + 1, loader.num_batches(), run.config, run.world);
+    // Under loss scaling an inf gradient is the scaler's to skip; otherwise the guard's.
+    const bool scaled = run.precision.scaler().is_enabled();
+    check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
+                      loader.num_batches(), run.config, run.world);
     if (!run.precision.step(run.strategy.optimizer())) ++f.skipped_steps;  // the same on every rank
     run.strategy.after_step();
     ++step;

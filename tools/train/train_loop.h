@@ -3,7 +3,7 @@
 // the loss, evaluates, rank 0 prints the epoch's line and metrics, and the checkpoint is saved:
 //
 //   for epoch in first..--epochs:
-//     for batch:  train_step -> check_finite_loss -> precision.step -> after_step
+//     for batch:  train_step -> check_finite_step -> precision.step -> after_step
 //     schedule.step, average loss, sync_buffers, evaluate, epoch line, metrics, checkpoint
 #pragma once
 
