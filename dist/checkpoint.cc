@@ -67,12 +67,15 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 void load_model_state(const Checkpoint& c, nn::Module& model) {
-  for (const auto& [name, own] : model.state_dict()) {
+  // state_entries(), not state_dict(): a tensor-parallel layer's state_dict() gathers its full
+  // weights, which a dtype check does not need.
+  for (const nn::Module::StateEntry& own : model.state_entries()) {
+    const std::string& name = own.name;
     const Tensor* saved = c.model.find(name);
     if (saved == nullptr) continue;  // the strict load below names missing keys
-    TS_CHECK(kind(saved->dtype()) == kind(own.dtype()), "load_checkpoint: '", c.path, "': 'model.",
-             name, "' is ", saved->dtype(), ", but the model's '", name, "' is ", own.dtype(),
-             " (", kind(saved->dtype()), " and ", kind(own.dtype()),
+    TS_CHECK(kind(saved->dtype()) == kind(own.dtype), "load_checkpoint: '", c.path, "': 'model.",
+             name, "' is ", saved->dtype(), ", but the model's '", name, "' is ", own.dtype,
+             " (", kind(saved->dtype()), " and ", kind(own.dtype),
              " tensors do not convert: a relabelled or foreign file?)");
   }
   try {

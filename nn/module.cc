@@ -204,6 +204,12 @@ void Module::load_state(const std::string& prefix, const StateDict& state) {
   for (const auto& [name, child] : children_) child->load_state(prefix + name + ".", state);
 }
 
+std::vector<Module::StateEntry> Module::state_entries() const {
+  std::vector<StateEntry> entries;
+  expected_state("", entries);
+  return entries;
+}
+
 StateDict Module::state_dict() const {
   StateDict state;
   save_state("", state);
@@ -212,8 +218,7 @@ StateDict Module::state_dict() const {
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
   std::vector<std::string> missing, unexpected, mismatched;
-  std::vector<StateEntry> expected;
-  expected_state("", expected);
+  const std::vector<StateEntry> expected = state_entries();
   for (const StateEntry& e : expected) {
     const Tensor* source = state.find(e.name);
     if (source == nullptr) {

@@ -100,6 +100,9 @@ class Module : public std::enable_shared_from_this<Module> {
     Shape shape;
     DType dtype;
   };
+  // Every entry state_dict() would hold (dotted names, full shapes), without building it: no
+  // tensor is copied or gathered, so it is not collective even for tensor-parallel layers.
+  std::vector<StateEntry> state_entries() const;
 
   int64_t num_parameters() const;
 

@@ -63,12 +63,15 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
   const Tensor shifted = sub(x, m);
   const Tensor e = exp(shifted);
 
-  // This rank's part of the target logit: rows whose target lies in [start, end).
+  // This rank's part of the target logit: rows whose target lies in [start, end). `where`, not a
+  // product with the mask: a -inf logit (a masked class) times 0 would be NaN.
   const Tensor y = target.to(kI64);
   const Tensor local_y = sub(y, static_cast<double>(classes_.start));
-  const Tensor mine = mul(ge(local_y, 0.0), lt(local_y, static_cast<double>(c))).to(compute);
-  const Tensor index = clamp(local_y, 0.0, static_cast<double>(c - 1)).unsqueeze(1);
-  const Tensor picked = mul(gather(shifted, 1, index).squeeze(1), mine);
+  const Tensor mine =  // [N]: 1 where this rank holds the target, else 0
+      mul(ge(local_y, 0.0).to(compute), lt(local_y, static_cast<double>(c)).to(compute));
+  const Tensor index = clamp(local_y, 0.0, static_cast<double>(c - 1));            // [N]
+  const Tensor zero = zeros({n}, compute);
+  const Tensor picked = where(ne(mine, 0.0), gather(shifted, 1, index.unsqueeze(1)).squeeze(1), zero);
 
   // 2. One all-reduce for the three sums.
   Tensor sums = stack({sum(e, {1}), picked, sum(shifted, {1})}, 1).contiguous();  // [N, 3]
@@ -79,17 +82,19 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
   Tensor rows = mul(sub(log_s, x_y), 1.0 - eps);
   if (eps > 0) rows = add(rows, mul(sub(log_s, div(sum_x, static_cast<double>(num_classes_))), eps));
 
+  // Backward keeps p = exp(x - m) / S ([N, C_r], the gradient's own size) and, per row, the
+  // target's local index and whether this rank holds it; q is rebuilt there.
   const DType dtype = logits.dtype();
-  const Tensor probs = div(e, s.unsqueeze(1));  // this rank's p, [N, C_r]
-  const Tensor one_hot_mine = mul(one_hot(index.squeeze(1), c, compute), mine.unsqueeze(1));
+  const Tensor probs = div(e, s.unsqueeze(1));
+  const Tensor target_weight = mul(mine, 1.0 - eps).unsqueeze(1);  // [N, 1]
   const Reduction reduction = reduction_;
   const int64_t classes = num_classes_;
   return record("ClassParallelCrossEntropyBackward", reduce_rows(rows, reduction), {logits},
                 [=](const Tensor& g) -> Grads {
-                  // p - q on this rank's classes, q = (1 - eps) one_hot + eps / C.
-                  Tensor q = mul(one_hot_mine, 1.0 - eps);
-                  if (eps > 0) q = add(q, eps / static_cast<double>(classes));
-                  const Tensor grad = mul(sub(probs, q), per_row_grad(g.to(compute), n, reduction));
+                  // p - q on this rank's classes, q = (1 - eps) one_hot(y) + eps / C.
+                  Tensor grad = sub(probs, eps / static_cast<double>(classes));
+                  grad = scatter_add(grad, 1, index.unsqueeze(1), neg(target_weight));
+                  grad = mul(grad, per_row_grad(g.to(compute), n, reduction));
                   return {grad.to(dtype)};
                 });
 }

@@ -43,8 +43,12 @@ Tensor all_gather_along(const Tensor& local, int64_t dim, const std::vector<int6
   TS_CHECK(local.size(d) == lengths[group.rank()], "all_gather_along: rank ", group.rank(),
            " holds ", local.size(d), " entries along dim ", d, " but its slice has ",
            lengths[group.rank()]);
-  TS_CHECK(local.size(d) > 0, "all_gather_along: rank ", group.rank(),
-           " holds an empty slice along dim ", d);
+  // Every rank holds the same lengths, so every rank raises this alike (no rank left waiting in
+  // the all-gather).
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    TS_CHECK(lengths[r] > 0, "all_gather_along: rank ", r, " holds an empty slice along dim ", d,
+             " (lengths ", lengths, ")");
+  }
   // Bring `dim` to the front so that each rank's slice is one contiguous run, gather the runs
   // in rank order, and move the dimension back.
   const Tensor front = local.transpose(0, d).contiguous();
@@ -97,9 +101,14 @@ Variable gather_from_parallel_region(const Variable& x, int64_t dim,
                                      const std::shared_ptr<ProcessGroup>& group) {
   const int64_t d = normalize_dim(dim, x.dim(), "gather_from_parallel_region");
   const std::vector<int64_t> lengths = gathered_lengths(x.size(d), *group);
+  // This rank's part of the gathered dimension: after the lower ranks' slices, whatever their
+  // lengths (not necessarily balanced ones).
+  int64_t start = 0;
+  for (int r = 0; r < group->rank(); ++r) start += lengths[r];
+  const int64_t length = lengths[group->rank()];
   return record("GatherFromParallelRegionBackward", all_gather_along(x.data(), d, lengths, *group),
-                {x}, [group, d](const Tensor& g) -> Grads {
-                  return {local_slice(g, d, *group, "gather_from_parallel_region")};
+                {x}, [d, start, length](const Tensor& g) -> Grads {
+                  return {g.narrow(d, start, length).contiguous()};
                 });
 }
 

@@ -236,7 +236,7 @@ void ZeroRedundancyOptimizer::refresh_shard_from_params() {
   const zero::Range mine = shards_[group_->rank()];
   for (size_t i = 0; i < params_.size(); ++i) {
     const Variable& p = params_[i];
-    if (is_half(p.dtype())) continue;  // f16/bf16: the shard is the master
+    if (is_half(p.dtype()) && shard_is_master_) continue;  // f16/bf16: the shard is the master
     const zero::Range part = zero::intersect(mine, layout_.ranges[i]);
     if (part.empty()) continue;
     shard_.data().narrow(0, part.begin - mine.begin, part.size())
@@ -259,6 +259,7 @@ void ZeroRedundancyOptimizer::step() {
   // 2. The inner optimizer updates the shard (and only holds state for it).
   sync_inner_options();
   inner_->step();
+  shard_is_master_ = true;
   // 3. Everyone gets every shard back.
   Tensor flat = empty({layout_.total}, flat_options());
   comm_->all_gather(shard_.data(), flat, sizes_of(shards_))->wait();
@@ -373,6 +374,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
         flat.narrow(0, r.begin, r.size()).copy_(source.reshape({-1}));
       }
       Tensor(shard_.data()).copy_(flat.narrow(0, shard_offset(), shard_numel()));
+      shard_is_master_ = true;
     }
   }
   inner_->load_state_dict(local);

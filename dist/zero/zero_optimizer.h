@@ -157,6 +157,10 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::vector<size_t> bucket_of_;
   std::vector<bool> param_ready_;
   size_t next_launch_ = 0;
+  // f16/bf16 parameters: until the shard holds master weights of its own (after a step, or
+  // loaded with the state), it is refreshed from the parameters like an f32 shard, so parameters
+  // loaded after construction (a checkpoint without optimizer state) are not overwritten.
+  bool shard_is_master_ = false;
   bool in_backward_ = false;  // a backward has delivered gradients and queued finish_backward
 };
 

@@ -31,7 +31,7 @@ std::optional<StartingPoint> resume(const RunContext& run, optim::LRScheduler* s
   if (run.lead && !load_optimizer) {
     std::printf("%s: the optimizer starts fresh (%s)\n", file.c_str(),
                 ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
-                                       : "its state is per pipeline stage or ZeRO-3 shard");
+                                       : "its state is per pipeline stage, ZeRO-3 shard or tensor-parallel slice");
   }
   run.precision.load_checkpoint_metadata(ckpt.metadata);
   default_generator().set_state(ckpt.progress.rng);

@@ -25,6 +25,7 @@ struct RunContext {
   nn::Sequential& model;
   Strategy& strategy;
   MixedPrecision& precision;
+  int64_t parameters;  // the model's, before any strategy split or sharded it (psi)
   const Head& head;                              // the loss and the predicted classes
   const TensorParallelFigures* tensor_parallel;  // null without --tensor-parallel
 };

@@ -81,6 +81,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   auto model = make_model(c, d.channels);
   if (world) verify_configuration(c, *model, d, *world);
   const DType input_dtype = place_model(c, *model, device);
+  const int64_t psi = model->num_parameters();
 
   // Every rank skips an overflowing fp16 step together: the data-parallel ranks, and for a
   // pipeline every stage (each sees only its own gradients), so the whole world.
@@ -93,9 +94,9 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     return 2;  // on every rank: the library raised the same error everywhere
   }
   Strategy& strategy = *parallel.strategy;
-  const RunContext run{c,      world.get(), ranks,     lead,          device,
-                       input_dtype, *model, strategy, precision, parallel.head,
-                       parallel.topology ? &parallel.figures : nullptr};
+  const RunContext run{c,         world.get(), ranks,         lead,
+                       device,    input_dtype, *model,        strategy,
+                       precision, psi,         parallel.head, parallel.topology ? &parallel.figures : nullptr};
   const auto schedule = make_schedule(c, strategy.optimizer());
   const Loaders loaders = make_loaders(c, d, strategy, device);
 

@@ -40,7 +40,10 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
   const Config& c = run.config;
   // Per-rank figures, gathered to everyone: peak memory (of the device trained on, the CPU's or
   // the GPU's) and optimizer state.
-  std::vector<int64_t> peaks{memory_stats(run.device).peak_bytes};
+  // The allocator's peak restarted at the measured step (memory_report.h): the run's is the
+  // larger of the two.
+  std::vector<int64_t> peaks{
+      std::max(memory_stats(run.device).peak_bytes, totals.memory.peak_before())};
   std::vector<int64_t> states{run.strategy.optimizer().state_bytes()};
   int64_t comm_bytes_per_step = 0;
   if (run.world) {
@@ -82,6 +85,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add("amp", c.amp)
         .add("loss_scale", run.precision.scaler().get_scale())
         .add("skipped_steps", totals.skipped_steps);
+    if (totals.memory.taken()) summary.add_raw("memory", totals.memory.json(run));
   }
   if (run.lead && run.tensor_parallel) run.tensor_parallel->report(summary, c.batch_size);
   run.strategy.report(summary, run.lead);  // collective

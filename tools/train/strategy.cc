@@ -81,6 +81,7 @@ class DataParallel : public Strategy {
   void sync_buffers() override {
     if (data_parallel_) dist::sync_buffers(*model_, *data_parallel_);
   }
+  std::vector<Variable> model_state_parameters() const override { return model_->parameters(); }
   // The optimizer's state of a split layer is this rank's slice: a checkpoint holding rank 0's
   // would resume the other slices wrongly, so tensor-parallel checkpoints hold the model only.
   bool checkpoints_optimizer() const override { return tensor_parallel_ == nullptr; }
@@ -189,6 +190,7 @@ class Pipeline : public Strategy {
             {"data-parallel", topology_.data_parallel_group().get()}};
   }
   bool checkpoints_optimizer() const override { return false; }
+  std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
 
   void report(JsonObject& summary, bool lead) override {
     // Each rank's idle fraction over all training steps and its peak activation bytes.
@@ -302,6 +304,13 @@ class FullySharded : public Strategy {
   }
   bool checkpoints_optimizer() const override { return false; }
   std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
+  // The shards, and the model's own parameters (released outside forward and backward: their
+  // storages count only if a unit failed to free them).
+  std::vector<Variable> model_state_parameters() const override {
+    std::vector<Variable> all = fsdp_.shard_parameters();
+    for (const Variable& p : model_->parameters()) all.push_back(p);
+    return all;
+  }
 
  private:
   std::shared_ptr<nn::Sequential> model_;

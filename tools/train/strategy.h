@@ -84,6 +84,9 @@ class Strategy {
   // traffic): the world, and a pipeline's stage-to-stage, the data-parallel and the
   // tensor-parallel groups.
   virtual std::vector<NamedGroup> groups() const = 0;
+  // The Variables whose data and gradients make this rank's model states (memory_report.h):
+  // the model's parameters (this stage's, for a pipeline), and ZeRO-3's flat shards.
+  virtual std::vector<Variable> model_state_parameters() const = 0;
 };
 
 // world is null for --strategy=single; topology is null unless --tensor-parallel (the model's

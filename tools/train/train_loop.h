@@ -13,6 +13,7 @@
 #include "tools/train/checkpoints.h"
 #include "tools/train/context.h"
 #include "tools/train/data.h"
+#include "tools/train/memory_report.h"
 #include "tools/train/report.h"
 
 namespace tessera {
@@ -26,6 +27,7 @@ struct RunTotals {
   int64_t train_images = 0, train_steps = 0;
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
   int64_t skipped_steps = 0;     // fp16 steps the loss scaler skipped
+  MemoryReport memory;           // model states measured on the run's second step
 };
 
 // Collective. Resets the peak-memory counters and the groups' byte ledgers first, so what the

@@ -8,7 +8,10 @@
 
 #include <cmath>
 
+#include "autograd/autocast.h"
+#include "autograd/gradcheck.h"
 #include "dist/environment.h"
+#include "dist/tensor_parallel/parallel_region.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
 
@@ -73,6 +76,47 @@ TEST(ClassParallelCrossEntropy, ArgmaxAndAccuracyOverAllClasses) {
   const Tensor y = targets(13);
   EXPECT_EQ(loss_fn.num_correct(local, y),
             static_cast<int64_t>(sum(eq(expected, y).to(kI64)).item()));
+}
+
+// Under bf16 autocast (the logits of a bf16 head), the loss computes in f32 as cross_entropy
+// does, and the gradient comes back in the logits' dtype.
+TEST(ClassParallelCrossEntropy, UnderAutocastComputesInF32) {
+  auto group = dist::world();
+  const Slice s = slice_of(kClasses, group->size(), group->rank(), "test");
+  const Tensor full = logits_table(13, 3.0).to(kBF16);
+  const Tensor y = targets(13);
+  Variable ref_logits(full, true), local(full.narrow(1, s.start, s.length).contiguous(), true);
+  Variable ref, loss;
+  {
+    AutocastGuard autocast(kBF16);
+    ref = cross_entropy(ref_logits, y, Reduction::kMean, 0.1);
+    loss = ClassParallelCrossEntropy(group, s, kClasses, Reduction::kMean, 0.1)(local, y);
+  }
+  EXPECT_EQ(loss.dtype(), kF32);
+  EXPECT_LT(max_abs_diff(loss.data(), ref.data()), 1e-5);
+  ref.backward();
+  loss.backward();
+  EXPECT_EQ(local.grad().dtype(), kBF16);
+  EXPECT_LT(max_abs_diff(local.grad().to(kF32),
+                         ref_logits.grad().narrow(1, s.start, s.length).to(kF32)),
+            1e-3);  // bf16 rounding of gradients below 1
+}
+
+// Finite differences (f64) of the class-parallel loss with label smoothing. The loss depends
+// on every rank's logits, so the checked input is the full logits, the same on every rank and
+// perturbed alike; each rank takes its slice after copy_to_parallel_region, whose backward sums
+// the ranks' slice gradients into the full gradient the differences see.
+TEST(ClassParallelCrossEntropy, Gradcheck) {
+  auto group = dist::world();
+  const Slice s = slice_of(kClasses, group->size(), group->rank(), "test");
+  const ClassParallelCrossEntropy loss_fn(group, s, kClasses, Reduction::kSum, 0.2);
+  const Tensor y = targets(5);
+  const GradcheckResult result = gradcheck(
+      [&](const std::vector<Variable>& in) {
+        return loss_fn(narrow(copy_to_parallel_region(in[0], group), 1, s.start, s.length), y);
+      },
+      {logits_table(5, 1.0)});
+  EXPECT_TRUE(result.ok) << result.message;
 }
 
 TEST(ClassParallelCrossEntropy, BadInputIsNamed) {

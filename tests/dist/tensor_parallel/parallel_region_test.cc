@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/functions.h"
+#include "autograd/gradcheck.h"
 #include "dist/environment.h"
 #include "dist/tensor_parallel/slices.h"
 #include "tensor/ops.h"
@@ -84,6 +85,37 @@ TEST(ParallelRegion, GatherConcatenatesSlicesAndSplitsGradients) {
     sum(mul(y, Variable(w))).backward();
     EXPECT_EQ(max_abs_diff(x.grad(), w.narrow(dim, s.start, s.length)), 0.0) << dim;
   }
+}
+
+// Slices of any lengths (rank r holds r + 1 columns, not a balanced split): the gather takes
+// them in rank order and hands each rank back its own columns' gradient.
+TEST(ParallelRegion, GatherTakesUnbalancedSlices) {
+  auto group = dist::world();
+  const int T = group->size(), r = group->rank();
+  const int64_t total = static_cast<int64_t>(T) * (T + 1) / 2, start = static_cast<int64_t>(r) * (r + 1) / 2;
+  const Tensor full = table(3, total, 0);
+  Variable x(full.narrow(1, start, r + 1).contiguous(), true);
+  const Variable y = gather_from_parallel_region(x, 1, group);
+  EXPECT_EQ(max_abs_diff(y.data(), full), 0.0);
+  const Tensor w = table(3, total, 5);
+  sum(mul(y, Variable(w))).backward();
+  EXPECT_EQ(max_abs_diff(x.grad(), w.narrow(1, start, r + 1)), 0.0);
+}
+
+// Finite differences through the collectives (f64): every rank perturbs the same elements in
+// the same order, so the collectives inside match up.
+TEST(ParallelRegion, GradcheckThroughCopyAndReduce) {
+  auto group = dist::world();
+  const int r = group->rank();
+  const Tensor w = table(2, 3, r + 1);  // a different weight on every rank
+  const GradcheckResult result = gradcheck(
+      [&](const std::vector<Variable>& in) {
+        // f(x) = reduce(copy(x) * w_r): the sum over ranks of x * w_r.
+        return reduce_from_parallel_region(mul(copy_to_parallel_region(in[0], group), Variable(w)),
+                                           group);
+      },
+      {table(2, 3, 0)});
+  EXPECT_TRUE(result.ok) << result.message;
 }
 
 TEST(ParallelRegion, ByteLedgerCountsTheForwardAllReduce) {

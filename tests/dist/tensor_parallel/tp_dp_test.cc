@@ -102,6 +102,20 @@ TEST(TensorTimesDataParallel, TopologyGroups) {
   EXPECT_EQ(topo.data_parallel_group()->world_ranks(), dp);
 }
 
+// 4 ranks as 2 pipeline stages x 2 tensor-parallel ranks (D = 1): rank = stage * 2 + tp_rank.
+TEST(TensorTimesDataParallel, TopologyWithStagesAndTensorParallelGroups) {
+  auto world = dist::world();
+  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  Topology topo(world, 2, 2);
+  const int r = world->rank();
+  EXPECT_EQ(topo.stage(), r / 2);
+  EXPECT_EQ(topo.tensor_parallel_rank(), r % 2);
+  EXPECT_EQ(topo.data_parallel_size(), 1);
+  EXPECT_EQ(topo.tensor_parallel_group()->world_ranks(), (std::vector<int>{r / 2 * 2, r / 2 * 2 + 1}));
+  EXPECT_EQ(topo.pipeline_group()->world_ranks(), (std::vector<int>{r % 2, 2 + r % 2}));
+  EXPECT_EQ(topo.data_parallel_group()->world_ranks(), (std::vector<int>{r}));
+}
+
 TEST(TensorTimesDataParallel, MegatronMLPUnderDDPEqualsOneProcess) {
   auto world = dist::world();
   if (world->size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
@@ -134,10 +148,17 @@ TEST(TensorTimesDataParallel, ClassParallelHeadUnderZero1EqualsOneProcess) {
   const StateDict state = model->state_dict();
   expect_same_state(state, train_single(D));
 
-  // The tensor-parallel run's checkpoint is an ordinary model's.
+  // The tensor-parallel run's checkpoint is an ordinary model's, and loads back into a fresh
+  // tensor-parallel model (each rank taking its slices).
   auto plain = mlp();
   plain->load_state_dict(state);
   expect_same_state(plain->state_dict(), train_single(D));
+  auto again = models::MLP(kIn, kHidden, kClasses);  // another seed: every value is loaded
+  again->to(kF64);
+  parallelize_module(*again, topo.tensor_parallel_group(),
+                     {{last_linear_name(*again), Style::kClassParallelHead}});
+  again->load_state_dict(plain->state_dict());
+  expect_same_state(again->state_dict(), train_single(D));
 }
 
 }  // namespace

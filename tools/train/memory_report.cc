@@ -1,0 +1,61 @@
+#include "tools/train/memory_report.h"
+
+#include <optional>
+
+#include "tensor/allocator.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// The formula's inputs from the flags; none for strategies it does not cover.
+std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
+  const Config& c = run.config;
+  using dist::zero::Sharding;
+  if (c.tensor_parallel > 1 || c.strategy == "pipeline") return std::nullopt;
+  const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
+                            : c.strategy == "zero2" ? Sharding::kStage2
+                            : c.strategy == "zero3" ? Sharding::kStage3
+                                                    : Sharding::kNone;
+  const int64_t param_bytes = c.param_dtype == "f32" ? 4 : 2;
+  const int64_t moment_bytes = c.optimizer == "sgd" ? (c.momentum > 0 ? 4 : 0) : 8;
+  return dist::zero::predicted_model_state(sharding, run.parameters, param_bytes, moment_bytes,
+                                           run.ranks);
+}
+
+}  // namespace
+
+void MemoryReport::before_step(const RunContext& run) {
+  peak_before_ = memory_stats(run.device).peak_bytes;
+  reset_peak(run.device);
+}
+
+void MemoryReport::after_backward(const RunContext& run) {
+  measured_ = dist::zero::measured_model_state(run.strategy.model_state_parameters(),
+                                               run.strategy.optimizer());
+}
+
+void MemoryReport::after_step(const RunContext& run) {
+  step_peak_ = memory_stats(run.device).peak_bytes;
+  taken_ = true;
+}
+
+std::string MemoryReport::json(const RunContext& run) const {
+  JsonObject m;
+  m.add("params", measured_.parameters)
+      .add("grads", measured_.gradients)
+      .add("optimizer", measured_.optimizer)
+      .add("model_state", measured_.total());
+  if (const auto p = predicted(run)) {
+    m.add("model_state_predicted", p->total())
+        .add("params_predicted", p->parameters)
+        .add("grads_predicted", p->gradients)
+        .add("optimizer_predicted", p->optimizer);
+  }
+  m.add("peak", step_peak_);
+  return m.str();
+}
+
+}  // namespace train
+}  // namespace tessera

@@ -1,0 +1,46 @@
+// The final JSON line's "memory" object: this rank's model states (parameters, gradients,
+// optimizer state) right after a backward and before the optimizer step, measured
+// (dist::zero::measured_model_state) beside the ZeRO paper's prediction for this model, dtype,
+// optimizer, strategy and world size (dist::zero::predicted_model_state), and the allocator's
+// peak during that step:
+//
+//   "memory": {"params": P, "grads": G, "optimizer": O, "model_state": P+G+O,
+//              "model_state_predicted": X, "peak": B}
+//
+// Taken once, on the run's second step (the first creates the optimizer state). Pipelines and
+// tensor-parallel runs report the measured figures without a prediction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dist/zero/memory_model.h"
+#include "tools/train/context.h"
+
+namespace tessera {
+namespace train {
+
+class MemoryReport {
+ public:
+  // Whether the step about to run (the run's `step_in_run`-th, from 0) is the one measured.
+  bool measures(int64_t step_in_run) const { return !taken_ && step_in_run == 1; }
+  // Around that step: before it (resets the allocator's peak, keeping the run's peak so far),
+  // after its backward, and after the optimizer step (the step's peak).
+  void before_step(const RunContext& run);
+  void after_backward(const RunContext& run);
+  void after_step(const RunContext& run);
+
+  bool taken() const { return taken_; }
+  // The run's peak so far when the measured step began (the allocator's own peak restarts then).
+  int64_t peak_before() const { return peak_before_; }
+  // {"params": ..., ...}; "model_state_predicted" only where a formula applies.
+  std::string json(const RunContext& run) const;
+
+ private:
+  bool taken_ = false;
+  int64_t peak_before_ = 0, step_peak_ = 0;
+  dist::zero::ModelStateBytes measured_;
+};
+
+}  // namespace train
+}  // namespace tessera
