@@ -24,7 +24,7 @@ ModelStateBytes predicted_model_state(Sharding sharding, int64_t psi, int64_t pa
     case Sharding::kStage2:
       return {param_bytes * psi, 4 * psi / n, (moment_bytes + 4) * psi / n};
     case Sharding::kStage3:
-      return {param_bytes * psi / n, param_bytes * psi / n, (moment_bytes + master) * psi / n};
+      return {4 * psi / n, 4 * psi / n, moment_bytes * psi / n};
   }
   return {};
 }

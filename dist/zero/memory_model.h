@@ -11,12 +11,15 @@
 //                                                                    copy of half parameters
 //   ZeRO-1        p psi          p psi         (m + 4) psi / N   the f32 shard ZeRO steps is a
 //   ZeRO-2        p psi          4 psi / N     (m + 4) psi / N   master copy (f32 parameters
-//   ZeRO-3        p psi / N      p psi / N     K psi / N         too); stage 2's shard gradient
-//                                                                is f32
+//                                                                too); its gradient is f32
+//   ZeRO-3        4 psi / N      4 psi / N     m psi / N         the f32 flat shard is the
+//                                                                parameter and its master
 //
 // With half parameters and Adam this is the paper's (2 + 2 + 12) psi, 2 psi + 2 psi + 12 psi / N,
 // 2 psi + 14 psi / N (the paper's 2 + 14/N: it keeps f16 shard gradients, tessera f32 ones) and
-// 16 psi / N. ZeRO-3's shards round psi / N up to a whole element per unit (padding).
+// 16 psi / N (the paper's 2 + 2 + 12 split as 4 + 4 + 8: the f32 shard serves as both the
+// parameter and its master, and is gathered into the f16/bf16 parameters for forward and
+// backward). ZeRO-3's shards round psi / N up to a whole element per unit (padding).
 //
 // The measured figure adds up the storages the model states really hold (each storage once,
 // released ones as zero) as the counting allocator allocated them, so a shard that is a view of

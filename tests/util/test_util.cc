@@ -40,7 +40,18 @@ std::string json_field(const std::string& json, const std::string& key) {
   const size_t at = json.find("\"" + key + "\": ");
   if (at == std::string::npos) return "";
   const size_t start = at + key.size() + 4;
-  size_t end = json[start] == '[' ? json.find(']', start) + 1 : json.find_first_of(",}", start);
+  const char open = json[start];
+  if (open == '[' || open == '{') {  // through the matching bracket
+    const char close = open == '[' ? ']' : '}';
+    int depth = 0;
+    for (size_t i = start; i < json.size(); ++i) {
+      depth += json[i] == open;
+      depth -= json[i] == close;
+      if (depth == 0) return json.substr(start, i + 1 - start);
+    }
+    return json.substr(start);
+  }
+  const size_t end = json.find_first_of(",}", start);
   return json.substr(start, end - start);
 }
 

@@ -20,7 +20,7 @@ CommandResult run_command(const std::string& command);
 std::string last_json_line(const std::string& s);
 // A number field of a flat JSON object, or -1 when absent.
 double json_number(const std::string& json, const std::string& key);
-// A field's raw JSON text ("\"ddp\"", "[1, 2]", "0.5"), or "" when absent.
+// A field's raw JSON text ("\"ddp\"", "[1, 2]", "0.5", "{\"a\": 1}"), or "" when absent.
 std::string json_field(const std::string& json, const std::string& key);
 
 }  // namespace testing

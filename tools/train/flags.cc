@@ -120,6 +120,10 @@ void check_combinations(const Config& c) {
   if (c.given.count("tp-head") != 0 && c.tensor_parallel == 1) {
     bad("--tp-head needs --tensor-parallel of 2 or more (got 1)");
   }
+  if (c.given.count("tp-head") != 0 && !c.tp_head && c.model != "mlp") {
+    bad("--tp-head=false: --model=" + c.model + " has no other layer to split than its classifier "
+        "(only --model=mlp splits its hidden layers instead)");
+  }
   if (c.given.count("num-classes") != 0 && c.data != "synthetic") {
     bad("--num-classes is for --data=synthetic (" + c.data + " has 10 classes)");
   }
@@ -215,6 +219,10 @@ std::string check_against_world(const Config& c, int world_size) {
     if (world_size % c.tensor_parallel != 0) {
       return t + " does not divide the " + std::to_string(world_size) +
              " ranks (mpirun -np): the ranks are T tensor-parallel x N/T data-parallel replicas";
+    }
+    if (c.tp_head && c.num_classes < c.tensor_parallel) {
+      return t + " splits the classifier by class, but there are only " +
+             std::to_string(c.num_classes) + " classes (--num-classes)";
     }
     if (c.strategy == "single" && world_size != c.tensor_parallel) {
       return t + " on " + std::to_string(world_size) + " ranks makes " +
@@ -376,7 +384,7 @@ void apply_model_defaults(Config& c) {
   if (c.augment < 0) c.augment = resnet ? 1 : 0;
   // Tensor parallelism splits the MLP's hidden layers (Megatron's block) unless --tp-head; the
   // other models' only large layer to split is the classifier.
-  if (c.tensor_parallel > 1 && c.model != "mlp") c.tp_head = true;
+  if (c.tensor_parallel > 1 && c.model != "mlp" && c.given.count("tp-head") == 0) c.tp_head = true;
   if (c.warmup_epochs >= c.epochs) {
     bad("--warmup-epochs (" + std::to_string(c.warmup_epochs) + ") must be less than --epochs (" +
         std::to_string(c.epochs) + ")");
