@@ -134,6 +134,25 @@ TEST(TrainDistributed, ZeroStagesTwoAndThreeEndWhereDdpDoes) {
   EXPECT_GT(json_number(last_json_line(resumed.output), "test_accuracy"), 0.7) << resumed.output;
 }
 
+// The bucket size and ZeRO-3's units and prefetch change when bytes move, not what is computed:
+// each ends where DDP with default buckets does.
+TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {
+  const auto ddp = run(kShortMlp + "--strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const std::string reference = last_json_line(ddp.output);
+  for (const char* flags : {"--strategy=ddp --bucket-cap-mb=0.05",
+                            "--strategy=zero2 --bucket-cap-mb=0.05",
+                            "--strategy=zero3 --zero3-wrap=params:100000 --zero3-prefetch=false",
+                            "--strategy=zero3 --zero3-wrap=block --zero3-prefetch=true"}) {
+    const auto r = run(kShortMlp + flags);
+    ASSERT_EQ(r.exit_code, 0) << flags << "\n" << r.output;
+    const std::string s = last_json_line(r.output);
+    EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << flags;
+    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
+        << flags;
+  }
+}
+
 // A pipeline checkpoint holds the whole model under its unpipelined names: one process resumes
 // from it (its optimizer starts fresh: a pipeline's optimizer state is split over its stages).
 TEST(TrainDistributed, OneProcessResumesFromAPipelineCheckpoint) {

@@ -149,6 +149,12 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
            Case{"--loss-scale=dynamic",
                 "--loss-scale needs --amp=fp16 or --param-dtype=f16 (got --amp=off"},
            Case{"--amp=fp16 --loss-scale=big", "--loss-scale expects"},
+           Case{"--strategy=zero1 --bucket-cap-mb=1",
+                "--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2"},
+           Case{"--strategy=ddp --bucket-cap-mb=0", "--bucket-cap-mb must be positive"},
+           Case{"--zero3-prefetch=false", "--zero3-prefetch needs --strategy=zero3"},
+           Case{"--strategy=zero3 --zero3-wrap=layer", "units nested inside a block are not built"},
+           Case{"--strategy=zero3 --zero3-wrap=params:0", "--zero3-wrap expects an integer >= 1"},
        }) {
     const auto r = run(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;

@@ -111,6 +111,15 @@ void check_combinations(const Config& c) {
         ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
         "): a smaller batch gives fewer micro-batches than the schedule runs");
   }
+  if (c.given.count("bucket-cap-mb") != 0 && c.strategy != "ddp" && c.strategy != "zero2") {
+    bad("--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2 (got --strategy=" +
+        c.strategy + ")");
+  }
+  for (const char* flag : {"zero3-wrap", "zero3-prefetch"}) {
+    if (c.given.count(flag) != 0 && c.strategy != "zero3") {
+      bad(std::string("--") + flag + " needs --strategy=zero3 (got --strategy=" + c.strategy + ")");
+    }
+  }
   if (c.tensor_parallel > 1 && c.strategy != "single" && c.strategy != "ddp" &&
       c.strategy != "zero1") {
     bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) +
@@ -184,6 +193,9 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"loss-scale-window", std::to_string(c.loss_scale_window)},
           {"loss-scale-hysteresis", std::to_string(c.loss_scale_hysteresis)},
           {"min-loss-scale", number(c.min_loss_scale)},
+          {"bucket-cap-mb", number(c.bucket_cap_mb)},
+          {"zero3-wrap", std::to_string(c.zero3_min_params)},
+          {"zero3-prefetch", c.zero3_prefetch ? "true" : "false"},
           {"tensor-parallel", std::to_string(c.tensor_parallel)},
           {"tp-head", c.tp_head ? "true" : "false"},
           {"num-classes", std::to_string(c.num_classes)}};
@@ -323,6 +335,24 @@ Config parse_flags(int argc, char** argv) {
          if (v.empty()) bad("--trace needs a file name, got an empty value");
          c.trace = v;
        }},
+      {"bucket-cap-mb", [&](const std::string& v) {
+         c.bucket_cap_mb = to_double("bucket-cap-mb", v, 0);
+         if (c.bucket_cap_mb == 0) bad("--bucket-cap-mb must be positive, got '" + v + "'");
+       }},
+      {"zero3-wrap", [&](const std::string& v) {
+         if (v == "block") {
+           c.zero3_min_params = 1;
+         } else if (v.rfind("params:", 0) == 0) {
+           c.zero3_min_params = to_int("zero3-wrap", v.substr(7), 1);
+         } else if (v == "layer") {
+           bad("--zero3-wrap=layer: units are the model's top-level children (the MLP's layers, "
+               "the ResNets' blocks); units nested inside a block are not built. Use block or "
+               "params:N");
+         } else {
+           bad("--zero3-wrap must be block or params:N (N >= 1), got '" + v + "'");
+         }
+       }},
+      {"zero3-prefetch", [&](const std::string& v) { c.zero3_prefetch = to_bool("zero3-prefetch", v); }},
       {"tensor-parallel", [&](const std::string& v) {
          c.tensor_parallel = to_int32("tensor-parallel", v, 1);
        }},

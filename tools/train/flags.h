@@ -44,6 +44,11 @@ struct Config {
   std::string checkpoint_activations = "never";  // never|except_last|always
   std::string trace;                             // Chrome trace of the last step (rank 0 writes)
 
+  // DDP's and ZeRO-2's gradient buckets, and ZeRO-3's units (dist::FullyShardedOptions).
+  double bucket_cap_mb = 25;
+  int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
+  bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)
+
   // Tensor parallelism (dist::tensor_parallel): T ranks split each chosen layer; the world is
   // T x D, D data-parallel replicas (--strategy=ddp|zero1, or single when D = 1).
   int tensor_parallel = 1;

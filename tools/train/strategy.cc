@@ -50,8 +50,9 @@ class DataParallel : public Strategy {
         criterion_(std::move(criterion)),
         precision_(precision) {}
 
-  void wrap_in_ddp() {
-    ddp_ = std::make_unique<dist::DistributedDataParallel>(model_, data_parallel_);
+  void wrap_in_ddp(double bucket_cap_mb) {
+    ddp_ = std::make_unique<dist::DistributedDataParallel>(
+        model_, data_parallel_, dist::DDPOptions().bucket_cap_mb(bucket_cap_mb));
   }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_; }
   void set_optimizer(std::unique_ptr<optim::Optimizer> opt) { opt_ = std::move(opt); }
@@ -271,7 +272,10 @@ class FullySharded : public Strategy {
                MixedPrecision& precision)
       : model_(model),
         world_(world),
-        fsdp_(std::move(model), std::move(world)),
+        fsdp_(std::move(model), std::move(world),
+              dist::FullyShardedOptions()
+                  .min_num_params(c.zero3_min_params)
+                  .prefetch_limit(c.zero3_prefetch ? 1 : 0)),
         opt_(make_optimizer(c, fsdp_.shard_parameters())),
         criterion_(std::move(criterion)),
         precision_(precision) {}
@@ -336,14 +340,14 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
   }
   auto s = std::make_unique<DataParallel>(model, world, topology, std::move(criterion), precision);
   if (config.strategy == "ddp") {
-    s->wrap_in_ddp();
+    s->wrap_in_ddp(config.bucket_cap_mb);
     s->set_optimizer(make_optimizer(config, model->parameters()));
   } else if (config.strategy == "zero1" || config.strategy == "zero2") {
     const int stage = config.strategy == "zero1" ? 1 : 2;
     s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
         model->parameters(), s->data_parallel_group(),
         [config](std::vector<Variable> shard) { return make_optimizer(config, std::move(shard)); },
-        dist::ZeroOptions().stage(stage)));
+        dist::ZeroOptions().stage(stage).bucket_cap_mb(config.bucket_cap_mb)));
   } else {
     s->set_optimizer(make_optimizer(config, model->parameters()));
   }

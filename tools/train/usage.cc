@@ -23,6 +23,12 @@ flags (defaults depend on --model; see below):
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
   --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors)  --metrics=FILE (JSON lines per epoch)
 
+data parallelism and ZeRO:
+  --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)
+  --zero3-wrap=block|params:N (block: every top-level child with parameters is a unit; params:N:
+            children of at least N parameters, the rest join the root unit)
+  --zero3-prefetch=true|false (true: the next unit's all-gather starts early, at most one ahead)
+
 pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
   --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
