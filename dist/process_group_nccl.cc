@@ -7,8 +7,9 @@
 #include <functional>
 
 #include "dist/device_groups.h"
-#include "tensor/cuda/runtime.h"
+#include "tensor/accelerator.h"
 #include "tensor/ops.h"
+#include "tensor/stream.h"
 
 #define TS_NCCL_CHECK(EXPR)                                                                  \
   do {                                                                                       \
@@ -22,7 +23,7 @@ namespace dist {
 
 struct ProcessGroupNCCL::State {
   ncclComm_t comm = nullptr;
-  cuda::Stream stream;
+  Stream stream;  // the communication stream
 };
 
 namespace {
@@ -55,31 +56,31 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // it (or, for a barrier, blocks the host).
 class NcclWork final : public Work {
  public:
-  NcclWork(int device, std::vector<Tensor> keep_alive, bool host_wait)
+  NcclWork(Device device, std::vector<Tensor> keep_alive, bool host_wait)
       : device_(device), keep_alive_(std::move(keep_alive)), host_wait_(host_wait) {}
   // Dropped without wait(): the tensors it holds go back to the allocator now, so the caller's
   // stream must still not reuse them before NCCL is done with them.
   ~NcclWork() override {
     if (waited_) return;
     try {
-      done_.block(cuda::current_stream(device_));
+      done_.block(current_stream(device_));
     } catch (...) {  // a destructor must not throw; the CUDA error resurfaces at the next call
     }
   }
-  cuda::Event& done() { return done_; }
+  Event& done() { return done_; }
   void wait() override {
     if (host_wait_) {
       done_.synchronize();
     } else {
-      done_.block(cuda::current_stream(device_));
+      done_.block(current_stream(device_));
     }
     waited_ = true;
   }
   bool is_completed() override { return done_.query(); }
 
  private:
-  int device_;
-  cuda::Event done_;
+  Device device_;
+  Event done_;
   std::vector<Tensor> keep_alive_;
   bool host_wait_;
   bool waited_ = false;
@@ -96,8 +97,9 @@ ProcessGroupNCCL::ProcessGroupNCCL(const std::shared_ptr<ProcessGroup>& bootstra
       size_(bootstrap->size()),
       world_ranks_(bootstrap->world_ranks()),
       device_(device) {
-  cuda::check_device(device);
-  cuda::DeviceGuard guard(device);
+  TS_CHECK(device.is_cuda(), "ProcessGroupNCCL: expected a CUDA device, got ", device);
+  check_device_exists(device);
+  DeviceGuard guard(device);
   ncclUniqueId id;
   if (rank_ == 0) TS_NCCL_CHECK(ncclGetUniqueId(&id));
   Tensor bytes = empty({static_cast<int64_t>(sizeof(id))}, kU8);
@@ -105,13 +107,16 @@ ProcessGroupNCCL::ProcessGroupNCCL(const std::shared_ptr<ProcessGroup>& bootstra
   bootstrap->broadcast(bytes, 0)->wait();
   std::memcpy(&id, bytes.raw_data(), sizeof(id));
   TS_NCCL_CHECK(ncclCommInitRank(&state_->comm, size_, id, rank_));
-  state_->stream = cuda::Stream::create(device.index());
+  state_->stream = Stream::create(device);
 }
 
 ProcessGroupNCCL::~ProcessGroupNCCL() {
   if (state_ && state_->comm != nullptr) {
-    cuda::DeviceGuard guard(device_);
-    cudaStreamSynchronize(state_->stream.handle());
+    try {
+      state_->stream.synchronize();
+    } catch (...) {  // a destructor must not throw; the CUDA error resurfaces at the next call
+    }
+    DeviceGuard guard(device_);
     ncclCommDestroy(state_->comm);
   }
 }
@@ -119,7 +124,7 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
 namespace {
 
 // Runs `enqueue` on the communication stream, ordered after the caller's current stream.
-std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const cuda::Stream& comm_stream,
+std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const Stream& comm_stream,
                              std::vector<Tensor> tensors, bool host_wait,
                              const std::function<void(cudaStream_t)>& enqueue) {
   for (const Tensor& t : tensors) {
@@ -128,13 +133,13 @@ std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const cuda::Stream& 
     TS_CHECK(t.is_contiguous(), "ProcessGroupNCCL: tensors must be contiguous, got shape ",
              t.shape(), " strides ", t.strides());
   }
-  const int d = group.device().index();
-  cuda::DeviceGuard guard(d);
-  cuda::Event inputs_ready;
-  inputs_ready.record(cuda::current_stream(d));
+  const Device d = group.device();
+  DeviceGuard guard(d);
+  Event inputs_ready;
+  inputs_ready.record(current_stream(d));
   inputs_ready.block(comm_stream);
   auto work = std::make_shared<NcclWork>(d, std::move(tensors), host_wait);
-  enqueue(comm_stream.handle());
+  enqueue(static_cast<cudaStream_t>(comm_stream.native_handle()));
   work->done().record(comm_stream);
   return work;
 }
