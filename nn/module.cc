@@ -158,21 +158,31 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::string> missing, unexpected, mismatched, other_kind;
   const StateDict own = state_dict();
   for (const auto& [name, target] : own) {
     const Tensor* source = state.find(name);
     if (source == nullptr) {
       missing.push_back(name);
-    } else if (source->shape() != target.shape()) {
+      continue;
+    }
+    if (source->shape() != target.shape()) {
       mismatched.push_back(name + " (checkpoint " + shape_str(source->shape()) + ", model " +
                            shape_str(target.shape()) + ")");
+    }
+    // Precision converts on copy (f16 into f32); a kind does not (tensor/dtype.h).
+    if (std::string(dtype_kind(source->dtype())) != dtype_kind(target.dtype())) {
+      other_kind.push_back(name + " (checkpoint " + dtype_name(source->dtype()) + ", model " +
+                           dtype_name(target.dtype()) + ")");
     }
   }
   for (const auto& [name, t] : state) {
     if (!own.contains(name)) unexpected.push_back(name);
   }
   TS_CHECK(mismatched.empty(), "load_state_dict: shape mismatch for ", mismatched);
+  TS_CHECK(other_kind.empty(), "load_state_dict: dtype of another kind for ", other_kind,
+           " (floating-point, integer and bool tensors do not convert into each other: a "
+           "relabelled or foreign file?)");
   TS_CHECK(!strict || (missing.empty() && unexpected.empty()),
            "load_state_dict: missing keys ", missing, ", unexpected keys ", unexpected);
   for (const auto& [name, target] : own) {
