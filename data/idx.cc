@@ -13,30 +13,52 @@ namespace data {
 
 namespace {
 
-// gzread reads gzip'd and plain files alike.
-std::vector<unsigned char> read_all(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  TS_CHECK(file != nullptr, "read_idx: cannot open '", path, "': ", std::strerror(errno),
-           " (Fashion-MNIST is installed by tools/setup.sh under /usr/share/datasets/fashion-mnist)");
-  std::vector<unsigned char> bytes;
-  unsigned char chunk[1 << 16];
-  while (true) {
-    const int n = gzread(file, chunk, sizeof(chunk));
-    if (n < 0) {
-      int code = 0;
-      const std::string message = gzerror(file, &code);
-      gzclose(file);
-      TS_FAIL("read_idx: '", path, "' is corrupt: ", message);
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + n);
+// A gzip'd or plain file (gzread reads both), read only as far as asked: a gzip stream is
+// inflated a chunk at a time, so a small file that inflates to gigabytes (a gzip bomb) costs no
+// more memory than the header it starts with promises.
+class IdxFile {
+ public:
+  explicit IdxFile(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    TS_CHECK(file_ != nullptr, "read_idx: cannot open '", path, "': ", std::strerror(errno),
+             " (Fashion-MNIST is installed by tools/setup.sh under "
+             "/usr/share/datasets/fashion-mnist)");
   }
-  // A truncated gzip stream reads as a short file; gzclose reports the missing trailer.
-  const int status = gzclose(file);
-  TS_CHECK(status == Z_OK, "read_idx: '", path, "' is corrupt or truncated (gzip status ",
-           status, ")");
-  return bytes;
-}
+  ~IdxFile() {
+    if (file_ != nullptr) gzclose(file_);
+  }
+  IdxFile(const IdxFile&) = delete;
+  IdxFile& operator=(const IdxFile&) = delete;
+
+  // Appends up to `n` bytes to `out`, fewer only at the end of the file.
+  void read(uint64_t n, std::vector<unsigned char>& out) {
+    while (n > 0) {
+      const unsigned want = static_cast<unsigned>(std::min<uint64_t>(n, 1 << 20));
+      const size_t old = out.size();
+      out.resize(old + want);
+      const int got = gzread(file_, out.data() + old, want);
+      if (got < 0) {
+        int code = 0;
+        TS_FAIL("read_idx: '", path_, "' is corrupt: ", gzerror(file_, &code));
+      }
+      out.resize(old + got);
+      if (static_cast<unsigned>(got) < want) return;
+      n -= want;
+    }
+  }
+
+  // After the whole file was read: a truncated gzip stream reads as a short file, and gzclose
+  // reports the missing trailer.
+  void close() {
+    const int status = gzclose(file_);
+    file_ = nullptr;
+    TS_CHECK(status == Z_OK, "read_idx: '", path_, "' is corrupt or truncated (gzip status ",
+             status, ")");
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+};
 
 uint32_t big_endian_u32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -54,7 +76,9 @@ T big_endian(const unsigned char* p) {
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_all(path);
+  IdxFile file(path);
+  std::vector<unsigned char> bytes;  // the header
+  file.read(4, bytes);
   TS_CHECK(bytes.size() >= 4, "read_idx: '", path, "' is ", bytes.size(),
            " bytes long, too short for an IDX header");
   TS_CHECK(bytes[0] == 0 && bytes[1] == 0, "read_idx: '", path,
@@ -75,6 +99,7 @@ Tensor read_idx(const std::string& path) {
   }
   TS_CHECK(rank >= 1, "read_idx: '", path, "' has rank 0");
   const size_t header = 4 + 4 * static_cast<size_t>(rank);
+  file.read(header - 4, bytes);
   TS_CHECK(bytes.size() >= header, "read_idx: '", path, "' ends inside its header (", bytes.size(),
            " bytes, header needs ", header, ")");
   Shape shape;
@@ -93,15 +118,20 @@ Tensor read_idx(const std::string& path) {
   overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(element), &data_bytes);
   TS_CHECK(!overflow, "read_idx: '", path, "' has header shape ", shape, " of ", element,
            "-byte elements: the product of its dimensions or its byte count overflows 64 bits");
-  const uint64_t available = bytes.size() - header;
-  TS_CHECK(available >= data_bytes, "read_idx: '", path, "' is truncated: header says ", shape,
-           " (", data_bytes, " bytes of data) but only ", available, " bytes follow it");
-  const size_t expected = header + data_bytes;
-  TS_CHECK(bytes.size() == expected, "read_idx: '", path, "' has ", bytes.size() - expected,
-           " unexpected bytes after the ", shape, " elements its header describes");
+  // The data, and one byte more: a file (or an inflating gzip stream) that goes on past what
+  // the header describes is stopped there, never read whole.
+  std::vector<unsigned char> data;
+  file.read(data_bytes + 1, data);
+  TS_CHECK(data.size() <= data_bytes, "read_idx: '", path, "' has unexpected bytes after the ",
+           shape, " elements its header describes: it holds more than the ", header + data_bytes,
+           " bytes the header accounts for (", header, " of header, ", data_bytes, " of data); "
+           "reading stopped there");
+  file.close();
+  TS_CHECK(data.size() == data_bytes, "read_idx: '", path, "' is truncated: header says ", shape,
+           " (", data_bytes, " bytes of data) but only ", data.size(), " bytes follow it");
 
   Tensor out = empty(shape, dtype);
-  const unsigned char* p = bytes.data() + header;
+  const unsigned char* p = data.data();
   switch (type) {
     case 0x08: std::memcpy(out.raw_data(), p, count); break;
     case 0x09: for (size_t i = 0; i < count; ++i) out.data<int32_t>()[i] = static_cast<int8_t>(p[i]); break;

@@ -4,7 +4,9 @@
 // 0x0E f64), a rank byte, then `rank` big-endian u32 dimensions, then the elements,
 // big-endian, row-major. read_idx checks each of these, that the element and byte counts fit
 // in 64 bits, and that the file holds exactly the elements its header promises; any problem is
-// an Error naming the file and what is wrong.
+// an Error naming the file and what is wrong. A gzip'd file is inflated only as far as its header
+// promises (and one byte more): a small file that inflates to gigabytes, a gzip bomb, is
+// rejected after reading what the header describes, with the sizes named.
 #pragma once
 
 #include <string>

@@ -16,11 +16,6 @@ uint64_t metadata_uint(const Metadata& m, const std::string& key, const std::str
            "' is not a non-negative integer");
   return std::stoull(text);
 }
-
-// Floating point, integer or bool: within a kind, loading converts the precision.
-const char* kind(DType dtype) {
-  return is_floating(dtype) ? "floating-point" : dtype == kBool ? "bool" : "integer";
-}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const StateDict& model_state,
@@ -73,9 +68,9 @@ void load_model_state(const Checkpoint& c, nn::Module& model) {
     const std::string& name = own.name;
     const Tensor* saved = c.model.find(name);
     if (saved == nullptr) continue;  // the strict load below names missing keys
-    TS_CHECK(kind(saved->dtype()) == kind(own.dtype), "load_checkpoint: '", c.path, "': 'model.",
-             name, "' is ", saved->dtype(), ", but the model's '", name, "' is ", own.dtype,
-             " (", kind(saved->dtype()), " and ", kind(own.dtype),
+    TS_CHECK(std::string(dtype_kind(saved->dtype())) == dtype_kind(own.dtype), "load_checkpoint: '",
+             c.path, "': 'model.", name, "' is ", saved->dtype(), ", but the model's '", name,
+             "' is ", own.dtype, " (", dtype_kind(saved->dtype()), " and ", dtype_kind(own.dtype),
              " tensors do not convert: a relabelled or foreign file?)");
   }
   try {

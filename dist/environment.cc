@@ -64,11 +64,6 @@ std::shared_ptr<ProcessGroup> init(int* argc, char*** argv) {
   return g_world;
 }
 
-bool is_initialized() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return g_world != nullptr;
-}
-
 std::shared_ptr<ProcessGroup> world() {
   std::lock_guard<std::mutex> lock(g_mutex);
   TS_CHECK(g_world != nullptr, "dist::world: call dist::init() first");

@@ -22,7 +22,6 @@ namespace dist {
 
 // Initializes MPI once (later calls return the same world). argc/argv may be null.
 std::shared_ptr<ProcessGroup> init(int* argc = nullptr, char*** argv = nullptr);
-bool is_initialized();
 // The world group; init() must have been called.
 std::shared_ptr<ProcessGroup> world();
 // A group of the given world ranks, in that order. Collective: every world rank must call it

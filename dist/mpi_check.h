@@ -1,21 +1,22 @@
-// MPI_CHECK: turns an MPI error code into a tessera::Error with MPI's own error string.
-// (Communicators use MPI_ERRORS_RETURN, so errors come back as codes instead of aborting.)
+// MPI_CHECK: turns an MPI error code into a tessera::Error with MPI's own error string
+// (dist/library_check.h). Communicators use MPI_ERRORS_RETURN, so errors come back as codes
+// instead of aborting.
 #pragma once
 
 #include <mpi.h>
 
-#include "tensor/check.h"
+#include <string>
+
+#include "dist/library_check.h"
 
 namespace tessera {
 namespace dist {
 namespace detail {
-[[noreturn]] inline void mpi_fail(int code, const char* expr, const char* file, int line) {
+[[noreturn]] inline void mpi_fail(int code, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  ::tessera::detail::throw_error(file, line,
-                                 ::tessera::detail::str("MPI error in ", expr, ": ",
-                                                        std::string(text, length)));
+  library_fail("MPI", call, std::string(text, length), file, line);
 }
 }  // namespace detail
 }  // namespace dist

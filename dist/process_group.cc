@@ -3,6 +3,15 @@
 namespace tessera {
 namespace dist {
 
+void check_reduce_op(ReduceOp op, DType dtype, const char* collective) {
+  const bool collective_op = op == ReduceOp::kSum || op == ReduceOp::kMean ||
+                             op == ReduceOp::kMax || op == ReduceOp::kMin;
+  TS_CHECK(collective_op, collective, ": ReduceOp ", static_cast<int>(op), " is not a collective "
+           "reduction (kSum, kMean, kMax or kMin)");
+  TS_CHECK(op != ReduceOp::kMean || is_floating(dtype), collective,
+           ": kMean needs a floating-point tensor, got ", dtype);
+}
+
 std::vector<int64_t> balanced_counts(int64_t n, int parts) {
   TS_CHECK(parts > 0 && n >= 0, "balanced_counts: cannot split ", n, " into ", parts, " parts");
   std::vector<int64_t> counts(parts, n / parts);

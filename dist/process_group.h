@@ -14,12 +14,19 @@
 
 #include "dist/byte_ledger.h"
 #include "dist/work.h"
+#include "tensor/kinds.h"
 #include "tensor/tensor.h"
 
 namespace tessera {
 namespace dist {
 
-enum class ReduceOp { kSum, kAvg, kMax, kMin };
+// The collectives reduce with the one ReduceOp of tensor/kinds.h: kSum, kMean (the sum divided
+// by the group size, for floating-point tensors), kMax or kMin. (Its other members, argmax and
+// variance, are not collective reductions.)
+using ReduceOp = ::tessera::ReduceOp;
+
+// Throws, naming the collective, unless `op` is one of the four above and fits `dtype`.
+void check_reduce_op(ReduceOp op, DType dtype, const char* collective);
 
 // n split into `parts` counts that differ by at most one, larger ones first.
 std::vector<int64_t> balanced_counts(int64_t n, int parts);

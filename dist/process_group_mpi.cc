@@ -52,9 +52,10 @@ void reduce_into(const Tensor& dst, const Tensor& src, ReduceOp op) {
   Tensor d = dst;
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: add_(d, src); break;
+    case ReduceOp::kMean: add_(d, src); break;
     case ReduceOp::kMax: d.copy_(maximum(dst, src)); break;
     case ReduceOp::kMin: d.copy_(minimum(dst, src)); break;
+    default: TS_INTERNAL_ASSERT(false, "reduce_into: not a collective ReduceOp (check_reduce_op)");
   }
 }
 
@@ -177,8 +178,7 @@ void ProcessGroupMPI::ring_all_gather(const Tensor& buffer, const std::vector<in
 
 std::shared_ptr<Work> ProcessGroupMPI::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_flat(tensor, "all_reduce", "tensor");
-  TS_CHECK(op != ReduceOp::kAvg || is_floating(tensor.dtype()),
-           "all_reduce: kAvg needs a floating-point tensor, got ", tensor.dtype());
+  check_reduce_op(op, tensor.dtype(), "all_reduce");
   ledger().record(CollectiveKind::kAllReduce, 0);
   const std::string what = describe("all_reduce", tensor);
   return thread_->submit([this, tensor, op, what]() -> CommThread::InFlight {
@@ -189,7 +189,7 @@ std::shared_ptr<Work> ProcessGroupMPI::all_reduce(const Tensor& tensor, ReduceOp
       ring_reduce_scatter(buf, counts, op, CollectiveKind::kAllReduce);
       ring_all_gather(buf, counts, CollectiveKind::kAllReduce);
     }
-    if (op == ReduceOp::kAvg && size_ > 1) {
+    if (op == ReduceOp::kMean && size_ > 1) {
       Tensor b = buf;
       mul_(b, 1.0 / size_);
     }
@@ -210,8 +210,7 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(const Tensor& input, const
            " need ", total, " and ", counts[rank_], " (rank ", rank_, ")");
   TS_CHECK(input.dtype() == output.dtype(), "reduce_scatter: input is ", input.dtype(),
            ", output ", output.dtype());
-  TS_CHECK(op != ReduceOp::kAvg || is_floating(input.dtype()),
-           "reduce_scatter: kAvg needs a floating-point tensor, got ", input.dtype());
+  check_reduce_op(op, input.dtype(), "reduce_scatter");
   ledger().record(CollectiveKind::kReduceScatter, 0);
   const std::string what = describe("reduce_scatter", input);
   return thread_->submit([this, input, output, counts, op, what]() -> CommThread::InFlight {
@@ -221,7 +220,7 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(const Tensor& input, const
     if (size_ > 1) ring_reduce_scatter(buf, counts, op, CollectiveKind::kReduceScatter);
     const std::vector<int64_t> off = offsets_of(counts);
     Tensor mine = buf.narrow(0, off[rank_], counts[rank_]);
-    if (op == ReduceOp::kAvg && size_ > 1) mul_(mine, 1.0 / size_);
+    if (op == ReduceOp::kMean && size_ > 1) mul_(mine, 1.0 / size_);
     Tensor(output).copy_(mine.view(output.shape()));
     return {};
   });

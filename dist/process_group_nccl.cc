@@ -1,28 +1,21 @@
 #include "dist/process_group_nccl.h"
 
-#include <nccl.h>
-
 #include <algorithm>
 #include <cstring>
 #include <functional>
 
 #include "dist/device_groups.h"
-#include "tensor/cuda/runtime.h"
+#include "dist/nccl_check.h"
+#include "tensor/accelerator.h"
 #include "tensor/ops.h"
-
-#define TS_NCCL_CHECK(EXPR)                                                                  \
-  do {                                                                                       \
-    const ncclResult_t ts_nccl_status = (EXPR);                                              \
-    TS_CHECK(ts_nccl_status == ncclSuccess, "NCCL error in ", #EXPR, ": ",                   \
-             ncclGetErrorString(ts_nccl_status), " (", ncclGetLastError(nullptr), ")");      \
-  } while (0)
+#include "tensor/stream.h"
 
 namespace tessera {
 namespace dist {
 
 struct ProcessGroupNCCL::State {
   ncclComm_t comm = nullptr;
-  cuda::Stream stream;
+  Stream stream;  // the communication stream
 };
 
 namespace {
@@ -44,42 +37,43 @@ ncclDataType_t nccl_type(DType dtype) {
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMean: return ncclAvg;
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kMin: return ncclMin;
+    default: break;
   }
-  TS_FAIL("NCCL: unknown reduce op");
+  TS_FAIL("NCCL: not a collective ReduceOp (check_reduce_op)");
 }
 
 // Done when the communication stream passes `done`; wait() orders the caller's stream after
 // it (or, for a barrier, blocks the host).
 class NcclWork final : public Work {
  public:
-  NcclWork(int device, std::vector<Tensor> keep_alive, bool host_wait)
+  NcclWork(Device device, std::vector<Tensor> keep_alive, bool host_wait)
       : device_(device), keep_alive_(std::move(keep_alive)), host_wait_(host_wait) {}
   // Dropped without wait(): the tensors it holds go back to the allocator now, so the caller's
   // stream must still not reuse them before NCCL is done with them.
   ~NcclWork() override {
     if (waited_) return;
     try {
-      done_.block(cuda::current_stream(device_));
+      done_.block(current_stream(device_));
     } catch (...) {  // a destructor must not throw; the CUDA error resurfaces at the next call
     }
   }
-  cuda::Event& done() { return done_; }
+  Event& done() { return done_; }
   void wait() override {
     if (host_wait_) {
       done_.synchronize();
     } else {
-      done_.block(cuda::current_stream(device_));
+      done_.block(current_stream(device_));
     }
     waited_ = true;
   }
   bool is_completed() override { return done_.query(); }
 
  private:
-  int device_;
-  cuda::Event done_;
+  Device device_;
+  Event done_;
   std::vector<Tensor> keep_alive_;
   bool host_wait_;
   bool waited_ = false;
@@ -96,22 +90,26 @@ ProcessGroupNCCL::ProcessGroupNCCL(const std::shared_ptr<ProcessGroup>& bootstra
       size_(bootstrap->size()),
       world_ranks_(bootstrap->world_ranks()),
       device_(device) {
-  cuda::check_device(device);
-  cuda::DeviceGuard guard(device);
+  TS_CHECK(device.is_cuda(), "ProcessGroupNCCL: expected a CUDA device, got ", device);
+  check_device_exists(device);
+  DeviceGuard guard(device);
   ncclUniqueId id;
-  if (rank_ == 0) TS_NCCL_CHECK(ncclGetUniqueId(&id));
+  if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   Tensor bytes = empty({static_cast<int64_t>(sizeof(id))}, kU8);
   if (rank_ == 0) std::memcpy(bytes.raw_data(), &id, sizeof(id));
   bootstrap->broadcast(bytes, 0)->wait();
   std::memcpy(&id, bytes.raw_data(), sizeof(id));
-  TS_NCCL_CHECK(ncclCommInitRank(&state_->comm, size_, id, rank_));
-  state_->stream = cuda::Stream::create(device.index());
+  NCCL_CHECK(ncclCommInitRank(&state_->comm, size_, id, rank_));
+  state_->stream = Stream::create(device);
 }
 
 ProcessGroupNCCL::~ProcessGroupNCCL() {
   if (state_ && state_->comm != nullptr) {
-    cuda::DeviceGuard guard(device_);
-    cudaStreamSynchronize(state_->stream.handle());
+    try {
+      state_->stream.synchronize();
+    } catch (...) {  // a destructor must not throw; the CUDA error resurfaces at the next call
+    }
+    DeviceGuard guard(device_);
     ncclCommDestroy(state_->comm);
   }
 }
@@ -119,7 +117,7 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
 namespace {
 
 // Runs `enqueue` on the communication stream, ordered after the caller's current stream.
-std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const cuda::Stream& comm_stream,
+std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const Stream& comm_stream,
                              std::vector<Tensor> tensors, bool host_wait,
                              const std::function<void(cudaStream_t)>& enqueue) {
   for (const Tensor& t : tensors) {
@@ -128,13 +126,13 @@ std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const cuda::Stream& 
     TS_CHECK(t.is_contiguous(), "ProcessGroupNCCL: tensors must be contiguous, got shape ",
              t.shape(), " strides ", t.strides());
   }
-  const int d = group.device().index();
-  cuda::DeviceGuard guard(d);
-  cuda::Event inputs_ready;
-  inputs_ready.record(cuda::current_stream(d));
+  const Device d = group.device();
+  DeviceGuard guard(d);
+  Event inputs_ready;
+  inputs_ready.record(current_stream(d));
   inputs_ready.block(comm_stream);
   auto work = std::make_shared<NcclWork>(d, std::move(tensors), host_wait);
-  enqueue(comm_stream.handle());
+  enqueue(static_cast<cudaStream_t>(comm_stream.native_handle()));
   work->done().record(comm_stream);
   return work;
 }
@@ -142,8 +140,9 @@ std::shared_ptr<Work> launch(const ProcessGroupNCCL& group, const cuda::Stream& 
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroupNCCL::all_reduce(const Tensor& tensor, ReduceOp op) {
+  check_reduce_op(op, tensor.dtype(), "all_reduce");
   auto work = launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
-    TS_NCCL_CHECK(ncclAllReduce(ptr(tensor), ptr(tensor), tensor.numel(),
+    NCCL_CHECK(ncclAllReduce(ptr(tensor), ptr(tensor), tensor.numel(),
                                 nccl_type(tensor.dtype()), nccl_op(op), state_->comm, s));
   });
   ledger().record(CollectiveKind::kAllReduce,
@@ -154,6 +153,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::all_reduce(const Tensor& tensor, ReduceO
 std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(const Tensor& input, const Tensor& output,
                                                        const std::vector<int64_t>& counts,
                                                        ReduceOp op) {
+  check_reduce_op(op, input.dtype(), "reduce_scatter");
   TS_CHECK(static_cast<int>(counts.size()) == size_, "reduce_scatter: ", counts.size(),
            " counts for ", size_, " ranks");
   int64_t total = 0;
@@ -168,19 +168,19 @@ std::shared_ptr<Work> ProcessGroupNCCL::reduce_scatter(const Tensor& input, cons
   auto work = launch(*this, state_->stream, {input, output}, false, [&](cudaStream_t s) {
     const ncclDataType_t type = nccl_type(input.dtype());
     if (even) {
-      TS_NCCL_CHECK(ncclReduceScatter(ptr(input), ptr(output), counts[0], type, nccl_op(op),
+      NCCL_CHECK(ncclReduceScatter(ptr(input), ptr(output), counts[0], type, nccl_op(op),
                                       state_->comm, s));
       return;
     }
-    TS_NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclGroupStart());
     int64_t offset = 0;
     for (int r = 0; r < size_; ++r) {
       const char* segment = static_cast<const char*>(ptr(input)) + offset * input.element_size();
-      TS_NCCL_CHECK(ncclReduce(segment, ptr(output), counts[r], type, nccl_op(op), r,
+      NCCL_CHECK(ncclReduce(segment, ptr(output), counts[r], type, nccl_op(op), r,
                                state_->comm, s));
       offset += counts[r];
     }
-    TS_NCCL_CHECK(ncclGroupEnd());
+    NCCL_CHECK(ncclGroupEnd());
   });
   ledger().record(CollectiveKind::kReduceScatter,
                   (size_ - 1) * static_cast<int64_t>(input.nbytes()) / size_);
@@ -201,18 +201,18 @@ std::shared_ptr<Work> ProcessGroupNCCL::all_gather(const Tensor& input, const Te
   auto work = launch(*this, state_->stream, {input, output}, false, [&](cudaStream_t s) {
     const ncclDataType_t type = nccl_type(input.dtype());
     if (even) {
-      TS_NCCL_CHECK(ncclAllGather(ptr(input), ptr(output), counts[0], type, state_->comm, s));
+      NCCL_CHECK(ncclAllGather(ptr(input), ptr(output), counts[0], type, state_->comm, s));
       return;
     }
-    TS_NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclGroupStart());
     int64_t offset = 0;
     for (int r = 0; r < size_; ++r) {
       char* segment = static_cast<char*>(ptr(output)) + offset * output.element_size();
-      TS_NCCL_CHECK(ncclBroadcast(r == rank_ ? ptr(input) : segment, segment, counts[r], type, r,
+      NCCL_CHECK(ncclBroadcast(r == rank_ ? ptr(input) : segment, segment, counts[r], type, r,
                                   state_->comm, s));
       offset += counts[r];
     }
-    TS_NCCL_CHECK(ncclGroupEnd());
+    NCCL_CHECK(ncclGroupEnd());
   });
   ledger().record(CollectiveKind::kAllGather,
                   (size_ - 1) * static_cast<int64_t>(output.nbytes()) / size_);
@@ -223,7 +223,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::broadcast(const Tensor& tensor, int root
   TS_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of a group of ",
            size_);
   auto work = launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
-    TS_NCCL_CHECK(ncclBroadcast(ptr(tensor), ptr(tensor), tensor.numel(),
+    NCCL_CHECK(ncclBroadcast(ptr(tensor), ptr(tensor), tensor.numel(),
                                 nccl_type(tensor.dtype()), root, state_->comm, s));
   });
   ledger().record(CollectiveKind::kBroadcast,
@@ -234,7 +234,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::broadcast(const Tensor& tensor, int root
 std::shared_ptr<Work> ProcessGroupNCCL::send(const Tensor& tensor, int dst, int /*tag*/) {
   TS_CHECK(dst >= 0 && dst < size_ && dst != rank_, "send: bad destination rank ", dst);
   auto work = launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
-    TS_NCCL_CHECK(ncclSend(ptr(tensor), tensor.numel(), nccl_type(tensor.dtype()), dst,
+    NCCL_CHECK(ncclSend(ptr(tensor), tensor.numel(), nccl_type(tensor.dtype()), dst,
                            state_->comm, s));
   });
   ledger().record(CollectiveKind::kSendRecv, static_cast<int64_t>(tensor.nbytes()));
@@ -244,7 +244,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::send(const Tensor& tensor, int dst, int 
 std::shared_ptr<Work> ProcessGroupNCCL::recv(const Tensor& tensor, int src, int /*tag*/) {
   TS_CHECK(src >= 0 && src < size_ && src != rank_, "recv: bad source rank ", src);
   return launch(*this, state_->stream, {tensor}, false, [&](cudaStream_t s) {
-    TS_NCCL_CHECK(ncclRecv(ptr(tensor), tensor.numel(), nccl_type(tensor.dtype()), src,
+    NCCL_CHECK(ncclRecv(ptr(tensor), tensor.numel(), nccl_type(tensor.dtype()), src,
                            state_->comm, s));
   });
 }
@@ -252,7 +252,7 @@ std::shared_ptr<Work> ProcessGroupNCCL::recv(const Tensor& tensor, int src, int 
 std::shared_ptr<Work> ProcessGroupNCCL::barrier() {
   Tensor one = ones({1}, device_);
   return launch(*this, state_->stream, {one}, true, [&](cudaStream_t s) {
-    TS_NCCL_CHECK(ncclAllReduce(ptr(one), ptr(one), 1, ncclFloat32, ncclSum, state_->comm, s));
+    NCCL_CHECK(ncclAllReduce(ptr(one), ptr(one), 1, ncclFloat32, ncclSum, state_->comm, s));
   });
 }
 

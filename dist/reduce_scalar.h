@@ -1,5 +1,5 @@
 // One number across ranks (a loss to average, correct answers to count), in one call:
-//   double mean_loss = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kAvg);
+//   double mean_loss = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kMean);
 #pragma once
 
 #include "dist/process_group.h"

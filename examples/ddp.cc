@@ -35,7 +35,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
       loss.backward();  // gradients are averaged across ranks when this returns
       opt.step();
       ++step;
-      const double mean_loss = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kAvg);
+      const double mean_loss = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kMean);
       if (world->rank() == 0 && step % 100 == 0) {
         std::printf("epoch %lld step %lld loss %.4f\n", (long long)epoch, (long long)step, mean_loss);
       }

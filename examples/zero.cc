@@ -33,7 +33,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
       loss.backward();             // gradient buckets are reduce-scattered as they fill
       opt.clip_grad_norm(5.0);     // the norm of the whole gradient, reduced across shards
       opt.step();                  // step the shard, all-gather the parameters
-      loss_value = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kAvg);
+      loss_value = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kMean);
       ++step;
       if (r == 0 && step % 100 == 0) {
         std::printf("epoch %lld step %lld loss %.4f\n", (long long)epoch, (long long)step, loss_value);

@@ -217,15 +217,22 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::string> missing, unexpected, mismatched, other_kind;
   const std::vector<StateEntry> expected = state_entries();
   for (const StateEntry& e : expected) {
     const Tensor* source = state.find(e.name);
     if (source == nullptr) {
       missing.push_back(e.name);
-    } else if (source->shape() != e.shape) {
+      continue;
+    }
+    if (source->shape() != e.shape) {
       mismatched.push_back(e.name + " (checkpoint " + shape_str(source->shape()) + ", model " +
                            shape_str(e.shape) + ")");
+    }
+    // Precision converts on copy (f16 into f32); a kind does not (tensor/dtype.h).
+    if (std::string(dtype_kind(source->dtype())) != dtype_kind(e.dtype)) {
+      other_kind.push_back(e.name + " (checkpoint " + dtype_name(source->dtype()) + ", model " +
+                           dtype_name(e.dtype) + ")");
     }
   }
   for (const auto& [name, t] : state) {
@@ -234,6 +241,9 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     if (!known) unexpected.push_back(name);
   }
   TS_CHECK(mismatched.empty(), "load_state_dict: shape mismatch for ", mismatched);
+  TS_CHECK(other_kind.empty(), "load_state_dict: dtype of another kind for ", other_kind,
+           " (floating-point, integer and bool tensors do not convert into each other: a "
+           "relabelled or foreign file?)");
   TS_CHECK(!strict || (missing.empty() && unexpected.empty()),
            "load_state_dict: missing keys ", missing, ", unexpected keys ", unexpected);
   load_state("", state);

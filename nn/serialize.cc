@@ -10,7 +10,12 @@ void save_weights(const Module& module, const std::string& path) {
 }
 
 void load_weights(Module& module, const std::string& path, bool strict) {
-  module.load_state_dict(load_safetensors(path).tensors, strict);
+  const StateDict tensors = load_safetensors(path).tensors;  // its errors name the file
+  try {
+    module.load_state_dict(tensors, strict);
+  } catch (const Error& e) {
+    TS_FAIL("load_weights: '", path, "': ", e.message());
+  }
 }
 
 }  // namespace nn

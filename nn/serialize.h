@@ -4,6 +4,10 @@
 //
 //   nn::save_weights(*model, "net.safetensors");
 //   nn::load_weights(*other, "net.safetensors");   // strict: names and shapes must match
+//
+// Loading converts precision (f16 weights into an f32 model) but not a dtype's kind: a tensor
+// whose shape or kind (floating-point, integer, bool) differs from the module's is an error
+// naming the file, the tensor and both shapes or dtypes.
 #pragma once
 
 #include <string>

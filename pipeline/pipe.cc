@@ -172,7 +172,7 @@ bool Pipe::average_gradients_over_data_parallel_group() {
   }
   if (grads.empty()) return false;
   Tensor flat = cat(grads, 0);
-  dp->all_reduce(flat, dist::ReduceOp::kAvg)->wait();
+  dp->all_reduce(flat, dist::ReduceOp::kMean)->wait();
   int64_t at = 0;
   for (const Variable& p : params) {
     p.set_grad(flat.narrow(0, at, p.numel()).view(p.shape()).clone());

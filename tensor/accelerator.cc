@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "tensor/backend.h"
+#include "tensor/check.h"
 
 namespace tessera {
 
@@ -22,6 +23,13 @@ std::string cuda_unavailable_reason() {
     return "this binary was built without CUDA (build with --config=cuda)";
   }
   return backend(DeviceType::kCUDA).unavailable_reason();
+}
+
+void check_device_exists(Device device) {
+  const int count = device_count(device.type());
+  TS_CHECK(count > 0, "cannot use ", device, ": ", cuda_unavailable_reason());
+  TS_CHECK(device.index() >= 0 && device.index() < count, "cannot use ", device, ": only ", count,
+           " device(s) of its type are visible");
 }
 
 void synchronize(Device device) { backend(device).synchronize(device.index()); }

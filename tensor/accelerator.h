@@ -17,6 +17,10 @@ int device_count(DeviceType type);
 bool cuda_is_available();
 std::string cuda_unavailable_reason();
 
+// Throws, naming the device and why, unless `device` exists in this process (a CUDA device in
+// a build without CUDA, on a machine without a GPU, or past the last GPU does not).
+void check_device_exists(Device device);
+
 // Waits until all work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);
 

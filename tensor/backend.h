@@ -19,6 +19,8 @@
 
 namespace tessera {
 
+class StreamBackend;  // tensor/stream.h
+
 // Row-major C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] for b in [0, batch).
 struct GemmArgs {
   bool trans_a = false, trans_b = false;
@@ -43,6 +45,8 @@ class Backend {
   virtual std::string unavailable_reason() { return ""; }
   // Waits for all work queued on device `index`.
   virtual void synchronize(int /*index*/) {}
+  // Streams and events (tensor/stream.h); null for a device without them (the CPU).
+  virtual StreamBackend* streams() { return nullptr; }
 
   // dst and src have the same shape; dtypes may differ (converted); either may be strided.
   // A Backend whose device is not the CPU also copies between its device and the CPU.

@@ -36,6 +36,10 @@ bool is_floating(DType dtype) {
   return dtype == kF32 || dtype == kF64 || dtype == kF16 || dtype == kBF16;
 }
 
+const char* dtype_kind(DType dtype) {
+  return is_floating(dtype) ? "floating-point" : dtype == kBool ? "bool" : "integer";
+}
+
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   const bool fa = is_floating(a), fb = is_floating(b);

@@ -30,6 +30,10 @@ using BFloat16 = Eigen::bfloat16;
 size_t element_size(DType dtype);
 const char* dtype_name(DType dtype);
 bool is_floating(DType dtype);
+// "floating-point", "integer" or "bool". Loading a saved tensor converts its precision within a
+// kind (f16 into f32, i32 into i64) but never across kinds: an f32 tensor relabelled i32 is the
+// same bytes read as garbage, so loaders compare kinds.
+const char* dtype_kind(DType dtype);
 // The dtype both operands of a binary op are converted to (NumPy/PyTorch-like: float beats
 // integer, wider beats narrower; f16 with bf16 gives f32).
 DType promote_types(DType a, DType b);

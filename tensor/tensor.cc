@@ -258,22 +258,6 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   return Tensor(storage_, sizes, strides, offset_, dtype_);
 }
 
-Tensor Tensor::as_strided(Shape sizes, Shape strides, int64_t offset) const {
-  TS_CHECK(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ",
-           strides.size(), " strides");
-  int64_t last = offset;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    TS_CHECK(sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride");
-    if (sizes[i] > 0) last += (sizes[i] - 1) * strides[i];
-  }
-  TS_CHECK(tessera::numel(sizes) == 0 ||
-               (last + 1) * static_cast<int64_t>(element_size()) <=
-                   static_cast<int64_t>(storage_->nbytes()),
-           "as_strided: view of sizes ", sizes, " strides ", strides, " offset ", offset,
-           " reaches past the storage (", storage_->nbytes(), " bytes)");
-  return Tensor(storage_, std::move(sizes), std::move(strides), offset, dtype_);
-}
-
 // ---------------------------------------------------------------------------- copies
 
 Tensor Tensor::contiguous() const {

@@ -84,7 +84,6 @@ class Tensor {
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
-  Tensor as_strided(Shape sizes, Shape strides, int64_t offset) const;
 
   // ---- copies ----
   Tensor contiguous() const;

@@ -112,7 +112,7 @@ void FlatParameter::launch_reduce_scatter() {
   // Parameters that did not report in this backward contribute zeros.
   if (!grad_flat_.defined()) grad_flat_ = zeros({padded_}, TensorOptions(dtype_).device(device_));
   reduced_ = empty({shard_numel()}, TensorOptions(dtype_).device(device_));
-  work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kAvg);
+  work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kMean);
   ready_.assign(params_.size(), false);
   ready_count_ = 0;
 }

@@ -163,7 +163,7 @@ void ZeroRedundancyOptimizer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
     b.reduced = empty({b.counts[group_->rank()]}, flat_options());
-    b.work = comm_->reduce_scatter(b.buffer, b.reduced, b.counts, ReduceOp::kAvg);
+    b.work = comm_->reduce_scatter(b.buffer, b.reduced, b.counts, ReduceOp::kMean);
     // Bound the memory in flight: the bucket launched two before this one is done by now (the
     // communication thread runs them in order), so wait for it and free it.
     if (next_launch_ >= 2) finish_bucket(buckets_[next_launch_ - 2]);
@@ -220,7 +220,7 @@ Tensor ZeroRedundancyOptimizer::flatten_grads() const {
 
 void ZeroRedundancyOptimizer::reduce_scatter_grads() {
   Tensor shard_grad = empty({shard_numel()}, flat_options());
-  comm_->reduce_scatter(flatten_grads(), shard_grad, sizes_of(shards_), ReduceOp::kAvg)->wait();
+  comm_->reduce_scatter(flatten_grads(), shard_grad, sizes_of(shards_), ReduceOp::kMean)->wait();
   shard_.set_grad(shard_grad);
   shard_grad_reduced_ = true;
 }

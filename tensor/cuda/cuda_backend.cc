@@ -6,6 +6,7 @@
 #include "tensor/allocator.h"
 #include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_streams.h"
 #include "tensor/cuda/kernels.h"
 #include "tensor/cuda/pinned_allocator.h"
 #include "tensor/fused_updates.h"
@@ -38,6 +39,8 @@ void CudaBackend::synchronize(int index) {
   DeviceGuard guard(index);
   TS_CUDA_CHECK(cudaDeviceSynchronize());
 }
+
+StreamBackend* CudaBackend::streams() { return &stream_backend(); }
 
 // ---------------------------------------------------------------------------- copies
 

@@ -19,6 +19,7 @@ class CudaBackend final : public Backend {
   int device_count() override;
   std::string unavailable_reason() override;
   void synchronize(int index) override;
+  StreamBackend* streams() override;
 
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& dst, double value) override;

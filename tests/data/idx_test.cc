@@ -3,11 +3,13 @@
 #include "data/idx.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -125,6 +127,37 @@ TEST(Idx, ShapeWhoseByteCountOverflowsIsRejected) {
   EXPECT_NE(err.find("wrap.idx.gz"), std::string::npos) << err;
   EXPECT_NE(err.find("overflows 64 bits"), std::string::npos) << err;
   std::cout << err << "\n";
+}
+
+// A gzip bomb: a header for 10 images of 28x28 and their 7,840 bytes, then 512 MiB of zeros in
+// a file of about half a megabyte (gzip members concatenated: gzread reads them as one stream).
+// The reader stops one byte past what the header describes, so it never holds the 512 MiB (the
+// process' peak memory grows by far less), and names the file and the sizes.
+TEST(Idx, AGzipStreamThatInflatesPastItsHeaderIsStoppedThere) {
+  const std::string path = temp_path("bomb.idx.gz");
+  Bytes start = header(0x08, {10, 28, 28});
+  start.resize(start.size() + 10 * 28 * 28, 7);
+  write_gzip(path, start);
+  // One member of 1 MiB of zeros, appended 512 times.
+  const std::string zeros_path = temp_path("zeros.gz");
+  write_gzip(zeros_path, Bytes(1 << 20, 0));
+  std::ifstream in(zeros_path, std::ios::binary);
+  const std::string member((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::app);
+    for (int i = 0; i < 512; ++i) out.write(member.data(), member.size());
+  }
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  const std::string err = error_of(path);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_NE(err.find("read_idx: '" + path + "' has unexpected bytes after the [10, 28, 28] "
+                     "elements its header describes: it holds more than the 7856 bytes the "
+                     "header accounts for (16 of header, 7840 of data); reading stopped there"),
+            std::string::npos) << err;
+  const long grown_mib = (after.ru_maxrss - before.ru_maxrss) / 1024;  // ru_maxrss: KiB
+  EXPECT_LT(grown_mib, 64) << "the reader inflated the stream past its header's size";
 }
 
 TEST(Idx, MissingFileNamesThePath) {

@@ -12,32 +12,15 @@
 #include "optim/adam.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
+#include "tests/util/relabel.h"
 #include "tests/util/test_util.h"
 
 namespace tessera {
 namespace {
 
 using tessera::testing::expect_error;
+using tessera::testing::relabel;
 using tessera::testing::temp_path;
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Copies the checkpoint at `from` to `to` with tensor `name`'s dtype string replaced by
-// `dtype` (of the same width, so the file stays well-formed).
-void relabel(const std::string& from, const std::string& to, const std::string& name,
-             const std::string& dtype) {
-  std::string bytes = read_bytes(from);
-  const std::string field = "\"" + name + "\":{\"dtype\":\"";
-  const size_t at = bytes.find(field);
-  ASSERT_NE(at, std::string::npos) << name;
-  const size_t begin = at + field.size();
-  ASSERT_EQ(bytes.find('"', begin) - begin, dtype.size()) << name;
-  bytes.replace(begin, dtype.size(), dtype);
-  std::ofstream(to, std::ios::binary).write(bytes.data(), bytes.size());
-}
 
 // One Adam step of an MLP on a fixed batch.
 void train_step(nn::Sequential& model, optim::Optimizer& opt, int seed) {

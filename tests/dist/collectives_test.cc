@@ -3,6 +3,7 @@
 // point to point with tags; sub-groups and the topology.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <numeric>
 
 #include "dist/environment.h"
@@ -46,7 +47,7 @@ TEST(Collectives, AllReduceSumAvgMaxMin) {
       }
       if (is_floating(dtype)) {
         Tensor avg = rank_values(n, r, dtype);
-        world->all_reduce(avg, ReduceOp::kAvg)->wait();
+        world->all_reduce(avg, ReduceOp::kMean)->wait();
         for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(avg.to_vector<double>()[i], 5.0 * (N - 1) + v(i), 0.05);
       }
     }
@@ -154,7 +155,7 @@ TEST(Collectives, AllReduceScalar) {
   auto world = dist::world();
   const int n = world->size(), r = world->rank();
   EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world), n * (n + 1) / 2.0);
-  EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kAvg), (n + 1) / 2.0);
+  EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kMean), (n + 1) / 2.0);
   EXPECT_DOUBLE_EQ(all_reduce_scalar(r + 1.0, *world, ReduceOp::kMax), n);
 }
 
@@ -199,9 +200,37 @@ TEST(Collectives, BadArgumentsAreErrorsBeforeAnyCommunication) {
   EXPECT_THROW(world->reduce_scatter(ones({10}), empty({3}), std::vector<int64_t>(world->size(), 1)),
                Error);
   EXPECT_THROW(world->all_reduce(ones({4}).t().contiguous().view({2, 2}).t()), Error);  // strided
-  EXPECT_THROW(world->all_reduce(ones({4}, kI64), ReduceOp::kAvg), Error);
+  EXPECT_THROW(world->all_reduce(ones({4}, kI64), ReduceOp::kMean), Error);
   EXPECT_THROW(world->broadcast(ones({1}), world->size()), Error);
   EXPECT_THROW(world->send(ones({1}), world->rank(), 0), Error);
+}
+
+// The collectives take tensor/kinds.h's ReduceOp, the one enum: its kernel-only members are
+// refused by name of the collective before anything is sent, as is kMean on integers.
+TEST(Collectives, OnlyTheFourCollectiveReductionsAreAccepted) {
+  auto world = dist::world();
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  for (ReduceOp op : {ReduceOp::kArgmax, ReduceOp::kArgmin, ReduceOp::kVar}) {
+    const std::string m = message([&] { world->all_reduce(ones({4}), op); });
+    EXPECT_NE(m.find("all_reduce: ReduceOp " + std::to_string(static_cast<int>(op)) +
+                     " is not a collective reduction (kSum, kMean, kMax or kMin)"),
+              std::string::npos) << m;
+  }
+  const std::string m = message([&] { world->reduce_scatter(ones({8}), empty({8 / world->size()}),
+                                                            ReduceOp::kMean); });
+  EXPECT_EQ(m, "no error");
+  const std::string integer = message([&] {
+    world->reduce_scatter(ones({8}, kI64), empty({8 / world->size()}, kI64), ReduceOp::kMean);
+  });
+  EXPECT_NE(integer.find("reduce_scatter: kMean needs a floating-point tensor, got i64"),
+            std::string::npos) << integer;
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "nn/nn.h"
 #include "tensor/ops.h"
+#include "tests/util/expect_error.h"
+#include "tests/util/relabel.h"
 
 namespace tessera {
 namespace nn {
@@ -188,6 +190,38 @@ TEST(Module, SaveAndLoadWeightsIsOneCallEach) {
   EXPECT_EQ(max_abs_diff(a.fc->bias().data(), b.fc->bias().data()), 0);
   Linear wrong(3, 3);
   EXPECT_THROW(load_weights(wrong, path), Error);  // names match, shapes do not
+}
+
+// A file whose tensor has another shape, or a dtype of another kind (an f32 weight relabelled
+// i32: the same bytes read as integers), is an error naming the file, the tensor and both
+// shapes or dtypes, and leaves the module untouched; a precision within the kind converts.
+TEST(Module, LoadWeightsChecksShapesAndDtypeKinds) {
+  const std::string path = ::testing::TempDir() + "/kinds.safetensors";
+  const std::string bad = ::testing::TempDir() + "/kinds_relabelled.safetensors";
+  manual_seed(3);
+  Linear a(4, 2);
+  save_weights(a, path);
+  Linear b(4, 2);
+  const Tensor before = b.weight().data().clone();
+
+  testing::relabel(path, bad, "weight", "I32");
+  testing::expect_error([&] { load_weights(b, bad); },
+                        "load_weights: '" + bad + "': load_state_dict: dtype of another kind for "
+                        "[weight (checkpoint i32, model f32)]");
+  EXPECT_EQ(max_abs_diff(b.weight().data(), before), 0);  // untouched
+
+  Linear wider(5, 2);
+  testing::expect_error([&] { load_weights(wider, path); },
+                        "load_weights: '" + path + "': load_state_dict: shape mismatch for "
+                        "[weight (checkpoint [2, 4], model [2, 5])]");
+
+  // The same checks in load_state_dict itself; f16 into f32 converts.
+  StateDict state = a.state_dict();
+  state.set("bias", zeros({2}, kI64));
+  testing::expect_error([&] { b.load_state_dict(state); }, "bias (checkpoint i64, model f32)");
+  state.set("bias", a.bias().data().to(kF16));
+  b.load_state_dict(state);
+  EXPECT_EQ(max_abs_diff(b.weight().data(), a.weight().data()), 0);
 }
 
 TEST(Module, HalfPrecisionKeepsBatchNormInF32) {

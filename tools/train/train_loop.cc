@@ -24,7 +24,7 @@ int64_t bytes_sent(const Strategy& strategy) {
 }
 
 double average_over_ranks(double value, dist::ProcessGroup* group) {
-  return group == nullptr ? value : dist::all_reduce_scalar(value, *group, dist::ReduceOp::kAvg);
+  return group == nullptr ? value : dist::all_reduce_scalar(value, *group, dist::ReduceOp::kMean);
 }
 
 struct EpochFigures {
