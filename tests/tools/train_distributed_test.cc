@@ -80,7 +80,10 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
     EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
     EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
         << s;
-    EXPECT_EQ(json_field(s, "pipeline_schedule"), std::string("\"") + schedule + "\"");
+    const std::string pipeline = json_field(s, "pipeline");  // the pipeline's own object
+    ASSERT_FALSE(pipeline.empty()) << s;
+    EXPECT_EQ(json_field(pipeline, "schedule"), std::string("\"") + schedule + "\"");
+    EXPECT_EQ(json_field(pipeline, "dp_strategy"), "\"ddp\"") << pipeline;
     EXPECT_EQ(json_number(s, "stages"), 2) << s;
     EXPECT_EQ(json_number(s, "micro_batches"), 4) << s;
     EXPECT_EQ(json_field(s, "balance"), "[2, 2]") << s;
@@ -95,16 +98,24 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
 }
 
 // 4 ranks as 2 stages x 2 replicas: --batch-size is per replica, so this trains on the same
-// global batch (2 x 32) as 2-rank DDP, and ends where it does (tolerances as above).
+// global batch (2 x 32) as 2-rank DDP, and ends where it does (tolerances as above), whether
+// each stage's replicas average their gradients after the batch (--dp-strategy=ddp) or shard
+// the stage's optimizer state with ZeRO-1 (zero1: each rank holds half its stage's Adam state).
 TEST(TrainDistributed, PipelineTimesDataParallelMatchesDdp) {
   const auto ddp = run(kShortMlp + "--batch-size=32 --strategy=ddp");
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
-  const auto pp = run(kShortMlp + "--batch-size=32 --strategy=pipeline --stages=2", 4);
-  ASSERT_EQ(pp.exit_code, 0) << pp.output;
-  const std::string reference = last_json_line(ddp.output), s = last_json_line(pp.output);
-  EXPECT_EQ(json_number(s, "world_size"), 4) << s;
-  EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
-  EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002) << s;
+  const std::string reference = last_json_line(ddp.output);
+  for (const char* dp : {"ddp", "zero1"}) {
+    const auto pp = run(kShortMlp + "--batch-size=32 --strategy=pipeline --stages=2 --dp-strategy=" +
+                            dp, 4);
+    ASSERT_EQ(pp.exit_code, 0) << pp.output;
+    const std::string s = last_json_line(pp.output);
+    EXPECT_EQ(json_number(s, "world_size"), 4) << s;
+    EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-4) << s;
+    EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(reference, "test_accuracy"), 0.002)
+        << s;
+    EXPECT_EQ(json_field(json_field(s, "pipeline"), "dp_strategy"), std::string("\"") + dp + "\"");
+  }
 }
 
 // ZeRO-2 and ZeRO-3 reduce the same averaged gradients as DDP and step every element alike, so

@@ -27,11 +27,11 @@ std::optional<StartingPoint> resume(const RunContext& run, optim::LRScheduler* s
   run.strategy.load_model_state(run.model, ckpt);
   // A pipeline's optimizer state is split over its stages; its checkpoints hold none.
   const bool load_optimizer = !ckpt.optimizer.empty() && run.strategy.checkpoints_optimizer();
-  if (load_optimizer) load_optimizer_state(ckpt, run.strategy.optimizer());
+  if (load_optimizer) run.strategy.load_optimizer_state(ckpt);
   if (run.lead && !load_optimizer) {
     std::printf("%s: the optimizer starts fresh (%s)\n", file.c_str(),
                 ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
-                                       : "its state is per pipeline stage, ZeRO-3 shard or tensor-parallel slice");
+                                       : "its state is per pipeline stage or ZeRO-3 shard");
   }
   run.precision.load_checkpoint_metadata(ckpt.metadata);
   default_generator().set_state(ckpt.progress.rng);
@@ -58,7 +58,7 @@ void save_epoch_checkpoint(const RunContext& run, const TrainingProgress& progre
   const StateDict model_state = run.strategy.model_state(run.model);  // collective
   const bool with_optimizer = run.strategy.checkpoints_optimizer();
   StateDict optimizer_state;
-  if (with_optimizer) optimizer_state = run.strategy.optimizer().state_dict();  // collective for ZeRO
+  if (with_optimizer) optimizer_state = run.strategy.optimizer_state();  // collective: ZeRO, TP
   if (!run.lead) return;
   Metadata extra = run.precision.checkpoint_metadata();
   extra["model"] = run.config.model;

@@ -94,7 +94,7 @@ std::string to_balance(const std::string& v) {
 void check_combinations(const Config& c) {
   if (c.strategy != "pipeline") {
     for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
-                             "checkpoint-activations", "trace"}) {
+                             "checkpoint-activations", "trace", "dp-strategy"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
             ")");
@@ -187,6 +187,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"balance", c.balance},
           {"checkpoint-activations", c.checkpoint_activations},
           {"tracing", c.trace.empty() ? "off" : "on"},
+          {"dp-strategy", c.dp_strategy},
           {"amp", c.amp},
           {"loss-scale", number(c.loss_scale)},
           {"param-dtype", c.param_dtype},
@@ -330,6 +331,9 @@ Config parse_flags(int argc, char** argv) {
       {"checkpoint-activations", [&](const std::string& v) {
          c.checkpoint_activations =
              one_of("checkpoint-activations", v, {"never", "except_last", "always"});
+       }},
+      {"dp-strategy", [&](const std::string& v) {
+         c.dp_strategy = one_of("dp-strategy", v, {"ddp", "zero1"});
        }},
       {"trace", [&](const std::string& v) {
          if (v.empty()) bad("--trace needs a file name, got an empty value");

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/ddp.h"
 #include "dist/module_sync.h"
+#include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/topology.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
@@ -83,9 +84,18 @@ class DataParallel : public Strategy {
     if (data_parallel_) dist::sync_buffers(*model_, *data_parallel_);
   }
   std::vector<Variable> model_state_parameters() const override { return model_->parameters(); }
-  // The optimizer's state of a split layer is this rank's slice: a checkpoint holding rank 0's
-  // would resume the other slices wrongly, so tensor-parallel checkpoints hold the model only.
-  bool checkpoints_optimizer() const override { return tensor_parallel_ == nullptr; }
+  // With tensor parallelism the optimizer's state of a split layer is this rank's slice: a
+  // checkpoint holds it gathered, as the layer's weight (dist/tensor_parallel/optimizer_state.h).
+  StateDict optimizer_state() override {
+    const StateDict local = opt_->state_dict();
+    return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(local, *model_) : local;
+  }
+  void load_optimizer_state(const Checkpoint& checkpoint) override {
+    if (!tensor_parallel_) return Strategy::load_optimizer_state(checkpoint);
+    Checkpoint sliced = checkpoint;
+    sliced.optimizer = dist::tensor_parallel::slice_optimizer_state(checkpoint.optimizer, *model_);
+    tessera::load_optimizer_state(sliced, *opt_);
+  }
   std::vector<NamedGroup> groups() const override {
     if (!world_) return {};
     if (!tensor_parallel_) return {{"world", world_.get()}};
@@ -116,14 +126,19 @@ class Pipeline : public Strategy {
         topology_(world, pipeline_stages(c, world->size())),
         precision_(precision),
         microbatches_(c.micro_batches),
+        dp_strategy_(c.dp_strategy),
         trace_file_(c.trace) {
     pipeline::PipeOptions options = pipeline::PipeOptions()
                                         .microbatches(c.micro_batches)
                                         .schedule(c.pipeline_schedule)
                                         .chunks_per_rank(c.chunks)
                                         .balance(c.balance)
-                                        .checkpoint(c.checkpoint_activations)
-                                        .data_parallel_group(topology_.data_parallel_group());
+                                        .checkpoint(c.checkpoint_activations);
+    // --dp-strategy=ddp: Pipe averages each stage's gradients over its replicas after the last
+    // backward; zero1: a ZeRO-1 optimizer over the stage's parameters does (reduce-scatter) and
+    // shards the stage's optimizer state over the replicas.
+    const bool zero1 = c.dp_strategy == "zero1" && topology_.data_parallel_size() > 1;
+    if (!zero1) options.data_parallel_group(topology_.data_parallel_group());
     if (c.balance == "time") {
       // Layer times do not depend on the pixel values: a micro-batch of zeros of the data's shape.
       const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
@@ -140,7 +155,14 @@ class Pipeline : public Strategy {
       // Pipe checks its options identically on every rank before any message (pipe.h).
       throw FlagError(pipeline_flags(c, world->size()) + ": " + e.what());
     }
-    opt_ = make_optimizer(c, pipe_->parameters());
+    if (zero1) {
+      opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
+          pipe_->parameters(), topology_.data_parallel_group(),
+          [c](std::vector<Variable> shard) { return make_optimizer(c, std::move(shard)); },
+          dist::ZeroOptions().stage(1));
+    } else {
+      opt_ = make_optimizer(c, pipe_->parameters());
+    }
   }
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
@@ -235,16 +257,19 @@ class Pipeline : public Strategy {
       balance += (i ? ", " : "") + std::to_string(pipe_->balance()[i]);
     }
     std::printf("pipeline (rank 0, last step): %s\n", last_bubble_report_.c_str());
-    summary.add("stages", k)
-        .add("micro_batches", m)
-        .add("pipeline_schedule", pipeline::schedule_name(pipe_->schedule()))
-        .add("chunks", chunks)
-        .add_raw("balance", balance + "]")
-        .add("bubble_formula", "(K-1)/(vM+K-1)")
-        .add("bubble_theory", pipeline::bubble_fraction(k, m, chunks))
-        .add("bubble_measured", idle_sum / n)
-        .add_raw("idle_fraction_per_rank", idles + "]")
-        .add_raw("peak_activation_bytes_per_rank", peaks + "]");
+    summary.add_raw("pipeline", JsonObject()
+                                    .add("stages", k)
+                                    .add("micro_batches", m)
+                                    .add("schedule", pipeline::schedule_name(pipe_->schedule()))
+                                    .add("chunks", chunks)
+                                    .add("dp_strategy", dp_strategy_)
+                                    .add_raw("balance", balance + "]")
+                                    .add("bubble_formula", "(K-1)/(vM+K-1)")
+                                    .add("bubble_theory", pipeline::bubble_fraction(k, m, chunks))
+                                    .add("bubble_measured", idle_sum / n)
+                                    .add_raw("idle_fraction_per_rank", idles + "]")
+                                    .add_raw("peak_activation_bytes", peaks + "]")
+                                    .str());
   }
 
  private:
@@ -257,6 +282,7 @@ class Pipeline : public Strategy {
   int64_t peak_activation_bytes_ = 0;
   std::string last_bubble_report_;
   int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
+  std::string dp_strategy_;  // --dp-strategy
   std::string trace_file_;                 // --trace
   std::vector<pipeline::Span> last_train_trace_;
 };

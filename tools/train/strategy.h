@@ -75,6 +75,12 @@ class Strategy {
   // Whether checkpoints carry the optimizer's state (a pipeline's is split over its stages,
   // ZeRO-3's over the ranks' shards).
   virtual bool checkpoints_optimizer() const { return true; }
+  // Collective. The optimizer's state as a checkpoint holds it (the unsplit model's format), and
+  // its inverse, on every rank.
+  virtual StateDict optimizer_state() { return optimizer().state_dict(); }
+  virtual void load_optimizer_state(const Checkpoint& checkpoint) {
+    tessera::load_optimizer_state(checkpoint, optimizer());  // keys and shapes checked
+  }
   // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
   // report lines.
   virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}

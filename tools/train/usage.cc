@@ -35,6 +35,8 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
   --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
   --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
+  --dp-strategy=ddp|zero1 (ddp: each stage's gradients averaged over its replicas after the
+            batch; zero1: a ZeRO-1 optimizer over the stage's replicas shards its state)
   checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
 
 tensor parallelism (N ranks = T tensor-parallel x N/T data-parallel replicas):
@@ -42,7 +44,7 @@ tensor parallelism (N ranks = T tensor-parallel x N/T data-parallel replicas):
             --model=mlp: fc1 column-parallel, fc2 row-parallel (Megatron's MLP block);
             other models (or --tp-head=true): the classifier column-parallel, its logits split
             by class, class-parallel cross-entropy; the same seed gives the same full weights;
-            checkpoints hold the full model (any run resumes them) but no optimizer state
+            checkpoints hold the full model and optimizer state (any run resumes them)
   --num-classes=N (10; --data=synthetic only: a large head)
 
 mixed precision:

@@ -1,0 +1,103 @@
+#include "dist/tensor_parallel/optimizer_state.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/tensor_parallel/column_parallel_linear.h"
+#include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/row_parallel_linear.h"
+
+namespace tessera {
+namespace dist {
+namespace tensor_parallel {
+
+namespace {
+
+// How a parameter is split: along `dim`, `lengths` per rank of `group` (no group: whole).
+struct Split {
+  int64_t dim = 0;
+  std::vector<int64_t> lengths;
+  std::shared_ptr<ProcessGroup> group;
+  Shape local_shape, full_shape;
+};
+
+// The split of each parameter, in model.parameters() order.
+std::vector<Split> splits_of(nn::Module& model) {
+  std::map<const VariableImpl*, Split> split;
+  const auto add = [&](const Variable& p, int64_t dim, int64_t full, const char* what,
+                       const std::shared_ptr<ProcessGroup>& group) {
+    if (!p.defined()) return;
+    Split s{dim, slice_lengths(full, group->size(), what), group, p.shape(), p.shape()};
+    s.full_shape[dim] = full;
+    split[p.impl()] = s;
+  };
+  for (const auto& [name, module] : model.named_modules()) {
+    if (const auto* col = dynamic_cast<ColumnParallelLinear*>(module)) {
+      const char* what = "ColumnParallelLinear: output features";
+      add(col->weight(), 0, col->out_features(), what, col->group());
+      add(col->bias(), 0, col->out_features(), what, col->group());
+    } else if (const auto* row = dynamic_cast<RowParallelLinear*>(module)) {
+      add(row->weight(), 1, row->in_features(), "RowParallelLinear: input features", row->group());
+    }
+  }
+  std::vector<Split> out;
+  for (const Variable& p : model.parameters()) {
+    const auto it = split.find(p.impl());
+    out.push_back(it == split.end() ? Split{} : it->second);
+  }
+  return out;
+}
+
+// The parameter index of "state.I.NAME", or -1 for other keys.
+int64_t parameter_index(const std::string& key, size_t count) {
+  if (key.rfind("state.", 0) != 0) return -1;
+  const size_t dot = key.find('.', 6);
+  if (dot == std::string::npos) return -1;
+  const std::string digits = key.substr(6, dot - 6);
+  if (digits.empty() || digits.size() > 18 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  const int64_t i = std::stoll(digits);
+  return i < static_cast<int64_t>(count) ? i : -1;
+}
+
+}  // namespace
+
+StateDict gather_optimizer_state(const StateDict& local, nn::Module& model) {
+  const std::vector<Split> splits = splits_of(model);
+  StateDict full;
+  for (const auto& [key, t] : local) {
+    const int64_t i = parameter_index(key, splits.size());
+    const Split* s = i >= 0 && splits[i].group ? &splits[i] : nullptr;
+    if (s != nullptr && t.shape() == s->local_shape) {
+      full.set(key, all_gather_along(t, s->dim, s->lengths, *s->group));
+    } else {
+      full.set(key, t);
+    }
+  }
+  return full;
+}
+
+StateDict slice_optimizer_state(const StateDict& full, nn::Module& model) {
+  const std::vector<Split> splits = splits_of(model);
+  StateDict local;
+  for (const auto& [key, t] : full) {
+    const int64_t i = parameter_index(key, splits.size());
+    const Split* s = i >= 0 && splits[i].group ? &splits[i] : nullptr;
+    if (s != nullptr && t.dim() > 0) {
+      TS_CHECK(t.shape() == s->full_shape, "slice_optimizer_state: '", key, "' has shape ",
+               t.shape(), " but its parameter's unsplit shape is ", s->full_shape);
+      local.set(key, local_slice(t, s->dim, *s->group, "slice_optimizer_state"));
+    } else {
+      local.set(key, t);
+    }
+  }
+  return local;
+}
+
+}  // namespace tensor_parallel
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,32 @@
+// The optimizer state of a tensor-parallel model in the unsplit model's format, so that a
+// checkpoint's optimizer section moves between tensor-parallel and single-process runs as its
+// model section does.
+//
+// An ElementwiseOptimizer's (or ZeRO's consolidated) state dict holds, per parameter I,
+// "state.I.NAME" tensors of the parameter's shape (momentum, Adam's moments, an f32 master).
+// For a split parameter that is this rank's slice; gathering each such tensor along the
+// parameter's split dimension (as the layer's state_dict() gathers its weight) gives the
+// state an unsplit model's optimizer would hold, and slicing it back gives each rank its part:
+//
+//   rank 0: state.3.exp_avg [128, 785] ─┐ all-gather along dim 0      state.3.exp_avg [256, 785]
+//   rank 1: state.3.exp_avg [128, 785] ─┘ (fc1 is column-parallel) ─>  (the unsplit model's)
+//
+// Scalars ("state.I.step") and the state of parameters that are not split pass through.
+// Parameters are numbered in model.parameters() order, which must be the optimizer's order.
+#pragma once
+
+#include "nn/module.h"
+#include "tensor/state_dict.h"
+
+namespace tessera {
+namespace dist {
+namespace tensor_parallel {
+
+// Collective over the model's tensor-parallel group(s): every rank calls it with the same keys.
+StateDict gather_optimizer_state(const StateDict& local, nn::Module& model);
+// This rank's slices of a full (unsplit model's) optimizer state dict; no communication.
+StateDict slice_optimizer_state(const StateDict& full, nn::Module& model);
+
+}  // namespace tensor_parallel
+}  // namespace dist
+}  // namespace tessera
