@@ -421,6 +421,7 @@ SafetensorsHeader parse_header(const std::string& text, const std::string& path,
   std::vector<std::pair<std::string, HeaderParser::Entry>> entries;
   SafetensorsHeader header;
   header.data_start = 8 + text.size();
+  header.data_size = data_size;
   HeaderParser(text, path).parse(entries, header.metadata);
 
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
@@ -457,11 +458,15 @@ SafetensorsHeader parse_header(const std::string& text, const std::string& path,
   return header;
 }
 
-uint64_t file_size_of(std::ifstream& in) {
+// Opens `path` into `in` and reads and checks its header; `in` is left at the data.
+SafetensorsHeader open_with_header(const std::string& path, std::ifstream& in) {
+  in.open(path, std::ios::binary);
+  TS_CHECK(in.good(), "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   in.seekg(0, std::ios::beg);
-  return size;
+  const std::string text = read_header_text(in, path, size);
+  return parse_header(text, path, size - 8 - text.size());
 }
 
 }  // namespace
@@ -474,11 +479,8 @@ const SafetensorsHeader::Entry* SafetensorsHeader::find(const std::string& name)
 }
 
 SafetensorsHeader read_safetensors_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TS_CHECK(in.good(), "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
-  const uint64_t size = file_size_of(in);
-  const std::string text = read_header_text(in, path, size);
-  return parse_header(text, path, size - 8 - text.size());
+  std::ifstream in;
+  return open_with_header(path, in);
 }
 
 Tensor read_safetensors_elements(const std::string& path, const SafetensorsHeader& header,
@@ -504,13 +506,10 @@ Tensor read_safetensors_elements(const std::string& path, const SafetensorsHeade
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TS_CHECK(in.good(), "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
-  const uint64_t size = file_size_of(in);
-  const std::string text = read_header_text(in, path, size);
-  SafetensorsHeader header = parse_header(text, path, size - 8 - text.size());
+  std::ifstream in;
+  SafetensorsHeader header = open_with_header(path, in);
   std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TS_CHECK(data.size() == size - 8 - text.size(), "load_safetensors: '", path,
+  TS_CHECK(data.size() == header.data_size, "load_safetensors: '", path,
            "' changed while it was read");
   SafetensorsFile file;
   for (const SafetensorsHeader::Entry& e : header.entries) {

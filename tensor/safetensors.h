@@ -45,6 +45,7 @@ struct SafetensorsHeader {
   std::vector<Entry> entries;  // in data order
   Metadata metadata;
   uint64_t data_start = 0;  // file offset of the data
+  uint64_t data_size = 0;   // bytes of data
   const Entry* find(const std::string& name) const;  // nullptr when absent
 };
 SafetensorsHeader read_safetensors_header(const std::string& path);
