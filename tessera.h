@@ -61,6 +61,7 @@
 #include "dist/tensor_parallel/row_parallel_linear.h"
 #include "dist/topology.h"
 #include "dist/zero/fully_sharded.h"
+#include "dist/zero/sharded_checkpoint.h"
 #include "dist/zero/zero_optimizer.h"
 
 // Pipeline parallelism: Pipe (GPipe, 1F1B, interleaved 1F1B), schedules and their validator.

@@ -43,6 +43,10 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
     schedule.step();
   }
   dist::sync_buffers(*model, *world);
+  // Every rank writes its own shard of the parameters and of the optimizer state, in parallel,
+  // and rank 0 an index; load_sharded_checkpoint reads them back on any number of ranks.
+  dist::zero::save_sharded_checkpoint("/tmp/zero_example_sharded", *model, opt,
+                                      {/*epoch=*/2, /*step=*/0, default_generator().state()});
   const StateDict optimizer_state = opt.state_dict();  // collective: the full state, unsharded
   if (r == 0) {
     std::printf("%d ranks: last loss %.4f; optimizer state on this rank %lld bytes\n", n,

@@ -395,23 +395,34 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
   }, "save_safetensors");
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TS_CHECK(in.good(), "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TS_CHECK(bytes.size() >= 8, "load_safetensors: '", path, "' is ", bytes.size(),
-           " bytes, too short for the 8-byte header length");
-  uint64_t n = 0;
-  for (int b = 7; b >= 0; --b) n = (n << 8) | static_cast<unsigned char>(bytes[b]);
-  TS_CHECK(n <= bytes.size() - 8, "load_safetensors: '", path, "' declares a ", n,
-           "-byte header but only ", bytes.size() - 8, " bytes follow");
-  const std::string text(bytes.data() + 8, n);
-  const char* data = bytes.data() + 8 + n;
-  const uint64_t data_size = bytes.size() - 8 - n;
+namespace {
 
+// The 8-byte length and the header of `path`, read from `in`; `data_size` the bytes after it.
+std::string read_header_text(std::ifstream& in, const std::string& path, uint64_t file_size) {
+  TS_CHECK(file_size >= 8, "load_safetensors: '", path, "' is ", file_size,
+           " bytes, too short for the 8-byte header length");
+  unsigned char len[8];
+  in.read(reinterpret_cast<char*>(len), 8);
+  uint64_t n = 0;
+  for (int b = 7; b >= 0; --b) n = (n << 8) | len[b];
+  TS_CHECK(n <= file_size - 8, "load_safetensors: '", path, "' declares a ", n,
+           "-byte header but only ", file_size - 8, " bytes follow");
+  std::string text(n, '\0');
+  in.read(&text[0], static_cast<std::streamsize>(n));
+  TS_CHECK(in.good(), "load_safetensors: reading the header of '", path, "' failed: ",
+           std::strerror(errno));
+  return text;
+}
+
+// Parses and checks the header: every entry's dtype, shape and offsets, the entries tiling the
+// data, in data order.
+SafetensorsHeader parse_header(const std::string& text, const std::string& path,
+                               uint64_t data_size) {
   std::vector<std::pair<std::string, HeaderParser::Entry>> entries;
-  SafetensorsFile file;
-  HeaderParser(text, path).parse(entries, file.metadata);
+  SafetensorsHeader header;
+  header.data_start = 8 + text.size();
+  header.data_size = data_size;
+  HeaderParser(text, path).parse(entries, header.metadata);
 
   std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
     return a.second.offsets < b.second.offsets;
@@ -438,15 +449,75 @@ SafetensorsFile load_safetensors(const std::string& path) {
              " (entries must tile the data without gaps or overlap)");
     TS_CHECK(end <= data_size, "load_safetensors: '", path, "': entry '", name, "' ends at ", end,
              " but the file has only ", data_size, " bytes of data (truncated?)");
-    // Checked above: every dimension fits in int64, and the bytes (hence the allocation) lie
-    // inside the file.
-    Tensor t = empty(Shape(e.shape.begin(), e.shape.end()), dtype);
-    if (need > 0) std::memcpy(t.raw_data(), data + begin, need);
-    file.tensors.set(key, t);
+    // Checked above: every dimension fits in int64.
+    header.entries.push_back({key, dtype, Shape(e.shape.begin(), e.shape.end()), begin, end});
     expected_begin = end;
   }
   TS_CHECK(expected_begin == data_size, "load_safetensors: '", path, "' has ",
            data_size - expected_begin, " bytes of data after its last tensor");
+  return header;
+}
+
+// Opens `path` into `in` and reads and checks its header; `in` is left at the data.
+SafetensorsHeader open_with_header(const std::string& path, std::ifstream& in) {
+  in.open(path, std::ios::binary);
+  TS_CHECK(in.good(), "load_safetensors: cannot open '", path, "': ", std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0, std::ios::beg);
+  const std::string text = read_header_text(in, path, size);
+  return parse_header(text, path, size - 8 - text.size());
+}
+
+}  // namespace
+
+const SafetensorsHeader::Entry* SafetensorsHeader::find(const std::string& name) const {
+  for (const Entry& e : entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  std::ifstream in;
+  return open_with_header(path, in);
+}
+
+Tensor read_safetensors_elements(const std::string& path, const SafetensorsHeader& header,
+                                 const std::string& name, int64_t first, int64_t count) {
+  const SafetensorsHeader::Entry* e = header.find(name);
+  TS_CHECK(e != nullptr, "read_safetensors_elements: '", path, "' has no tensor '", name, "'");
+  const int64_t numel = static_cast<int64_t>((e->end - e->begin) / element_size(e->dtype));
+  TS_CHECK(first >= 0 && count >= 0 && first + count <= numel, "read_safetensors_elements: '",
+           path, "': elements [", first, ", ", first + count, ") of '", name, "' (", e->shape,
+           ", ", numel, " elements) are out of range");
+  Tensor t = empty({count}, e->dtype);
+  if (count == 0) return t;
+  std::ifstream in(path, std::ios::binary);
+  TS_CHECK(in.good(), "read_safetensors_elements: cannot open '", path, "': ",
+           std::strerror(errno));
+  const uint64_t bytes = static_cast<uint64_t>(count) * element_size(e->dtype);
+  in.seekg(static_cast<std::streamoff>(header.data_start + e->begin +
+                                       static_cast<uint64_t>(first) * element_size(e->dtype)));
+  in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(bytes));
+  TS_CHECK(in.good(), "read_safetensors_elements: '", path, "': reading ", bytes, " bytes of '",
+           name, "' failed (the file changed since its header was read?)");
+  return t;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in;
+  SafetensorsHeader header = open_with_header(path, in);
+  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  TS_CHECK(data.size() == header.data_size, "load_safetensors: '", path,
+           "' changed while it was read");
+  SafetensorsFile file;
+  for (const SafetensorsHeader::Entry& e : header.entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.raw_data(), data.data() + e.begin, e.end - e.begin);
+    file.tensors.set(e.name, t);
+  }
+  file.metadata = std::move(header.metadata);
   return file;
 }
 

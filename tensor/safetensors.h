@@ -16,6 +16,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tensor/state_dict.h"
 
@@ -31,5 +32,26 @@ struct SafetensorsFile {
   Metadata metadata;
 };
 SafetensorsFile load_safetensors(const std::string& path);
+
+// The header alone, checked as load_safetensors checks it, for readers that need a few ranges
+// of a large file (the sharded checkpoints of dist/zero/sharded_checkpoint.h).
+struct SafetensorsHeader {
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin = 0, end = 0;  // byte range within the data
+  };
+  std::vector<Entry> entries;  // in data order
+  Metadata metadata;
+  uint64_t data_start = 0;  // file offset of the data
+  uint64_t data_size = 0;   // bytes of data
+  const Entry* find(const std::string& name) const;  // nullptr when absent
+};
+SafetensorsHeader read_safetensors_header(const std::string& path);
+// Elements [first, first + count) of tensor `name` (row-major), as a 1-D CPU tensor, reading
+// only their bytes.
+Tensor read_safetensors_elements(const std::string& path, const SafetensorsHeader& header,
+                                 const std::string& name, int64_t first, int64_t count);
 
 }  // namespace tessera

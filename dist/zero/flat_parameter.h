@@ -91,6 +91,10 @@ class FlatParameter {
   int64_t padded_numel() const { return padded_; }
   int64_t shard_numel() const { return padded_ / group_->size(); }
   DType dtype() const { return dtype_; }
+  // The parameters' shapes and where each starts in the flat vector (the parameters themselves
+  // are empty between gathers).
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  const zero::FlatLayout& layout() const { return layout_; }
 
  private:
   std::vector<int64_t> counts() const;

@@ -111,8 +111,16 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
 
   int stage() const { return options_.stage(); }
   optim::Optimizer& inner() { return *inner_; }
+  const optim::Optimizer& inner() const { return *inner_; }
   int64_t shard_offset() const { return shards_[group_->rank()].begin; }
   int64_t shard_numel() const { return shards_[group_->rank()].size(); }
+  // The flat layout, for sharded checkpoints (dist/zero/sharded_checkpoint.h): the parameters
+  // in flat order, where each starts, every rank's shard, and this rank's f32 (f64) shard.
+  const std::vector<Variable>& params() const { return params_; }
+  const zero::FlatLayout& layout() const { return layout_; }
+  const std::vector<zero::Range>& shards() const { return shards_; }
+  const Variable& shard() const { return shard_; }
+  ProcessGroup& group() const { return *group_; }
 
  private:
   struct Bucket {

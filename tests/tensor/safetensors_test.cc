@@ -72,6 +72,37 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
             (std::vector<float>{0, 3, 1, 4, 2, 5}));
 }
 
+// The header alone, and a range of one tensor's elements read without the rest (the sharded
+// checkpoints' reader).
+TEST(Safetensors, HeaderAndElementRangesReadOnlyWhatIsAsked) {
+  const StateDict s = sample();
+  const std::string path = temp_path("r.safetensors");
+  save_safetensors(path, s, {{"id", "42"}});
+  const SafetensorsHeader h = read_safetensors_header(path);
+  EXPECT_EQ(h.metadata.at("id"), "42");
+  ASSERT_EQ(h.entries.size(), s.size());
+  const SafetensorsHeader::Entry* w = h.find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->dtype, kF32);
+  EXPECT_EQ(w->shape, (Shape{3, 4}));
+  EXPECT_EQ(h.find("absent"), nullptr);
+  // Elements 5..8 of the row-major [3, 4] tensor.
+  const Tensor part = read_safetensors_elements(path, h, "w", 5, 4);
+  EXPECT_EQ(part.to_vector<float>(), s.at("w").reshape({-1}).narrow(0, 5, 4).to_vector<float>());
+  EXPECT_EQ(read_safetensors_elements(path, h, "d", 0, 2).to_vector<double>(),
+            s.at("d").to_vector<double>());
+  EXPECT_EQ(read_safetensors_elements(path, h, "w", 12, 0).numel(), 0);
+  testing::expect_error([&] { read_safetensors_elements(path, h, "w", 10, 3); },
+                        "elements [10, 13) of 'w' ([3, 4], 12 elements) are out of range");
+  testing::expect_error([&] { read_safetensors_elements(path, h, "nope", 0, 1); },
+                        "has no tensor 'nope'");
+  // The header reader checks what load_safetensors checks: a truncated file is named.
+  const std::string bytes = read_bytes(path);
+  write_bytes(temp_path("cut.safetensors"), bytes.substr(0, bytes.size() - 3));
+  testing::expect_error([&] { read_safetensors_header(temp_path("cut.safetensors")); },
+                        "(truncated?)");
+}
+
 // Writes are atomic: a failed publish removes its temporary file and leaves the old file, and
 // the temporary file of a writer that was killed is removed by the next write.
 TEST(Safetensors, TemporaryFilesNeverOutliveTheirWriter) {
