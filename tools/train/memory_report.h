@@ -7,8 +7,9 @@
 //   "memory": {"params": P, "grads": G, "optimizer": O, "model_state": P+G+O,
 //              "model_state_predicted": X, "peak": B}
 //
-// Taken once, on the run's second step (the first creates the optimizer state). Pipelines and
-// tensor-parallel runs report the measured figures without a prediction.
+// Taken once, on the first step after the optimizer has stepped (its first step creates its
+// state; with loss scaling the first steps may be skipped). Pipelines and tensor-parallel runs
+// report the measured figures without a prediction.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,10 @@ namespace train {
 
 class MemoryReport {
  public:
-  // Whether the step about to run (the run's `step_in_run`-th, from 0) is the one measured.
-  bool measures(int64_t step_in_run) const { return !taken_ && step_in_run == 1; }
+  // Whether the step about to run is the one measured.
+  bool measures() const { return !taken_ && optimizer_stepped_; }
+  // After every step: whether the optimizer stepped (false when the loss scaler skipped it).
+  void stepped(bool optimizer_stepped) { optimizer_stepped_ = optimizer_stepped_ || optimizer_stepped; }
   // Around that step: before it (resets the allocator's peak, keeping the run's peak so far),
   // after its backward, and after the optimizer step (the step's peak).
   void before_step(const RunContext& run);
@@ -37,7 +40,7 @@ class MemoryReport {
   std::string json(const RunContext& run) const;
 
  private:
-  bool taken_ = false;
+  bool taken_ = false, optimizer_stepped_ = false;
   int64_t peak_before_ = 0, step_peak_ = 0;
   dist::zero::ModelStateBytes measured_;
 };

@@ -35,14 +35,14 @@ struct EpochFigures {
 
 // One epoch's training steps; `step` counts the optimizer steps of the whole run.
 EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, int64_t epoch,
-                         int64_t first_step, int64_t& step, MemoryReport& memory, bool tty) {
+                         int64_t& step, MemoryReport& memory, bool tty) {
   run.model.train();
   Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
   const auto start = Clock::now();
   const int64_t comm_before = bytes_sent(run.strategy);
   EpochFigures f;
   for (data::Batch& batch : loader.epoch(epoch)) {
-    const bool measured = memory.measures(step - first_step);
+    const bool measured = memory.measures();
     if (measured) memory.before_step(run);
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
                                                 batch.targets.to(run.device));
@@ -51,8 +51,10 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     const bool scaled = run.precision.scaler().is_enabled();
     check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
                       loader.num_batches(), run.config, run.world);
-    if (!run.precision.step(run.strategy.optimizer())) ++f.skipped_steps;  // the same on every rank
+    const bool stepped = run.precision.step(run.strategy.optimizer());  // the same on every rank
+    if (!stepped) ++f.skipped_steps;
     if (measured) memory.after_step(run);
+    memory.stepped(stepped);
     run.strategy.after_step();
     ++step;
     f.loss_sum += loss;
@@ -82,7 +84,7 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
     const EpochFigures f =
-        train_epoch(run, loaders.train, epoch, start.step, step, totals.memory, tty);
+        train_epoch(run, loaders.train, epoch, step, totals.memory, tty);
     totals.train_comm_bytes += f.comm_bytes;
     totals.skipped_steps += f.skipped_steps;
     if (schedule) schedule->step();

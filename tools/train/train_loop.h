@@ -27,7 +27,7 @@ struct RunTotals {
   int64_t train_images = 0, train_steps = 0;
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
   int64_t skipped_steps = 0;     // fp16 steps the loss scaler skipped
-  MemoryReport memory;           // model states measured on the run's second step
+  MemoryReport memory;           // model states, measured once the optimizer has stepped
 };
 
 // Collective. Resets the peak-memory counters and the groups' byte ledgers first, so what the
