@@ -1,5 +1,8 @@
 #include "nn/batch_norm.h"
 
+#include <algorithm>
+
+#include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "tensor/ops.h"
@@ -33,6 +36,18 @@ Variable BatchNorm2d::forward(const Variable& x) {
   TS_CHECK(x.dim() == 4 && x.size(1) == options_.num_features(), "BatchNorm2d: expected input [N, ",
            options_.num_features(), ", H, W], got ", x.shape());
   const bool track = options_.track_running_stats();
+  if (is_training() && track && deferred_) {
+    if (!in_backward()) {  // a recomputation inside a backward is not counted again
+      NoGradGuard no_grad;
+      const Tensor x64 = x.data().to(kF64);
+      const Tensor s = sum(x64, {0, 2, 3}), ss = sum(mul(x64, x64), {0, 2, 3});
+      sum_ = sum_.defined() ? add(sum_, s) : s;
+      sum_of_squares_ = sum_of_squares_.defined() ? add(sum_of_squares_, ss) : ss;
+      count_ += x.numel() / options_.num_features();
+    }
+    return batch_norm(x, weight_, bias_, Tensor(), Tensor(), true, options_.momentum(),
+                      options_.eps());
+  }
   if (is_training() && track) {
     NoGradGuard no_grad;
     Tensor count = num_batches_tracked_.data();
@@ -43,6 +58,29 @@ Variable BatchNorm2d::forward(const Variable& x) {
   return batch_norm(x, weight_, bias_, track ? running_mean_.data() : Tensor(),
                     track ? running_var_.data() : Tensor(), is_training() || !track,
                     options_.momentum(), options_.eps());
+}
+
+void BatchNorm2d::defer_running_statistics(bool on) {
+  TS_CHECK(on || count_ == 0, "BatchNorm2d::defer_running_statistics(false): ", count_,
+           " accumulated values per channel were never committed");
+  deferred_ = on;
+}
+
+void BatchNorm2d::commit_running_statistics() {
+  if (count_ == 0 || !options_.track_running_stats()) return;
+  NoGradGuard no_grad;
+  const double n = static_cast<double>(count_), m = options_.momentum();
+  const Tensor mean = div(sum_, n);
+  // Unbiased, as the running variance of an ordinary forward (tensor/ops.h's batch_norm).
+  const Tensor var = div(sub(sum_of_squares_, mul(mul(mean, mean), n)), std::max(n - 1, 1.0));
+  Tensor rm = running_mean_.data(), rv = running_var_.data();
+  rm.copy_(add(mul(rm.to(kF64), 1 - m), mul(mean, m)));
+  rv.copy_(add(mul(rv.to(kF64), 1 - m), mul(var, m)));
+  Tensor count = num_batches_tracked_.data();
+  add_(count, ones({}, count.options()));
+  sum_ = Tensor();
+  sum_of_squares_ = Tensor();
+  count_ = 0;
 }
 
 }  // namespace nn

@@ -41,6 +41,19 @@ class BatchNorm2d : public Module {
   const Variable& bias() const { return bias_; }
   const Variable& running_mean() const { return running_mean_; }
   const Variable& running_var() const { return running_var_; }
+  const BatchNorm2dOptions& options() const { return options_; }
+
+  // Deferred running statistics (torchgpipe's DeferredBatchNorm). While on, a training forward
+  // still normalizes with its own input's statistics, but leaves the running statistics alone
+  // and adds its per-channel sums to an accumulator; commit_running_statistics() then updates
+  // the running statistics once, as one forward over all the accumulated inputs would have
+  // (their mean and unbiased variance). A pipeline turns this on so that the M micro-batches of
+  // a batch update the statistics once, as the unpipelined batch does, rather than M times.
+  // Forwards run again inside a backward (activation checkpointing's recomputation) are not
+  // counted.
+  void defer_running_statistics(bool on);
+  bool defers_running_statistics() const { return deferred_; }
+  void commit_running_statistics();
 
  protected:
   // model->to(kF16 / kBF16) leaves BatchNorm in f32 (Module::to).
@@ -49,6 +62,9 @@ class BatchNorm2d : public Module {
  private:
   BatchNorm2dOptions options_;
   Variable weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+  bool deferred_ = false;
+  Tensor sum_, sum_of_squares_;  // f64 [C], deferred mode's accumulator
+  int64_t count_ = 0;            // values per channel accumulated
 };
 
 }  // namespace nn

@@ -4,6 +4,7 @@
 
 #include "dist/grad_reduction_claim.h"
 #include "dist/work.h"
+#include "nn/batch_norm.h"
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
 #include "pipeline/partition.h"
@@ -90,6 +91,16 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
   chunks_ = parts_of_rank(parts_, stage_, stages_);
   executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
                                               parse_checkpoint(options.checkpoint()));
+  if (options.deferred_batch_norm()) {
+    for (const auto& chunk : chunks_) {
+      for (const auto& [name, module] : chunk->named_modules()) {
+        if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(module)) {
+          bn->defer_running_statistics(true);
+          deferred_batch_norms_.push_back(bn);
+        }
+      }
+    }
+  }
   // With a data-parallel group, Pipe averages this stage's gradients itself: DDP or ZeRO on the
   // same parameters would reduce them twice.
   if (options.data_parallel_group()) {
@@ -119,6 +130,8 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   // The process group's sends are buffered (non-blocking), so each goes out as soon as its
   // tensor exists rather than where a blocking transport would need it.
   const double local_loss = executor_->run(eager_sends(actions), microbatches);
+  // Deferred BatchNorm: the batch's statistics, accumulated over its micro-batches, once.
+  for (nn::BatchNorm2d* bn : deferred_batch_norms_) bn->commit_running_statistics();
   trace_ = executor_->spans();
   const double reduce_start = dist::steady_seconds();
   if (average_gradients_over_data_parallel_group()) {

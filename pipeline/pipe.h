@@ -38,6 +38,7 @@
 
 #include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
+#include "nn/batch_norm.h"
 #include "nn/sequential.h"
 #include "pipeline/executor.h"
 #include "pipeline/schedule.h"
@@ -60,6 +61,11 @@ class PipeOptions {
   PipeOptions& checkpoint(const std::string& mode) { checkpoint_ = mode; return *this; }
   // One micro-batch of input for balance "time" to profile with.
   PipeOptions& sample(const Tensor& microbatch) { sample_ = microbatch; return *this; }
+  // BatchNorm's running statistics updated once per batch from all its micro-batches (equal to
+  // the unpipelined batch's, torchgpipe's DeferredBatchNorm), instead of once per micro-batch
+  // (false, the default, which is what gradient accumulation does). Normalization itself always
+  // uses each micro-batch's own statistics.
+  PipeOptions& deferred_batch_norm(bool d) { deferred_batch_norm_ = d; return *this; }
   // The ranks that hold the same stage; gradients are averaged among them after each batch.
   PipeOptions& data_parallel_group(std::shared_ptr<dist::ProcessGroup> g) {
     data_parallel_group_ = std::move(g);
@@ -72,6 +78,7 @@ class PipeOptions {
   const std::string& balance() const { return balance_; }
   const std::string& checkpoint() const { return checkpoint_; }
   const Tensor& sample() const { return sample_; }
+  bool deferred_batch_norm() const { return deferred_batch_norm_; }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_group_; }
 
  private:
@@ -80,6 +87,7 @@ class PipeOptions {
   int chunks_per_rank_ = 1;
   std::string balance_ = "uniform";
   std::string checkpoint_ = "never";
+  bool deferred_batch_norm_ = false;
   Tensor sample_;
   std::shared_ptr<dist::ProcessGroup> data_parallel_group_;
 };
@@ -134,6 +142,7 @@ class Pipe {
   std::vector<int> balance_;
   std::vector<std::shared_ptr<nn::Sequential>> parts_;   // all K*v parts, in model order
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;  // this rank's: parts s, s+K, ...
+  std::vector<nn::BatchNorm2d*> deferred_batch_norms_;    // in chunks_, with deferred statistics
   std::unique_ptr<StageExecutor> executor_;
   dist::GradReductionClaim claim_;  // with a data-parallel group: no DDP or ZeRO on these too
   int last_microbatches_ = 0;

@@ -61,6 +61,31 @@ TEST(BatchNorm2d, TrainingUsesBatchStatsAndEvalUsesRunningStats) {
   EXPECT_THROW(bn.forward(Variable(ones({2, 3, 1, 1}))), Error);
 }
 
+// Deferred statistics: two halves of a batch normalized each with its own statistics, and the
+// running statistics updated once at commit, as one ordinary forward over the whole batch does.
+TEST(BatchNorm2d, DeferredStatisticsEqualOneForwardOverTheWholeBatch) {
+  Generator g(9);
+  const Tensor x = add(mul(randn({8, 3, 4, 4}, kF32, &g), 3.0), 1.5);
+  BatchNorm2d whole(BatchNorm2dOptions(3).momentum(0.3)), deferred(BatchNorm2dOptions(3).momentum(0.3));
+  whole.forward(Variable(x));
+  deferred.defer_running_statistics(true);
+  const Variable half = deferred.forward(Variable(x.narrow(0, 0, 4)));
+  deferred.forward(Variable(x.narrow(0, 4, 4)));
+  // Before the commit nothing moved; each half was normalized with its own statistics.
+  EXPECT_EQ(amax(abs(deferred.running_mean().data())).item(), 0);
+  EXPECT_EQ(deferred.state_dict().at("num_batches_tracked").item(), 0);
+  BatchNorm2d plain(BatchNorm2dOptions(3));
+  EXPECT_LT(max_abs_diff(half.data(), plain.forward(Variable(x.narrow(0, 0, 4))).data()), 1e-6);
+  deferred.commit_running_statistics();
+  EXPECT_LT(max_abs_diff(deferred.running_mean().data(), whole.running_mean().data()), 1e-6);
+  EXPECT_LT(max_abs_diff(deferred.running_var().data(), whole.running_var().data()), 1e-5);
+  EXPECT_EQ(deferred.state_dict().at("num_batches_tracked").item(), 1);
+  deferred.commit_running_statistics();  // nothing accumulated: no change
+  EXPECT_EQ(deferred.state_dict().at("num_batches_tracked").item(), 1);
+  deferred.forward(Variable(x));
+  EXPECT_THROW(deferred.defer_running_statistics(false), Error);  // uncommitted values
+}
+
 TEST(Layers, PoolingFlattenDropoutIdentity) {
   const Variable x(arange(0, 16, 1, kF32).view({1, 1, 4, 4}));
   EXPECT_EQ(MaxPool2d(Pool2dOptions(2)).forward(x).data().to_vector<float>(),

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "dist/environment.h"
 #include "dist/topology.h"
 #include "dist/zero/zero_optimizer.h"
@@ -229,6 +230,59 @@ TEST(Pipe, TinyResNetWithBatchNormEqualsGradientAccumulation) {
   }
   // Recomputation must not update BatchNorm's running statistics a second time.
   pipeline_matches_accumulation(tiny_resnet, "1f1b", 4, {12, 10, 4}, {1, 8, 8}, 1, "always");
+}
+
+// Deferred BatchNorm: the pipeline updates the running statistics once per batch from all its
+// micro-batches, for GPipe and 1F1B, and with recomputation (which must not count a micro-batch
+// twice). Normalization uses each micro-batch's own statistics, so a deeper BatchNorm sees
+// micro-batch-normalized inputs: the reference is the same micro-batches run one after another
+// through the unpipelined model with deferred statistics, committed once per batch. (That one
+// BatchNorm's deferred statistics equal an ordinary forward over the whole batch is
+// tests/nn/layers_test's.) The count of batches tracked goes up once per batch.
+TEST(Pipe, DeferredBatchNormCommitsOncePerBatch) {
+  auto world = dist::world();
+  for (const char* checkpoint : {"never", "always"}) {
+    for (const char* schedule : {"gpipe", "1f1b"}) {
+      SCOPED_TRACE(std::string(schedule) + " " + checkpoint);
+      auto reference = tiny_resnet();
+      std::vector<nn::BatchNorm2d*> ref_bns;
+      for (const auto& [name, module] : reference->named_modules()) {
+        if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(module)) {
+          bn->defer_running_statistics(true);
+          ref_bns.push_back(bn);
+        }
+      }
+      auto model = tiny_resnet();
+      Pipe pipe(model, world, loss_fn,
+                PipeOptions().microbatches(4).schedule(schedule).checkpoint(checkpoint)
+                    .deferred_batch_norm(true));
+      for (int step = 0; step < 2; ++step) {
+        const Batch b = make_batch(step, 12, {1, 8, 8});
+        for (const Microbatch& mb : split_microbatches(b.x, b.y, 4)) {
+          NoGradGuard no_grad;
+          reference->forward(Variable(mb.input));
+        }
+        for (nn::BatchNorm2d* bn : ref_bns) bn->commit_running_statistics();
+        pipe.train_step(b.x, b.y);  // no optimizer step: the parameters stay equal
+      }
+      std::map<std::string, Tensor> ref;
+      for (const auto& [name, buffer] : reference->named_buffers()) ref[name] = buffer.data();
+      int compared = 0;
+      for (const auto& chunk : pipe.chunks()) {
+        for (const auto& [name, buffer] : chunk->named_buffers()) {
+          ASSERT_TRUE(ref.count(name)) << name;
+          if (name.find("num_batches_tracked") != std::string::npos) {
+            EXPECT_EQ(buffer.data().item(), 2) << name;
+          }
+          EXPECT_LT(max_abs_diff(buffer.data().to(kF64), ref[name].to(kF64)), 1e-6) << name;
+          ++compared;
+        }
+      }
+      Tensor total = scalar_tensor(compared, kI64).reshape({1});
+      world->all_reduce(total)->wait();
+      EXPECT_EQ(total.item(), static_cast<double>(ref.size()));
+    }
+  }
 }
 
 TEST(Pipe, BalanceByParametersAndExplicitBalanceAreUsed) {

@@ -153,6 +153,9 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
                 "--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2"},
            Case{"--strategy=ddp --bucket-cap-mb=0", "--bucket-cap-mb must be positive"},
            Case{"--zero3-prefetch=false", "--zero3-prefetch needs --strategy=zero3"},
+           Case{"--deferred-batch-norm=true",
+                "--deferred-batch-norm needs --strategy=pipeline (got --strategy=single)"},
+           Case{"--dp-strategy=zero1", "--dp-strategy needs --strategy=pipeline"},
            Case{"--strategy=zero3 --zero3-wrap=layer", "units nested inside a block are not built"},
            Case{"--strategy=zero3 --zero3-wrap=params:0", "--zero3-wrap expects an integer >= 1"},
        }) {

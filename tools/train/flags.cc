@@ -94,7 +94,8 @@ std::string to_balance(const std::string& v) {
 void check_combinations(const Config& c) {
   if (c.strategy != "pipeline") {
     for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
-                             "checkpoint-activations", "trace", "dp-strategy"}) {
+                             "checkpoint-activations", "trace", "dp-strategy",
+                             "deferred-batch-norm"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
             ")");
@@ -188,6 +189,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"checkpoint-activations", c.checkpoint_activations},
           {"tracing", c.trace.empty() ? "off" : "on"},
           {"dp-strategy", c.dp_strategy},
+          {"deferred-batch-norm", c.deferred_batch_norm ? "true" : "false"},
           {"amp", c.amp},
           {"loss-scale", number(c.loss_scale)},
           {"param-dtype", c.param_dtype},
@@ -331,6 +333,9 @@ Config parse_flags(int argc, char** argv) {
       {"checkpoint-activations", [&](const std::string& v) {
          c.checkpoint_activations =
              one_of("checkpoint-activations", v, {"never", "except_last", "always"});
+       }},
+      {"deferred-batch-norm", [&](const std::string& v) {
+         c.deferred_batch_norm = to_bool("deferred-batch-norm", v);
        }},
       {"dp-strategy", [&](const std::string& v) {
          c.dp_strategy = one_of("dp-strategy", v, {"ddp", "zero1"});

@@ -133,7 +133,8 @@ class Pipeline : public Strategy {
                                         .schedule(c.pipeline_schedule)
                                         .chunks_per_rank(c.chunks)
                                         .balance(c.balance)
-                                        .checkpoint(c.checkpoint_activations);
+                                        .checkpoint(c.checkpoint_activations)
+                                        .deferred_batch_norm(c.deferred_batch_norm);
     // --dp-strategy=ddp: Pipe averages each stage's gradients over its replicas after the last
     // backward; zero1: a ZeRO-1 optimizer over the stage's parameters does (reduce-scatter) and
     // shards the stage's optimizer state over the replicas.
