@@ -1,0 +1,25 @@
+// Which kernel runs an f32 convolution pass: tessera's direct 3x3 kernels, oneDNN, or
+// im2col + OpenBLAS GEMM. The choice is per shape and per pass, and comes from the per-layer
+// table of //tools/bench:layer_bench (docs/BENCHMARKS.md, issue 15), not from taste.
+//
+// Set TESSERA_CONV=own or TESSERA_CONV=onednn in the environment to force one side for every
+// f32 convolution (for benchmarks and tests that compare the two).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/conv_params.h"
+#include "tensor/shape.h"
+
+namespace tessera {
+namespace cpu {
+
+enum class ConvPass { kForward, kBackwardInput, kBackwardWeight };
+
+// True when oneDNN should run this f32 convolution pass. `input` is [N, C, H, W], `weight`
+// [O, C/groups, KH, KW].
+bool conv_uses_onednn(ConvPass pass, const Shape& input, const Shape& weight,
+                      const Conv2dParams& p);
+
+}  // namespace cpu
+}  // namespace tessera
