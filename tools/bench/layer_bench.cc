@@ -162,15 +162,17 @@ int main(int argc, char** argv) {
   int64_t batch = 8;
   int reps = 5;
   std::vector<int> threads = {1, 2};
+  std::string only;  // run only the rows whose name contains this
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--model=", 8) == 0) model = argv[i] + 8;
+    else if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
     else if (std::strncmp(argv[i], "--batch=", 8) == 0) batch = std::atoll(argv[i] + 8);
     else if (std::strncmp(argv[i], "--reps=", 7) == 0) reps = std::max(1, std::atoi(argv[i] + 7));
     else if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = parse_list(argv[i] + 10);
     else {
       std::fprintf(stderr,
                    "layer_bench: unknown flag %s (--model=resnet18|resnet50 --batch=N "
-                   "--threads=1,2 --reps=N)\n",
+                   "--threads=1,2 --reps=N --only=substring)\n",
                    argv[i]);
       return 2;
     }
@@ -264,6 +266,11 @@ int main(int argc, char** argv) {
   for (Variable& v : net->parameters()) v.set_grad(randn(v.data().shape()));
   rows.push_back({"sgd momentum, all parameters", 1, 0, [opt] { opt->step(); }});
 
+  if (!only.empty()) {
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](const Row& r) { return r.name.find(only) == std::string::npos; }),
+               rows.end());
+  }
   std::vector<std::vector<double>> ms(rows.size());
   for (int t : threads) {
     set_num_threads(t);
