@@ -103,6 +103,32 @@ TEST(ConvPaths, F32GradientsMatchFiniteDifferences) {
   }
 }
 
+// Same inputs, same thread count: the same bits, whichever path runs (DESIGN.md: same seed,
+// same world size, bitwise-identical runs).
+TEST(ConvPaths, RepeatedRunsGiveTheSameBits) {
+  manual_seed(7);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : cases()) {
+      const Conv2dParams p = params(c);
+      const Tensor x = randn(c.x), w = randn(c.w);
+      const Tensor g = randn(conv2d(x, w, Tensor(), p).shape());
+      auto all = [&] {
+        std::vector<float> v = conv2d(x, w, Tensor(), p).to_vector<float>();
+        for (const Tensor& t : {conv2d_backward_input(g, w, c.x, p),
+                                conv2d_backward_weight(g, x, c.w, p)}) {
+          const std::vector<float> more = t.to_vector<float>();
+          v.insert(v.end(), more.begin(), more.end());
+        }
+        return v;
+      };
+      const std::vector<float> first = all();
+      EXPECT_EQ(first, all()) << c.name << ", " << threads << " threads";
+    }
+  }
+  set_num_threads(1);
+}
+
 TEST(ConvPaths, SmallBatchWeightGradientDoesNotDependOnTheThreadCount) {
   manual_seed(5);
   for (int64_t n : {1, 3, 8, 11}) {

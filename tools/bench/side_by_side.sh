@@ -7,13 +7,16 @@
 #
 #   tools/bench/side_by_side.sh [--models=resnet18,resnet50] [--threads=1,2] [--steps=10]
 #                               [--rounds=2] [--tessera=path/to/train_bench]
+#                               [--baseline=path/to/an/older/train_bench]
 #
 # Builds //tools/bench:train_bench with --config=native unless --tessera names a binary.
+# --baseline adds a third contender (say, the train_bench of the commit before a change), timed
+# in the same rounds, with its own ratio to PyTorch.
 # Needs python3-torch and python3-torchvision (apt-get install python3-torchvision).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera=
+models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline=
 for arg in "$@"; do
   case "$arg" in
     --models=*) models=${arg#*=} ;;
@@ -21,6 +24,7 @@ for arg in "$@"; do
     --steps=*) steps=${arg#*=} ;;
     --rounds=*) rounds=${arg#*=} ;;
     --tessera=*) tessera=${arg#*=} ;;
+    --baseline=*) baseline=${arg#*=} ;;
     *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -37,20 +41,31 @@ python=/usr/bin/python3
 }
 
 grep -m1 'model name' /proc/cpuinfo
-printf '%-9s %-8s %7s | %-22s | %-22s | %s\n' model threads round \
-  "tessera median (min)" "PyTorch median (min)" "tessera / PyTorch"
+# One timing: "median min" of the last line of a train_bench-format table.
+median_min() { tail -1 | awk '{print $4, $5}'; }
+ratio() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
+printf '%-9s %-7s %5s | %-20s | %-20s | %-7s' model threads round "tessera median (min)" \
+  "PyTorch median (min)" "ratio"
+[[ -n "$baseline" ]] && printf ' | %-20s | %s' "baseline median (min)" "ratio"
+echo
 for ((round = 1; round <= rounds; round++)); do
   echo "# round $round, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   for model in ${models//,/ }; do
     for t in ${threads//,/ }; do
-      ours=$("$tessera" --models="$model" --threads="$t" --steps="$steps" | tail -1)
-      theirs=$("$python" tools/bench/pytorch_cpu_reference.py --models="$model" \
-        --threads="$t" --steps="$steps" | tail -1)
-      read -r _ _ _ our_med our_min <<<"$ours"
-      read -r _ _ _ their_med their_min <<<"$theirs"
-      printf '%-9s %-8s %7s | %10.1f (%7.1f) | %10.1f (%7.1f) | %.2f\n' "$model" "$t" "$round" \
-        "$our_med" "$our_min" "$their_med" "$their_min" \
-        "$(echo "$our_med / $their_med" | bc -l)"
+      read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" |
+        median_min)
+      read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
+        --models="$model" --threads="$t" --steps="$steps" | median_min)
+      printf '%-9s %-7s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$round" \
+        "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
+      if [[ -n "$baseline" ]]; then
+        read -r base_med base_min < <("$baseline" --models="$model" --threads="$t" \
+          --steps="$steps" | median_min)
+        printf ' | %9.1f (%8.1f) | %s' "$base_med" "$base_min" "$(ratio "$base_med" "$their_med")"
+      fi
+      echo
     done
   done
 done
+echo "# ratio: tessera (or baseline) median / PyTorch median; below 1, tessera is faster." \
+  "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
