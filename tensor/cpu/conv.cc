@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tensor/cpu/conv_onednn.h"
+#include "tensor/cpu/conv_path.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/direct_conv3x3.h"
 #include "tensor/cpu/dispatch.h"
@@ -265,8 +266,10 @@ void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
 
 void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
-  if (input.dtype() == kBF16 && onednn_bf16_available()) {
-    return conv2d_bf16_onednn(input, weight, bias, p, out);
+  if ((input.dtype() == kBF16 && onednn_bf16_available()) ||
+      (input.dtype() == kF32 &&
+       conv_uses_onednn(ConvPass::kForward, input.shape(), weight.shape(), p))) {
+    return conv2d_onednn(input, weight, bias, p, out);
   }
   const Geometry g = geometry(input.shape(), weight.shape(), out.shape(), p);
   if (input.dtype() == kF32 &&
@@ -324,8 +327,10 @@ bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
 
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
-  if (weight.dtype() == kBF16 && onednn_bf16_available()) {
-    return conv2d_backward_input_bf16_onednn(grad_out, weight, p, grad_in);
+  if ((weight.dtype() == kBF16 && onednn_bf16_available()) ||
+      (weight.dtype() == kF32 &&
+       conv_uses_onednn(ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p))) {
+    return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
   }
   if ((weight.dtype() == kF32 || weight.dtype() == kF64) &&
       backward_input_as_convolution(p, weight.shape())) {
@@ -363,8 +368,10 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
 
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
-  if (input.dtype() == kBF16 && onednn_bf16_available()) {
-    return conv2d_backward_weight_bf16_onednn(grad_out, input, p, grad_weight);
+  if ((input.dtype() == kBF16 && onednn_bf16_available()) ||
+      (input.dtype() == kF32 &&
+       conv_uses_onednn(ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p))) {
+    return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
   }
   const Geometry g = geometry(input.shape(), grad_weight.shape(), grad_out.shape(), p);
   if (input.dtype() == kF32 &&

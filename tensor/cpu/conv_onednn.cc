@@ -23,9 +23,11 @@ memory::dims dims_of(const Tensor& t) { return memory::dims(t.shape().begin(), t
 // weights are [G, O/G, C/G, kh, kw] to oneDNN (the same bytes as tessera's [O, C/G, kh, kw]).
 struct ConvSetup {
   memory::dims src, weights, dst, strides, dilates, pad;
+  memory::data_type type;
   bool grouped = false;
 
-  ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p)
+  ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p,
+            DType dtype)
       : src(input.begin(), input.end()),
         weights(weight.begin(), weight.end()),
         dst(output.begin(), output.end()),
@@ -33,6 +35,7 @@ struct ConvSetup {
         // oneDNN counts dilation from 0 (0: dense); tessera from 1, as PyTorch.
         dilates{p.dilation[0] - 1, p.dilation[1] - 1},
         pad{p.padding[0], p.padding[1]},
+        type(dtype == kBF16 ? memory::data_type::bf16 : memory::data_type::f32),
         grouped(p.groups > 1) {
     if (grouped) {
       weights = {p.groups, weight[0] / p.groups, weight[1], weight[2], weight[3]};
@@ -40,21 +43,21 @@ struct ConvSetup {
   }
   // Descriptors with format `any`: the primitive picks its favourite layout.
   memory::desc any(const memory::dims& d) const {
-    return memory::desc(d, memory::data_type::bf16, Tag::any);
+    return memory::desc(d, type, Tag::any);
   }
   // tessera's plain layouts.
   memory::desc plain_src(const memory::dims& d) const {
-    return memory::desc(d, memory::data_type::bf16, Tag::nchw);
+    return memory::desc(d, type, Tag::nchw);
   }
   memory::desc plain_weights() const {
-    return memory::desc(weights, memory::data_type::bf16, grouped ? Tag::goihw : Tag::oihw);
+    return memory::desc(weights, type, grouped ? Tag::goihw : Tag::oihw);
   }
   dnnl::convolution_forward::primitive_desc forward(bool with_bias) const {
     const auto kind = dnnl::prop_kind::forward_training;
     const auto algo = dnnl::algorithm::convolution_direct;
     const auto d = with_bias ? dnnl::convolution_forward::desc(
                                    kind, algo, any(src), any(weights),
-                                   memory::desc({dst[1]}, memory::data_type::bf16, Tag::x),
+                                   memory::desc({dst[1]}, type, Tag::x),
                                    any(dst), strides, dilates, pad, pad)
                              : dnnl::convolution_forward::desc(kind, algo, any(src), any(weights),
                                                                any(dst), strides, dilates, pad,
@@ -85,9 +88,9 @@ class Operand {
 
 }  // namespace
 
-void conv2d_bf16_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
+void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
-  const ConvSetup c(input.shape(), weight.shape(), out.shape(), p);
+  const ConvSetup c(input.shape(), weight.shape(), out.shape(), p, input.dtype());
   const auto pd = c.forward(bias.defined());
   dnnl::stream s(engine());
   Operand x(c.plain_src(c.src), input, pd.src_desc());
@@ -105,9 +108,9 @@ void conv2d_bf16_onednn(const Tensor& input, const Tensor& weight, const Tensor&
   s.wait();
 }
 
-void conv2d_backward_input_bf16_onednn(const Tensor& grad_out, const Tensor& weight,
+void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
-  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p);
+  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
   const auto hint = c.forward(false);
   const dnnl::convolution_backward_data::primitive_desc pd(
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, c.any(c.src),
@@ -127,9 +130,9 @@ void conv2d_backward_input_bf16_onednn(const Tensor& grad_out, const Tensor& wei
   s.wait();
 }
 
-void conv2d_backward_weight_bf16_onednn(const Tensor& grad_out, const Tensor& input,
+void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
-  const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p);
+  const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype());
   const auto hint = c.forward(false);
   const dnnl::convolution_backward_weights::primitive_desc pd(
       dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,

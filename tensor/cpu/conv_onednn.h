@@ -1,13 +1,16 @@
-// bf16 convolution through oneDNN on CPUs with AVX-512 BF16 (the same condition as bf16 GEMM,
-// gemm_onednn.h).
+// Convolutions through oneDNN (Debian's libdnnl 2.6, the library PyTorch's CPU convolutions run
+// on), for bf16 on CPUs with AVX-512 BF16 and for the f32 shapes where it beats tessera's own
+// kernels (conv_path.h decides which).
 //
-// Without it a bf16 convolution widens input and weights to f32 and runs the f32 kernels, so
-// bf16 autocast made convolutions slower than f32. oneDNN's bf16 kernels want channel-blocked
-// layouts (nChw16c); tessera's tensors are plain NCHW, so each call reorders into the layout
-// the primitive picked and back, and still wins: measured on the build machine (one thread,
-// forward + both backwards, reorders included) 4.7 ms against tessera's f32 direct 3x3 kernels'
-// 6.4 ms and the widening path's 8.3 ms for a ResNet-20 stage-1 convolution (N32 C16 32x32).
-// Accumulation is f32 inside oneDNN; each result is rounded to bf16 once.
+// bf16: without oneDNN a bf16 convolution widens input and weights to f32 and runs the f32
+// kernels, so bf16 autocast made convolutions slower than f32. Measured on the build machine
+// (one thread, forward + both backwards, reorders included) 4.7 ms against tessera's f32 direct
+// 3x3 kernels' 6.4 ms and the widening path's 8.3 ms for a ResNet-20 stage-1 convolution
+// (N32 C16 32x32). Accumulation is f32 inside oneDNN; each result is rounded to bf16 once.
+//
+// Both types: oneDNN's kernels want channel-blocked layouts (nChw16c); tessera's tensors are
+// plain NCHW, so each call reorders into the layout the primitive picked and back (as PyTorch
+// eager does), and oneDNN's primitive cache keeps the compiled kernels between calls.
 #pragma once
 
 #include "tensor/conv_params.h"
@@ -16,13 +19,14 @@
 namespace tessera {
 namespace cpu {
 
-// All tensors contiguous NCHW / OIHW bf16, shapes checked by ops_nn.cc; bias may be undefined.
-void conv2d_bf16_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                        const Conv2dParams& p, const Tensor& out);
-void conv2d_backward_input_bf16_onednn(const Tensor& grad_out, const Tensor& weight,
-                                       const Conv2dParams& p, const Tensor& grad_in);
-void conv2d_backward_weight_bf16_onednn(const Tensor& grad_out, const Tensor& input,
-                                        const Conv2dParams& p, const Tensor& grad_weight);
+// All tensors contiguous NCHW / OIHW, f32 or bf16, shapes checked by ops_nn.cc; bias may be
+// undefined.
+void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                   const Conv2dParams& p, const Tensor& out);
+void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
+                                  const Conv2dParams& p, const Tensor& grad_in);
+void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
+                                   const Conv2dParams& p, const Tensor& grad_weight);
 
 }  // namespace cpu
 }  // namespace tessera

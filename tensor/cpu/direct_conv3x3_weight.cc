@@ -121,38 +121,73 @@ TS_SIMD_INLINE void channel_pass(const float* xp, const float* dyt, int64_t coun
   }
 }
 
+// Output channel blocks [b0, b1): each writes only its own rows of dw.
 template <int L, int S>
 TS_SIMD_INLINE void channel_passes(const float* xp, const float* dyt, int64_t count,
-                                   const Shape& f, float* dw) {
+                                   const Shape& f, int64_t b0, int64_t b1, float* dw) {
   constexpr int kCI = kChannelsPerPass<L>;
-  for (int64_t b = 0; b < f.channel_blocks; ++b) {
+  for (int64_t b = b0; b < b1; ++b) {
     int64_t ci0 = 0;
     for (; ci0 + kCI <= f.c; ci0 += kCI) channel_pass<L, kCI, S>(xp, dyt, count, b, ci0, f, dw);
     if (ci0 < f.c) channel_pass<L, 1, S>(xp, dyt, count, b, ci0, f, dw);
   }
 }
 
-// One block of images: pads their inputs, blocks their gradients, then adds the block's weight
-// gradient into dw (zeroed by the caller).
+// The two halves of one block of images: prepare pads images [i0, i1)'s inputs and blocks
+// their gradients; passes adds the block's weight gradient for output channel blocks [b0, b1)
+// into dw (zeroed by the caller).
 template <int L>
-TS_SIMD_INLINE void weight_images(const float* dy, const float* x, float* dw, int64_t count,
-                                  const Shape& f, int stride, float* xp, float* dyt) {
-  for (int64_t im = 0; im < count; ++im) {
+TS_SIMD_INLINE void prepare_images(const float* dy, const float* x, int64_t i0, int64_t i1,
+                                   const Shape& f, float* xp, float* dyt) {
+  for (int64_t im = i0; im < i1; ++im) {
     pad_planes(x + im * f.c * f.hw, f.c, f.h, f.wd, f.plane, xp + im * f.c * f.plane);
     block_gradient<L>(dy + im * f.k * f.out_hw, f, dyt + im * f.channel_blocks * f.out_hw * L);
   }
-  if (stride == 1) return channel_passes<L, 1>(xp, dyt, count, f, dw);
-  channel_passes<L, 2>(xp, dyt, count, f, dw);
 }
 
-TS_AVX512 void weight_images_avx512(const float* dy, const float* x, float* dw, int64_t count,
-                                    const Shape& f, int stride, float* xp, float* dyt) {
-  weight_images<16>(dy, x, dw, count, f, stride, xp, dyt);
+template <int L>
+TS_SIMD_INLINE void passes(const float* xp, const float* dyt, int64_t count, const Shape& f,
+                           int stride, int64_t b0, int64_t b1, float* dw) {
+  if (stride == 1) return channel_passes<L, 1>(xp, dyt, count, f, b0, b1, dw);
+  channel_passes<L, 2>(xp, dyt, count, f, b0, b1, dw);
 }
 
-TS_AVX2 void weight_images_avx2(const float* dy, const float* x, float* dw, int64_t count,
-                                const Shape& f, int stride, float* xp, float* dyt) {
-  weight_images<8>(dy, x, dw, count, f, stride, xp, dyt);
+TS_AVX512 void prepare_avx512(const float* dy, const float* x, int64_t i0, int64_t i1,
+                              const Shape& f, float* xp, float* dyt) {
+  prepare_images<16>(dy, x, i0, i1, f, xp, dyt);
+}
+TS_AVX2 void prepare_avx2(const float* dy, const float* x, int64_t i0, int64_t i1,
+                          const Shape& f, float* xp, float* dyt) {
+  prepare_images<8>(dy, x, i0, i1, f, xp, dyt);
+}
+TS_AVX512 void passes_avx512(const float* xp, const float* dyt, int64_t count, const Shape& f,
+                             int stride, int64_t b0, int64_t b1, float* dw) {
+  passes<16>(xp, dyt, count, f, stride, b0, b1, dw);
+}
+TS_AVX2 void passes_avx2(const float* xp, const float* dyt, int64_t count, const Shape& f,
+                         int stride, int64_t b0, int64_t b1, float* dw) {
+  passes<8>(xp, dyt, count, f, stride, b0, b1, dw);
+}
+
+// One block of images, on the calling thread or, when `split` is set, with its images
+// (prepare) and then its output channel blocks (passes) spread over tessera's threads. Either
+// way every sum is added in the same order, so the result is the same bits.
+void weight_block(const float* dy, const float* x, float* dw, int64_t count, const Shape& f,
+                  int stride, bool split, float* xp, float* dyt) {
+  const bool wide = direct_conv3x3_lanes() == 16;
+  auto prepare = [&](int64_t i0, int64_t i1) {
+    wide ? prepare_avx512(dy, x, i0, i1, f, xp, dyt) : prepare_avx2(dy, x, i0, i1, f, xp, dyt);
+  };
+  auto pass = [&](int64_t b0, int64_t b1) {
+    wide ? passes_avx512(xp, dyt, count, f, stride, b0, b1, dw)
+         : passes_avx2(xp, dyt, count, f, stride, b0, b1, dw);
+  };
+  if (!split) {
+    prepare(0, count);
+    return pass(0, f.channel_blocks);
+  }
+  parallel_for(count, 1, prepare);
+  parallel_for(f.channel_blocks, 1, pass);
 }
 
 }  // namespace
@@ -162,26 +197,28 @@ void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, 
   const int lanes = direct_conv3x3_lanes();
   const Shape f(c, k, h, wd, stride, lanes);
   const int64_t weight_size = k * c * 9;
-  sum_over_blocks<float>(
-      (n + kImagesPerBlock - 1) / kImagesPerBlock, weight_size,
-      [&](int64_t b0, int64_t b1, float* partial) {
-        std::vector<float> xp(kImagesPerBlock * c * f.plane);
-        std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * lanes);
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
-          const float* dy_block = dy + first * k * f.out_hw;
-          const float* x_block = x + first * c * f.hw;
-          float* dw_block = partial + b * weight_size;
-          if (lanes == 16) {
-            weight_images_avx512(dy_block, x_block, dw_block, count, f, stride, xp.data(),
-                                 dyt.data());
-          } else {
-            weight_images_avx2(dy_block, x_block, dw_block, count, f, stride, xp.data(),
-                               dyt.data());
-          }
-        }
-      },
-      dw);
+  const int64_t blocks = (n + kImagesPerBlock - 1) / kImagesPerBlock;
+  // Fewer blocks than threads (a batch of 8 at two threads): the blocks run one after another,
+  // each spread over the threads by output channels; otherwise each block runs on one thread.
+  const bool split = blocks < num_threads();
+  auto block_range = [&](int64_t b0, int64_t b1, float* partial) {
+    std::vector<float> xp(kImagesPerBlock * c * f.plane);
+    std::vector<float> dyt(kImagesPerBlock * f.channel_blocks * f.out_hw * lanes);
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t first = b * kImagesPerBlock, count = std::min(kImagesPerBlock, n - first);
+      weight_block(dy + first * k * f.out_hw, x + first * c * f.hw, partial + b * weight_size,
+                   count, f, stride, split, xp.data(), dyt.data());
+    }
+  };
+  if (!split) return sum_over_blocks<float>(blocks, weight_size, block_range, dw);
+  // The same partial sums as sum_over_blocks, with the blocks in a serial loop.
+  std::vector<float> partial(blocks * weight_size, 0.0f);
+  block_range(0, blocks, partial.data());
+  std::copy(partial.begin(), partial.begin() + weight_size, dw);
+  for (int64_t b = 1; b < blocks; ++b) {
+    const float* p = partial.data() + b * weight_size;
+    for (int64_t i = 0; i < weight_size; ++i) dw[i] += p[i];
+  }
 }
 
 }  // namespace cpu

@@ -24,10 +24,21 @@ void sgd_kernel(const Tensor& param, const Tensor& grad, const Tensor& buffer, c
   T* b = u.momentum != 0 ? static_cast<T*>(buffer.raw_data()) : nullptr;
   const SgdRule<C> rule(u);
   parallel_for(param.numel(), kGrain, [&](int64_t i0, int64_t i1) {
+    // Local copies: the rule's floats and the arrays can then not alias, so the rule's branches
+    // leave the loop and the loop vectorizes (through the captured references, every store to
+    // p or b could have changed the learning rate: one element at a time, 2x slower).
+    const SgdRule<C> r = rule;
+    T* __restrict pr = p;
+    const T* __restrict gr = g;
+    T* __restrict br = b;
+    if (br == nullptr) {
+      for (int64_t i = i0; i < i1; ++i) pr[i] = T(r.step(C(pr[i]), C(gr[i]), nullptr));
+      return;
+    }
     for (int64_t i = i0; i < i1; ++i) {
-      C buf = b != nullptr ? C(b[i]) : C(0);
-      p[i] = T(rule.step(C(p[i]), C(g[i]), &buf));
-      if (b != nullptr) b[i] = T(buf);
+      C buf = C(br[i]);
+      pr[i] = T(r.step(C(pr[i]), C(gr[i]), &buf));
+      br[i] = T(buf);
     }
   });
 }

@@ -5,7 +5,11 @@
 //       --threads=N (1 and 2 by default)]
 //
 // Shapes as the LibTorch reference figures in issue 3: logistic b=64, MLP b=64, ResNet-20
-// b=128 (CIFAR-style, option-A shortcuts, 1 input channel, 28x28), SGD with momentum.
+// b=128 (CIFAR-style, option-A shortcuts, 1 input channel, 28x28), SGD with momentum; and as
+// issue 15's PyTorch figures: ImageNet-style ResNet-18 and ResNet-50 at batch 8, 3x224x224,
+// 1000 classes (tools/bench/pytorch_cpu_reference.py times the same steps; side_by_side.sh
+// runs both alternately). --models=resnet18,resnet50 picks them; the default runs the first
+// three only, as before.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,11 +32,15 @@ struct Case {
   std::string model;
   int64_t batch;
   int warmup, steps;
+  int64_t channels = 1, size = 28;  // input image: channels x size x size
+  bool by_default = true;           // run without --models
 };
 
 std::shared_ptr<nn::Sequential> build(const std::string& name) {
   if (name == "logistic") return models::LogisticRegression();
   if (name == "mlp") return models::MLP();
+  if (name == "resnet18") return models::ResNet18(3, 1000);
+  if (name == "resnet50") return models::ResNet50(3, 1000);
   return models::ResNet20(1, 10);
 }
 
@@ -42,7 +50,7 @@ std::vector<double> time_steps(const Case& c, int threads) {
   manual_seed(0);
   auto model = build(c.model);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
-  const Tensor x = randn({c.batch, 1, 28, 28});
+  const Tensor x = randn({c.batch, c.channels, c.size, c.size});
   const Tensor y = arange(c.batch, kI64);
   const Tensor labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
   std::vector<double> ms;
@@ -83,12 +91,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::vector<Case> cases = {
-      {"logistic", 64, 50, 2000}, {"mlp", 64, 20, 500}, {"resnet20", 128, 3, resnet_steps}};
+  const std::vector<Case> cases = {{"logistic", 64, 50, 2000},
+                                   {"mlp", 64, 20, 500},
+                                   {"resnet20", 128, 3, resnet_steps},
+                                   {"resnet18", 8, 2, resnet_steps, 3, 224, false},
+                                   {"resnet50", 8, 2, resnet_steps, 3, 224, false}};
   std::printf("%-10s %6s %8s %14s %12s\n", "model", "batch", "threads", "median ms/step",
               "min ms/step");
   for (const Case& c : cases) {
-    if (!only.empty() && only.find(c.model) == std::string::npos) continue;
+    if (only.empty() ? !c.by_default : only.find(c.model) == std::string::npos) continue;
     for (int threads : thread_counts) {
       const std::vector<double> ms = time_steps(c, threads);
       std::printf("%-10s %6lld %8d %14.3f %12.3f\n", c.model.c_str(),

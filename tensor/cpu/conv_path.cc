@@ -1,0 +1,57 @@
+#include "tensor/cpu/conv_path.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace tessera {
+namespace cpu {
+
+namespace {
+
+enum class Forced { kNone, kOwn, kOneDnn };
+
+Forced forced() {
+  static const Forced f = [] {
+    const char* s = std::getenv("TESSERA_CONV");
+    if (s == nullptr) return Forced::kNone;
+    if (std::strcmp(s, "own") == 0) return Forced::kOwn;
+    if (std::strcmp(s, "onednn") == 0) return Forced::kOneDnn;
+    return Forced::kNone;
+  }();
+  return f;
+}
+
+}  // namespace
+
+bool conv_uses_onednn(ConvPass pass, const Shape& input, const Shape& weight,
+                      const Conv2dParams& p) {
+  switch (forced()) {
+    case Forced::kOwn: return false;
+    case Forced::kOneDnn: return true;
+    case Forced::kNone: break;
+  }
+  if (p.groups != 1 || p.dilation[0] != 1 || p.dilation[1] != 1) return false;
+  const int64_t c = input[1], k = weight[0], kh = weight[2], kw = weight[3];
+  const int64_t out_h = window_output_size(input[2], kh, p.stride[0], p.padding[0], 1);
+  const int64_t out_w = window_output_size(input[3], kw, p.stride[1], p.padding[1], 1);
+  if (kh == 1 && kw == 1) {
+    // 1x1 at stride 1 on maps of 14x14 and less with 128+ channels: oneDNN's channel-blocked
+    // GEMM ran in 0.66-0.98x the time of im2col (a copy) + OpenBLAS (one thread, CPU time).
+    // On 28x28 the two were level; on 56x56, and for every strided projection, ours was
+    // 1.05-1.37x faster.
+    return p.stride[0] == 1 && p.stride[1] == 1 && out_h * out_w <= 196 && std::max(c, k) >= 128;
+  }
+  if (kh == 3 && kw == 3) {
+    // Our direct kernels hold 16 positions x 16 channels per tile, sized for 16-128 channels
+    // on maps of 28x28 and more (ResNet-20, ResNet-18/50's first stages), where they match or
+    // beat oneDNN in every pass. With 128 channels and more on maps of 14x14 and less, oneDNN's
+    // forward and input gradient ran in 0.54-0.89x our time; the weight gradients were level.
+    return pass != ConvPass::kBackwardWeight && std::min(c, k) >= 128 && out_h * out_w <= 196;
+  }
+  // Larger kernels (the 7x7/2 stem): oneDNN's direct kernels instead of im2col + GEMM, 0.6x.
+  return kh * kw > 9;
+}
+
+}  // namespace cpu
+}  // namespace tessera

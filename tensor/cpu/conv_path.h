@@ -1,0 +1,30 @@
+// Which kernel runs an f32 convolution pass: tessera's direct 3x3 kernels, oneDNN, or
+// im2col + OpenBLAS GEMM. The choice is per shape and per pass, and comes from the per-layer
+// table of //tools/bench:layer_bench (docs/BENCHMARKS.md, issue 15), not from taste.
+//
+// Determinism: tessera's own kernels give the same bits at any thread count; oneDNN's give the
+// same bits run after run at one thread count, but its weight gradients split their sums by
+// thread, so 1 and 2 threads differ in the last bits (as in PyTorch). The shapes that go to
+// oneDNN (below) are those of ImageNet-style ResNets; ResNet-20 and the MLP keep their own.
+//
+// Set TESSERA_CONV=own or TESSERA_CONV=onednn in the environment to force one side for every
+// f32 convolution (for benchmarks and tests that compare the two).
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/conv_params.h"
+#include "tensor/shape.h"
+
+namespace tessera {
+namespace cpu {
+
+enum class ConvPass { kForward, kBackwardInput, kBackwardWeight };
+
+// True when oneDNN should run this f32 convolution pass. `input` is [N, C, H, W], `weight`
+// [O, C/groups, KH, KW].
+bool conv_uses_onednn(ConvPass pass, const Shape& input, const Shape& weight,
+                      const Conv2dParams& p);
+
+}  // namespace cpu
+}  // namespace tessera

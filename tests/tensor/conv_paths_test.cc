@@ -1,0 +1,198 @@
+// The f32 convolution paths of issue 15 (tensor/cpu/conv_path.h): oneDNN for 1x1 layers with
+// 128+ channels, for 3x3 layers with 128+ channels on small maps and for larger kernels, and
+// tessera's own kernels elsewhere. Each pass is checked against the f64 im2col reference (which
+// the autograd gradcheck covers) and by finite differences in f32, on small odd shapes with
+// strides, padding and a batch of 1. The same file runs three times (BUILD): with the shape
+// rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution.
+// Also: results that must not depend on the thread count at a batch of 8 or less (the direct
+// weight gradient and batch norm's sums now split channels there), and max pooling's choice
+// among equal values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/ops.h"
+#include "tensor/parallel.h"
+
+namespace tessera {
+namespace {
+
+struct Case {
+  const char* name;
+  Shape x, w;
+  int64_t stride, pad;
+};
+
+// Small versions of every kind of ResNet-18/50 layer, odd sizes, batch 1 among them.
+std::vector<Case> cases() {
+  return {
+      {"1x1 128->8", {2, 128, 5, 7}, {8, 128, 1, 1}, 1, 0},
+      {"1x1 16->128 batch 1", {1, 16, 7, 5}, {128, 16, 1, 1}, 1, 0},
+      {"1x1/2 130->12", {3, 130, 9, 7}, {12, 130, 1, 1}, 2, 0},
+      {"3x3 128->128 5x5", {2, 128, 5, 5}, {128, 128, 3, 3}, 1, 1},
+      {"3x3/2 128->136 9x7", {1, 128, 9, 7}, {136, 128, 3, 3}, 2, 1},
+      {"3x3 16->24 11x9", {3, 16, 11, 9}, {24, 16, 3, 3}, 1, 1},
+      {"7x7/2 stem 3->8 15x13", {2, 3, 15, 13}, {8, 3, 7, 7}, 2, 3},
+      {"5x5 4->6 no padding", {1, 4, 9, 8}, {6, 4, 5, 5}, 1, 0},
+  };
+}
+
+Conv2dParams params(const Case& c) {
+  Conv2dParams p;
+  p.stride = {c.stride, c.stride};
+  p.padding = {c.pad, c.pad};
+  return p;
+}
+
+double max_rel_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double scale = 1e-6, diff = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    scale = std::max(scale, std::abs(y[i]));
+    diff = std::max(diff, std::abs(x[i] - y[i]));
+  }
+  return diff / scale;
+}
+
+TEST(ConvPaths, F32PassesMatchTheF64Reference) {
+  manual_seed(3);
+  for (const Case& c : cases()) {
+    const Conv2dParams p = params(c);
+    const Tensor x = randn(c.x, kF64), w = randn(c.w, kF64);
+    const Tensor y = conv2d(x, w, Tensor(), p);
+    const Tensor g = randn(y.shape(), kF64);
+    const Tensor y32 = conv2d(x.to(kF32), w.to(kF32), Tensor(), p);
+    EXPECT_LT(max_rel_diff(y32, y), 1e-5) << c.name;
+    const Tensor dx32 = conv2d_backward_input(g.to(kF32), w.to(kF32), c.x, p);
+    EXPECT_LT(max_rel_diff(dx32, conv2d_backward_input(g, w, c.x, p)), 1e-5) << c.name;
+    const Tensor dw32 = conv2d_backward_weight(g.to(kF32), x.to(kF32), c.w, p);
+    EXPECT_LT(max_rel_diff(dw32, conv2d_backward_weight(g, x, c.w, p)), 1e-5) << c.name;
+  }
+}
+
+// L(x, w) = <g, conv(x, w)>: central differences of L in f32 against the f32 gradients at a
+// few elements of x and of w. L is linear in each, so the difference quotient is exact but for
+// rounding; a wrong index or a missed tap shows as an O(1) error.
+TEST(ConvPaths, F32GradientsMatchFiniteDifferences) {
+  manual_seed(4);
+  for (const Case& c : cases()) {
+    const Conv2dParams p = params(c);
+    Tensor x = randn(c.x), w = randn(c.w);
+    const Tensor g = randn(conv2d(x, w, Tensor(), p).shape());
+    const Tensor dx = conv2d_backward_input(g, w, c.x, p).contiguous();
+    const Tensor dw = conv2d_backward_weight(g, x, c.w, p).contiguous();
+    auto loss = [&] { return sum(conv2d(x, w, Tensor(), p).to(kF64) * g.to(kF64)).item(); };
+    const float eps = 0.25f;
+    for (Tensor* t : {&x, &w}) {
+      const Tensor& grad = t == &x ? dx : dw;
+      float* data = t->data<float>();
+      for (int64_t i = 0; i < t->numel(); i += std::max<int64_t>(1, t->numel() / 7)) {
+        const float keep = data[i];
+        data[i] = keep + eps;
+        const double up = loss();
+        data[i] = keep - eps;
+        const double down = loss();
+        data[i] = keep;
+        const double fd = (up - down) / (2 * eps);
+        const double analytic = grad.data<float>()[i];
+        EXPECT_NEAR(fd, analytic, 2e-3 * (1 + std::abs(analytic)))
+            << c.name << (t == &x ? " dx[" : " dw[") << i << "]";
+      }
+    }
+  }
+}
+
+// Same inputs, same thread count: the same bits, whichever path runs (DESIGN.md: same seed,
+// same world size, bitwise-identical runs).
+TEST(ConvPaths, RepeatedRunsGiveTheSameBits) {
+  manual_seed(7);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const Case& c : cases()) {
+      const Conv2dParams p = params(c);
+      const Tensor x = randn(c.x), w = randn(c.w);
+      const Tensor g = randn(conv2d(x, w, Tensor(), p).shape());
+      auto all = [&] {
+        std::vector<float> v = conv2d(x, w, Tensor(), p).to_vector<float>();
+        for (const Tensor& t : {conv2d_backward_input(g, w, c.x, p),
+                                conv2d_backward_weight(g, x, c.w, p)}) {
+          const std::vector<float> more = t.to_vector<float>();
+          v.insert(v.end(), more.begin(), more.end());
+        }
+        return v;
+      };
+      const std::vector<float> first = all();
+      EXPECT_EQ(first, all()) << c.name << ", " << threads << " threads";
+    }
+  }
+  set_num_threads(1);
+}
+
+TEST(ConvPaths, SmallBatchWeightGradientDoesNotDependOnTheThreadCount) {
+  manual_seed(5);
+  for (int64_t n : {1, 3, 8, 11}) {
+    Conv2dParams p;
+    p.padding = {1, 1};
+    for (int64_t stride : {1, 2}) {
+      p.stride = {stride, stride};
+      const Tensor x = randn({n, 24, 9, 11}), w = randn({40, 24, 3, 3});
+      const Tensor g = randn(conv2d(x, w, Tensor(), p).shape());
+      set_num_threads(1);
+      const std::vector<float> one =
+          conv2d_backward_weight(g, x, w.shape(), p).to_vector<float>();
+      set_num_threads(2);
+      const std::vector<float> two =
+          conv2d_backward_weight(g, x, w.shape(), p).to_vector<float>();
+      EXPECT_EQ(one, two) << "batch " << n << " stride " << stride;
+    }
+  }
+  set_num_threads(1);
+}
+
+TEST(ConvPaths, SmallBatchBatchNormDoesNotDependOnTheThreadCount) {
+  manual_seed(6);
+  for (int64_t n : {1, 8}) {
+    const Tensor x = randn({n, 21, 7, 5}), g = randn({n, 21, 7, 5});
+    const Tensor w = randn({21}), b = randn({21});
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const Tensor rm = zeros({21}), rv = ones({21});
+      const BatchNormResult r = batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+      const BatchNormGrads d = batch_norm_backward(g, x, w, r.mean, r.invstd, true, true, true);
+      std::vector<float> all = r.output.to_vector<float>();
+      for (const Tensor& t : {d.input, d.weight, d.bias, rm, rv}) {
+        const std::vector<float> v = t.to_vector<float>();
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      runs.push_back(all);
+    }
+    EXPECT_EQ(runs[0], runs[1]) << "batch " << n;
+  }
+  set_num_threads(1);
+}
+
+// Equal values (ReLU's zeros before the stem's pool): the first in row-major order wins, and a
+// NaN wins over numbers (the first NaN if several), as in PyTorch.
+TEST(ConvPaths, MaxPoolTiesAndNaNs) {
+  Pool2dParams p;
+  p.kernel = {3, 3};
+  p.stride = {2, 2};
+  p.padding = {1, 1};
+  const Tensor zeros_in = zeros({1, 1, 4, 4});
+  const auto [y0, i0] = max_pool2d_with_indices(zeros_in, p);
+  EXPECT_EQ(i0.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 4, 5}));
+  EXPECT_EQ(y0.to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  std::vector<float> v(16, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  v[5] = nan;   // in all four windows
+  v[15] = nan;  // only in the last, after v[5]
+  v[10] = 7.0f;
+  const auto [y1, i1] = max_pool2d_with_indices(from_vector<float>(v, {1, 1, 4, 4}), p);
+  EXPECT_EQ(i1.to_vector<int64_t>(), (std::vector<int64_t>{5, 5, 5, 5}));
+  EXPECT_TRUE(std::isnan(y1.to_vector<float>()[3]));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,71 @@
+#!/bin/bash
+# tessera against PyTorch eager on the ImageNet-style ResNets' training step (issue 15),
+# alternately in one run: for each round, model and thread count, train_bench then
+# pytorch_cpu_reference.py on the same step, then the ratio of the medians (tessera / PyTorch:
+# below 1 means tessera is faster). The machine is shared, so only figures taken side by side
+# like this compare fairly; the load average is printed with each round.
+#
+#   tools/bench/side_by_side.sh [--models=resnet18,resnet50] [--threads=1,2] [--steps=10]
+#                               [--rounds=2] [--tessera=path/to/train_bench]
+#                               [--baseline=path/to/an/older/train_bench]
+#
+# Builds //tools/bench:train_bench with --config=native unless --tessera names a binary.
+# --baseline adds a third contender (say, the train_bench of the commit before a change), timed
+# in the same rounds, with its own ratio to PyTorch.
+# Needs python3-torch and python3-torchvision (apt-get install python3-torchvision).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline=
+for arg in "$@"; do
+  case "$arg" in
+    --models=*) models=${arg#*=} ;;
+    --threads=*) threads=${arg#*=} ;;
+    --steps=*) steps=${arg#*=} ;;
+    --rounds=*) rounds=${arg#*=} ;;
+    --tessera=*) tessera=${arg#*=} ;;
+    --baseline=*) baseline=${arg#*=} ;;
+    *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
+  esac
+done
+if [[ -z "$tessera" ]]; then
+  bazel build -c opt --config=native //tools/bench:train_bench >&2
+  tessera=bazel-bin/tools/bench/train_bench
+fi
+# Debian's torch is for Debian's python, not for any other python3 earlier on PATH.
+python=/usr/bin/python3
+"$python" -c 'import torch, torchvision' 2>/dev/null || {
+  echo "side_by_side.sh: $python cannot import torch and torchvision;" \
+       "---> HINT: apt-get install python3-torch python3-torchvision" >&2
+  exit 1
+}
+
+grep -m1 'model name' /proc/cpuinfo
+# One timing: "median min" of the last line of a train_bench-format table.
+median_min() { tail -1 | awk '{print $4, $5}'; }
+ratio() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
+printf '%-9s %-7s %5s | %-20s | %-20s | %-7s' model threads round "tessera median (min)" \
+  "PyTorch median (min)" "ratio"
+[[ -n "$baseline" ]] && printf ' | %-20s | %s' "baseline median (min)" "ratio"
+echo
+for ((round = 1; round <= rounds; round++)); do
+  echo "# round $round, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for model in ${models//,/ }; do
+    for t in ${threads//,/ }; do
+      read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" |
+        median_min)
+      read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
+        --models="$model" --threads="$t" --steps="$steps" | median_min)
+      printf '%-9s %-7s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$round" \
+        "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
+      if [[ -n "$baseline" ]]; then
+        read -r base_med base_min < <("$baseline" --models="$model" --threads="$t" \
+          --steps="$steps" | median_min)
+        printf ' | %9.1f (%8.1f) | %s' "$base_med" "$base_min" "$(ratio "$base_med" "$their_med")"
+      fi
+      echo
+    done
+  done
+done
+echo "# ratio: tessera (or baseline) median / PyTorch median; below 1, tessera is faster." \
+  "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
