@@ -35,8 +35,8 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
   --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
   --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
-  --deferred-batch-norm=true|false (false: BatchNorm's running statistics once per batch from
-            all its micro-batches, not once per micro-batch)
+  --deferred-batch-norm=true|false (false; true: BatchNorm's running statistics updated once
+            per batch from all its micro-batches instead of once per micro-batch)
   --dp-strategy=ddp|zero1 (ddp: each stage's gradients averaged over its replicas after the
             batch; zero1: a ZeRO-1 optimizer over the stage's replicas shards its state)
   checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
