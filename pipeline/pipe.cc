@@ -116,6 +116,21 @@ std::vector<Variable> Pipe::parameters() const {
   return out;
 }
 
+std::vector<int64_t> Pipe::parameter_indices() const {
+  // Parts are consecutive slices of the model, so part p's parameters follow those of parts
+  // 0..p-1; this rank's chunks are parts s, s+K, s+2K, ...
+  std::vector<int64_t> out;
+  int64_t first = 0;
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const int64_t count = static_cast<int64_t>(parts_[p]->parameters().size());
+    if (static_cast<int>(p % stages_) == stage_) {
+      for (int64_t i = 0; i < count; ++i) out.push_back(first + i);
+    }
+    first += count;
+  }
+  return out;
+}
+
 double Pipe::train_step(const Tensor& input, const Tensor& target) {
   const std::vector<Microbatch> microbatches =
       split_microbatches(input, target, options_.microbatches());

@@ -114,7 +114,12 @@ class Pipe {
 
   // This rank's parameters (its chunks', in order): what its optimizer steps.
   std::vector<Variable> parameters() const;
+  // Where each of parameters() sits in the whole model's parameters(): the numbering an
+  // unpipelined optimizer's state uses (optimizer_state.h). Increasing; identical across the
+  // ranks of a stage.
+  std::vector<int64_t> parameter_indices() const;
   const std::vector<std::shared_ptr<nn::Sequential>>& chunks() const { return chunks_; }
+  const std::shared_ptr<dist::ProcessGroup>& pipeline_group() const { return group_; }
   int stage() const { return stage_; }
   int stages() const { return stages_; }
   ScheduleKind schedule() const { return schedule_; }

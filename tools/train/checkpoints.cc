@@ -25,13 +25,13 @@ std::optional<StartingPoint> resume(const RunContext& run, optim::LRScheduler* s
     return std::nullopt;
   }
   run.strategy.load_model_state(run.model, ckpt);
-  // A pipeline's optimizer state is split over its stages; its checkpoints hold none.
+  // ZeRO-3's optimizer state is split over the ranks' shards; its checkpoints hold none.
   const bool load_optimizer = !ckpt.optimizer.empty() && run.strategy.checkpoints_optimizer();
   if (load_optimizer) run.strategy.load_optimizer_state(ckpt);
   if (run.lead && !load_optimizer) {
     std::printf("%s: the optimizer starts fresh (%s)\n", file.c_str(),
                 ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
-                                       : "its state is per pipeline stage or ZeRO-3 shard");
+                                       : "under --strategy=zero3 its state stays per shard");
   }
   run.precision.load_checkpoint_metadata(ckpt.metadata);
   default_generator().set_state(ckpt.progress.rng);

@@ -12,6 +12,7 @@
 #include "dist/zero/zero_optimizer.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "pipeline/optimizer_state.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
 #include "tensor/ops.h"
@@ -213,7 +214,16 @@ class Pipeline : public Strategy {
             {"pipeline", topology_.pipeline_group().get()},
             {"data-parallel", topology_.data_parallel_group().get()}};
   }
-  bool checkpoints_optimizer() const override { return false; }
+  // Collective over the pipeline group (and, for ZeRO-1, the data-parallel group): every
+  // stage's optimizer state, renumbered into the unpipelined model's (optimizer_state.h).
+  StateDict optimizer_state() override {
+    return pipeline::gather_optimizer_state(*pipe_, opt_->state_dict());
+  }
+  void load_optimizer_state(const Checkpoint& checkpoint) override {
+    Checkpoint stage = checkpoint;
+    stage.optimizer = pipeline::slice_optimizer_state(*pipe_, checkpoint.optimizer);
+    tessera::load_optimizer_state(stage, *opt_);
+  }
   std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
 
   void report(JsonObject& summary, bool lead) override {

@@ -72,8 +72,8 @@ class Strategy {
   virtual void load_model_state(nn::Module& model, const Checkpoint& checkpoint) {
     tessera::load_model_state(checkpoint, model);  // names, shapes and dtype kinds checked
   }
-  // Whether checkpoints carry the optimizer's state (a pipeline's is split over its stages,
-  // ZeRO-3's over the ranks' shards).
+  // Whether checkpoints carry the optimizer's state (ZeRO-3's stays split over the ranks'
+  // shards; a pipeline gathers its stages' into the unsplit model's format).
   virtual bool checkpoints_optimizer() const { return true; }
   // Collective. The optimizer's state as a checkpoint holds it (the unsplit model's format), and
   // its inverse, on every rank.
