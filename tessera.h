@@ -54,6 +54,7 @@
 #include "dist/module_sync.h"
 #include "dist/process_group.h"
 #include "dist/reduce_scalar.h"
+#include "dist/state_dict_gather.h"
 #include "dist/tensor_parallel/class_parallel_cross_entropy.h"
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/parallel_region.h"
@@ -65,6 +66,7 @@
 #include "dist/zero/zero_optimizer.h"
 
 // Pipeline parallelism: Pipe (GPipe, 1F1B, interleaved 1F1B), schedules and their validator.
+#include "pipeline/optimizer_state.h"
 #include "pipeline/pipe.h"
 #include "pipeline/schedule_grid.h"
 
