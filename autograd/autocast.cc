@@ -35,10 +35,11 @@ constexpr PolicyEntry kPolicyTable[] = {
     {"var", CastPolicy::kF32},
     {"softmax", CastPolicy::kF32},
     {"log_softmax", CastPolicy::kF32},
-    {"batch_norm", CastPolicy::kF32},
     {"cross_entropy", CastPolicy::kF32},
     {"nll_loss", CastPolicy::kF32},
     {"mse_loss", CastPolicy::kF32},
+    // f32 statistics: normalization over long sums, in the input's dtype (autocast.h)
+    {"batch_norm", CastPolicy::kF32Statistics},
     // promote: ops combining several tensors run in the widest input dtype
     {"add", CastPolicy::kPromote},
     {"sub", CastPolicy::kPromote},
@@ -183,6 +184,7 @@ void autocast_inputs(const char* op, Variable* inputs, size_t n) {
   DType target = kF32;
   switch (autocast_policy(op)) {
     case CastPolicy::kNone:
+    case CastPolicy::kF32Statistics:  // the op computes in f32 whatever the input's dtype
       return;
     case CastPolicy::kLowerPrecision:
       target = s.dtype;

@@ -5,11 +5,18 @@
 //
 //   lower precision   conv2d, linear, matmul          -> f16 / bf16 (the guard's dtype)
 //   f32               softmax, log_softmax, losses,   -> f32 (range and accuracy matter:
-//                     exp, log, pow, sum, mean, var,        exponentials, long sums)
-//                     batch_norm
+//                     exp, log, pow, sum, mean, var         exponentials, long sums)
+//   f32 statistics    batch_norm                      -> the input keeps its dtype; mean,
+//                                                        variance, the normalization and the
+//                                                        f32 parameters' gradients in f32, the
+//                                                        output in the input's dtype
 //   promote           add, sub, mul, div, maximum,    -> the widest floating input dtype
 //                     minimum, where, cat             (f16 with f32 gives f32)
 //   (not listed)      relu, pooling, views, ...       -> run in whatever dtype arrives
+//
+// Batch norm is PyTorch's and cuDNN's mixed kind: its long sums are f32, but casting its input
+// and output to f32 would double the bytes a ResNet keeps for backward (the convolution's
+// output, batch norm's, ReLU's) instead of halving them.
 //
 // The casts are differentiable (to(Variable, DType)), so the gradient of an f32 parameter used
 // by an f16 matmul comes back through the cast and reaches the parameter in f32. f64 inputs are
@@ -47,6 +54,7 @@ namespace tessera {
 enum class CastPolicy {
   kLowerPrecision,  // cast to the guard's dtype (f16 or bf16)
   kF32,             // cast to f32
+  kF32Statistics,   // no cast: the op keeps the input's dtype and computes in f32 inside
   kPromote,         // cast to the widest of the inputs' dtypes
   kNone,            // leave as they are (ops not in the table)
 };

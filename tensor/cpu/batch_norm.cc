@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/cpu/simd_vec.h"
@@ -113,13 +114,23 @@ void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Ten
         d,
         [&](int64_t i, int64_t c, double* s1, double* s2) {
           const scalar_t* row = px + (i * d.c + c) * d.s;
-          add_row_sums<scalar_t, C>(
-              d.s, [&](int64_t j, auto like) { return load_as<C>(row + j, like); },
-              [&](int64_t j, auto like) {
-                const auto v = load_as<C>(row + j, like);
-                return v * v;
-              },
-              s1, s2);
+          const auto square = [](auto v) { return v * v; };
+          if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+            // Widened a block at a time (bf16_block.h), then the f32 vector sums.
+            float buf[kBf16Block];
+            for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
+              const int64_t m = std::min(kBf16Block, d.s - j0);
+              widen(row + j0, buf, m);
+              add_row_sums<float, float>(
+                  m, [&](int64_t j, auto like) { return load_as<float>(buf + j, like); },
+                  [&](int64_t j, auto like) { return square(load_as<float>(buf + j, like)); },
+                  s1, s2);
+            }
+          } else {
+            add_row_sums<scalar_t, C>(
+                d.s, [&](int64_t j, auto like) { return load_as<C>(row + j, like); },
+                [&](int64_t j, auto like) { return square(load_as<C>(row + j, like)); }, s1, s2);
+          }
         },
         &sum, &sum_sq);
     for (int64_t c = 0; c < d.c; ++c) {
@@ -149,6 +160,16 @@ void CpuBackend::batch_norm_apply(const Tensor& x, const Tensor& mean, const Ten
         const S shift = (pb ? pb[c] : S(0)) - pm[c] * scale;
         const scalar_t* row = px + t * d.s;
         scalar_t* dst = py + t * d.s;
+        if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+          float buf[kBf16Block];
+          for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
+            const int64_t m = std::min(kBf16Block, d.s - j0);
+            widen(row + j0, buf, m);
+            for (int64_t j = 0; j < m; ++j) buf[j] = buf[j] * scale + shift;
+            narrow(buf, dst + j0, m);
+          }
+          continue;
+        }
         for (int64_t j = 0; j < d.s; ++j) dst[j] = scalar_t(S(row[j]) * scale + shift);
       }
     });
@@ -175,6 +196,21 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
           const C m = C(pm[c]);
           const scalar_t* xr = px + (i * d.c + c) * d.s;
           const scalar_t* gr = pg + (i * d.c + c) * d.s;
+          if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+            float xb[kBf16Block], gb[kBf16Block];
+            for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
+              const int64_t n = std::min(kBf16Block, d.s - j0);
+              widen(xr + j0, xb, n);
+              widen(gr + j0, gb, n);
+              add_row_sums<float, float>(
+                  n, [&](int64_t j, auto like) { return load_as<float>(gb + j, like); },
+                  [&](int64_t j, auto like) {
+                    return load_as<float>(gb + j, like) * (load_as<float>(xb + j, like) - m);
+                  },
+                  sg, sgx);
+            }
+            return;
+          }
           add_row_sums<scalar_t, C>(
               d.s, [&](int64_t j, auto like) { return load_as<C>(gr + j, like); },
               [&](int64_t j, auto like) {
@@ -210,6 +246,17 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
         const S k = w * pi[c];
         const S mean_g = S(sum_g[c] / count);
         const S proj = S(sum_gxhat[c] / count) * pi[c];  // multiplies (x - mean)
+        if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+          float xb[kBf16Block], gb[kBf16Block];
+          for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
+            const int64_t m = std::min(kBf16Block, d.s - j0);
+            widen(xr + j0, xb, m);
+            widen(gr + j0, gb, m);
+            for (int64_t j = 0; j < m; ++j) gb[j] = k * (gb[j] - mean_g - (xb[j] - pm[c]) * proj);
+            narrow(gb, dr + j0, m);
+          }
+          continue;
+        }
         for (int64_t j = 0; j < d.s; ++j) {
           const S g = static_cast<S>(static_cast<C>(gr[j]));
           const S centered = static_cast<S>(static_cast<C>(xr[j])) - pm[c];

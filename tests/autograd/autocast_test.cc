@@ -61,9 +61,33 @@ TEST_P(AutocastDtypes, F32Ops) {
   EXPECT_EQ(cross_entropy(h, target).dtype(), kF32);
   EXPECT_EQ(nll_loss(h, target).dtype(), kF32);
   EXPECT_EQ(mse_loss(h, input({4, 5}, 12, low)).dtype(), kF32);
-  const Variable img = input({2, 3, 4, 4}, 13, low);
-  const Tensor rm = zeros({3}), rv = ones({3});
-  EXPECT_EQ(batch_norm(img, param({3}, 14), param({3}, 15), rm, rv, true).dtype(), kF32);
+}
+
+// Batch norm keeps the input's dtype (so a ResNet's saved activations halve) and computes in
+// f32: its running statistics and its parameters' gradients stay f32, and its output equals
+// the f32 computation on the same (low-precision) input, rounded once to the low dtype.
+TEST_P(AutocastDtypes, BatchNormComputesInF32AndKeepsTheInputDtype) {
+  const DType low = GetParam();
+  const Variable img = param({4, 3, 5, 5}, 13, low);
+  const Variable w = param({3}, 14), b = param({3}, 15);
+  Tensor rm = zeros({3}), rv = ones({3});
+  Variable y;
+  {
+    AutocastGuard autocast(low);
+    y = batch_norm(img, w, b, rm, rv, true);
+  }
+  EXPECT_EQ(y.dtype(), low);
+  EXPECT_EQ(rm.dtype(), kF32);
+  Tensor rm32 = zeros({3}), rv32 = ones({3});
+  const Variable img32 = Variable(img.data().to(kF32), true);
+  const Variable y32 = batch_norm(img32, w, b, rm32, rv32, true);
+  EXPECT_EQ(max_abs_diff(y.data().to(kF32), y32.data().to(low).to(kF32)), 0);
+  EXPECT_LT(max_abs_diff(rm, rm32), 1e-6);
+  EXPECT_LT(max_abs_diff(rv, rv32), 1e-6);
+  sum(to(y, kF32)).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), kF32);
+  EXPECT_EQ(img.grad().dtype(), low);
 }
 
 TEST_P(AutocastDtypes, PromoteAndPassThrough) {

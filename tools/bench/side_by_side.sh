@@ -7,7 +7,10 @@
 #
 #   tools/bench/side_by_side.sh [--models=resnet18,resnet50] [--threads=1,2] [--steps=10]
 #                               [--rounds=2] [--tessera=path/to/train_bench]
-#                               [--baseline=path/to/an/older/train_bench]
+#                               [--baseline=path/to/an/older/train_bench] [--amp=off,bf16]
+#
+# --amp: f32 (off) and/or bf16 autocast, each timed in every round on both sides (issue 12:
+# bf16 against f32 in one run); the models may include resnet20 (batch 128, 1x28x28).
 #
 # Builds //tools/bench:train_bench with --config=native unless --tessera names a binary.
 # --baseline adds a third contender (say, the train_bench of the commit before a change), timed
@@ -16,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline=
+models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline= amps=off
 for arg in "$@"; do
   case "$arg" in
     --models=*) models=${arg#*=} ;;
@@ -25,6 +28,7 @@ for arg in "$@"; do
     --rounds=*) rounds=${arg#*=} ;;
     --tessera=*) tessera=${arg#*=} ;;
     --baseline=*) baseline=${arg#*=} ;;
+    --amp=*) amps=${arg#*=} ;;
     *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -44,26 +48,31 @@ grep -m1 'model name' /proc/cpuinfo
 # One timing: "median min" of the last line of a train_bench-format table.
 median_min() { tail -1 | awk '{print $4, $5}'; }
 ratio() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
-printf '%-9s %-7s %5s | %-20s | %-20s | %-7s' model threads round "tessera median (min)" \
-  "PyTorch median (min)" "ratio"
+printf '%-9s %-7s %-4s %5s | %-20s | %-20s | %-7s' model threads amp round \
+  "tessera median (min)" "PyTorch median (min)" "ratio"
 [[ -n "$baseline" ]] && printf ' | %-20s | %s' "baseline median (min)" "ratio"
 echo
 for ((round = 1; round <= rounds; round++)); do
   echo "# round $round, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
   for model in ${models//,/ }; do
     for t in ${threads//,/ }; do
-      read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" |
-        median_min)
-      read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
-        --models="$model" --threads="$t" --steps="$steps" | median_min)
-      printf '%-9s %-7s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$round" \
-        "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
-      if [[ -n "$baseline" ]]; then
-        read -r base_med base_min < <("$baseline" --models="$model" --threads="$t" \
-          --steps="$steps" | median_min)
-        printf ' | %9.1f (%8.1f) | %s' "$base_med" "$base_min" "$(ratio "$base_med" "$their_med")"
-      fi
-      echo
+      for amp in ${amps//,/ }; do
+        # An older baseline binary may not know --amp: pass it only when it is not "off".
+        amp_flag=()
+        [[ "$amp" != off ]] && amp_flag=(--amp="$amp")
+        read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" \
+          "${amp_flag[@]}" | median_min)
+        read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
+          --models="$model" --threads="$t" --steps="$steps" --amp="$amp" | median_min)
+        printf '%-9s %-7s %-4s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$amp" \
+          "$round" "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
+        if [[ -n "$baseline" ]]; then
+          read -r base_med base_min < <("$baseline" --models="$model" --threads="$t" \
+            --steps="$steps" "${amp_flag[@]}" | median_min)
+          printf ' | %9.1f (%8.1f) | %s' "$base_med" "$base_min" "$(ratio "$base_med" "$their_med")"
+        fi
+        echo
+      done
     done
   done
 done

@@ -1,0 +1,181 @@
+// Pipeline bubble benchmark (issue 11): the fraction of a step each stage spends not computing,
+// measured from the executor's timestamps (StageStats: 1 - busy / step), beside the formula
+// (K-1)/(vM+K-1), for GPipe, 1F1B and interleaved 1F1B over M = 1, 2, 4, 8, 16.
+//
+//   bazel build -c opt --config=native //tools/bench:pipeline_bench
+//   mpirun -np 2 --bind-to core bazel-bin/tools/bench/pipeline_bench [--width=1024 --layers=8
+//       --batch=1024 --steps=5 --microbatches=1,2,4,8,16 --schedules=gpipe,1f1b,interleaved
+//       --balance=uniform|params|time|a,b --breakdown]
+//
+// The model is balanced by construction: `layers` identical Linear(width, width) + ReLU
+// blocks, cut uniformly (or --balance=time: torchgpipe's balance_by_time), so every stage (and,
+// interleaved, every chunk) computes about the same; the last stage adds the loss. One thread per rank, one rank per core. The formula assumes
+// free messages and equal stages, so what the measurement adds above it is the cost of the
+// messages (each micro-batch's activation and gradient, batch/M x width floats) and of any
+// imbalance; a wider model or a larger batch makes both relatively smaller.
+//
+// Printed per (schedule, M): the theory, each stage's median idle fraction over the timed
+// steps, their mean, and the relative excess of the mean over the theory. --breakdown adds,
+// per stage and for the last step, where its time went (Pipe::trace()'s spans, ms): compute
+// (forwards and backwards), waiting in receives, posting sends, and the rest (between spans).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "autograd/functions.h"
+#include "dist/environment.h"
+#include "nn/nn.h"
+#include "pipeline/pipe.h"
+#include "pipeline/schedule.h"
+#include "pipeline/trace.h"
+#include "tensor/ops.h"
+#include "tensor/parallel.h"
+
+using namespace tessera;
+
+namespace {
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+constexpr int kFields = 6;  // per stage: idle, step ms, compute, recv, send, rest (ms)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
+  manual_seed(0);
+  auto m = std::make_shared<nn::Sequential>();
+  for (int i = 0; i < layers; ++i) {
+    auto block = std::make_shared<nn::Sequential>();
+    block->push_back(std::make_shared<nn::Linear>(width, width));
+    block->push_back(std::make_shared<nn::ReLU>());
+    m->push_back(block);
+  }
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto world = dist::init(&argc, &argv);
+  int64_t width = 1024, batch = 1024;
+  int layers = 8, steps = 5;
+  std::string microbatches = "1,2,4,8,16", schedules = "gpipe,1f1b,interleaved";
+  bool breakdown = false;
+  std::string balance = "uniform";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&](const char* flag) {
+      return a.compare(0, std::strlen(flag), flag) == 0 ? a.substr(std::strlen(flag)) : std::string();
+    };
+    if (!value("--width=").empty()) {
+      width = std::stoll(value("--width="));
+    } else if (!value("--batch=").empty()) {
+      batch = std::stoll(value("--batch="));
+    } else if (!value("--layers=").empty()) {
+      layers = std::stoi(value("--layers="));
+    } else if (!value("--steps=").empty()) {
+      steps = std::max(1, std::stoi(value("--steps=")));
+    } else if (!value("--microbatches=").empty()) {
+      microbatches = value("--microbatches=");
+    } else if (!value("--schedules=").empty()) {
+      schedules = value("--schedules=");
+    } else if (!value("--balance=").empty()) {
+      balance = value("--balance=");
+    } else if (a == "--breakdown") {
+      breakdown = true;
+    } else {
+      if (world->rank() == 0) {
+        std::fprintf(stderr, "pipeline_bench: unknown flag %s (--width=N --layers=N --batch=N "
+                     "--steps=N --microbatches=1,2,4 --schedules=gpipe,1f1b,interleaved)\n", argv[i]);
+      }
+      return 2;
+    }
+  }
+  set_num_threads(1);
+  const int K = world->size();
+  if (world->rank() == 0) {
+    std::printf("pipeline_bench: K = %d stages (one rank each, 1 thread), %d x Linear(%lld) + "
+                "ReLU, batch %lld, median of %d steps\n", K, layers,
+                static_cast<long long>(width), static_cast<long long>(batch), steps);
+    std::printf("%-12s %4s %8s %10s", "schedule", "M", "theory", "measured");
+    for (int s = 0; s < K; ++s) std::printf("   stage %d", s);
+    std::printf(" %8s %10s\n", "excess", "step ms");
+  }
+  Generator g(1);
+  const Tensor x = randn({batch, width}, kF32, &g);
+  const Tensor y = argmax(x.narrow(1, 0, 10), 1);
+  for (const std::string& schedule : split(schedules)) {
+    const int v = schedule == "interleaved" ? 2 : 1;
+    for (const std::string& m_text : split(microbatches)) {
+      const int M = std::stoi(m_text);
+      if (schedule == "interleaved" && M % K != 0) continue;  // it needs a multiple of K
+      pipeline::Pipe pipe(model(width, layers), world,
+                          [](const Variable& out, const Tensor& target) {
+                            return cross_entropy(out, target);
+                          },
+                          pipeline::PipeOptions()
+                              .microbatches(M)
+                              .schedule(schedule)
+                              .chunks_per_rank(v)
+                              .balance(balance)
+                              .sample(x.narrow(0, 0, (batch + M - 1) / M)));
+      std::vector<double> idle, step_ms;
+      for (int i = 0; i < steps + 1; ++i) {
+        for (const Variable& p : pipe.parameters()) p.zero_grad();
+        pipe.train_step(x, y);
+        if (i == 0) continue;  // warm-up
+        idle.push_back(pipe.stats().idle_fraction());
+        step_ms.push_back(pipe.stats().step_seconds * 1e3);
+      }
+      // The last step's time by kind of span: compute, recv, send, the rest.
+      double compute = 0, recv = 0, send = 0;
+      for (const pipeline::Span& span : pipe.trace()) {
+        const double ms = (span.end - span.start) * 1e3;
+        const std::string category = pipeline::span_category(span);
+        if (category == "forward" || category == "backward") compute += ms;
+        if (category == "recv") recv += ms;
+        if (category == "send") send += ms;
+      }
+      const double rest = pipe.stats().step_seconds * 1e3 - compute - recv - send;
+      Tensor mine = from_vector<double>({median(idle), median(step_ms), compute, recv, send, rest},
+                                        {kFields});
+      Tensor all = empty({kFields * K}, kF64);
+      world->all_gather(mine, all)->wait();
+      if (world->rank() != 0) continue;
+      const std::vector<double> b = all.to_vector<double>();
+      std::vector<double> a;
+      for (int s = 0; s < K; ++s) a.insert(a.end(), {b[kFields * s], b[kFields * s + 1]});
+      double mean = 0, slowest_step = 0;
+      for (int s = 0; s < K; ++s) {
+        mean += a[2 * s] / K;
+        slowest_step = std::max(slowest_step, a[2 * s + 1]);
+      }
+      const double theory = pipeline::bubble_fraction(K, M, v);
+      std::printf("%-12s %4d %8.3f %10.3f", schedule.c_str(), M, theory, mean);
+      for (int s = 0; s < K; ++s) std::printf(" %9.3f", a[2 * s]);
+      std::printf(" %+7.0f%% %10.1f\n", 100.0 * (mean - theory) / theory, slowest_step);
+      if (breakdown) {
+        for (int s = 0; s < K; ++s) {
+          std::printf("    stage %d, last step (ms): compute %.1f, recv %.1f, send %.1f, rest %.1f\n", s,
+                      b[kFields * s + 2], b[kFields * s + 3], b[kFields * s + 4], b[kFields * s + 5]);
+        }
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
