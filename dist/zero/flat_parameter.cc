@@ -124,7 +124,9 @@ void FlatParameter::finish_reduce_scatter() {
   work_ = nullptr;
   const Tensor part = reduced_.to(shard_.dtype());
   if (!shard_.grad().defined()) {
-    shard_.set_grad(part.clone());
+    // reduced_ is dropped below and nothing else holds its storage (the finished work has
+    // released it), so the gradient takes it over: no second shard-sized buffer in backward.
+    shard_.set_grad(part);
   } else {
     Tensor g = shard_.grad();
     add_(g, part);
