@@ -80,6 +80,7 @@ void write_index(const CheckpointIndex& index) {
   Metadata m;
   m["format"] = kFormat;
   m["strategy"] = index.strategy;
+  for (const auto& [key, value] : index.extra) m["extra." + key] = value;
   t.set("id", i64_tensor({index.id}, {1}));
   std::vector<int64_t> vectors, params, files;
   for (size_t v = 0; v < index.vectors.size(); ++v) {
@@ -212,6 +213,9 @@ CheckpointIndex read_index(const std::string& dir) {
   }
   index.param_groups = file.tensors.with_prefix_removed("optimizer.");
   index.buffers = file.tensors.with_prefix_removed("model.");
+  for (const auto& [key, value] : file.metadata) {
+    if (key.compare(0, 6, "extra.") == 0) index.extra[key.substr(6)] = value;
+  }
   return index;
 }
 

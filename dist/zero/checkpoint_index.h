@@ -67,6 +67,9 @@ struct CheckpointIndex {
   StateDict param_groups;  // "param_groups.G.NAME"
   StateDict buffers;       // the model's buffers (BatchNorm statistics), under their names
   TrainingProgress progress;
+  // The caller's own strings (the train tool: its loss scaler's state, the model's name), as a
+  // full checkpoint's metadata carries them; "extra.KEY" entries of the index's metadata.
+  Metadata extra;
 
   int world_size() const { return static_cast<int>(files.size()); }
   // nullptr when absent.

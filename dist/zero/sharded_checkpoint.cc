@@ -102,12 +102,13 @@ int64_t random_id() {
 void write_sharded(const std::string& dir, const std::string& strategy,
                    std::vector<SavedVector> vectors, const optim::Optimizer* optimizer,
                    const StateDict& buffers, const TrainingProgress& progress,
-                   ProcessGroup& group) {
+                   const Metadata& extra, ProcessGroup& group) {
   const int N = group.size(), r = group.rank();
   CheckpointIndex index;
   index.dir = dir;
   index.strategy = strategy;
   index.progress = progress;
+  index.extra = extra;
   index.buffers = buffers;
   index.has_optimizer = optimizer != nullptr;
   if (optimizer != nullptr) index.param_groups = param_groups_of(*optimizer);
@@ -181,6 +182,7 @@ std::unique_ptr<Source> open_full(const std::string& path, const std::vector<std
   index.strategy = "full";
   index.has_optimizer = c.has_optimizer;
   index.progress = c.progress;
+  index.extra = c.metadata;
   index.files.assign(1, {});
   StateDict memory;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -352,7 +354,7 @@ std::vector<std::string> names_of(const std::vector<std::pair<std::string, Varia
 
 void save_sharded_checkpoint(const std::string& dir, const nn::Module& model,
                              const ZeroRedundancyOptimizer& optimizer,
-                             const TrainingProgress& progress) {
+                             const TrainingProgress& progress, const Metadata& extra) {
   NoGradGuard no_grad;
   const char* who = "save_sharded_checkpoint";
   ProcessGroup& group = optimizer.group();
@@ -378,11 +380,11 @@ void save_sharded_checkpoint(const std::string& dir, const nn::Module& model,
   std::vector<SavedVector> vectors;
   vectors.push_back(std::move(s));
   write_sharded(dir, "zero" + std::to_string(optimizer.stage()), std::move(vectors), &optimizer,
-                buffers_of(model), progress, group);
+                buffers_of(model), progress, extra, group);
 }
 
 TrainingProgress load_sharded_checkpoint(const std::string& source_path, nn::Module& model,
-                                         optim::Optimizer* optimizer) {
+                                         optim::Optimizer* optimizer, Metadata* extra) {
   NoGradGuard no_grad;
   auto* zero = dynamic_cast<ZeroRedundancyOptimizer*>(optimizer);
   TrainingProgress progress;
@@ -394,6 +396,7 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path, nn::Mod
     check_layout(source->index, expected);
     load_model(*source, model);
     progress = source->index.progress;
+    if (extra != nullptr) *extra = source->index.extra;
     if (optimizer == nullptr) return;
     const char* who = "load_sharded_checkpoint";
     if (zero == nullptr) {
@@ -463,7 +466,8 @@ void check_fsdp_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer
 }  // namespace
 
 void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& fsdp,
-                             const optim::Optimizer* optimizer, const TrainingProgress& progress) {
+                             const optim::Optimizer* optimizer, const TrainingProgress& progress,
+                             const Metadata& extra) {
   NoGradGuard no_grad;
   const char* who = "save_sharded_checkpoint";
   if (optimizer != nullptr) check_fsdp_optimizer(fsdp, *optimizer, who);
@@ -487,12 +491,12 @@ void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& f
     vectors.push_back(std::move(s));
   }
   write_sharded(dir, "zero3", std::move(vectors), optimizer, buffers_of(fsdp.module()), progress,
-                group);
+                extra, group);
 }
 
 TrainingProgress load_sharded_checkpoint(const std::string& source_path,
                                          FullyShardedDataParallel& fsdp,
-                                         optim::Optimizer* optimizer) {
+                                         optim::Optimizer* optimizer, Metadata* extra) {
   NoGradGuard no_grad;
   const char* who = "load_sharded_checkpoint";
   TrainingProgress progress;
@@ -530,6 +534,7 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path,
     }
     if (optimizer != nullptr) load_optimizer(*optimizer, optimizer_state(*source, slots), *source);
     progress = source->index.progress;
+    if (extra != nullptr) *extra = source->index.extra;
   });
   return progress;
 }

@@ -47,13 +47,16 @@ namespace zero {
 
 // Collective over optimizer.group(): ZeRO-1/2. `model` names the parameters (those of the
 // optimizer, under the model's names) and gives the buffers.
+// `extra`: strings of the caller's kept in the index (a full checkpoint's metadata holds the
+// same), returned by the loaders below.
 void save_sharded_checkpoint(const std::string& dir, const nn::Module& model,
                              const ZeroRedundancyOptimizer& optimizer,
-                             const TrainingProgress& progress);
+                             const TrainingProgress& progress, const Metadata& extra = {});
 // Collective over fsdp.group(): ZeRO-3. `optimizer` (may be null) is the ordinary optimizer over
 // fsdp.shard_parameters(), in that order.
 void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& fsdp,
-                             const optim::Optimizer* optimizer, const TrainingProgress& progress);
+                             const optim::Optimizer* optimizer, const TrainingProgress& progress,
+                             const Metadata& extra = {});
 
 // `source` is a sharded checkpoint's directory (written on any world size) or a full checkpoint
 // file (dist/checkpoint.h). Loads the model's parameters and buffers, and the optimizer's state
@@ -62,12 +65,13 @@ void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& f
 // replicated) and its own shard of the state, collectively over the optimizer's group; with an
 // ordinary optimizer (single process, or DDP, whose parameters are in model.named_parameters()
 // order) it reads whole tensors, without communication.
+// `extra` (may be null) receives the saver's strings (a full checkpoint: its metadata).
 TrainingProgress load_sharded_checkpoint(const std::string& source, nn::Module& model,
-                                         optim::Optimizer* optimizer);
+                                         optim::Optimizer* optimizer, Metadata* extra = nullptr);
 // Collective over fsdp.group(): each rank reads its shard of every unit, and the state of
 // `optimizer` (the ordinary optimizer over fsdp.shard_parameters(); may be null).
 TrainingProgress load_sharded_checkpoint(const std::string& source, FullyShardedDataParallel& fsdp,
-                                         optim::Optimizer* optimizer);
+                                         optim::Optimizer* optimizer, Metadata* extra = nullptr);
 
 }  // namespace zero
 }  // namespace dist

@@ -196,6 +196,52 @@ TEST(TrainDistributed, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
       << fourth.output;
 }
 
+// --checkpoint-format=sharded: each rank of a ZeRO-2 run writes its shard (DIR/last-sharded/
+// shard-0000r-of-00002.safetensors, and rank 0 index.safetensors), with fp16's loss scaler in
+// the index. Resumed under ZeRO-2 it ends exactly where the uninterrupted run does, loss scale
+// included; under ZeRO-3 (another sharding of the same state) to float rounding; one process
+// reads it too. A strategy that does not shard refuses the flag, and a pipeline the directory.
+TEST(TrainDistributed, ShardedCheckpointsResumeUnderZeroStagesAndOneProcess) {
+  const std::string base = "--model=mlp --train-limit=2000 --threads=1 --seed=3 --amp=fp16 "
+                           "--loss-scale-window=10 ";
+  const auto whole = run(base + "--epochs=2 --strategy=zero2");
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string expected = last_json_line(whole.output);
+
+  const std::string dir = temp_path("sharded_ckpt");
+  const auto first = run(base + "--epochs=1 --strategy=zero2 --checkpoint-format=sharded "
+                         "--checkpoint-dir=" + dir);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  for (const char* file : {"/last-sharded/index.safetensors",
+                           "/last-sharded/shard-00001-of-00002.safetensors",
+                           "/last-sharded/shard-00002-of-00002.safetensors"}) {
+    EXPECT_TRUE(std::ifstream(dir + file).good()) << dir + file;
+  }
+  for (const char* strategy : {"zero2", "zero3"}) {
+    const auto resumed = run(base + "--epochs=2 --strategy=" + strategy + " --resume=" + dir);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from " + dir + "/last-sharded after epoch 1"),
+              std::string::npos) << resumed.output;
+    const std::string s = last_json_line(resumed.output);
+    EXPECT_NEAR(json_number(s, "train_loss"), json_number(expected, "train_loss"),
+                std::string(strategy) == "zero2" ? 0.0 : 1e-5) << strategy;
+    EXPECT_EQ(json_number(s, "loss_scale"), json_number(expected, "loss_scale")) << strategy;
+  }
+  const auto single = run_single(base + "--epochs=2 --resume=" + dir + "/last-sharded");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_NE(single.output.find("after epoch 1"), std::string::npos) << single.output;
+
+  const auto refused = run(base + "--epochs=1 --strategy=ddp --checkpoint-format=sharded");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--checkpoint-format=sharded writes ZeRO's shards, one file per "
+                                "rank: it needs --strategy=zero1, zero2 or zero3"),
+            std::string::npos) << refused.output;
+  const auto pipeline = run(base + "--epochs=2 --strategy=pipeline --resume=" + dir);
+  EXPECT_NE(pipeline.exit_code, 0);
+  EXPECT_NE(pipeline.output.find("is a sharded (ZeRO) checkpoint"), std::string::npos)
+      << pipeline.output;
+}
+
 // fp16 and bf16 autocast train under DDP, ZeRO-2 and the pipeline: the loss falls from epoch
 // to epoch, and the JSON reports the scale (fp16: dynamic, 2^16 for fewer than 2000 steps;
 // bf16: no scaling, 1) and the skipped steps, identical on every rank by construction.

@@ -116,6 +116,14 @@ void check_combinations(const Config& c) {
     bad("--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2 (got --strategy=" +
         c.strategy + ")");
   }
+  if (c.checkpoint_format == "sharded" &&
+      (c.tensor_parallel > 1 ||
+       (c.strategy != "zero1" && c.strategy != "zero2" && c.strategy != "zero3"))) {
+    bad("--checkpoint-format=sharded writes ZeRO's shards, one file per rank: it needs "
+        "--strategy=zero1, zero2 or zero3 without --tensor-parallel (got --strategy=" +
+        c.strategy + (c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : "") +
+        "); any strategy resumes from a sharded checkpoint");
+  }
   for (const char* flag : {"zero3-wrap", "zero3-prefetch"}) {
     if (c.given.count(flag) != 0 && c.strategy != "zero3") {
       bad(std::string("--") + flag + " needs --strategy=zero3 (got --strategy=" + c.strategy + ")");
@@ -180,6 +188,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"train-limit", std::to_string(c.train_limit)},
           {"synthetic-size", std::to_string(c.synthetic_size)},
           {"checkpointing", c.checkpoint_dir.empty() ? "off" : "on"},
+          {"checkpoint-format", c.checkpoint_format},
           {"resume", c.resume},
           {"stages", std::to_string(c.stages)},
           {"micro-batches", std::to_string(c.micro_batches)},
@@ -204,16 +213,27 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"num-classes", std::to_string(c.num_classes)}};
 }
 
+std::string sharded_checkpoint_dir(const std::string& checkpoint_dir) {
+  return checkpoint_dir + (checkpoint_dir.back() == '/' ? "" : "/") + "last-sharded";
+}
+
 std::string resume_file(const std::string& resume) {
   struct stat st;
   TS_CHECK(::stat(resume.c_str(), &st) == 0, "train: --resume=", resume, ": no such file or "
            "directory");
   if (!S_ISDIR(st.st_mode)) return resume;
-  const std::string file = resume + (resume.back() == '/' ? "" : "/") + "last.safetensors";
-  TS_CHECK(::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode), "train: --resume=", resume,
-           " is a directory without last.safetensors (give the checkpoint file, or the "
-           "--checkpoint-dir of a run)");
-  return file;
+  const auto is_file = [&st](const std::string& path) {
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  const std::string dir = resume + (resume.back() == '/' ? "" : "/");
+  if (is_file(dir + "index.safetensors")) return resume;  // a sharded checkpoint itself
+  if (is_file(dir + "last.safetensors")) return dir + "last.safetensors";
+  if (is_file(sharded_checkpoint_dir(resume) + "/index.safetensors")) {
+    return sharded_checkpoint_dir(resume);
+  }
+  TS_FAIL("train: --resume=", resume, " is a directory without last.safetensors, "
+          "last-sharded/index.safetensors or index.safetensors (give the checkpoint file, a "
+          "sharded checkpoint's directory, or the --checkpoint-dir of a run)");
 }
 
 int pipeline_stages(const Config& c, int world_size) {
@@ -311,6 +331,9 @@ Config parse_flags(int argc, char** argv) {
       {"checkpoint-dir", [&](const std::string& v) {
          if (v.empty()) bad("--checkpoint-dir needs a directory, got an empty value");
          c.checkpoint_dir = v;
+       }},
+      {"checkpoint-format", [&](const std::string& v) {
+         c.checkpoint_format = one_of("checkpoint-format", v, {"full", "sharded"});
        }},
       {"resume", [&](const std::string& v) {
          // Empty would silently start afresh and then overwrite the checkpoint directory.

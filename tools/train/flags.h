@@ -32,6 +32,9 @@ struct Config {
   int64_t train_limit = 0;  // use only the first N training examples (0: all)
   int64_t synthetic_size = 10000;
   std::string checkpoint_dir;
+  // full: DIR/last.safetensors, the whole model and optimizer gathered on rank 0; sharded
+  // (ZeRO-1/2/3): DIR/last-sharded/, every rank its shard and rank 0 the index.
+  std::string checkpoint_format = "full";
   std::string resume;
   std::string metrics;
 
@@ -83,7 +86,11 @@ std::string check_against_world(const Config& config, int world_size);
 // collectives or the result, as given or defaulted (not --threads or --metrics, which may
 // differ per rank).
 std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const Config& config);
-// --resume's file: FILE itself, or DIR/last.safetensors for a directory; an error naming the
+// The directory of a sharded checkpoint --checkpoint-format=sharded writes (DIR/last-sharded).
+std::string sharded_checkpoint_dir(const std::string& checkpoint_dir);
+// --resume's file: FILE itself, or DIR/last.safetensors for a directory; a sharded checkpoint's
+// directory (it holds index.safetensors) itself, or DIR/last-sharded when DIR holds no
+// last.safetensors; an error naming the
 // path when neither exists.
 std::string resume_file(const std::string& resume);
 // "--stages=2 --micro-batches=4 ..." as given or defaulted: for messages.

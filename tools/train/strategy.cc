@@ -9,6 +9,7 @@
 #include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/topology.h"
 #include "dist/zero/fully_sharded.h"
+#include "dist/zero/sharded_checkpoint.h"
 #include "dist/zero/zero_optimizer.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
@@ -90,6 +91,19 @@ class DataParallel : public Strategy {
   StateDict optimizer_state() override {
     const StateDict local = opt_->state_dict();
     return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(local, *model_) : local;
+  }
+  void save_sharded(const std::string& dir, const TrainingProgress& progress,
+                    const Metadata& extra) override {
+    const auto* zero = dynamic_cast<const dist::ZeroRedundancyOptimizer*>(opt_.get());
+    TS_CHECK(zero != nullptr && !tensor_parallel_, "train: a sharded checkpoint needs ZeRO's "
+             "optimizer (--strategy=zero1 or zero2) without --tensor-parallel");
+    dist::zero::save_sharded_checkpoint(dir, *model_, *zero, progress, extra);
+  }
+  TrainingProgress load_sharded(const std::string& dir, Metadata* extra) override {
+    TS_CHECK(!tensor_parallel_, "train: --resume=", dir, " is a sharded (ZeRO) checkpoint; a "
+             "--tensor-parallel run resumes from full checkpoints only");
+    // ZeRO reads its shard of the state collectively; one process and DDP read whole tensors.
+    return dist::zero::load_sharded_checkpoint(dir, *model_, opt_.get(), extra);
   }
   void load_optimizer_state(const Checkpoint& checkpoint) override {
     if (!tensor_parallel_) return Strategy::load_optimizer_state(checkpoint);
@@ -344,6 +358,13 @@ class FullySharded : public Strategy {
     fsdp_.load_state_dict(checkpoint.model);
   }
   bool checkpoints_optimizer() const override { return false; }
+  void save_sharded(const std::string& dir, const TrainingProgress& progress,
+                    const Metadata& extra) override {
+    dist::zero::save_sharded_checkpoint(dir, fsdp_, opt_.get(), progress, extra);
+  }
+  TrainingProgress load_sharded(const std::string& dir, Metadata* extra) override {
+    return dist::zero::load_sharded_checkpoint(dir, fsdp_, opt_.get(), extra);
+  }
   std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
   // The shards, and the model's own parameters (released outside forward and backward: their
   // storages count only if a unit failed to free them).
@@ -363,6 +384,16 @@ class FullySharded : public Strategy {
 };
 
 }  // namespace
+
+void Strategy::save_sharded(const std::string& dir, const TrainingProgress&, const Metadata&) {
+  TS_FAIL("train: this strategy does not shard its checkpoints (", dir, "): --checkpoint-format="
+          "sharded needs --strategy=zero1, zero2 or zero3");
+}
+
+TrainingProgress Strategy::load_sharded(const std::string& dir, Metadata*) {
+  TS_FAIL("train: --resume=", dir, " is a sharded (ZeRO) checkpoint, which one process, DDP and "
+          "ZeRO runs read; a pipeline resumes from full checkpoints (--checkpoint-format=full)");
+}
 
 std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn::Sequential> model,
                                         std::shared_ptr<dist::ProcessGroup> world,

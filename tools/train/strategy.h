@@ -81,6 +81,15 @@ class Strategy {
   virtual void load_optimizer_state(const Checkpoint& checkpoint) {
     tessera::load_optimizer_state(checkpoint, optimizer());  // keys and shapes checked
   }
+  // --checkpoint-format=sharded (dist/zero/sharded_checkpoint.h), collective: every rank writes
+  // its shard of the parameters and of the optimizer state into `dir`, rank 0 the index; only
+  // ZeRO-1/2/3 shard (flags.cc refuses the flag otherwise). And reading one, written on any
+  // world size, into this run (one process, DDP and ZeRO read it; `extra` gets the saver's
+  // strings). A pipeline's or a tensor-parallel run's split is not ZeRO's: they read full
+  // checkpoints only.
+  virtual void save_sharded(const std::string& dir, const TrainingProgress& progress,
+                            const Metadata& extra);
+  virtual TrainingProgress load_sharded(const std::string& dir, Metadata* extra);
   // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
   // report lines.
   virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}

@@ -21,13 +21,17 @@ flags (defaults depend on --model; see below):
   --device=cpu|cuda|cuda:N (cuda: rank r uses GPU r mod the number of GPUs; --config=cuda builds)
   --train-limit=N (first N training images only)  --synthetic-size=N
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
-  --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors)  --metrics=FILE (JSON lines per epoch)
+  --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors, or
+            DIR/last-sharded, or DIR itself when it is a sharded checkpoint)  --metrics=FILE (JSON lines per epoch)
 
 data parallelism and ZeRO:
   --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)
   --zero3-wrap=block|params:N (block: every top-level child with parameters is a unit; params:N:
             children of at least N parameters, the rest join the root unit)
   --zero3-prefetch=true|false (true: the next unit's all-gather starts early, at most one ahead)
+  --checkpoint-format=full|sharded (full: rank 0 writes the whole model and optimizer state;
+            sharded, zero1|zero2|zero3 only: DIR/last-sharded/, every rank its shard in parallel
+            and rank 0 an index; single, ddp and ZeRO runs on any number of ranks resume it)
 
 pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
@@ -39,7 +43,8 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
             per batch from all its micro-batches instead of once per micro-batch)
   --dp-strategy=ddp|zero1 (ddp: each stage's gradients averaged over its replicas after the
             batch; zero1: a ZeRO-1 optimizer over the stage's replicas shards its state)
-  checkpoints hold the whole model (any strategy resumes from them) but no optimizer state
+  checkpoints hold the whole model and the stages' optimizer state in the unpipelined format
+            (any strategy resumes from them, and a pipeline from theirs)
 
 tensor parallelism (N ranks = T tensor-parallel x N/T data-parallel replicas):
   --tensor-parallel=T (1) with --strategy=ddp|zero1 for the replicas (single when N = T);
