@@ -50,11 +50,11 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t channels, int64_t stride, Sh
 }
 
 Variable BasicBlock::forward(const Variable& x) {
-  Variable out = relu(bn1_->forward(conv1_->forward(x)));
-  out = bn2_->forward(conv2_->forward(out));
+  Variable out = relu((*bn1_)((*conv1_)(x)));
+  out = (*bn2_)((*conv2_)(out));
   Variable identity = x;
   if (projection_) {
-    identity = projection_->forward(x);
+    identity = (*projection_)(x);
   } else if (stride_ != 1 || in_channels_ != channels_) {
     identity = shortcut_a(x, channels_, stride_);
   }
@@ -75,10 +75,10 @@ Bottleneck::Bottleneck(int64_t in_channels, int64_t channels, int64_t stride) {
 }
 
 Variable Bottleneck::forward(const Variable& x) {
-  Variable out = relu(bn1_->forward(conv1_->forward(x)));
-  out = relu(bn2_->forward(conv2_->forward(out)));
-  out = bn3_->forward(conv3_->forward(out));
-  return relu(out + (projection_ ? projection_->forward(x) : x));
+  Variable out = relu((*bn1_)((*conv1_)(x)));
+  out = relu((*bn2_)((*conv2_)(out)));
+  out = (*bn3_)((*conv3_)(out));
+  return relu(out + (projection_ ? (*projection_)(x) : x));
 }
 
 }  // namespace models

@@ -17,6 +17,41 @@ Variable Module::forward(const Variable&) {
           "(in Sequential, DDP or a pipeline)");
 }
 
+Variable Module::operator()(const Variable& x) {
+  if (forward_pre_hooks_.empty() && forward_hooks_.empty()) return forward(x);
+  // Copies: a hook may remove itself (or another) while running.
+  const auto pre_hooks = forward_pre_hooks_;
+  for (const auto& [handle, hook] : pre_hooks) hook(*this);
+  Variable out = forward(x);
+  const auto hooks = forward_hooks_;
+  for (const auto& [handle, hook] : hooks) out = hook(*this, out);
+  return out;
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  TS_CHECK(hook != nullptr, type_name(), "::register_forward_pre_hook: the hook is empty");
+  forward_pre_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  return next_hook_handle_++;
+}
+
+int Module::register_forward_hook(ForwardHook hook) {
+  TS_CHECK(hook != nullptr, type_name(), "::register_forward_hook: the hook is empty");
+  forward_hooks_.emplace_back(next_hook_handle_, std::move(hook));
+  return next_hook_handle_++;
+}
+
+void Module::remove_forward_hook(int handle) {
+  const auto matches = [handle](const auto& entry) { return entry.first == handle; };
+  const size_t before = forward_pre_hooks_.size() + forward_hooks_.size();
+  forward_pre_hooks_.erase(
+      std::remove_if(forward_pre_hooks_.begin(), forward_pre_hooks_.end(), matches),
+      forward_pre_hooks_.end());
+  forward_hooks_.erase(std::remove_if(forward_hooks_.begin(), forward_hooks_.end(), matches),
+                       forward_hooks_.end());
+  TS_CHECK(forward_pre_hooks_.size() + forward_hooks_.size() + 1 == before, type_name(),
+           "::remove_forward_hook: no hook with handle ", handle);
+}
+
 std::string Module::type_name() const {
   // The dynamic class's name without its namespaces: "tessera::nn::Linear" -> "Linear".
   const char* mangled = typeid(*this).name();

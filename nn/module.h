@@ -19,6 +19,7 @@
 // an optimizer or DDP given such a model reports that it has none.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,7 +41,18 @@ class Module : public std::enable_shared_from_this<Module> {
   // One input, one output: what Sequential chains, DDP wraps and the pipeline cuts into stages.
   // A module that is only a container need not define it (calling it is then an error).
   virtual Variable forward(const Variable& x);
-  Variable operator()(const Variable& x) { return forward(x); }
+  // forward() between the forward hooks, as PyTorch's __call__: the pre-hooks run before it,
+  // the hooks after it (each may replace the output). Composite modules call their children
+  // this way (Sequential, the ResNet blocks), which is how dist::FullyShardedDataParallel
+  // gathers a unit nested inside a block around the unit's own forward. Calling forward()
+  // directly skips the hooks, as in PyTorch.
+  Variable operator()(const Variable& x);
+  using ForwardPreHook = std::function<void(Module&)>;
+  using ForwardHook = std::function<Variable(Module&, const Variable& output)>;
+  // Returns a handle for remove_forward_hook.
+  int register_forward_pre_hook(ForwardPreHook hook);
+  int register_forward_hook(ForwardHook hook);
+  void remove_forward_hook(int handle);
 
   // The module's kind, for printing: the class name by default ("Linear", "MyNet"); the
   // details shown after it.
@@ -135,6 +147,9 @@ class Module : public std::enable_shared_from_this<Module> {
                std::vector<std::pair<std::string, Variable>>& out,
                std::vector<const VariableImpl*>& seen) const;
   void print(std::ostream& os, const std::string& name, int indent) const;
+  std::vector<std::pair<int, ForwardPreHook>> forward_pre_hooks_;
+  std::vector<std::pair<int, ForwardHook>> forward_hooks_;
+  int next_hook_handle_ = 0;
   void save_state(const std::string& prefix, StateDict& out) const;
   void expected_state(const std::string& prefix, std::vector<StateEntry>& out) const;
   void load_state(const std::string& prefix, const StateDict& state);

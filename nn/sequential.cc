@@ -36,7 +36,7 @@ std::shared_ptr<Sequential> Sequential::slice(size_t begin, size_t end) const {
 
 Variable Sequential::forward(const Variable& x) {
   Variable h = x;
-  for (const auto& [name, layer] : named_children()) h = layer->forward(h);
+  for (const auto& [name, layer] : named_children()) h = (*layer)(h);
   return h;
 }
 

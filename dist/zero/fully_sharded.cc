@@ -24,11 +24,18 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
   TS_CHECK(prefetch_limit_ >= 0, "FullyShardedDataParallel: prefetch_limit must be >= 0, got ",
            prefetch_limit_);
   TS_CHECK(!model_->parameters().empty(), "FullyShardedDataParallel: the model has no parameters");
+  TS_CHECK(!options.wrap_layers() || options.units().empty(), "FullyShardedDataParallel: "
+           "units() lists ", options.units().size(), " children and wrap_layers(true) makes every "
+           "module with parameters a unit; choose one");
   claim_ = GradReductionClaim(model_->parameters(), "FullyShardedDataParallel");
   // Every rank starts from rank 0's model, whatever each built.
   verify_same_parameters(*model_, *group_);
   broadcast_module_states(*model_, *group_, 0, /*buffers=*/true);
   build_units(options);
+  forward_hooks_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (unit_module_[u] != nullptr) hook_nested_unit(u);
+  }
   reduced_.assign(units_.size(), false);
   for (size_t u = 0; u < units_.size(); ++u) {
     hook_handles_.emplace_back();
@@ -41,6 +48,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    for (int handle : forward_hooks_[u]) unit_module_[u]->remove_forward_hook(handle);
+  }
   for (size_t u = 0; u < units_.size(); ++u) {
     const auto& params = units_[u]->params();
     for (size_t i = 0; i < params.size(); ++i) params[i].second.remove_hook(hook_handles_[u][i]);
@@ -83,13 +93,42 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
   std::vector<std::pair<std::string, Variable>> root;
   std::vector<size_t> root_children;
   std::vector<std::vector<std::pair<std::string, Variable>>> unit_params;
+  // Where each unit sits, for the forward and backward orders: (child, the unit's module in
+  // the child's depth-first walk; 0 for the child itself). The root spans its children.
+  using Key = std::pair<size_t, size_t>;
+  std::vector<Key> first_key, last_key;
   for (size_t c = 0; c < n; ++c) {
+    if (options.wrap_layers()) {
+      // Every module with parameters of its own is a unit: the child itself (its direct
+      // parameters), and each module inside it.
+      const auto modules = (*model_)[c]->named_modules();
+      for (size_t k = 0; k < modules.size(); ++k) {
+        const auto& [path, module] = modules[k];
+        std::vector<std::pair<std::string, Variable>> params;
+        for (auto& [name, p] : module->named_parameters(/*recurse=*/false)) {
+          if (std::find(seen.begin(), seen.end(), p.impl()) != seen.end()) continue;
+          seen.push_back(p.impl());
+          params.emplace_back(model_->name_at(c) + "." + (path.empty() ? "" : path + ".") + name, p);
+        }
+        if (params.empty()) continue;
+        if (k == 0) unit_of_child_[c] = static_cast<int>(unit_children_.size());
+        unit_children_.push_back(k == 0 ? std::vector<size_t>{c} : std::vector<size_t>{});
+        unit_module_.push_back(k == 0 ? nullptr : module);
+        unit_params.push_back(std::move(params));
+        first_key.push_back({c, k});
+        last_key.push_back({c, k});
+      }
+      continue;
+    }
     auto params = child_params(c);
     if (params.empty()) continue;
     if (is_unit[c]) {
       unit_of_child_[c] = static_cast<int>(unit_children_.size());
       unit_children_.push_back({c});
+      unit_module_.push_back(nullptr);
       unit_params.push_back(std::move(params));
+      first_key.push_back({c, 0});
+      last_key.push_back({c, 0});
     } else {
       root_children.push_back(c);
       for (auto& p : params) root.push_back(std::move(p));
@@ -102,18 +141,19 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
   if (has_root) {
     for (size_t c : root_children) unit_of_child_[c] = static_cast<int>(unit_children_.size());
     unit_children_.push_back(root_children);
+    unit_module_.push_back(nullptr);
     unit_params.push_back(std::move(root));
+    first_key.push_back({root_children.front(), 0});
+    last_key.push_back({root_children.back(), 0});
   }
   for (size_t u = 0; u < unit_children_.size(); ++u) {
     forward_order_.push_back(u);
     backward_order_.push_back(u);
   }
-  std::stable_sort(forward_order_.begin(), forward_order_.end(), [&](size_t a, size_t b) {
-    return unit_children_[a].front() < unit_children_[b].front();
-  });
-  std::stable_sort(backward_order_.begin(), backward_order_.end(), [&](size_t a, size_t b) {
-    return unit_children_[a].back() > unit_children_[b].back();
-  });
+  std::stable_sort(forward_order_.begin(), forward_order_.end(),
+                   [&](size_t a, size_t b) { return first_key[a] < first_key[b]; });
+  std::stable_sort(backward_order_.begin(), backward_order_.end(),
+                   [&](size_t a, size_t b) { return last_key[a] > last_key[b]; });
   for (size_t u = 0; u < unit_params.size(); ++u) {
     const bool is_root = has_root && u + 1 == unit_params.size();
     units_.push_back(std::make_unique<FlatParameter>(
@@ -128,6 +168,25 @@ std::vector<Variable> FullyShardedDataParallel::shard_parameters() const {
   return shards;
 }
 
+void FullyShardedDataParallel::hook_nested_unit(size_t u) {
+  nn::Module* m = unit_module_[u];
+  // Before the module's forward: its parameters whole (and the next units' gathers started).
+  forward_hooks_[u].push_back(m->register_forward_pre_hook([this, u](nn::Module&) {
+    units_[u]->gather();
+    prefetch(forward_order_, u);
+  }));
+  // After it: as for a top-level unit, re-gather when the gradient of its output arrives, and
+  // free the parameters now.
+  forward_hooks_[u].push_back(m->register_forward_hook([this, u](nn::Module&, const Variable& out) {
+    const bool recording = GradMode::is_enabled();
+    if (recording && out.requires_grad()) {
+      Variable(out).register_hook([this, u](Tensor&) { on_pre_backward(u); });
+    }
+    if (reshard_after_forward_ || !recording) units_[u]->reshard();
+    return out;
+  }));
+}
+
 Variable FullyShardedDataParallel::forward(const Variable& x) {
   TS_CHECK(!in_backward_, "FullyShardedDataParallel::forward: called while a backward is running");
   const bool recording = GradMode::is_enabled();
@@ -138,7 +197,7 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
       units_[u]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
       if (c == unit_children_[u].front()) prefetch(forward_order_, static_cast<size_t>(u));
     }
-    h = (*model_)[c]->forward(h);
+    h = (*(*model_)[c])(h);  // nested units' hooks run inside
     if (u < 0 || c != unit_children_[u].back()) continue;
     // The unit's last child has run. When the gradient w.r.t. its output arrives, the unit's
     // backward is next: re-gather first.

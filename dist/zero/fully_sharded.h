@@ -23,6 +23,11 @@
 // the forward all-gather, the backward all-gather and the reduce-scatter: 3 (N-1)/N psi in all,
 // 1.5 times DDP's all-reduce (2 (N-1)/N psi).
 //
+// With wrap_layers, units may sit inside a child (each convolution and batch norm of a ResNet
+// block): forward hooks on the unit's module gather it before its forward and reshard it after,
+// registering the same pre-backward hook on its output, so the picture above holds one layer
+// at a time.
+//
 // Every rank must run the same units in the same order (the collectives pair up across ranks),
 // which a data-parallel replica does. At most one unit's gathered parameters are held at a time
 // in forward (plus the root's while it is running, if its children are spread out), and in
@@ -62,6 +67,13 @@ class FullyShardedOptions {
   // Size-based auto-wrap policy (FSDP's size_based_auto_wrap_policy): every child with at least
   // this many parameters becomes a unit; the others' parameters join the root unit.
   FullyShardedOptions& min_num_params(int64_t n) { min_num_params_ = n; return *this; }
+  // Layer-wise wrapping (FSDP's ModuleWrapPolicy over the layer types): every module that holds
+  // parameters of its own becomes a unit, at any depth, so a ResNet block's convolutions and
+  // batch norms are gathered one at a time instead of the whole block. A unit nested inside a
+  // child is gathered and freed by forward hooks around its own forward (nn::Module's
+  // operator()): the modules that contain it must call it as (*child)(x), as Sequential and
+  // the ResNet blocks do. Replaces units() and min_num_params for the choice of units.
+  FullyShardedOptions& wrap_layers(bool w) { wrap_layers_ = w; return *this; }
   // Free a unit's gathered parameters after its forward (true, ZeRO-3) or keep them until the
   // end of backward (false: one all-gather per step fewer, memory of ZeRO-2 for parameters).
   FullyShardedOptions& reshard_after_forward(bool r) { reshard_after_forward_ = r; return *this; }
@@ -73,12 +85,14 @@ class FullyShardedOptions {
 
   const std::vector<size_t>& units() const { return units_; }
   int64_t min_num_params() const { return min_num_params_; }
+  bool wrap_layers() const { return wrap_layers_; }
   bool reshard_after_forward() const { return reshard_after_forward_; }
   int prefetch_limit() const { return prefetch_limit_; }
 
  private:
   std::vector<size_t> units_;
   int64_t min_num_params_ = 1;
+  bool wrap_layers_ = false;
   bool reshard_after_forward_ = true;
   int prefetch_limit_ = 0;
 };
@@ -117,13 +131,17 @@ class FullyShardedDataParallel {
   void load_state_dict(const StateDict& state);
 
   const std::vector<std::unique_ptr<FlatParameter>>& units() const { return units_; }
-  // The children of each unit, by position; the root's (if any) last.
+  // The children of each unit, by position; the root's (if any) last. Empty for a unit nested
+  // inside a child (wrap_layers): unit_module() names its module.
   const std::vector<std::vector<size_t>>& unit_children() const { return unit_children_; }
+  // The module a nested unit wraps (wrap_layers), or nullptr for a unit of top-level children.
+  const nn::Module* unit_module(size_t unit) const { return unit_module_[unit]; }
   nn::Sequential& module() { return *model_; }
   ProcessGroup& group() { return *group_; }
 
  private:
   void build_units(const FullyShardedOptions& options);
+  void hook_nested_unit(size_t unit);
   void prefetch(const std::vector<size_t>& order, size_t unit);
   void on_pre_backward(size_t unit);
   void on_grad_ready(size_t unit, size_t index);
@@ -137,6 +155,8 @@ class FullyShardedDataParallel {
   GradReductionClaim claim_;
   std::vector<std::unique_ptr<FlatParameter>> units_;
   std::vector<std::vector<size_t>> unit_children_;
+  std::vector<nn::Module*> unit_module_;            // per unit: its nested module, or nullptr
+  std::vector<std::vector<int>> forward_hooks_;     // per unit: the nested module's hooks
   std::vector<int> unit_of_child_;  // -1: a child without parameters
   std::vector<size_t> forward_order_;   // units by their first child
   std::vector<size_t> backward_order_;  // units by their last child, last first

@@ -251,6 +251,42 @@ TEST(Metrics, AccuracyCountsArgmaxHits) {
   EXPECT_THROW(accuracy(logits, from_vector<int64_t>({1, 1}, {2})), Error);
 }
 
+// operator() runs the forward hooks around forward(): pre-hooks first, in registration order,
+// then hooks, each seeing (and able to replace) the output; Sequential calls its layers
+// through them; forward() itself skips them; removed hooks stop; a bad handle is named.
+TEST(Module, ForwardHooksRunAroundForwardThroughCallsAndSequential) {
+  auto linear = std::make_shared<Linear>(3, 2);
+  auto seq = std::make_shared<Sequential>();
+  seq->push_back(linear);
+  std::vector<std::string> calls;
+  const int pre = linear->register_forward_pre_hook([&](Module& m) {
+    EXPECT_EQ(&m, linear.get());
+    calls.push_back("pre");
+  });
+  const int post = linear->register_forward_hook([&](Module&, const Variable& out) {
+    calls.push_back("post");
+    return Variable(mul(out.data(), 2.0));  // replaces the output
+  });
+  const Variable x(ones({1, 3}));
+  const Tensor plain = linear->forward(x).data();
+  EXPECT_TRUE(calls.empty());  // forward() skips the hooks
+  const Tensor hooked = (*seq)(x).data();
+  EXPECT_EQ(calls, (std::vector<std::string>{"pre", "post"}));
+  EXPECT_LT(max_abs_diff(hooked, mul(plain, 2.0)), 1e-7);
+  linear->remove_forward_hook(pre);
+  linear->remove_forward_hook(post);
+  calls.clear();
+  EXPECT_LT(max_abs_diff((*seq)(x).data(), plain), 1e-7);
+  EXPECT_TRUE(calls.empty());
+  try {
+    linear->remove_forward_hook(post);
+    FAIL() << "removing a hook twice was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no hook with handle " + std::to_string(post)),
+              std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace nn
 }  // namespace tessera

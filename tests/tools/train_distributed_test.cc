@@ -154,7 +154,8 @@ TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {
   for (const char* flags : {"--strategy=ddp --bucket-cap-mb=0.05",
                             "--strategy=zero2 --bucket-cap-mb=0.05",
                             "--strategy=zero3 --zero3-wrap=params:100000 --zero3-prefetch=false",
-                            "--strategy=zero3 --zero3-wrap=block --zero3-prefetch=true"}) {
+                            "--strategy=zero3 --zero3-wrap=block --zero3-prefetch=true",
+                            "--strategy=zero3 --zero3-wrap=layer"}) {
     const auto r = run(kShortMlp + flags);
     ASSERT_EQ(r.exit_code, 0) << flags << "\n" << r.output;
     const std::string s = last_json_line(r.output);

@@ -156,7 +156,7 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
            Case{"--deferred-batch-norm=true",
                 "--deferred-batch-norm needs --strategy=pipeline (got --strategy=single)"},
            Case{"--dp-strategy=zero1", "--dp-strategy needs --strategy=pipeline"},
-           Case{"--strategy=zero3 --zero3-wrap=layer", "units nested inside a block are not built"},
+           Case{"--strategy=zero3 --zero3-wrap=layers", "--zero3-wrap must be block, layer or params:N"},
            Case{"--strategy=zero3 --zero3-wrap=params:0", "--zero3-wrap expects an integer >= 1"},
        }) {
     const auto r = run(c.flags);

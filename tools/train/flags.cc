@@ -206,7 +206,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"loss-scale-hysteresis", std::to_string(c.loss_scale_hysteresis)},
           {"min-loss-scale", number(c.min_loss_scale)},
           {"bucket-cap-mb", number(c.bucket_cap_mb)},
-          {"zero3-wrap", std::to_string(c.zero3_min_params)},
+          {"zero3-wrap", c.zero3_wrap_layers ? "layer" : std::to_string(c.zero3_min_params)},
           {"zero3-prefetch", c.zero3_prefetch ? "true" : "false"},
           {"tensor-parallel", std::to_string(c.tensor_parallel)},
           {"tp-head", c.tp_head ? "true" : "false"},
@@ -377,11 +377,9 @@ Config parse_flags(int argc, char** argv) {
          } else if (v.rfind("params:", 0) == 0) {
            c.zero3_min_params = to_int("zero3-wrap", v.substr(7), 1);
          } else if (v == "layer") {
-           bad("--zero3-wrap=layer: units are the model's top-level children (the MLP's layers, "
-               "the ResNets' blocks); units nested inside a block are not built. Use block or "
-               "params:N");
+           c.zero3_wrap_layers = true;
          } else {
-           bad("--zero3-wrap must be block or params:N (N >= 1), got '" + v + "'");
+           bad("--zero3-wrap must be block, layer or params:N (N >= 1), got '" + v + "'");
          }
        }},
       {"zero3-prefetch", [&](const std::string& v) { c.zero3_prefetch = to_bool("zero3-prefetch", v); }},

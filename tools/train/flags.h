@@ -52,6 +52,7 @@ struct Config {
   // DDP's and ZeRO-2's gradient buckets, and ZeRO-3's units (dist::FullyShardedOptions).
   double bucket_cap_mb = 25;
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
+  bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)
 
   // Tensor parallelism (dist::tensor_parallel): T ranks split each chosen layer; the world is

@@ -326,6 +326,7 @@ class FullySharded : public Strategy {
         fsdp_(std::move(model), std::move(world),
               dist::FullyShardedOptions()
                   .min_num_params(c.zero3_min_params)
+                  .wrap_layers(c.zero3_wrap_layers)
                   .prefetch_limit(c.zero3_prefetch ? 1 : 0)),
         opt_(make_optimizer(c, fsdp_.shard_parameters())),
         criterion_(std::move(criterion)),

@@ -26,8 +26,10 @@ flags (defaults depend on --model; see below):
 
 data parallelism and ZeRO:
   --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)
-  --zero3-wrap=block|params:N (block: every top-level child with parameters is a unit; params:N:
-            children of at least N parameters, the rest join the root unit)
+  --zero3-wrap=block|layer|params:N (block: every top-level child with parameters is a unit;
+            layer: every module with parameters of its own, inside the blocks too (each
+            convolution and batch norm); params:N: children of at least N parameters, the rest
+            join the root unit)
   --zero3-prefetch=true|false (true: the next unit's all-gather starts early, at most one ahead)
   --checkpoint-format=full|sharded (full: rank 0 writes the whole model and optimizer state;
             sharded, zero1|zero2|zero3 only: DIR/last-sharded/, every rank its shard in parallel
