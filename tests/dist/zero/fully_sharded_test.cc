@@ -310,11 +310,14 @@ TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
   EXPECT_EQ(by_size.unit_children(), expected);
   FullyShardedDataParallel explicit_units(mlp(), world, FullyShardedOptions().units({0, 2}));
   EXPECT_EQ(explicit_units.unit_children(), expected);
-  // Unit 0 straddles the padding: 4095 elements over 2 or 4 ranks.
+  // Unit 0 straddles the padding on 2 and 4 ranks (4095 elements); on 3 it divides evenly,
+  // and unit 1 (3904 elements) is the padded one.
   const FlatParameter& u0 = *by_size.units()[0];
+  const FlatParameter& u1 = *by_size.units()[1];
   EXPECT_EQ(u0.numel(), 4095);
   EXPECT_EQ(u0.padded_numel(), (4095 + N - 1) / N * N);
-  EXPECT_GT(u0.padded_numel(), u0.numel());
+  EXPECT_EQ(u1.padded_numel(), (3904 + N - 1) / N * N);
+  if (N > 1) EXPECT_GT(u0.padded_numel() + u1.padded_numel(), u0.numel() + u1.numel());
   EXPECT_EQ(u0.shard_numel() * N, u0.padded_numel());
   EXPECT_EQ(by_size.units()[2]->name(), "root");
   // Outside forward and backward the parameters hold nothing.
