@@ -52,6 +52,13 @@ ModelStateBytes measured_model_state(const std::vector<Variable>& parameters,
   return m;
 }
 
+int64_t predicted_comm_bytes(Sharding sharding, int64_t elements, int64_t element_bytes,
+                             int ranks) {
+  if (ranks <= 1) return 0;
+  const int64_t passes = sharding == Sharding::kStage3 ? 3 : 2;
+  return passes * (ranks - 1) * elements * element_bytes / ranks;
+}
+
 }  // namespace zero
 }  // namespace dist
 }  // namespace tessera

@@ -55,6 +55,19 @@ ModelStateBytes predicted_model_state(Sharding sharding, int64_t psi, int64_t pa
 ModelStateBytes measured_model_state(const std::vector<Variable>& parameters,
                                      const optim::Optimizer& optimizer);
 
+// The bytes of gradients and parameters one rank sends per step over the ring collectives
+// (dist/process_group_mpi.cc: a reduce-scatter sends (N-1)/N of its input, an all-gather
+// (N-1)/N of its output):
+//   DDP, ZeRO-1, ZeRO-2   2 (N-1)/N x elements x element_bytes   (an all-reduce, or a
+//                                                                  reduce-scatter + all-gather)
+//   ZeRO-3                3 (N-1)/N x elements x element_bytes   (two all-gathers and a
+//                                                                  reduce-scatter)
+// `elements`: the parameters (ZeRO-3: its units' padded sizes); `element_bytes`: what travels
+// (DDP: the gradients' dtype; ZeRO-1/2: its f32 flat vector; ZeRO-3: the parameters' dtype).
+// Exact when N divides every collective's length; otherwise within a few elements per
+// collective (uneven chunks).
+int64_t predicted_comm_bytes(Sharding sharding, int64_t elements, int64_t element_bytes, int ranks);
+
 }  // namespace zero
 }  // namespace dist
 }  // namespace tessera

@@ -145,6 +145,30 @@ TEST(TrainDistributed, ZeroStagesTwoAndThreeEndWhereDdpDoes) {
   EXPECT_GT(json_number(last_json_line(resumed.output), "test_accuracy"), 0.7) << resumed.output;
 }
 
+// The final JSON's communication beside its theory (tools/train/memory_report.h): the byte
+// ledger's bytes per step on rank 0 equal 2 (N-1)/N of the reduced bytes for DDP (the
+// gradients' dtype) and ZeRO-1/2 (their f32 flat vector), 3 (N-1)/N for ZeRO-3 (the parameters'
+// dtype), plus the NaN guard's 8 bytes and, under fp16 loss scaling, found_inf's 4. The MLP's
+// 203,530 parameters and its units divide by 2, so the figures are exact; written out here too.
+TEST(TrainDistributed, CommunicationBytesEqualTheirTheory) {
+  const int64_t psi = 203530;
+  struct Case {
+    std::string flags;
+    int64_t bytes;
+  };
+  for (const Case& c : {Case{"--strategy=ddp", psi * 4 + 8}, Case{"--strategy=zero1", psi * 4 + 8},
+                        Case{"--strategy=zero2", psi * 4 + 8},
+                        Case{"--strategy=zero3", 3 * psi * 4 / 2 + 8},
+                        Case{"--strategy=ddp --amp=fp16", psi * 4 + 8 + 4},
+                        Case{"--strategy=zero3 --param-dtype=bf16", 3 * psi * 2 / 2 + 8}}) {
+    const auto r = run("--model=mlp --train-limit=640 --epochs=1 --threads=1 " + c.flags);
+    ASSERT_EQ(r.exit_code, 0) << c.flags << "\n" << r.output;
+    const std::string s = last_json_line(r.output);
+    EXPECT_EQ(json_number(s, "comm_bytes_per_step"), c.bytes) << c.flags << "\n" << s;
+    EXPECT_EQ(json_number(s, "comm_bytes_per_step_theory"), c.bytes) << c.flags << "\n" << s;
+  }
+}
+
 // The bucket size and ZeRO-3's units and prefetch change when bytes move, not what is computed:
 // each ends where DDP with default buckets does.
 TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {

@@ -26,6 +26,23 @@ std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
 
 }  // namespace
 
+std::optional<int64_t> predicted_comm_bytes_per_step(const RunContext& run) {
+  const Config& c = run.config;
+  using dist::zero::Sharding;
+  if (run.ranks <= 1 || c.tensor_parallel > 1 || c.strategy == "pipeline") return std::nullopt;
+  const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
+                            : c.strategy == "zero2" ? Sharding::kStage2
+                            : c.strategy == "zero3" ? Sharding::kStage3
+                                                    : Sharding::kNone;
+  const int64_t param_bytes = c.param_dtype == "f32" ? 4 : 2;
+  // ZeRO-1/2 reduce and gather their f32 flat vector; DDP and ZeRO-3 the parameters' dtype.
+  const bool flat_f32 = sharding == Sharding::kStage1 || sharding == Sharding::kStage2;
+  const int64_t traffic = dist::zero::predicted_comm_bytes(
+      sharding, run.parameters, flat_f32 ? 4 : param_bytes, run.ranks);
+  const bool scaling = run.precision.scaler().is_enabled();
+  return traffic + 8 + (scaling ? 4 : 0);
+}
+
 void MemoryReport::before_step(const RunContext& run) {
   peak_before_ = memory_stats(run.device).peak_bytes;
   reset_peak(run.device);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "dist/zero/memory_model.h"
@@ -20,6 +21,14 @@
 
 namespace tessera {
 namespace train {
+
+// The final JSON's "comm_bytes_per_step_theory", beside the byte ledger's "comm_bytes_per_step"
+// (rank 0): the strategy's gradient and parameter traffic (dist::zero::predicted_comm_bytes:
+// 2 (N-1)/N of the reduced bytes for DDP and ZeRO-1/2, 3 (N-1)/N for ZeRO-3) plus the one-element
+// all-reduces every step makes: the NaN guard's f64 flag, and under loss scaling the scaler's
+// f32 found_inf (a ring over one element sends it once from rank 0). None for one process,
+// pipelines and tensor parallelism (their messages depend on the activations' shapes).
+std::optional<int64_t> predicted_comm_bytes_per_step(const RunContext& run);
 
 class MemoryReport {
  public:

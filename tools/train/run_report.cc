@@ -79,7 +79,11 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
     summary.add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
         .add_raw("peak_bytes_per_rank", json_list(peaks))
         .add_raw("optimizer_state_bytes_per_rank", json_list(states))
-        .add("comm_bytes_per_step", comm_bytes_per_step)
+        .add("comm_bytes_per_step", comm_bytes_per_step);
+    if (const auto theory = predicted_comm_bytes_per_step(run)) {
+      summary.add("comm_bytes_per_step_theory", *theory);
+    }
+    summary
         .add("parameters", run.model.num_parameters())
         .add("threads", num_threads())
         .add("amp", c.amp)
