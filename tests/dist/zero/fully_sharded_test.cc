@@ -317,7 +317,9 @@ TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
   EXPECT_EQ(u0.numel(), 4095);
   EXPECT_EQ(u0.padded_numel(), (4095 + N - 1) / N * N);
   EXPECT_EQ(u1.padded_numel(), (3904 + N - 1) / N * N);
-  if (N > 1) EXPECT_GT(u0.padded_numel() + u1.padded_numel(), u0.numel() + u1.numel());
+  if (N > 1) {
+    EXPECT_GT(u0.padded_numel() + u1.padded_numel(), u0.numel() + u1.numel());
+  }
   EXPECT_EQ(u0.shard_numel() * N, u0.padded_numel());
   EXPECT_EQ(by_size.units()[2]->name(), "root");
   // Outside forward and backward the parameters hold nothing.
