@@ -1,8 +1,8 @@
 #include "dist/settings_check.h"
 
-#include <cstring>
 #include <map>
 
+#include "dist/gather_bytes.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -58,28 +58,15 @@ std::string values_by_rank(const std::vector<std::map<std::string, std::string>>
 }  // namespace
 
 void verify_same_settings(const Settings& settings, ProcessGroup& group) {
-  const std::string mine = encode(settings);
+  const std::vector<std::string> texts = all_gather_bytes(encode(settings), group);
   const int n = group.size();
-  Tensor lengths = empty({n}, kI64);
-  group.all_gather(from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}), lengths,
-                   std::vector<int64_t>(n, 1))->wait();
-  const std::vector<int64_t> counts = lengths.to_vector<int64_t>();
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  Tensor text = empty({total}, kU8);
-  Tensor local = empty({static_cast<int64_t>(mine.size())}, kU8);
-  if (!mine.empty()) std::memcpy(local.raw_data(), mine.data(), mine.size());
-  group.all_gather(local, text, counts)->wait();
 
   // Every rank holds every rank's settings now and reaches the same verdict.
   std::vector<Settings> lists;
   std::vector<std::map<std::string, std::string>> maps;
-  const char* bytes = static_cast<const char*>(total > 0 ? text.raw_data() : "");
-  int64_t at = 0;
-  for (int r = 0; r < n; ++r) {
-    lists.push_back(decode(std::string(bytes + at, counts[r])));
+  for (const std::string& text : texts) {
+    lists.push_back(decode(text));
     maps.emplace_back(lists.back().begin(), lists.back().end());
-    at += counts[r];
   }
   // Keys in first-seen order, rank 0's first.
   std::vector<std::string> keys;

@@ -2,7 +2,7 @@
 // each holds (a pipeline stage's optimizer state), where the keys, dtypes and shapes differ
 // from rank to rank, so no fixed-size collective fits.
 //
-// Two variable-length all-gathers over the group, each with per-rank byte counts:
+// Two variable-length all-gathers over the group (dist/gather_bytes.h):
 //
 //   rank 0: "state.0.exp_avg\tf32\t32,16\n..."  ─┐ all-gather of the entry lists (text)
 //   rank 1: "state.4.exp_avg\tf32\t10,32\n..."  ─┘
