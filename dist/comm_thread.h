@@ -1,13 +1,11 @@
-// CommThread: runs a process group's communication, in issue order, off the caller's thread.
+// CommThread: runs a process group's collectives, in issue order, off the caller's thread.
 //
-// A task either completes before returning (the ring collectives) or starts non-blocking
-// point-to-point transfers and returns them in flight: their MPI requests, the buffers they
-// use (kept alive until done) and a step to run on completion. The thread polls transfers
-// between tasks; either way the task's Work completes when its communication has. An exception in a
-// task is stored in its Work and re-raised by wait() on the caller's thread.
+// Each task completes its communication before returning (the ring collectives wait for their
+// MPI requests); the task's Work completes when it has. An exception in a task is stored in
+// its Work and re-raised by wait() on the caller's thread. Point-to-point transfers do not
+// come here: they are posted on the caller's thread and completed by their waiter
+// (mpi_request.h).
 #pragma once
-
-#include <mpi.h>
 
 #include <condition_variable>
 #include <deque>
@@ -15,22 +13,15 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #include "dist/work.h"
-#include "tensor/tensor.h"
 
 namespace tessera {
 namespace dist {
 
 class CommThread {
  public:
-  struct InFlight {
-    std::vector<MPI_Request> requests;  // empty: the task already finished
-    std::vector<Tensor> buffers;        // kept alive until the requests complete
-    std::function<void()> on_complete;  // run on the thread once they have
-  };
-  using Task = std::function<InFlight()>;
+  using Task = std::function<void()>;
 
   CommThread();
   ~CommThread();  // finishes everything queued, then joins
@@ -48,16 +39,11 @@ class CommThread {
     Task task;
     std::shared_ptr<FutureWork> work;
   };
-  struct Pending {
-    InFlight transfer;
-    std::shared_ptr<FutureWork> work;
-  };
 
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Item> queue_;
   bool stop_ = false;
-  std::vector<Pending> pending_;  // touched by the thread only
   std::thread thread_;
 };
 

@@ -1,12 +1,12 @@
 #include "dist/process_group_mpi.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <numeric>
 #include <thread>
 
 #include "dist/mpi_check.h"
+#include "dist/mpi_request.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -24,27 +24,6 @@ std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
   std::vector<int64_t> offsets(counts.size() + 1, 0);
   std::partial_sum(counts.begin(), counts.end(), offsets.begin() + 1);
   return offsets;
-}
-
-// Waits for MPI requests without taking a core from computation; returns MPI's result code
-// (the statuses say which request failed). A peer that is late (still in
-// its backward pass) would otherwise have this thread spin inside a blocking MPI call, and with
-// more threads than cores that spinning slows this rank's own compute thread. Between polls the
-// thread yields the core to any runnable thread (returning at once when there is none, so
-// latency stays low); after a long wait it sleeps instead.
-int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses) {
-  statuses.resize(requests.size());
-  for (int round = 0;; ++round) {
-    int done = 0;
-    const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                               statuses.data());
-    if (rc != MPI_SUCCESS || done) return rc;
-    if (round < 20000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  }
 }
 
 // dst (op)= src, elementwise.
@@ -181,7 +160,7 @@ std::shared_ptr<Work> ProcessGroupMPI::all_reduce(const Tensor& tensor, ReduceOp
   check_reduce_op(op, tensor.dtype(), "all_reduce");
   ledger().record(CollectiveKind::kAllReduce, 0);
   const std::string what = describe("all_reduce", tensor);
-  return thread_->submit([this, tensor, op, what]() -> CommThread::InFlight {
+  return thread_->submit([this, tensor, op, what]() {
     running_ = what;
     const Tensor buf = host(tensor);
     if (size_ > 1 && buf.numel() > 0) {
@@ -194,7 +173,6 @@ std::shared_ptr<Work> ProcessGroupMPI::all_reduce(const Tensor& tensor, ReduceOp
       mul_(b, 1.0 / size_);
     }
     write_back(tensor, buf);
-    return {};
   });
 }
 
@@ -213,7 +191,7 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(const Tensor& input, const
   check_reduce_op(op, input.dtype(), "reduce_scatter");
   ledger().record(CollectiveKind::kReduceScatter, 0);
   const std::string what = describe("reduce_scatter", input);
-  return thread_->submit([this, input, output, counts, op, what]() -> CommThread::InFlight {
+  return thread_->submit([this, input, output, counts, op, what]() {
     running_ = what;
     // Work on a copy: the input is left as it was.
     const Tensor buf = host(input).clone();
@@ -222,7 +200,6 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(const Tensor& input, const
     Tensor mine = buf.narrow(0, off[rank_], counts[rank_]);
     if (op == ReduceOp::kMean && size_ > 1) mul_(mine, 1.0 / size_);
     Tensor(output).copy_(mine.view(output.shape()));
-    return {};
   });
 }
 
@@ -239,7 +216,7 @@ std::shared_ptr<Work> ProcessGroupMPI::all_gather(const Tensor& input, const Ten
            output.dtype());
   ledger().record(CollectiveKind::kAllGather, 0);
   const std::string what = describe("all_gather", output);
-  return thread_->submit([this, input, output, counts, what]() -> CommThread::InFlight {
+  return thread_->submit([this, input, output, counts, what]() {
     running_ = what;
     const Tensor buf = output.device().is_cpu() ? output.view({output.numel()})
                                                 : empty({output.numel()}, output.dtype());
@@ -247,7 +224,6 @@ std::shared_ptr<Work> ProcessGroupMPI::all_gather(const Tensor& input, const Ten
     buf.narrow(0, off[rank_], counts[rank_]).copy_(host(input));
     if (size_ > 1) ring_all_gather(buf, counts, CollectiveKind::kAllGather);
     write_back(output, buf);
-    return {};
   });
 }
 
@@ -256,7 +232,7 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
   TS_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " outside a group of ", size_);
   ledger().record(CollectiveKind::kBroadcast, 0);
   const std::string what = describe("broadcast", tensor);
-  return thread_->submit([this, tensor, root, what]() -> CommThread::InFlight {
+  return thread_->submit([this, tensor, root, what]() {
     running_ = what;
     const Tensor buf = host(tensor);
     // Binomial tree: in round k, ranks that have the data (relative rank < 2^k) send to
@@ -284,7 +260,6 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
       }
     }
     write_back(tensor, buf);
-    return {};
   });
 }
 
@@ -295,13 +270,12 @@ std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& tensor, int dst, int t
   TS_CHECK(tensor.nbytes() <= static_cast<size_t>(INT_MAX), "send: ", tensor.nbytes(),
            " bytes is more than one message can carry");
   ledger().record(CollectiveKind::kSendRecv, static_cast<int64_t>(tensor.nbytes()));
-  return thread_->submit([this, tensor, dst, tag]() -> CommThread::InFlight {
-    const Tensor buf = host(tensor);
-    MPI_Request request;
-    MPI_CHECK(MPI_Isend(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
-                        MPI_BYTE, dst, tag, p2p_comm_, &request));
-    return {{request}, {buf}, nullptr};
-  });
+  // Posted now, on the caller's thread, and completed by whoever waits (mpi_request.h).
+  const Tensor buf = host(tensor);
+  MPI_Request request;
+  MPI_CHECK(MPI_Isend(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
+                      MPI_BYTE, dst, tag, p2p_comm_, &request));
+  return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf});
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int tag) {
@@ -310,32 +284,29 @@ std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int t
            rank_, " of ", size_);
   TS_CHECK(tensor.nbytes() <= static_cast<size_t>(INT_MAX), "recv: ", tensor.nbytes(),
            " bytes is more than one message can carry");
-  return thread_->submit([this, tensor, src, tag]() -> CommThread::InFlight {
-    // Device tensors receive into a host buffer, copied over once the message is in.
-    const Tensor buf = tensor.device().is_cpu() ? tensor : empty({tensor.numel()}, tensor.dtype());
-    MPI_Request request;
-    MPI_CHECK(MPI_Irecv(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
-                        MPI_BYTE, src, tag, p2p_comm_, &request));
-    return {{request}, {buf, tensor}, [tensor, buf] { write_back(tensor, buf); }};
-  });
+  // Device tensors receive into a host buffer, copied over once the message is in.
+  const Tensor buf = tensor.device().is_cpu() ? tensor : empty({tensor.numel()}, tensor.dtype());
+  MPI_Request request;
+  MPI_CHECK(MPI_Irecv(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
+                      MPI_BYTE, src, tag, p2p_comm_, &request));
+  return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf, tensor},
+                                       [tensor, buf] { write_back(tensor, buf); });
 }
 
 MPI_Comm ProcessGroupMPI::split(int color, int key) {
   MPI_Comm out = MPI_COMM_NULL;
-  thread_->submit([this, color, key, &out]() -> CommThread::InFlight {
+  thread_->submit([this, color, key, &out]() {
     MPI_CHECK(MPI_Comm_split(comm_, color, key, &out));
-    return {};
   })->wait();
   return out;
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::barrier() {
-  return thread_->submit([this]() -> CommThread::InFlight {
+  return thread_->submit([this]() {
     std::vector<MPI_Request> request(1);
     std::vector<MPI_Status> statuses;
     MPI_CHECK(MPI_Ibarrier(comm_, &request[0]));
     MPI_CHECK(wait_all(request, statuses));
-    return {};
   });
 }
 
