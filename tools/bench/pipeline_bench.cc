@@ -1,18 +1,20 @@
 // Pipeline bubble benchmark (issue 11): the fraction of a step each stage spends not computing,
-// measured from the executor's timestamps (StageStats: 1 - busy / step), beside the formula
-// (K-1)/(vM+K-1), for GPipe, 1F1B and interleaved 1F1B over M = 1, 2, 4, 8, 16.
+// measured from the executor's timestamps, beside the formula (K-1)/(vM+K-1), for GPipe, 1F1B
+// and interleaved 1F1B over M = 1, 2, 4, 8, 16.
 //
-//   bazel build -c opt --config=native //tools/bench:pipeline_bench
-//   mpirun -np 2 --bind-to core bazel-bin/tools/bench/pipeline_bench [--width=1024 --layers=8
-//       --batch=1024 --steps=5 --microbatches=1,2,4,8,16 --schedules=gpipe,1f1b,interleaved
+//   bazel build //tools/bench:pipeline_bench
+//   mpirun -np 2 --bind-to core bazel-bin/tools/bench/pipeline_bench [--width=1024 --layers=16
+//       --batch=2048 --steps=7 --microbatches=1,2,4,8,16 --schedules=gpipe,1f1b,interleaved
 //       --balance=uniform|params|time|a,b --breakdown]
 //
 // The model is balanced by construction: `layers` identical Linear(width, width) + ReLU
-// blocks, cut uniformly (or --balance=time: torchgpipe's balance_by_time), so every stage (and,
-// interleaved, every chunk) computes about the same; the last stage adds the loss. One thread per rank, one rank per core. The formula assumes
-// free messages and equal stages, so what the measurement adds above it is the cost of the
-// messages (each micro-batch's activation and gradient, batch/M x width floats) and of any
-// imbalance; a wider model or a larger batch makes both relatively smaller.
+// blocks (the first with a Scale in front, below), cut uniformly (or --balance=time:
+// torchgpipe's balance_by_time), so every stage (and, interleaved, every chunk) computes about
+// the same; the last stage adds the loss. One thread per rank, one rank per core. The formula
+// assumes free messages and equal stages, so what the measurement adds above it is the cost of
+// the messages (each micro-batch's activation and gradient, batch/M x width floats), any
+// imbalance and the compute's jitter; a wider model or a larger batch makes the messages
+// relatively cheaper.
 //
 // Each timed step starts with a barrier, so the stages start together and the step is one
 // window for all of them, as in the papers' figures: its length is the makespan (the slowest
@@ -99,8 +101,8 @@ std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
 
 int main(int argc, char** argv) {
   auto world = dist::init(&argc, &argv);
-  int64_t width = 1024, batch = 1024;
-  int layers = 8, steps = 5;
+  int64_t width = 1024, batch = 2048;
+  int layers = 16, steps = 7;
   std::string microbatches = "1,2,4,8,16", schedules = "gpipe,1f1b,interleaved";
   bool breakdown = false;
   std::string balance = "uniform";
