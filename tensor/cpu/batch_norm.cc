@@ -115,8 +115,8 @@ void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Ten
         [&](int64_t i, int64_t c, double* s1, double* s2) {
           const scalar_t* row = px + (i * d.c + c) * d.s;
           const auto square = [](auto v) { return v * v; };
-          if constexpr (std::is_same_v<scalar_t, BFloat16>) {
-            // Widened a block at a time (bf16_block.h), then the f32 vector sums.
+          if constexpr (kBlockWidened<scalar_t>) {
+            // Widened a block at a time (bf16_block.h, f16_block.h), then the f32 vector sums.
             float buf[kBf16Block];
             for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
               const int64_t m = std::min(kBf16Block, d.s - j0);
@@ -160,7 +160,7 @@ void CpuBackend::batch_norm_apply(const Tensor& x, const Tensor& mean, const Ten
         const S shift = (pb ? pb[c] : S(0)) - pm[c] * scale;
         const scalar_t* row = px + t * d.s;
         scalar_t* dst = py + t * d.s;
-        if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+        if constexpr (kBlockWidened<scalar_t>) {
           float buf[kBf16Block];
           for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
             const int64_t m = std::min(kBf16Block, d.s - j0);
@@ -196,7 +196,7 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
           const C m = C(pm[c]);
           const scalar_t* xr = px + (i * d.c + c) * d.s;
           const scalar_t* gr = pg + (i * d.c + c) * d.s;
-          if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+          if constexpr (kBlockWidened<scalar_t>) {
             float xb[kBf16Block], gb[kBf16Block];
             for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
               const int64_t n = std::min(kBf16Block, d.s - j0);
@@ -246,7 +246,7 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
         const S k = w * pi[c];
         const S mean_g = S(sum_g[c] / count);
         const S proj = S(sum_gxhat[c] / count) * pi[c];  // multiplies (x - mean)
-        if constexpr (std::is_same_v<scalar_t, BFloat16>) {
+        if constexpr (kBlockWidened<scalar_t>) {
           float xb[kBf16Block], gb[kBf16Block];
           for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
             const int64_t m = std::min(kBf16Block, d.s - j0);

@@ -13,7 +13,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "tensor/cpu/f16_block.h"
 #include "tensor/dtype.h"
 
 namespace tessera {
@@ -39,18 +41,24 @@ inline void narrow_to_bf16(const float* in, BFloat16* out, int64_t n) {
 }
 
 // The same under names generic code can call for any element type (inside a dispatch lambda,
-// `if constexpr` on its scalar type does not discard the other types' branches): the bf16
-// overloads are the fast ones; the others convert one element at a time.
+// `if constexpr` on its scalar type does not discard the other types' branches): the bf16 and
+// f16 (f16_block.h) overloads are the fast ones; the others convert one element at a time.
+// kBlockWidened<T>: the kernels run T a block at a time through f32 buffers.
+template <typename T>
+inline constexpr bool kBlockWidened = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
+
 template <typename T>
 inline void widen(const T* in, float* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(in[j]);
 }
 inline void widen(const BFloat16* in, float* out, int64_t n) { widen_bf16(in, out, n); }
+inline void widen(const Half* in, float* out, int64_t n) { widen_f16(in, out, n); }
 template <typename T>
 inline void narrow(const float* in, T* out, int64_t n) {
   for (int64_t j = 0; j < n; ++j) out[j] = static_cast<T>(in[j]);
 }
 inline void narrow(const float* in, BFloat16* out, int64_t n) { narrow_to_bf16(in, out, n); }
+inline void narrow(const float* in, Half* out, int64_t n) { narrow_to_f16(in, out, n); }
 
 }  // namespace cpu
 }  // namespace tessera

@@ -34,11 +34,11 @@ void copy_kernel(const Tensor& src, const Tensor& dst) {
                       int64_t n) {
                     Out* o = d + off[0];
                     const In* i = s + off[1];
-                    if constexpr (std::is_same_v<Out, float> && std::is_same_v<In, BFloat16>) {
-                      if (st[0] == 1 && st[1] == 1) return widen_bf16(i, o, n);
+                    if constexpr (std::is_same_v<Out, float> && kBlockWidened<In>) {
+                      if (st[0] == 1 && st[1] == 1) return widen(i, o, n);
                     }
-                    if constexpr (std::is_same_v<Out, BFloat16> && std::is_same_v<In, float>) {
-                      if (st[0] == 1 && st[1] == 1) return narrow_to_bf16(i, o, n);
+                    if constexpr (kBlockWidened<Out> && std::is_same_v<In, float>) {
+                      if (st[0] == 1 && st[1] == 1) return narrow(i, o, n);
                     }
                     if (st[0] == 1 && st[1] == 1) {
                       for (int64_t j = 0; j < n; ++j) o[j] = convert<Out>(i[j]);
@@ -58,14 +58,14 @@ void unary_kernel(const Tensor& in, const Tensor& out, F f) {
                       int64_t n) {
                     T* o = y + off[0];
                     const T* i = x + off[1];
-                    if constexpr (std::is_same_v<T, BFloat16>) {
+                    if constexpr (kBlockWidened<T>) {
                       if (st[0] == 1 && st[1] == 1) {
                         float buf[kBf16Block];
                         for (int64_t j0 = 0; j0 < n; j0 += kBf16Block) {
                           const int64_t m = std::min(kBf16Block, n - j0);
-                          widen_bf16(i + j0, buf, m);
+                          widen(i + j0, buf, m);
                           for (int64_t j = 0; j < m; ++j) buf[j] = f(buf[j]);
-                          narrow_to_bf16(buf, o + j0, m);
+                          narrow(buf, o + j0, m);
                         }
                         return;
                       }
@@ -90,20 +90,20 @@ void binary_kernel(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
                     Out* o = z + off[0];
                     const T* p = x + off[1];
                     const T* q = y + off[2];
-                    if constexpr (std::is_same_v<T, BFloat16> && std::is_same_v<Out, BFloat16>) {
+                    if constexpr (kBlockWidened<T> && std::is_same_v<Out, T>) {
                       if (st[0] == 1 && st[1] == 1 && (st[2] == 1 || st[2] == 0)) {
                         float a_buf[kBf16Block], b_buf[kBf16Block];
                         const float scalar = float(q[0]);
                         for (int64_t j0 = 0; j0 < n; j0 += kBf16Block) {
                           const int64_t m = std::min(kBf16Block, n - j0);
-                          widen_bf16(p + j0, a_buf, m);
+                          widen(p + j0, a_buf, m);
                           if (st[2] == 1) {
-                            widen_bf16(q + j0, b_buf, m);
+                            widen(q + j0, b_buf, m);
                             for (int64_t j = 0; j < m; ++j) a_buf[j] = f(a_buf[j], b_buf[j]);
                           } else {
                             for (int64_t j = 0; j < m; ++j) a_buf[j] = f(a_buf[j], scalar);
                           }
-                          narrow_to_bf16(a_buf, o + j0, m);
+                          narrow(a_buf, o + j0, m);
                         }
                         return;
                       }

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/cpu/gemm_onednn.h"
@@ -30,12 +31,10 @@ CBLAS_TRANSPOSE op(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 // Copies the (rows x cols) operand matrix at `src` (leading dim ld, maybe transposed) into a
 // dense f32 buffer with the same layout, so the f32 GEMM can read it with the same ld.
 template <typename T>
-std::vector<float> widen(const T* src, bool trans, int64_t rows, int64_t cols, int64_t ld) {
+std::vector<float> widen_operand(const T* src, bool trans, int64_t rows, int64_t cols, int64_t ld) {
   const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
   std::vector<float> dst(stored_rows * ld);
-  for (int64_t r = 0; r < stored_rows; ++r) {
-    for (int64_t c = 0; c < stored_cols; ++c) dst[r * ld + c] = static_cast<float>(src[r * ld + c]);
-  }
+  for (int64_t r = 0; r < stored_rows; ++r) widen(src + r * ld, dst.data() + r * ld, stored_cols);
   return dst;
 }
 
@@ -66,17 +65,13 @@ void gemm_typed(const GemmArgs& g) {
     } else if constexpr (std::is_same_v<T, double>) {
       gemm_f64(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc);
     } else {
-      const std::vector<float> a32 = widen(a, g.trans_a, g.m, g.k, g.lda);
-      const std::vector<float> b32 = widen(b, g.trans_b, g.k, g.n, g.ldb);
+      const std::vector<float> a32 = widen_operand(a, g.trans_a, g.m, g.k, g.lda);
+      const std::vector<float> b32 = widen_operand(b, g.trans_b, g.k, g.n, g.ldb);
       std::vector<float> c32(g.m * g.n);
-      for (int64_t r = 0; r < g.m; ++r) {
-        for (int64_t col = 0; col < g.n; ++col) c32[r * g.n + col] = float(c[r * g.ldc + col]);
-      }
+      for (int64_t r = 0; r < g.m; ++r) widen(c + r * g.ldc, c32.data() + r * g.n, g.n);
       gemm_f32(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a32.data(), g.lda, b32.data(),
                g.ldb, g.beta, c32.data(), g.n);
-      for (int64_t r = 0; r < g.m; ++r) {
-        for (int64_t col = 0; col < g.n; ++col) c[r * g.ldc + col] = T(c32[r * g.n + col]);
-      }
+      for (int64_t r = 0; r < g.m; ++r) narrow(c32.data() + r * g.n, c + r * g.ldc, g.n);
     }
   }
 }
