@@ -14,7 +14,7 @@
 //
 // Eigen converts one element at a time through branches GCC does not vectorize, which made
 // fp16 autocast's casts, ReLUs and adds several times slower than f32 (a ResNet-20 step 3.2x
-// f32's). Bit for bit Eigen's software results (tests/tensor/f16_test.cc); built with
+// f32's). Bit for bit Eigen's software results (tests/tensor/half_kernels_test.cc); built with
 // -march=native, Eigen uses the F16C instructions instead, which agree except in the bits of
 // a NaN's payload.
 #pragma once

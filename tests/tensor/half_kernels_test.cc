@@ -1,0 +1,206 @@
+// bf16 and f16 on the CPU against the per-element reference, Eigen::bfloat16 / Eigen::half.
+// The kernels widen and round half runs a block at a time by bit operations
+// (tensor/cpu/bf16_block.h, f16_block.h). Checked for both types: every one of the 65,536
+// values widened; f32 values rounded (ties to even, overflow, subnormals, NaNs, infinities) and
+// a sweep of 4.3 million f32 bit patterns across the whole range; elementwise and matmul results
+// equal to the f32 computation on the same (exactly widened) values rounded once, bit for bit;
+// batch norm within one rounding (its sums may add in another order). NaNs compare as NaNs of
+// the same sign (Eigen's F16C conversion, under -march=native, keeps a NaN's payload).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace {
+
+template <typename T>
+uint16_t bits_of(T h) {
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+
+template <typename T>
+bool is_nan_value(T h) {
+  return std::isnan(static_cast<float>(h));
+}
+
+template <typename T>
+void expect_same_bits(const Tensor& got, const Tensor& want, const char* what) {
+  ASSERT_EQ(got.dtype(), DTypeOf<T>::value);
+  ASSERT_EQ(want.dtype(), DTypeOf<T>::value);
+  ASSERT_EQ(got.numel(), want.numel());
+  const Tensor g = got.contiguous(), w = want.contiguous();
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    const T a = g.data<T>()[i], b = w.data<T>()[i];
+    if (is_nan_value(b)) {
+      ASSERT_TRUE(is_nan_value(a) && std::signbit(static_cast<float>(a)) ==
+                                         std::signbit(static_cast<float>(b)))
+          << what << ": element " << i << " is " << static_cast<float>(a) << ", expected a NaN";
+    } else {
+      ASSERT_EQ(bits_of(a), bits_of(b)) << what << ": element " << i << " is "
+                                        << static_cast<float>(a) << ", expected "
+                                        << static_cast<float>(b);
+    }
+  }
+}
+
+// Each element rounded by Eigen, one at a time: the reference.
+template <typename T>
+Tensor round_each(const Tensor& f32) {
+  Tensor out = empty(f32.shape(), DTypeOf<T>::value);
+  const Tensor c = f32.contiguous();
+  for (int64_t i = 0; i < c.numel(); ++i) out.data<T>()[i] = T(c.data<float>()[i]);
+  return out;
+}
+
+// Values that round in interesting ways in either type (ties, overflow, subnormals, NaNs),
+// then a spread of ordinary ones; 1000 in all, so runs span several blocks.
+Tensor tricky_f32() {
+  std::vector<float> v = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256,    // bf16 ties
+                          1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,  // f16 ties
+                          65519.99f, 65520.0f, -65520.0f,          // f16's top
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          std::ldexp(3.0f, -25), std::ldexp(1.0f, -25),  // f16 subnormal ties
+                          std::ldexp(1023.5f, -24),  // an f16 tie below 2^-14: up to it
+                          std::numeric_limits<float>::denorm_min(), -1e-40f, 0.0f, -0.0f};
+  Generator g(3);
+  const std::vector<float> spread = mul(randn({1000 - static_cast<int64_t>(v.size())}, kF32, &g), 7.0)
+                                        .to_vector<float>();
+  v.insert(v.end(), spread.begin(), spread.end());
+  return from_vector<float>(v, {static_cast<int64_t>(v.size())});
+}
+
+template <typename T>
+class HalfOps : public ::testing::Test {
+ protected:
+  static constexpr DType kType = DTypeOf<T>::value;
+  // One unit in the last place, relative: 2^-7 for bf16, 2^-10 for f16.
+  static double ulp() { return kType == kBF16 ? 1.0 / 128 : 1.0 / 1024; }
+};
+using HalfTypes = ::testing::Types<BFloat16, Half>;
+TYPED_TEST_SUITE(HalfOps, HalfTypes);
+
+TYPED_TEST(HalfOps, EveryValueWidensExactly) {
+  using T = TypeParam;
+  Tensor all = empty({65536}, TestFixture::kType);
+  uint16_t* p = static_cast<uint16_t*>(all.raw_data());
+  for (int i = 0; i < 65536; ++i) p[i] = static_cast<uint16_t>(i);
+  const Tensor wide = all.to(kF32);
+  for (int i = 0; i < 65536; ++i) {
+    const float want = static_cast<float>(all.data<T>()[i]);
+    const float got = wide.data<float>()[i];
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got) && std::signbit(got) == std::signbit(want)) << "bits " << i;
+    } else {
+      uint32_t g, w;
+      std::memcpy(&g, &got, 4);
+      std::memcpy(&w, &want, 4);
+      ASSERT_EQ(g, w) << "bits " << i;
+    }
+  }
+}
+
+TYPED_TEST(HalfOps, RoundingMatchesEigenIncludingTiesOverflowAndSubnormals) {
+  using T = TypeParam;
+  const Tensor x = tricky_f32();
+  const Tensor h = x.to(TestFixture::kType);
+  expect_same_bits<T>(h, round_each<T>(x), "f32 -> half");
+  const auto at = [&](int i) { return static_cast<float>(h.data<T>()[i]); };
+  if (TestFixture::kType == kBF16) {
+    EXPECT_EQ(at(0), 1.0f);             // a tie: to even
+    EXPECT_EQ(at(1), 1.0f + 4.0f / 256);  // a tie: up to even
+  } else {
+    EXPECT_EQ(at(2), 1.0f);
+    EXPECT_EQ(at(3), 1.0f + 4.0f / 2048);
+    EXPECT_EQ(at(4), 65504.0f);  // the largest f16
+    EXPECT_TRUE(std::isinf(at(5)));
+    EXPECT_EQ(at(12), std::ldexp(1.0f, -23));  // a subnormal tie: up to even
+    EXPECT_EQ(at(13), 0.0f);                   // a tie with zero
+  }
+}
+
+// Every 1009th f32 bit pattern: 4.3 million, all exponents, both signs.
+TYPED_TEST(HalfOps, RoundingMatchesEigenAcrossTheF32Range) {
+  using T = TypeParam;
+  constexpr uint64_t kStride = 1009;
+  const int64_t n = static_cast<int64_t>((uint64_t{1} << 32) / kStride);
+  Tensor x = empty({n}, kF32);
+  uint32_t* p = static_cast<uint32_t*>(x.raw_data());
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(static_cast<uint64_t>(i) * kStride);
+  expect_same_bits<T>(x.to(TestFixture::kType), round_each<T>(x), "f32 bit patterns");
+}
+
+TYPED_TEST(HalfOps, UnaryBinaryAndMatmulRoundOnceFromF32) {
+  using T = TypeParam;
+  const DType dt = TestFixture::kType;
+  const Tensor x = tricky_f32().to(dt), xw = x.to(kF32);  // xw: exactly x's values in f32
+  Generator g(4);
+  const Tensor y = randn({1000}, kF32, &g).to(dt), yw = y.to(kF32);
+  expect_same_bits<T>(relu(x), round_each<T>(relu(xw)), "relu");
+  expect_same_bits<T>(neg(x), round_each<T>(neg(xw)), "neg");
+  expect_same_bits<T>(add(x, y), round_each<T>(add(xw, yw)), "add");
+  expect_same_bits<T>(mul(x, y), round_each<T>(mul(xw, yw)), "mul");
+  expect_same_bits<T>(relu_backward(y, x), round_each<T>(relu_backward(yw, xw)), "relu_backward");
+  // A scalar broadcast along the run, and a strided (non-contiguous) operand.
+  const Tensor s = from_vector<float>({0.3f}, {1}).to(dt);
+  expect_same_bits<T>(add(x, s), round_each<T>(add(xw, s.to(kF32))), "add scalar");
+  const Tensor xt = x.view({25, 40}).transpose(0, 1), xtw = xw.view({25, 40}).transpose(0, 1);
+  expect_same_bits<T>(relu(xt), round_each<T>(relu(xtw)), "relu of a transposed view");
+  // A matmul: the f32 GEMM on the operands' exact values, rounded once (bf16 may go to oneDNN,
+  // which accumulates in another order: compared within one rounding below instead).
+  const Tensor a = randn({17, 33}, kF32, &g).to(dt), b = randn({33, 9}, kF32, &g).to(dt);
+  const Tensor want = matmul(a.to(kF32), b.to(kF32));
+  const Tensor bt = b.transpose(0, 1).contiguous().transpose(0, 1);  // a transposed operand
+  for (const Tensor& got : {matmul(a, b), matmul(a, bt)}) {
+    if (dt == kF16) {
+      expect_same_bits<T>(got, round_each<T>(want), "matmul");
+    } else {
+      const Tensor diff = abs(sub(got.to(kF32), want));
+      const Tensor tol = add(mul(abs(want), TestFixture::ulp()), 1e-3);
+      EXPECT_EQ(sum(gt(diff, tol).to(kF32)).item(), 0.0) << "bf16 matmul";
+    }
+  }
+}
+
+// Batch norm on half input computes in f32 (statistics, normalization) and rounds its output
+// once: within one rounding of the f32 computation on the same values.
+TYPED_TEST(HalfOps, BatchNormComputesInF32) {
+  const DType dt = TestFixture::kType;
+  const double ulp = TestFixture::ulp();
+  Generator g(5);
+  const Tensor xf = add(mul(randn({6, 4, 9, 31}, kF32, &g), 3.0), 1.5);
+  const Tensor x = xf.to(dt), xw = x.to(kF32);
+  const Tensor w = randn({4}, kF32, &g), b = randn({4}, kF32, &g);
+  Tensor rm = zeros({4}), rv = ones({4}), rm32 = zeros({4}), rv32 = ones({4});
+  const BatchNormResult low = batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
+  const BatchNormResult ref = batch_norm(xw, w, b, rm32, rv32, true, 0.1, 1e-5);
+  ASSERT_EQ(low.output.dtype(), dt);
+  EXPECT_LT(max_abs_diff(low.mean, ref.mean), 1e-5);
+  EXPECT_LT(max_abs_diff(low.invstd, ref.invstd), 1e-5);
+  const Tensor diff = abs(sub(low.output.to(kF32), ref.output));
+  EXPECT_EQ(sum(gt(diff, add(mul(abs(ref.output), ulp), 1e-6)).to(kF32)).item(), 0.0);
+
+  const Tensor grad = randn({6, 4, 9, 31}, kF32, &g).to(dt);
+  const BatchNormGrads gl = batch_norm_backward(grad, x, w, low.mean, low.invstd, true, true, true);
+  const BatchNormGrads gr = batch_norm_backward(grad.to(kF32), xw, w, ref.mean, ref.invstd, true, true, true);
+  ASSERT_EQ(gl.input.dtype(), dt);
+  EXPECT_LT(max_abs_diff(gl.weight, gr.weight), 1e-3);
+  EXPECT_LT(max_abs_diff(gl.bias, gr.bias), 1e-3);
+  const Tensor gdiff = abs(sub(gl.input.to(kF32), gr.input));
+  EXPECT_EQ(sum(gt(gdiff, add(mul(abs(gr.input), 2 * ulp), 1e-4)).to(kF32)).item(), 0.0);
+}
+
+}  // namespace
+}  // namespace tessera
