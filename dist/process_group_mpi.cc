@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <numeric>
-#include <thread>
 
 #include "dist/mpi_check.h"
 #include "dist/mpi_request.h"
