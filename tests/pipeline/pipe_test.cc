@@ -446,30 +446,55 @@ TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
   EXPECT_TRUE(pipe.trace().back().reduction);
 }
 
-TEST(Pipe, PipelineTimesZeroOneEqualsOneProcessOnTheGlobalBatch) {
-  // ZeRO-1 averages the gradients itself in its reduce-scatter: the Pipe gets no
-  // data-parallel group, the sharded optimizer gets it.
+// ZeRO averages the gradients itself in its reduce-scatter: the Pipe gets no data-parallel
+// group, the sharded optimizer gets it. Returns the data-parallel group's reduce-scatter calls
+// of the last step.
+int64_t pipeline_times_zero_matches_one_process(int zero_stage, const std::string& schedule) {
   auto world = dist::world();
-  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
   dist::Topology topo(world, 2);
   const int M = 4;
   auto reference = deep_mlp();
   optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn, PipeOptions().microbatches(M).schedule("gpipe"));
+  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn,
+            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(
+                schedule == "interleaved" ? 2 : 1));
   dist::ZeroRedundancyOptimizer opt(pipe.parameters(), topo.data_parallel_group(),
                                     [](std::vector<Variable> shard) {
                                       return std::make_unique<optim::SGD>(
                                           shard, optim::SGDOptions(0.05).momentum(0.9));
-                                    });
+                                    },
+                                    dist::ZeroOptions().stage(zero_stage));
+  int64_t calls = 0;
   for (int step = 0; step < 3; ++step) {
     const Batch global = make_batch(step, 16, {1, 8, 8});
     reference_data_parallel_step(*reference, ref_opt, global, M);
     opt.zero_grad();
     const int d = topo.replica();
+    topo.data_parallel_group()->ledger().reset();
     pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
     opt.step();
+    calls = topo.data_parallel_group()->ledger().entry(dist::CollectiveKind::kReduceScatter).calls;
   }
   expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
+  return calls;
+}
+
+TEST(Pipe, PipelineTimesZeroOneEqualsOneProcessOnTheGlobalBatch) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
+  // One reduce-scatter of the stage's flat gradient, in step().
+  EXPECT_EQ(pipeline_times_zero_matches_one_process(1, "gpipe"), 1);
+}
+
+TEST(Pipe, PipelineTimesZeroTwoEqualsOneProcessOnTheGlobalBatch) {
+  if (dist::world()->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
+  // Stage 2 reduce-scatters during each backward, and each micro-batch's B is a backward of
+  // its own: M = 4 reduce-scatters of the stage's gradient (one bucket) per step, where stage 1
+  // sends one. The shard's gradient accumulates them.
+  EXPECT_EQ(pipeline_times_zero_matches_one_process(2, "1f1b"), 4);
+  EXPECT_EQ(pipeline_times_zero_matches_one_process(2, "gpipe"), 4);
+  // Interleaved, v = 2: each chunk's backward of each micro-batch, 2M; the other chunk's
+  // parameters contribute zeros.
+  EXPECT_EQ(pipeline_times_zero_matches_one_process(2, "interleaved"), 8);
 }
 
 }  // namespace

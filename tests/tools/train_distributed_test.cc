@@ -99,13 +99,14 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
 
 // 4 ranks as 2 stages x 2 replicas: --batch-size is per replica, so this trains on the same
 // global batch (2 x 32) as 2-rank DDP, and ends where it does (tolerances as above), whether
-// each stage's replicas average their gradients after the batch (--dp-strategy=ddp) or shard
-// the stage's optimizer state with ZeRO-1 (zero1: each rank holds half its stage's Adam state).
+// each stage's replicas average their gradients after the batch (--dp-strategy=ddp), shard
+// the stage's optimizer state with ZeRO-1 (zero1: each rank holds half its stage's Adam state)
+// or its gradients too with ZeRO-2 (zero2: reduce-scattered after each micro-batch's backward).
 TEST(TrainDistributed, PipelineTimesDataParallelMatchesDdp) {
   const auto ddp = run(kShortMlp + "--batch-size=32 --strategy=ddp");
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
   const std::string reference = last_json_line(ddp.output);
-  for (const char* dp : {"ddp", "zero1"}) {
+  for (const char* dp : {"ddp", "zero1", "zero2"}) {
     const auto pp = run(kShortMlp + "--batch-size=32 --strategy=pipeline --stages=2 --dp-strategy=" +
                             dp, 4);
     ASSERT_EQ(pp.exit_code, 0) << pp.output;

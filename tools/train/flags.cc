@@ -361,7 +361,7 @@ Config parse_flags(int argc, char** argv) {
          c.deferred_batch_norm = to_bool("deferred-batch-norm", v);
        }},
       {"dp-strategy", [&](const std::string& v) {
-         c.dp_strategy = one_of("dp-strategy", v, {"ddp", "zero1"});
+         c.dp_strategy = one_of("dp-strategy", v, {"ddp", "zero1", "zero2"});
        }},
       {"trace", [&](const std::string& v) {
          if (v.empty()) bad("--trace needs a file name, got an empty value");

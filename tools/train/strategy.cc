@@ -152,9 +152,13 @@ class Pipeline : public Strategy {
                                         .deferred_batch_norm(c.deferred_batch_norm);
     // --dp-strategy=ddp: Pipe averages each stage's gradients over its replicas after the last
     // backward; zero1: a ZeRO-1 optimizer over the stage's parameters does (reduce-scatter) and
-    // shards the stage's optimizer state over the replicas.
-    const bool zero1 = c.dp_strategy == "zero1" && topology_.data_parallel_size() > 1;
-    if (!zero1) options.data_parallel_group(topology_.data_parallel_group());
+    // shards the stage's optimizer state over the replicas; zero2: the gradients too, reduced
+    // during each micro-batch's backward.
+    const int zero_stage = topology_.data_parallel_size() == 1 ? 0
+                           : c.dp_strategy == "zero1"          ? 1
+                           : c.dp_strategy == "zero2"          ? 2
+                                                               : 0;
+    if (zero_stage == 0) options.data_parallel_group(topology_.data_parallel_group());
     if (c.balance == "time") {
       // Layer times do not depend on the pixel values: a micro-batch of zeros of the data's shape.
       const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
@@ -171,11 +175,11 @@ class Pipeline : public Strategy {
       // Pipe checks its options identically on every rank before any message (pipe.h).
       throw FlagError(pipeline_flags(c, world->size()) + ": " + e.what());
     }
-    if (zero1) {
+    if (zero_stage > 0) {
       opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
           pipe_->parameters(), topology_.data_parallel_group(),
           [c](std::vector<Variable> shard) { return make_optimizer(c, std::move(shard)); },
-          dist::ZeroOptions().stage(1));
+          dist::ZeroOptions().stage(zero_stage).bucket_cap_mb(c.bucket_cap_mb));
     } else {
       opt_ = make_optimizer(c, pipe_->parameters());
     }
@@ -228,7 +232,7 @@ class Pipeline : public Strategy {
             {"pipeline", topology_.pipeline_group().get()},
             {"data-parallel", topology_.data_parallel_group().get()}};
   }
-  // Collective over the pipeline group (and, for ZeRO-1, the data-parallel group): every
+  // Collective over the pipeline group (and, for ZeRO, the data-parallel group): every
   // stage's optimizer state, renumbered into the unpipelined model's (optimizer_state.h).
   StateDict optimizer_state() override {
     return pipeline::gather_optimizer_state(*pipe_, opt_->state_dict());

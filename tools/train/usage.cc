@@ -43,8 +43,9 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
   --deferred-batch-norm=true|false (false; true: BatchNorm's running statistics updated once
             per batch from all its micro-batches instead of once per micro-batch)
-  --dp-strategy=ddp|zero1 (ddp: each stage's gradients averaged over its replicas after the
-            batch; zero1: a ZeRO-1 optimizer over the stage's replicas shards its state)
+  --dp-strategy=ddp|zero1|zero2 (ddp: each stage's gradients averaged over its replicas after
+            the batch; zero1: a ZeRO-1 optimizer over the stage's replicas shards its state;
+            zero2: its gradients too, reduce-scattered after every micro-batch's backward)
   checkpoints hold the whole model and the stages' optimizer state in the unpipelined format
             (any strategy resumes from them, and a pipeline from theirs)
 
