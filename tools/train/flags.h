@@ -46,7 +46,7 @@ struct Config {
   std::string balance = "uniform";               // uniform|params|time|3,4,3
   std::string checkpoint_activations = "never";  // never|except_last|always
   std::string trace;                             // Chrome trace of the last step (rank 0 writes)
-  std::string dp_strategy = "ddp";               // ddp|zero1: each stage's data parallelism
+  std::string dp_strategy = "ddp";               // ddp|zero1|zero2: each stage's data parallelism
   bool deferred_batch_norm = false;              // BatchNorm statistics once per batch
 
   // DDP's and ZeRO-2's gradient buckets, and ZeRO-3's units (dist::FullyShardedOptions).
