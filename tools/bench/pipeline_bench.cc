@@ -97,6 +97,36 @@ std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
   return m;
 }
 
+// The latency of the messages a stage sat waiting for: from the sender posting it to the
+// receiver holding it (recv end - send start), for each receive that began before its send.
+// The n-th activation (gradient) a rank sends goes to the next (previous) rank and is the n-th
+// that rank receives (MPI's order on one tag). Collective over the pipeline (`world`).
+std::vector<double> waited_hop_ms(const std::vector<pipeline::Span>& mine, dist::ProcessGroup& world) {
+  const std::vector<std::vector<pipeline::Span>> all = pipeline::gather_trace(mine, world);
+  const int K = static_cast<int>(all.size());
+  const auto of_kind = [](const std::vector<pipeline::Span>& spans, pipeline::ActionKind kind) {
+    std::vector<pipeline::Span> out;
+    for (const pipeline::Span& span : spans) {
+      if (!span.reduction && span.action.kind == kind) out.push_back(span);
+    }
+    return out;
+  };
+  std::vector<double> hops;
+  for (int r = 0; r < K; ++r) {
+    for (const bool activation : {true, false}) {
+      const int sender = activation ? (r + K - 1) % K : (r + 1) % K;
+      const auto sends = of_kind(all[sender], activation ? pipeline::ActionKind::kSendActivation
+                                                          : pipeline::ActionKind::kSendGradient);
+      const auto recvs = of_kind(all[r], activation ? pipeline::ActionKind::kRecvActivation
+                                                     : pipeline::ActionKind::kRecvGradient);
+      for (size_t n = 0; n < std::min(sends.size(), recvs.size()); ++n) {
+        if (recvs[n].start <= sends[n].start) hops.push_back((recvs[n].end - sends[n].start) * 1e3);
+      }
+    }
+  }
+  return hops;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,6 +219,7 @@ int main(int argc, char** argv) {
         if (category == "send") send += ms;
       }
       const double rest = step_ms.back() - compute - recv - send;
+      const std::vector<double> hops = waited_hop_ms(pipe.trace(), *world);
       Tensor mine = from_vector<double>({median(idle), median(step_ms), compute, recv, send, rest},
                                         {kFields});
       Tensor all = empty({kFields * K}, kF64);
@@ -209,6 +240,10 @@ int main(int argc, char** argv) {
       std::printf(" %+7.0f%% %10.3f %+7.0f%% %10.1f\n", 100.0 * (mean - theory) / theory, bubble,
                   100.0 * (bubble - theory) / theory, slowest_step);
       if (breakdown) {
+        if (!hops.empty()) {
+          std::printf("    last step: %zu messages waited for, latency (ms) median %.3f, max %.3f\n",
+                      hops.size(), median(hops), *std::max_element(hops.begin(), hops.end()));
+        }
         for (int s = 0; s < K; ++s) {
           std::printf("    stage %d, last step (ms): compute %.1f, recv %.1f, send %.1f, rest %.1f\n", s,
                       b[kFields * s + 2], b[kFields * s + 3], b[kFields * s + 4], b[kFields * s + 5]);

@@ -1,0 +1,73 @@
+// The timing model against the bubble formula (equal stages, any backward/forward ratio) and
+// against a step worked out by hand (unequal stages).
+#include "pipeline/timing_model.h"
+
+#include <gtest/gtest.h>
+
+#include "pipeline/schedule.h"
+#include "tests/util/expect_error.h"
+
+namespace tessera {
+namespace pipeline {
+namespace {
+
+using testing::expect_error;
+
+TEST(TimingModel, EqualStagesGiveTheFormulaForEverySchedule) {
+  for (const ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kInterleaved}) {
+    const int v = kind == ScheduleKind::kInterleaved ? 2 : 1;
+    for (int K = 1; K <= 8; ++K) {
+      for (int M = 1; M <= 16; ++M) {
+        if (v > 1 && (K < 2 || M % K != 0)) continue;  // what interleaving requires
+        const auto lists = make_schedules(kind, K, M, v);
+        for (const StageTimes t : {StageTimes{1, 1}, StageTimes{1, 2}, StageTimes{0.3, 1.7}}) {
+          const TimedStep step = play_timed(lists, v, std::vector<StageTimes>(K, t));
+          const double formula = static_cast<double>(K - 1) / (v * M + K - 1);
+          SCOPED_TRACE(std::string(schedule_name(kind)) + " K=" + std::to_string(K) + " M=" +
+                       std::to_string(M) + " backward/forward=" + std::to_string(t.backward / t.forward));
+          // vM + K - 1 slots of one chunk's forward and backward.
+          EXPECT_NEAR(step.makespan, (v * M + K - 1) * (t.forward + t.backward), 1e-9);
+          for (int s = 0; s < K; ++s) EXPECT_NEAR(step.idle_fraction(s), formula, 1e-12);
+        }
+      }
+    }
+  }
+}
+
+TEST(TimingModel, UnequalStagesByHand) {
+  // 1F1B, K = 2, M = 2; stage 0 takes twice as long as stage 1 (F 2, B 4 against F 1, B 2):
+  //   stage 0: F0 [0,2]  F1 [2,4]  B0 [5,9] (waits for stage 1's B0)  B1 [9,13]
+  //   stage 1: F0 [2,3]  B0 [3,5]  F1 [5,6]  B1 [6,8]
+  const TimedStep step = play_timed(make_schedules(ScheduleKind::kOneFOneB, 2, 2), 1,
+                                    {StageTimes{2, 4}, StageTimes{1, 2}});
+  EXPECT_DOUBLE_EQ(step.makespan, 13);
+  EXPECT_DOUBLE_EQ(step.busy[0], 12);
+  EXPECT_DOUBLE_EQ(step.busy[1], 6);
+  EXPECT_DOUBLE_EQ(step.bottleneck_idle(), 1.0 / 13);
+  EXPECT_DOUBLE_EQ(step.mean_idle(), (1.0 / 13 + 7.0 / 13) / 2);
+}
+
+TEST(TimingModel, OnePercentOfImbalanceMovesTheInterleavedBubble) {
+  // K = 2, v = 2, M = 16 (formula 1/33 = 0.030), backward twice forward. Stage 0 1% slower: the
+  // slower stage idles 0.021, 30% under the formula; stage 1 1% slower: 0.030, but stage 0
+  // then waits for it at every message and the stages' mean rises to 0.035.
+  const auto lists = make_schedules(ScheduleKind::kInterleaved, 2, 16, 2);
+  const TimedStep first_slower = play_timed(lists, 2, {StageTimes{1.01, 2.02}, StageTimes{1, 2}});
+  EXPECT_NEAR(first_slower.bottleneck_idle(), 0.021, 0.001);
+  EXPECT_LT(first_slower.mean_idle(), 1.0 / 33);
+  const TimedStep last_slower = play_timed(lists, 2, {StageTimes{1, 2}, StageTimes{1.01, 2.02}});
+  EXPECT_NEAR(last_slower.bottleneck_idle(), 1.0 / 33, 0.001);
+  EXPECT_NEAR(last_slower.mean_idle(), 0.035, 0.001);
+}
+
+TEST(TimingModel, ListsThatCannotRunAreAnError) {
+  // Stage 1 backwards micro-batch 0 before forwarding it, so stage 0's B0 never gets its
+  // gradient either.
+  expect_error([] { play_timed({{F(0), B(0)}, {B(0), F(0)}}, 1, {StageTimes{}, StageTimes{}}); },
+               "stage 0 cannot run B0: an input it needs is never computed");
+  expect_error([] { play_timed({{F(0), B(0)}}, 1, {}); }, "0 stage times for 1 stages");
+}
+
+}  // namespace
+}  // namespace pipeline
+}  // namespace tessera
