@@ -20,28 +20,42 @@ double TimedStep::bottleneck_idle() const {
 }
 
 TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
-                     const std::vector<StageTimes>& times) {
+                     const std::vector<StageTimes>& times, const MessageCosts& costs) {
   const int K = static_cast<int>(lists.size());
   TS_CHECK(K >= 1 && chunks >= 1, "play_timed: ", K, " stages and ", chunks, " chunks");
   TS_CHECK(static_cast<int>(times.size()) == K, "play_timed: ", times.size(), " stage times for ",
            K, " stages");
   const int last_virtual = K * chunks - 1;
-  // When each computation ended: (kind, micro-batch, virtual stage).
+  // When each action ended, by (kind, micro-batch, virtual stage).
   std::map<std::tuple<ActionKind, int, int>, double> ended;
-  const auto input_ready = [&](ActionKind kind, int mb, int j, double* at) {
-    std::vector<std::tuple<ActionKind, int, int>> needs;
-    if (kind == ActionKind::kForward && j > 0) needs.emplace_back(ActionKind::kForward, mb, j - 1);
-    if (kind == ActionKind::kBackward) {
-      needs.emplace_back(ActionKind::kForward, mb, j);
-      if (j < last_virtual) needs.emplace_back(ActionKind::kBackward, mb, j + 1);
+  // What an action needs done first, on this rank or another: a computation's inputs (F i of
+  // virtual stage j: F i of j-1; B i: its own F i and B i of j+1), a receive's send.
+  const auto needs = [&](const Action& a, int j) {
+    std::vector<std::tuple<ActionKind, int, int>> n;
+    const int mb = a.microbatch;
+    switch (a.kind) {
+      case ActionKind::kForward:
+        if (j > 0) n.emplace_back(ActionKind::kForward, mb, j - 1);
+        break;
+      case ActionKind::kBackward:
+        n.emplace_back(ActionKind::kForward, mb, j);
+        if (j < last_virtual) n.emplace_back(ActionKind::kBackward, mb, j + 1);
+        break;
+      case ActionKind::kRecvActivation: n.emplace_back(ActionKind::kSendActivation, mb, j - 1); break;
+      case ActionKind::kRecvGradient: n.emplace_back(ActionKind::kSendGradient, mb, j + 1); break;
+      case ActionKind::kSendActivation: n.emplace_back(ActionKind::kForward, mb, j); break;
+      case ActionKind::kSendGradient: n.emplace_back(ActionKind::kBackward, mb, j); break;
     }
-    *at = 0;
-    for (const auto& n : needs) {
-      const auto it = ended.find(n);
-      if (it == ended.end()) return false;
-      *at = std::max(*at, it->second);
+    return n;
+  };
+  const auto duration = [&](const Action& a, int s) {
+    switch (a.kind) {
+      case ActionKind::kForward: return times[s].forward;
+      case ActionKind::kBackward: return times[s].backward;
+      case ActionKind::kSendActivation:
+      case ActionKind::kSendGradient: return costs.send;
+      default: return costs.receive;
     }
-    return true;
   };
   TimedStep step;
   step.busy.assign(K, 0);
@@ -52,13 +66,18 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
     for (int s = 0; s < K; ++s) {
       for (; at[s] < lists[s].size(); ++at[s], moved = true) {
         const Action& a = lists[s][at[s]];
-        if (!is_compute(a.kind)) continue;  // messages are free
-        const int j = a.chunk * K + s;      // the virtual stage
-        double ready;
-        if (!input_ready(a.kind, a.microbatch, j, &ready)) break;
-        const double t = a.kind == ActionKind::kForward ? times[s].forward : times[s].backward;
+        const int j = a.chunk * K + s;  // the virtual stage
+        double ready = 0;
+        bool missing = false;
+        for (const auto& n : needs(a, j)) {
+          const auto it = ended.find(n);
+          missing = missing || it == ended.end();
+          if (!missing) ready = std::max(ready, it->second);
+        }
+        if (missing) break;
+        const double t = duration(a, s);
         clock[s] = std::max(clock[s], ready) + t;
-        step.busy[s] += t;
+        if (is_compute(a.kind)) step.busy[s] += t;
         ended[{a.kind, a.microbatch, j}] = clock[s];
       }
     }

@@ -1,10 +1,12 @@
 // Timing model: a batch's action lists played on a clock where each stage's forward and
 // backward take given times and messages are free, the assumptions behind the bubble formula
-// (K-1)/(vM+K-1) except one: the stages need not be equal.
+// (K-1)/(vM+K-1) except one: the stages need not be equal. Messages may be given a cost too.
 //
-// A rank runs its list in order; a computation starts when its rank is free and its inputs
-// exist: F i of virtual stage j after F i of virtual stage j-1, B i after F i of its own
-// virtual stage and B i of virtual stage j+1. Sends and receives take no time.
+// A rank runs its list in order; an action starts when its rank is free and what it needs has
+// ended: F i of virtual stage j needs F i of virtual stage j-1, B i needs F i of its own
+// virtual stage and B i of virtual stage j+1, a receive needs its send. A send takes
+// `MessageCosts::send` of its rank's time, a receive `MessageCosts::receive` once its send has
+// ended (the copy of a message that has arrived); both are free by default.
 //
 // With equal stages it gives the formula for every schedule, whatever the ratio of backward to
 // forward time. With unequal ones it shows how far a measured bubble can move for reasons that
@@ -26,6 +28,11 @@ struct StageTimes {
   double forward = 1, backward = 1;
 };
 
+// Per message, on the sender's and the receiver's clock.
+struct MessageCosts {
+  double send = 0, receive = 0;
+};
+
 struct TimedStep {
   double makespan = 0;        // until the last stage finishes
   std::vector<double> busy;   // per stage: time spent computing
@@ -39,7 +46,7 @@ struct TimedStep {
 // lists[s]: stage s's actions (make_schedules(); sound, so validate() them first), times[s]
 // its compute times, chunks = v. Throws if the lists cannot be played to the end.
 TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
-                     const std::vector<StageTimes>& times);
+                     const std::vector<StageTimes>& times, const MessageCosts& costs = {});
 
 }  // namespace pipeline
 }  // namespace tessera

@@ -47,6 +47,26 @@ TEST(TimingModel, UnequalStagesByHand) {
   EXPECT_DOUBLE_EQ(step.mean_idle(), (1.0 / 13 + 7.0 / 13) / 2);
 }
 
+TEST(TimingModel, MessageCostsByHand) {
+  // GPipe, K = 2, M = 2, F 1 and B 2 on both stages; a send takes 0.1 of its rank's time, a
+  // receive 0.5 once its send has ended:
+  //   stage 0: F0 [0,1] SA0 [1,1.1] F1 [1.1,2.1] SA1 [2.1,2.2]
+  //            RG0 [6.2,6.7] B0 [6.7,8.7] RG1 [8.7,9.2] B1 [9.2,11.2]
+  //   stage 1: RA0 [1.1,1.6] F0 [1.6,2.6] RA1 [2.6,3.1] F1 [3.1,4.1]
+  //            B0 [4.1,6.1] SG0 [6.1,6.2] B1 [6.2,8.2] SG1 [8.2,8.3]
+  const auto lists = make_schedules(ScheduleKind::kGPipe, 2, 2);
+  ASSERT_EQ(to_string(lists[0]), "F0 SA0 F1 SA1 RG0 B0 RG1 B1");
+  ASSERT_EQ(to_string(lists[1]), "RA0 F0 RA1 F1 B0 SG0 B1 SG1");
+  const std::vector<StageTimes> times(2, StageTimes{1, 2});
+  const TimedStep step = play_timed(lists, 1, times, MessageCosts{0.1, 0.5});
+  EXPECT_NEAR(step.makespan, 11.2, 1e-12);
+  EXPECT_DOUBLE_EQ(step.busy[0], 6);
+  EXPECT_DOUBLE_EQ(step.busy[1], 6);
+  EXPECT_NEAR(step.bottleneck_idle(), 1 - 6 / 11.2, 1e-12);
+  // Free messages: the formula, 1/3 of 9.
+  EXPECT_DOUBLE_EQ(play_timed(lists, 1, times).makespan, 9);
+}
+
 TEST(TimingModel, OnePercentOfImbalanceMovesTheInterleavedBubble) {
   // K = 2, v = 2, M = 16 (formula 1/33 = 0.030), backward twice forward. Stage 0 1% slower: the
   // slower stage idles 0.021, 30% under the formula; stage 1 1% slower: 0.030, but stage 0

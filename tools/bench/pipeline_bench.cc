@@ -42,6 +42,7 @@
 #include "nn/nn.h"
 #include "pipeline/pipe.h"
 #include "pipeline/schedule.h"
+#include "pipeline/timing_model.h"
 #include "pipeline/trace.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -95,6 +96,20 @@ std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
     m->push_back(block);
   }
   return m;
+}
+
+// This rank's mean forward and backward time of one chunk of one micro-batch (ms), from the
+// executor's spans of the last step.
+pipeline::StageTimes compute_times(const std::vector<pipeline::Span>& spans) {
+  double forward = 0, backward = 0;
+  int forwards = 0, backwards = 0;
+  for (const pipeline::Span& span : spans) {
+    if (span.reduction) continue;
+    const double ms = (span.end - span.start) * 1e3;
+    if (span.action.kind == pipeline::ActionKind::kForward) forward += ms, ++forwards;
+    if (span.action.kind == pipeline::ActionKind::kBackward) backward += ms, ++backwards;
+  }
+  return {forward / std::max(forwards, 1), backward / std::max(backwards, 1)};
 }
 
 // The latency of the messages a stage sat waiting for: from the sender posting it to the
@@ -171,9 +186,10 @@ int main(int argc, char** argv) {
     std::printf("pipeline_bench: K = %d stages (one rank each, 1 thread), %d x Linear(%lld) + "
                 "ReLU, batch %lld, median of %d steps\n", K, layers,
                 static_cast<long long>(width), static_cast<long long>(batch), steps);
-    std::printf("%-12s %4s %8s %10s", "schedule", "M", "theory", "measured");
-    for (int s = 0; s < K; ++s) std::printf("   stage %d", s);
-    std::printf(" %8s %10s %8s %10s\n", "excess", "bottleneck", "excess", "step ms");
+    std::printf("%-12s %4s %7s | %-16s | %-16s | %-20s | %s\n", "", "", "", "measured idle",
+                "model idle", "measured - model", "");
+    std::printf("%-12s %4s %7s | %7s %8s | %7s %8s | %9s %10s | %8s\n", "schedule", "M", "theory",
+                "mean", "bottlen.", "mean", "bottlen.", "mean", "bottlen.", "step ms");
   }
   Generator g(1);
   const Tensor x = randn({batch, width}, kF32, &g);
@@ -193,7 +209,9 @@ int main(int argc, char** argv) {
                               .chunks_per_rank(v)
                               .balance(balance)
                               .sample(x.narrow(0, 0, (batch + M - 1) / M)));
-      std::vector<double> idle, step_ms, bottleneck;
+      const auto lists = pipeline::make_schedules(pipeline::parse_schedule(schedule), K, M, v);
+      std::vector<double> idle, step_ms, bottleneck, model_mean, model_bottleneck;
+      std::vector<pipeline::StageTimes> last_times;
       for (int i = 0; i < steps + 1; ++i) {
         for (const Variable& p : pipe.parameters()) p.zero_grad();
         world->barrier()->wait();
@@ -208,6 +226,17 @@ int main(int argc, char** argv) {
         idle.push_back(1.0 - pipe.stats().busy_seconds / makespan);
         bottleneck.push_back(1.0 - most_busy / makespan);
         step_ms.push_back(makespan * 1e3);
+        // The timing model with this step's measured stage times (free messages, no jitter).
+        const pipeline::StageTimes mine = compute_times(pipe.trace());
+        Tensor all_times = empty({2 * K}, kF64);
+        world->all_gather(from_vector<double>({mine.forward, mine.backward}, {2}), all_times)->wait();
+        const std::vector<double> t = all_times.to_vector<double>();
+        std::vector<pipeline::StageTimes> stage_times;
+        for (int s = 0; s < K; ++s) stage_times.push_back({t[2 * s], t[2 * s + 1]});
+        const pipeline::TimedStep model = pipeline::play_timed(lists, v, stage_times);
+        last_times = stage_times;
+        model_mean.push_back(model.mean_idle());
+        model_bottleneck.push_back(model.bottleneck_idle());
       }
       // The last step's time by kind of span: compute, recv, send, the rest.
       double compute = 0, recv = 0, send = 0;
@@ -235,11 +264,18 @@ int main(int argc, char** argv) {
       }
       const double theory = pipeline::bubble_fraction(K, M, v);
       const double bubble = median(bottleneck);
-      std::printf("%-12s %4d %8.3f %10.3f", schedule.c_str(), M, theory, mean);
-      for (int s = 0; s < K; ++s) std::printf(" %9.3f", a[2 * s]);
-      std::printf(" %+7.0f%% %10.3f %+7.0f%% %10.1f\n", 100.0 * (mean - theory) / theory, bubble,
-                  100.0 * (bubble - theory) / theory, slowest_step);
+      const double modeled_mean = median(model_mean), modeled_bubble = median(model_bottleneck);
+      const auto percent_of_theory = [&](double d) { return 100.0 * d / theory; };
+      std::printf("%-12s %4d %7.3f | %7.3f %8.3f | %7.3f %8.3f | %+8.0f%% %+9.0f%% | %8.1f\n",
+                  schedule.c_str(), M, theory, mean, bubble, modeled_mean, modeled_bubble,
+                  percent_of_theory(mean - modeled_mean), percent_of_theory(bubble - modeled_bubble),
+                  slowest_step);
       if (breakdown) {
+        std::printf("    idle per stage:");
+        for (int s = 0; s < K; ++s) std::printf(" %.3f", a[2 * s]);
+        std::printf("; last step's forward/backward of one chunk (ms):");
+        for (const pipeline::StageTimes& t : last_times) std::printf(" %.2f/%.2f", t.forward, t.backward);
+        std::printf("\n");
         if (!hops.empty()) {
           std::printf("    last step: %zu messages waited for, latency (ms) median %.3f, max %.3f\n",
                       hops.size(), median(hops), *std::max_element(hops.begin(), hops.end()));
