@@ -1,5 +1,6 @@
 // Pipeline bubble benchmark (issue 11): the fraction of a step each stage spends not computing,
-// measured from the executor's timestamps, beside the formula (K-1)/(vM+K-1), for GPipe, 1F1B
+// measured from the executor's timestamps, beside the formula (K-1)/(vM+K-1) and beside the
+// timing model (pipeline/timing_model.h) played with what this run measured, for GPipe, 1F1B
 // and interleaved 1F1B over M = 1, 2, 4, 8, 16.
 //
 //   bazel build //tools/bench:pipeline_bench
@@ -10,11 +11,9 @@
 // The model is balanced by construction: `layers` identical Linear(width, width) + ReLU
 // blocks (the first with a Scale in front, below), cut uniformly (or --balance=time:
 // torchgpipe's balance_by_time), so every stage (and, interleaved, every chunk) computes about
-// the same; the last stage adds the loss. One thread per rank, one rank per core. The formula
-// assumes free messages and equal stages, so what the measurement adds above it is the cost of
-// the messages (each micro-batch's activation and gradient, batch/M x width floats), any
-// imbalance and the compute's jitter; a wider model or a larger batch makes the messages
-// relatively cheaper.
+// the same; the last stage adds the loss. One thread per rank, one rank per core. A message
+// carries batch/M x width floats and its stage computes layers/K Linears on them, so the wider
+// or deeper the model, the cheaper its messages relative to its compute.
 //
 // Each timed step starts with a barrier, so the stages start together and the step is one
 // window for all of them, as in the papers' figures: its length is the makespan (the slowest
@@ -22,15 +21,19 @@
 // the barrier a stage that finished early would start the next step's list early and count
 // the other stage's tail as its own wait.
 //
-// Printed per (schedule, M): the theory, each stage's median idle fraction over the timed
-// steps, their mean, and the relative excess of the mean over the theory; then the idle
-// fraction of the bottleneck, the stage that computed longest (1 - its compute / the
-// makespan), and its excess. The mean counts imbalance too: a stage that computes 3% less
-// than the other waits for it at every message. The bottleneck's idle is the schedule's bubble
-// alone (the papers' (makespan - bottleneck's compute) / makespan). --breakdown adds,
-// per stage and for the last step, where its time went (Pipe::trace()'s spans, ms): compute
-// (forwards and backwards), waiting in receives, posting sends, and the rest (between spans,
-// and after its list ended until the makespan did).
+// Per (schedule, M), medians over the timed steps:
+//   measured:  the stages' mean idle fraction, and the bottleneck's (the stage that computed
+//              longest: 1 - its compute / the makespan, the papers' bubble);
+//   stages:    the timing model with each stage's measured forward and backward times, free
+//              messages: the formula moved by the stages' imbalance alone (the two cores of this
+//              machine differ by about 1%, which moves interleaved M = 16 by up to 30%);
+//   +messages: the model also charging each send and receive its measured median cost;
+//   unexplained: measured - (+messages), the bottleneck's, in % of the formula: what the
+//              executor adds beyond the stages' times and the messages' costs (jitter, gaps).
+// --breakdown adds, per (schedule, M): each stage's idle, the last step's stage times and
+// message costs, the latency of messages a stage waited for, and each stage's last step by
+// kind of span (compute, recv, send, and the rest: between spans and after its list ended).
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -44,10 +47,12 @@
 #include "pipeline/schedule.h"
 #include "pipeline/timing_model.h"
 #include "pipeline/trace.h"
+#include "pipeline/trace_stats.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 using namespace tessera;
+using pipeline::median;
 
 namespace {
 
@@ -59,14 +64,6 @@ std::vector<std::string> split(const std::string& list) {
     at = comma + 1;
   }
   return out;
-}
-
-constexpr int kFields = 6;  // per stage: idle, step ms, compute, recv, send, rest (ms)
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // A learned per-feature scale. In front of the first Linear it makes the first Linear's input
@@ -96,50 +93,6 @@ std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
     m->push_back(block);
   }
   return m;
-}
-
-// This rank's mean forward and backward time of one chunk of one micro-batch (ms), from the
-// executor's spans of the last step.
-pipeline::StageTimes compute_times(const std::vector<pipeline::Span>& spans) {
-  double forward = 0, backward = 0;
-  int forwards = 0, backwards = 0;
-  for (const pipeline::Span& span : spans) {
-    if (span.reduction) continue;
-    const double ms = (span.end - span.start) * 1e3;
-    if (span.action.kind == pipeline::ActionKind::kForward) forward += ms, ++forwards;
-    if (span.action.kind == pipeline::ActionKind::kBackward) backward += ms, ++backwards;
-  }
-  return {forward / std::max(forwards, 1), backward / std::max(backwards, 1)};
-}
-
-// The latency of the messages a stage sat waiting for: from the sender posting it to the
-// receiver holding it (recv end - send start), for each receive that began before its send.
-// The n-th activation (gradient) a rank sends goes to the next (previous) rank and is the n-th
-// that rank receives (MPI's order on one tag). Collective over the pipeline (`world`).
-std::vector<double> waited_hop_ms(const std::vector<pipeline::Span>& mine, dist::ProcessGroup& world) {
-  const std::vector<std::vector<pipeline::Span>> all = pipeline::gather_trace(mine, world);
-  const int K = static_cast<int>(all.size());
-  const auto of_kind = [](const std::vector<pipeline::Span>& spans, pipeline::ActionKind kind) {
-    std::vector<pipeline::Span> out;
-    for (const pipeline::Span& span : spans) {
-      if (!span.reduction && span.action.kind == kind) out.push_back(span);
-    }
-    return out;
-  };
-  std::vector<double> hops;
-  for (int r = 0; r < K; ++r) {
-    for (const bool activation : {true, false}) {
-      const int sender = activation ? (r + K - 1) % K : (r + 1) % K;
-      const auto sends = of_kind(all[sender], activation ? pipeline::ActionKind::kSendActivation
-                                                          : pipeline::ActionKind::kSendGradient);
-      const auto recvs = of_kind(all[r], activation ? pipeline::ActionKind::kRecvActivation
-                                                     : pipeline::ActionKind::kRecvGradient);
-      for (size_t n = 0; n < std::min(sends.size(), recvs.size()); ++n) {
-        if (recvs[n].start <= sends[n].start) hops.push_back((recvs[n].end - sends[n].start) * 1e3);
-      }
-    }
-  }
-  return hops;
 }
 
 }  // namespace
@@ -184,12 +137,12 @@ int main(int argc, char** argv) {
   const int K = world->size();
   if (world->rank() == 0) {
     std::printf("pipeline_bench: K = %d stages (one rank each, 1 thread), %d x Linear(%lld) + "
-                "ReLU, batch %lld, median of %d steps\n", K, layers,
+                "ReLU, batch %lld, median of %d steps; idle fractions\n", K, layers,
                 static_cast<long long>(width), static_cast<long long>(batch), steps);
-    std::printf("%-12s %4s %7s | %-16s | %-16s | %-20s | %s\n", "", "", "", "measured idle",
-                "model idle", "measured - model", "");
-    std::printf("%-12s %4s %7s | %7s %8s | %7s %8s | %9s %10s | %8s\n", "schedule", "M", "theory",
-                "mean", "bottlen.", "mean", "bottlen.", "mean", "bottlen.", "step ms");
+    std::printf("%-12s %3s %6s | %-14s | %-14s | %-14s | %11s | %8s\n", "", "", "", "measured",
+                "model: stages", "+messages", "unexplained", "");
+    std::printf("%-12s %3s %6s | %6s %7s | %6s %7s | %6s %7s | %11s | %8s\n", "schedule", "M",
+                "theory", "mean", "bottlen", "mean", "bottlen", "mean", "bottlen", "bottlen", "step ms");
   }
   Generator g(1);
   const Tensor x = randn({batch, width}, kF32, &g);
@@ -209,9 +162,15 @@ int main(int argc, char** argv) {
                               .chunks_per_rank(v)
                               .balance(balance)
                               .sample(x.narrow(0, 0, (batch + M - 1) / M)));
-      const auto lists = pipeline::make_schedules(pipeline::parse_schedule(schedule), K, M, v);
-      std::vector<double> idle, step_ms, bottleneck, model_mean, model_bottleneck;
-      std::vector<pipeline::StageTimes> last_times;
+      // The executor's lists (pipe.cc): sends moved up to right after what they send.
+      auto lists = pipeline::make_schedules(pipeline::parse_schedule(schedule), K, M, v);
+      for (auto& list : lists) list = pipeline::eager_sends(list);
+      // Per timed step. idle: this rank's.
+      std::vector<double> idle, step_ms, bottleneck, stages_mean, stages_bottleneck, full_mean,
+          full_bottleneck, waited_ms;
+      std::vector<std::vector<pipeline::Span>> spans;
+      std::vector<pipeline::StageTimes> times;
+      pipeline::MessageStats messages;
       for (int i = 0; i < steps + 1; ++i) {
         for (const Variable& p : pipe.parameters()) p.zero_grad();
         world->barrier()->wait();
@@ -219,70 +178,62 @@ int main(int argc, char** argv) {
         if (i == 0) continue;  // warm-up
         // The makespan: every stage's list started at the barrier; the last one to end ends it.
         // The bottleneck: the stage that computed longest.
-        Tensor times = from_vector<double>({pipe.stats().step_seconds, pipe.stats().busy_seconds}, {2});
-        world->all_reduce(times, dist::ReduceOp::kMax)->wait();
-        const double makespan = times.to_vector<double>()[0];
-        const double most_busy = times.to_vector<double>()[1];
+        Tensor t = from_vector<double>({pipe.stats().step_seconds, pipe.stats().busy_seconds}, {2});
+        world->all_reduce(t, dist::ReduceOp::kMax)->wait();
+        const double makespan = t.to_vector<double>()[0], most_busy = t.to_vector<double>()[1];
         idle.push_back(1.0 - pipe.stats().busy_seconds / makespan);
         bottleneck.push_back(1.0 - most_busy / makespan);
         step_ms.push_back(makespan * 1e3);
-        // The timing model with this step's measured stage times (free messages, no jitter).
-        const pipeline::StageTimes mine = compute_times(pipe.trace());
-        Tensor all_times = empty({2 * K}, kF64);
-        world->all_gather(from_vector<double>({mine.forward, mine.backward}, {2}), all_times)->wait();
-        const std::vector<double> t = all_times.to_vector<double>();
-        std::vector<pipeline::StageTimes> stage_times;
-        for (int s = 0; s < K; ++s) stage_times.push_back({t[2 * s], t[2 * s + 1]});
-        const pipeline::TimedStep model = pipeline::play_timed(lists, v, stage_times);
-        last_times = stage_times;
-        model_mean.push_back(model.mean_idle());
-        model_bottleneck.push_back(model.bottleneck_idle());
+        // The timing model with this step's stage times, then with its messages' costs too.
+        spans = pipeline::gather_trace(pipe.trace(), *world);
+        times.clear();
+        for (const auto& rank_spans : spans) times.push_back(pipeline::stage_times(rank_spans));
+        messages = pipeline::message_stats(spans);
+        const pipeline::TimedStep stages_only = pipeline::play_timed(lists, v, times);
+        const pipeline::TimedStep with_messages = pipeline::play_timed(lists, v, times, messages.costs);
+        stages_mean.push_back(stages_only.mean_idle());
+        stages_bottleneck.push_back(stages_only.bottleneck_idle());
+        full_mean.push_back(with_messages.mean_idle());
+        full_bottleneck.push_back(with_messages.bottleneck_idle());
+        for (double w : messages.waited) waited_ms.push_back(w * 1e3);
       }
-      // The last step's time by kind of span: compute, recv, send, the rest.
-      double compute = 0, recv = 0, send = 0;
-      for (const pipeline::Span& span : pipe.trace()) {
-        const double ms = (span.end - span.start) * 1e3;
-        const std::string category = pipeline::span_category(span);
-        if (category == "forward" || category == "backward") compute += ms;
-        if (category == "recv") recv += ms;
-        if (category == "send") send += ms;
-      }
-      const double rest = step_ms.back() - compute - recv - send;
-      const std::vector<double> hops = waited_hop_ms(pipe.trace(), *world);
-      Tensor mine = from_vector<double>({median(idle), median(step_ms), compute, recv, send, rest},
-                                        {kFields});
-      Tensor all = empty({kFields * K}, kF64);
+      Tensor mine = from_vector<double>({median(idle)}, {1});
+      Tensor all = empty({K}, kF64);
       world->all_gather(mine, all)->wait();
       if (world->rank() != 0) continue;
-      const std::vector<double> b = all.to_vector<double>();
-      std::vector<double> a;
-      for (int s = 0; s < K; ++s) a.insert(a.end(), {b[kFields * s], b[kFields * s + 1]});
-      double mean = 0, slowest_step = 0;
-      for (int s = 0; s < K; ++s) {
-        mean += a[2 * s] / K;
-        slowest_step = std::max(slowest_step, a[2 * s + 1]);
-      }
+      const std::vector<double> stage_idle = all.to_vector<double>();
+      double mean = 0;
+      for (double d : stage_idle) mean += d / K;
       const double theory = pipeline::bubble_fraction(K, M, v);
-      const double bubble = median(bottleneck);
-      const double modeled_mean = median(model_mean), modeled_bubble = median(model_bottleneck);
-      const auto percent_of_theory = [&](double d) { return 100.0 * d / theory; };
-      std::printf("%-12s %4d %7.3f | %7.3f %8.3f | %7.3f %8.3f | %+8.0f%% %+9.0f%% | %8.1f\n",
-                  schedule.c_str(), M, theory, mean, bubble, modeled_mean, modeled_bubble,
-                  percent_of_theory(mean - modeled_mean), percent_of_theory(bubble - modeled_bubble),
-                  slowest_step);
+      const double bubble = median(bottleneck), full_bubble = median(full_bottleneck);
+      std::printf("%-12s %3d %6.3f | %6.3f %7.3f | %6.3f %7.3f | %6.3f %7.3f | %+10.0f%% | %8.1f\n",
+                  schedule.c_str(), M, theory, mean, bubble, median(stages_mean),
+                  median(stages_bottleneck), median(full_mean), full_bubble,
+                  100.0 * (bubble - full_bubble) / theory, median(step_ms));
       if (breakdown) {
         std::printf("    idle per stage:");
-        for (int s = 0; s < K; ++s) std::printf(" %.3f", a[2 * s]);
-        std::printf("; last step's forward/backward of one chunk (ms):");
-        for (const pipeline::StageTimes& t : last_times) std::printf(" %.2f/%.2f", t.forward, t.backward);
-        std::printf("\n");
-        if (!hops.empty()) {
-          std::printf("    last step: %zu messages waited for, latency (ms) median %.3f, max %.3f\n",
-                      hops.size(), median(hops), *std::max_element(hops.begin(), hops.end()));
+        for (double d : stage_idle) std::printf(" %.3f", d);
+        std::printf("; last step, ms: forward/backward of a chunk");
+        for (const pipeline::StageTimes& st : times) std::printf(" %.2f/%.2f", st.forward * 1e3, st.backward * 1e3);
+        std::printf(", send %.3f, receive (arrived) %.3f\n", messages.costs.send * 1e3,
+                    messages.costs.receive * 1e3);
+        if (!waited_ms.empty()) {
+          std::printf("    %zu messages waited for: latency (ms) median %.3f, max %.3f\n",
+                      waited_ms.size(), median(waited_ms),
+                      *std::max_element(waited_ms.begin(), waited_ms.end()));
         }
+        const double last_step_ms = step_ms.back();
         for (int s = 0; s < K; ++s) {
-          std::printf("    stage %d, last step (ms): compute %.1f, recv %.1f, send %.1f, rest %.1f\n", s,
-                      b[kFields * s + 2], b[kFields * s + 3], b[kFields * s + 4], b[kFields * s + 5]);
+          double compute = 0, recv = 0, send = 0;
+          for (const pipeline::Span& span : spans[s]) {
+            const double ms = (span.end - span.start) * 1e3;
+            const std::string category = pipeline::span_category(span);
+            if (category == "forward" || category == "backward") compute += ms;
+            if (category == "recv") recv += ms;
+            if (category == "send") send += ms;
+          }
+          std::printf("    stage %d, last step (ms): compute %.1f, recv %.1f, send %.1f, rest %.1f\n",
+                      s, compute, recv, send, last_step_ms - compute - recv - send);
         }
       }
       std::fflush(stdout);
