@@ -21,10 +21,23 @@ double TimedStep::bottleneck_idle() const {
 
 TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
                      const std::vector<StageTimes>& times, const MessageCosts& costs) {
+  TS_CHECK(times.size() == lists.size(), "play_timed: ", times.size(), " stage times for ",
+           lists.size(), " stages");
+  return play_timed(lists, chunks, [&](int s, size_t n) {
+    switch (lists[s][n].kind) {
+      case ActionKind::kForward: return times[s].forward;
+      case ActionKind::kBackward: return times[s].backward;
+      case ActionKind::kSendActivation:
+      case ActionKind::kSendGradient: return costs.send;
+      default: return costs.receive;
+    }
+  });
+}
+
+TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
+                     const ActionDuration& duration) {
   const int K = static_cast<int>(lists.size());
   TS_CHECK(K >= 1 && chunks >= 1, "play_timed: ", K, " stages and ", chunks, " chunks");
-  TS_CHECK(static_cast<int>(times.size()) == K, "play_timed: ", times.size(), " stage times for ",
-           K, " stages");
   const int last_virtual = K * chunks - 1;
   // When each action ended, by (kind, micro-batch, virtual stage).
   std::map<std::tuple<ActionKind, int, int>, double> ended;
@@ -48,15 +61,6 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
     }
     return n;
   };
-  const auto duration = [&](const Action& a, int s) {
-    switch (a.kind) {
-      case ActionKind::kForward: return times[s].forward;
-      case ActionKind::kBackward: return times[s].backward;
-      case ActionKind::kSendActivation:
-      case ActionKind::kSendGradient: return costs.send;
-      default: return costs.receive;
-    }
-  };
   TimedStep step;
   step.busy.assign(K, 0);
   std::vector<double> clock(K, 0);
@@ -75,7 +79,7 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
           if (!missing) ready = std::max(ready, it->second);
         }
         if (missing) break;
-        const double t = duration(a, s);
+        const double t = duration(s, at[s]);
         clock[s] = std::max(clock[s], ready) + t;
         if (is_compute(a.kind)) step.busy[s] += t;
         ended[{a.kind, a.microbatch, j}] = clock[s];

@@ -16,6 +16,7 @@
 // measurement adds beyond this model is the executor's: messages, and the compute's jitter.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "pipeline/schedule.h"
@@ -47,6 +48,13 @@ struct TimedStep {
 // its compute times, chunks = v. Throws if the lists cannot be played to the end.
 TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
                      const std::vector<StageTimes>& times, const MessageCosts& costs = {});
+
+// The same with any duration per action: duration(s, n) is how long stage s's n-th action
+// takes (a receive: once its send has ended). A step's trace replayed this way keeps each
+// computation's own time, jitter included.
+using ActionDuration = std::function<double(int stage, size_t index)>;
+TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
+                     const ActionDuration& duration);
 
 }  // namespace pipeline
 }  // namespace tessera

@@ -67,6 +67,22 @@ TEST(TimingModel, MessageCostsByHand) {
   EXPECT_DOUBLE_EQ(play_timed(lists, 1, times).makespan, 9);
 }
 
+TEST(TimingModel, EachActionItsOwnDuration) {
+  // GPipe, K = 2, M = 2, free messages, every computation 1 except stage 0's F1 (its third
+  // action), 3:
+  //   stage 0: F0 [0,1] F1 [1,4]                 B0 [6,7] B1 [7,8]
+  //   stage 1:          F0 [1,2] F1 [4,5] B0 [5,6] B1 [6,7]
+  const auto lists = make_schedules(ScheduleKind::kGPipe, 2, 2);
+  ASSERT_EQ(lists[0][2], F(1));
+  const TimedStep step = play_timed(lists, 1, [&](int s, size_t n) {
+    if (!is_compute(lists[s][n].kind)) return 0.0;
+    return s == 0 && n == 2 ? 3.0 : 1.0;
+  });
+  EXPECT_DOUBLE_EQ(step.makespan, 8);
+  EXPECT_DOUBLE_EQ(step.busy[0], 6);
+  EXPECT_DOUBLE_EQ(step.busy[1], 4);
+}
+
 TEST(TimingModel, OnePercentOfImbalanceMovesTheInterleavedBubble) {
   // K = 2, v = 2, M = 16 (formula 1/33 = 0.030), backward twice forward. Stage 0 1% slower: the
   // slower stage idles 0.021, 30% under the formula; stage 1 1% slower: 0.030, but stage 0
@@ -85,7 +101,8 @@ TEST(TimingModel, ListsThatCannotRunAreAnError) {
   // gradient either.
   expect_error([] { play_timed({{F(0), B(0)}, {B(0), F(0)}}, 1, {StageTimes{}, StageTimes{}}); },
                "stage 0 cannot run B0: an input it needs is never computed");
-  expect_error([] { play_timed({{F(0), B(0)}}, 1, {}); }, "0 stage times for 1 stages");
+  expect_error([] { play_timed({{F(0), B(0)}}, 1, std::vector<StageTimes>{}); },
+               "0 stage times for 1 stages");
 }
 
 }  // namespace

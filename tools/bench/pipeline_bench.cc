@@ -4,7 +4,7 @@
 // and interleaved 1F1B over M = 1, 2, 4, 8, 16.
 //
 //   bazel build //tools/bench:pipeline_bench
-//   mpirun -np 2 --bind-to core bazel-bin/tools/bench/pipeline_bench [--width=1024 --layers=16
+//   mpirun -np 2 --bind-to core bazel-bin/tools/bench/pipeline_bench [--width=1024 --layers=64
 //       --batch=2048 --steps=7 --microbatches=1,2,4,8,16 --schedules=gpipe,1f1b,interleaved
 //       --balance=uniform|params|time|a,b --breakdown]
 //
@@ -13,7 +13,10 @@
 // torchgpipe's balance_by_time), so every stage (and, interleaved, every chunk) computes about
 // the same; the last stage adds the loss. One thread per rank, one rank per core. A message
 // carries batch/M x width floats and its stage computes layers/K Linears on them, so the wider
-// or deeper the model, the cheaper its messages relative to its compute.
+// or deeper the model, the cheaper its messages relative to its compute: at the default 64
+// layers a received message costs about 0.1% of a micro-batch's backward (M = 16), at 16 layers
+// four times as much, which shows in the "+messages" column. A step takes about 5.5 s (64
+// layers), the default run about 13 minutes.
 //
 // Each timed step starts with a barrier, so the stages start together and the step is one
 // window for all of them, as in the papers' figures: its length is the makespan (the slowest
@@ -28,8 +31,11 @@
 //              messages: the formula moved by the stages' imbalance alone (the two cores of this
 //              machine differ by about 1%, which moves interleaved M = 16 by up to 30%);
 //   +messages: the model also charging each send and receive its measured median cost;
-//   unexplained: measured - (+messages), the bottleneck's, in % of the formula: what the
-//              executor adds beyond the stages' times and the messages' costs (jitter, gaps).
+//   replayed:  the step's lists played with each computation's and send's own measured
+//              duration (the compute's jitter included) and the median receive;
+//   unexplained: measured - replayed, the bottleneck's, in % of the formula: what the executor
+//              adds beyond what its actions took (time between actions, receives that cost
+//              more than the median).
 // --breakdown adds, per (schedule, M): each stage's idle, the last step's stage times and
 // message costs, the latency of messages a stage waited for, and each stage's last step by
 // kind of span (compute, recv, send, and the rest: between spans and after its list ended).
@@ -48,6 +54,7 @@
 #include "pipeline/timing_model.h"
 #include "pipeline/trace.h"
 #include "pipeline/trace_stats.h"
+#include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
@@ -100,7 +107,7 @@ std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
 int main(int argc, char** argv) {
   auto world = dist::init(&argc, &argv);
   int64_t width = 1024, batch = 2048;
-  int layers = 16, steps = 7;
+  int layers = 64, steps = 7;
   std::string microbatches = "1,2,4,8,16", schedules = "gpipe,1f1b,interleaved";
   bool breakdown = false;
   std::string balance = "uniform";
@@ -139,10 +146,11 @@ int main(int argc, char** argv) {
     std::printf("pipeline_bench: K = %d stages (one rank each, 1 thread), %d x Linear(%lld) + "
                 "ReLU, batch %lld, median of %d steps; idle fractions\n", K, layers,
                 static_cast<long long>(width), static_cast<long long>(batch), steps);
-    std::printf("%-12s %3s %6s | %-14s | %-14s | %-14s | %11s | %8s\n", "", "", "", "measured",
-                "model: stages", "+messages", "unexplained", "");
-    std::printf("%-12s %3s %6s | %6s %7s | %6s %7s | %6s %7s | %11s | %8s\n", "schedule", "M",
-                "theory", "mean", "bottlen", "mean", "bottlen", "mean", "bottlen", "bottlen", "step ms");
+    std::printf("%-12s %3s %6s | %-14s | %-14s | %-14s | %-14s | %11s | %8s\n", "", "", "",
+                "measured", "model: stages", "+messages", "replayed", "unexplained", "");
+    std::printf("%-12s %3s %6s | %6s %7s | %6s %7s | %6s %7s | %6s %7s | %11s | %8s\n", "schedule",
+                "M", "theory", "mean", "bottlen", "mean", "bottlen", "mean", "bottlen", "mean",
+                "bottlen", "bottlen", "step ms");
   }
   Generator g(1);
   const Tensor x = randn({batch, width}, kF32, &g);
@@ -167,7 +175,7 @@ int main(int argc, char** argv) {
       for (auto& list : lists) list = pipeline::eager_sends(list);
       // Per timed step. idle: this rank's.
       std::vector<double> idle, step_ms, bottleneck, stages_mean, stages_bottleneck, full_mean,
-          full_bottleneck, waited_ms;
+          full_bottleneck, replay_mean, replay_bottleneck, waited_ms;
       std::vector<std::vector<pipeline::Span>> spans;
       std::vector<pipeline::StageTimes> times;
       pipeline::MessageStats messages;
@@ -191,10 +199,29 @@ int main(int argc, char** argv) {
         messages = pipeline::message_stats(spans);
         const pipeline::TimedStep stages_only = pipeline::play_timed(lists, v, times);
         const pipeline::TimedStep with_messages = pipeline::play_timed(lists, v, times, messages.costs);
+        // Replayed: each computation and send as long as it took in this step, each receive
+        // the median copy (its span also holds the wait, which the replay is to explain).
+        for (int s = 0; s < K; ++s) {
+          TS_CHECK(spans[s].size() >= lists[s].size(), "pipeline_bench: stage ", s, " has ",
+                   spans[s].size(), " spans for ", lists[s].size(), " actions");
+          for (size_t n = 0; n < lists[s].size(); ++n) {
+            TS_CHECK(spans[s][n].action == lists[s][n], "pipeline_bench: stage ", s, "'s span ", n,
+                     " is ", pipeline::span_name(spans[s][n], v > 1), ", its list says ",
+                     pipeline::to_string(lists[s][n], v > 1));
+          }
+        }
+        const pipeline::TimedStep replayed = pipeline::play_timed(lists, v, [&](int s, size_t n) {
+          const pipeline::Span& span = spans[s][n];
+          const bool receive = span.action.kind == pipeline::ActionKind::kRecvActivation ||
+                               span.action.kind == pipeline::ActionKind::kRecvGradient;
+          return receive ? messages.costs.receive : span.end - span.start;
+        });
         stages_mean.push_back(stages_only.mean_idle());
         stages_bottleneck.push_back(stages_only.bottleneck_idle());
         full_mean.push_back(with_messages.mean_idle());
         full_bottleneck.push_back(with_messages.bottleneck_idle());
+        replay_mean.push_back(replayed.mean_idle());
+        replay_bottleneck.push_back(replayed.bottleneck_idle());
         for (double w : messages.waited) waited_ms.push_back(w * 1e3);
       }
       Tensor mine = from_vector<double>({median(idle)}, {1});
@@ -205,11 +232,12 @@ int main(int argc, char** argv) {
       double mean = 0;
       for (double d : stage_idle) mean += d / K;
       const double theory = pipeline::bubble_fraction(K, M, v);
-      const double bubble = median(bottleneck), full_bubble = median(full_bottleneck);
-      std::printf("%-12s %3d %6.3f | %6.3f %7.3f | %6.3f %7.3f | %6.3f %7.3f | %+10.0f%% | %8.1f\n",
-                  schedule.c_str(), M, theory, mean, bubble, median(stages_mean),
-                  median(stages_bottleneck), median(full_mean), full_bubble,
-                  100.0 * (bubble - full_bubble) / theory, median(step_ms));
+      const double bubble = median(bottleneck), replayed_bubble = median(replay_bottleneck);
+      std::printf("%-12s %3d %6.3f | %6.3f %7.3f | %6.3f %7.3f | %6.3f %7.3f | %6.3f %7.3f | %+10.0f%% | "
+                  "%8.1f\n", schedule.c_str(), M, theory, mean, bubble, median(stages_mean),
+                  median(stages_bottleneck), median(full_mean), median(full_bottleneck),
+                  median(replay_mean), replayed_bubble, 100.0 * (bubble - replayed_bubble) / theory,
+                  median(step_ms));
       if (breakdown) {
         std::printf("    idle per stage:");
         for (double d : stage_idle) std::printf(" %.3f", d);
