@@ -41,6 +41,7 @@
 // kind of span (compute, recv, send, and the rest: between spans and after its list ended).
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -245,6 +246,20 @@ int main(int argc, char** argv) {
         for (const pipeline::StageTimes& st : times) std::printf(" %.2f/%.2f", st.forward * 1e3, st.backward * 1e3);
         std::printf(", send %.3f, receive (arrived) %.3f\n", messages.costs.send * 1e3,
                     messages.costs.receive * 1e3);
+        // The jitter: how much one stage's backwards of equal micro-batches differ in a step.
+        std::printf("    backward time spread (standard deviation / mean), last step:");
+        for (const auto& rank_spans : spans) {
+          double sum = 0, squares = 0;
+          int n = 0;
+          for (const pipeline::Span& span : rank_spans) {
+            if (span.reduction || span.action.kind != pipeline::ActionKind::kBackward) continue;
+            const double d = span.end - span.start;
+            sum += d, squares += d * d, ++n;
+          }
+          const double mean_b = sum / std::max(n, 1);
+          std::printf(" %.1f%%", n > 1 ? 100.0 * std::sqrt(std::max(0.0, squares / n - mean_b * mean_b)) / mean_b : 0.0);
+        }
+        std::printf("\n");
         if (!waited_ms.empty()) {
           std::printf("    %zu messages waited for: latency (ms) median %.3f, max %.3f\n",
                       waited_ms.size(), median(waited_ms),
