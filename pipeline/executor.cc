@@ -119,6 +119,9 @@ double StageExecutor::play(const std::vector<Action>& actions,
     }
     spans_.push_back({a, false, t0, dist::steady_seconds()});
     if (is_compute(a.kind)) stats_.busy_seconds += spans_.back().end - t0;
+    release_completed_sends();
+    stats_.peak_held_bytes =
+        std::max(stats_.peak_held_bytes, memory_stats(dev).current_bytes - base_bytes);
   }
   for (auto& w : run_.sends) w->wait();
   stats_.step_seconds = dist::steady_seconds() - start;
@@ -126,6 +129,19 @@ double StageExecutor::play(const std::vector<Action>& actions,
   TS_CHECK(in_flight_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
            in_flight_.size(), " micro-batches not backwarded");
   return run_.loss_sum;
+}
+
+void StageExecutor::release_completed_sends() {
+  // A send holds its tensor until it is known to be done; without this, every output sent
+  // would stay allocated until the end of the list, after its backward had dropped it.
+  auto& sends = run_.sends;
+  sends.erase(std::remove_if(sends.begin(), sends.end(),
+                             [](const std::shared_ptr<dist::Work>& w) {
+                               if (!w->is_completed()) return false;
+                               w->wait();  // done: rethrows its error, if any
+                               return true;
+                             }),
+              sends.end());
 }
 
 void StageExecutor::receive_activation(const Action& a) {

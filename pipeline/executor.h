@@ -60,6 +60,10 @@ struct StageStats {
   double busy_seconds = 0;  // forwards and backwards (loss and recomputation included)
   int peak_in_flight = 0;   // micro-batch chunks whose activations were held at once
   int64_t peak_activation_bytes = 0;  // allocator peak during the list minus its start
+  // The most held between two actions (allocator bytes minus the start): the activations the
+  // schedule keeps for later backwards and the messages in flight, without the working
+  // memory of a forward or backward while it runs.
+  int64_t peak_held_bytes = 0;
   double idle_fraction() const { return step_seconds > 0 ? 1.0 - busy_seconds / step_seconds : 0; }
 };
 
@@ -111,6 +115,7 @@ class StageExecutor {
   void receive_gradient(const Action& a);
   void backward_step(const Action& a);
   void send_gradient(const Action& a);
+  void release_completed_sends();
 
   // What one play() works on.
   struct Run {
@@ -120,7 +125,7 @@ class StageExecutor {
     Device device = Device::cpu();           // the chunks' parameters' (messages land there)
     int forwarded = 0;                       // forwarded, not yet backwarded
     double loss_sum = 0;
-    std::vector<std::shared_ptr<dist::Work>> sends;  // waited for at the end of the list
+    std::vector<std::shared_ptr<dist::Work>> sends;  // not yet known to be done
   };
 
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;

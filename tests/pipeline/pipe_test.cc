@@ -188,23 +188,37 @@ TEST(Pipe, ActivationCheckpointingGivesTheSameGradients) {
 TEST(Pipe, OneFOneBAndCheckpointingHoldLessActivationMemoryThanGPipe) {
   auto world = dist::world();
   const int K = world->size(), M = 8;
-  auto peak = [&](const std::string& schedule, const std::string& mode) {
+  auto stats = [&](const std::string& schedule, const std::string& mode) {
     Pipe pipe(long_mlp(), world, loss_fn,
               PipeOptions().microbatches(M).schedule(schedule).checkpoint(mode));
     const Batch b = make_batch(0, 256, {1, 8, 8});
     pipe.train_step(b.x, b.y);  // the first step allocates the parameters' grads
     pipe.train_step(b.x, b.y);
-    return pipe.stats().peak_activation_bytes;
+    return pipe.stats();
   };
-  const int64_t gpipe = peak("gpipe", "never"), one_f_one_b = peak("1f1b", "never");
-  const int64_t gpipe_checkpointed = peak("gpipe", "always");
+  const StageStats gpipe = stats("gpipe", "never"), one_f_one_b = stats("1f1b", "never");
+  const StageStats gpipe_checkpointed = stats("gpipe", "always");
+  const StageStats one_f_one_b_checkpointed = stats("1f1b", "always");
   if (world->rank() == 0) {
-    std::printf("stage 0 peak activation bytes, K=%d M=%d: gpipe %lld, 1f1b %lld, gpipe+checkpoint %lld\n",
-                K, M, static_cast<long long>(gpipe), static_cast<long long>(one_f_one_b),
-                static_cast<long long>(gpipe_checkpointed));
-    // Stage 0 holds M micro-batches under GPipe, K under 1F1B.
-    EXPECT_LT(one_f_one_b, gpipe);
-    EXPECT_LT(gpipe_checkpointed, gpipe);
+    std::printf("stage 0, K=%d M=%d, peak activation bytes / held between actions: gpipe %lld / %lld, "
+                "1f1b %lld / %lld, gpipe+checkpoint %lld / %lld, 1f1b+checkpoint %lld / %lld\n", K, M,
+                static_cast<long long>(gpipe.peak_activation_bytes), static_cast<long long>(gpipe.peak_held_bytes),
+                static_cast<long long>(one_f_one_b.peak_activation_bytes),
+                static_cast<long long>(one_f_one_b.peak_held_bytes),
+                static_cast<long long>(gpipe_checkpointed.peak_activation_bytes),
+                static_cast<long long>(gpipe_checkpointed.peak_held_bytes),
+                static_cast<long long>(one_f_one_b_checkpointed.peak_activation_bytes),
+                static_cast<long long>(one_f_one_b_checkpointed.peak_held_bytes));
+    EXPECT_LT(one_f_one_b.peak_activation_bytes, gpipe.peak_activation_bytes);
+    EXPECT_LT(gpipe_checkpointed.peak_activation_bytes, gpipe.peak_activation_bytes);
+    // Between actions (the grads exist after the first step) stage 0 holds one message in
+    // flight, a micro-batch's 32 x 64 activation or gradient, and the activations of the
+    // micro-batches it has forwarded and not yet backwarded: M of them under GPipe, K under
+    // 1F1B, so 1F1B's are exactly K/M of GPipe's. With checkpointing each of those keeps only
+    // its input, 32 x 1 x 8 x 8 floats.
+    const int64_t message = 32 * 64 * 4, input = 32 * 64 * 4;
+    EXPECT_EQ((one_f_one_b.peak_held_bytes - message) * M, (gpipe.peak_held_bytes - message) * K);
+    EXPECT_EQ(one_f_one_b_checkpointed.peak_held_bytes, K * input + message);
   }
 }
 

@@ -202,6 +202,7 @@ class Pipeline : public Strategy {
     step_seconds_ += s.step_seconds;
     busy_seconds_ += s.busy_seconds;
     peak_activation_bytes_ = std::max(peak_activation_bytes_, s.peak_activation_bytes);
+    peak_held_bytes_ = std::max(peak_held_bytes_, s.peak_held_bytes);
     last_bubble_report_ = pipe_->bubble_report();  // before evaluation replaces the stats
     if (!trace_file_.empty()) last_train_trace_ = pipe_->trace();
   }
@@ -245,12 +246,14 @@ class Pipeline : public Strategy {
   std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
 
   void report(JsonObject& summary, bool lead) override {
-    // Each rank's idle fraction over all training steps and its peak activation bytes.
+    // Each rank's idle fraction over all training steps, its peak activation bytes and the most
+    // it held between two actions.
     const double idle = step_seconds_ > 0 ? 1.0 - busy_seconds_ / step_seconds_ : 0.0;
     dist::ProcessGroup& world = *topology_.world();
     const int n = world.size();
-    Tensor mine = from_vector<double>({idle, static_cast<double>(peak_activation_bytes_)}, {2});
-    Tensor all = empty({2 * n}, kF64);
+    Tensor mine = from_vector<double>({idle, static_cast<double>(peak_activation_bytes_),
+                                       static_cast<double>(peak_held_bytes_)}, {3});
+    Tensor all = empty({3 * n}, kF64);
     world.all_gather(mine, all)->wait();
     // --trace: the last training step of every stage of this rank's pipeline (collective over
     // the pipeline group), one track per stage; rank 0 writes its pipeline's.
@@ -270,14 +273,15 @@ class Pipeline : public Strategy {
                   trace_file_.c_str());
     }
     const std::vector<double> v = all.to_vector<double>();
-    std::string idles = "[", peaks = "[";
+    std::string idles = "[", peaks = "[", held = "[";
     double idle_sum = 0;
     for (int r = 0; r < n; ++r) {
       char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.4f", v[2 * r]);
+      std::snprintf(buf, sizeof(buf), "%.4f", v[3 * r]);
       idles += (r ? ", " : "") + std::string(buf);
-      peaks += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[2 * r + 1]));
-      idle_sum += v[2 * r];
+      peaks += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[3 * r + 1]));
+      held += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[3 * r + 2]));
+      idle_sum += v[3 * r];
     }
     const int k = pipe_->stages(), m = microbatches_;
     const int chunks = static_cast<int>(pipe_->chunks().size());
@@ -298,6 +302,7 @@ class Pipeline : public Strategy {
                                     .add("bubble_measured", idle_sum / n)
                                     .add_raw("idle_fraction_per_rank", idles + "]")
                                     .add_raw("peak_activation_bytes", peaks + "]")
+                                    .add_raw("peak_held_bytes", held + "]")
                                     .str());
   }
 
@@ -308,7 +313,7 @@ class Pipeline : public Strategy {
   std::unique_ptr<pipeline::Pipe> pipe_;
   std::unique_ptr<optim::Optimizer> opt_;
   double step_seconds_ = 0, busy_seconds_ = 0;
-  int64_t peak_activation_bytes_ = 0;
+  int64_t peak_activation_bytes_ = 0, peak_held_bytes_ = 0;
   std::string last_bubble_report_;
   int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
   std::string dp_strategy_;  // --dp-strategy
