@@ -94,6 +94,16 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
     // Stage 1 (ReLU, Linear(256, 10)) holds Adam's state for 2,570 parameters only.
     EXPECT_EQ(json_field(s, "optimizer_state_bytes_per_rank"), "[1607680, 20560]") << s;
     EXPECT_NE(r.output.find("bubble (K-1)/(vM+K-1) = 1/5 = 0.200"), std::string::npos) << r.output;
+    // Per rank: what a stage held between two actions is part of its step's peak.
+    long long peak[2] = {0, 0}, held[2] = {0, 0};
+    ASSERT_EQ(std::sscanf(json_field(s, "peak_activation_bytes").c_str(), "[%lld, %lld]", &peak[0],
+                          &peak[1]), 2) << s;
+    ASSERT_EQ(std::sscanf(json_field(s, "peak_held_bytes").c_str(), "[%lld, %lld]", &held[0],
+                          &held[1]), 2) << s;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_GT(held[r], 0) << s;
+      EXPECT_LE(held[r], peak[r]) << s;
+    }
   }
 }
 
