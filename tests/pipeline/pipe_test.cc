@@ -2,7 +2,7 @@
 // over the same micro-batches: same parameters after 3 SGD steps (f32, 1e-5), the same batch
 // loss on every rank, batches not divisible by M and smaller than M included; for GPipe, 1F1B
 // and interleaved 1F1B, an MLP and a small ResNet (BatchNorm statistics per micro-batch, so the
-// running statistics match too); pipeline x data parallelism on 4 ranks.
+// running statistics match too). Pipeline x data parallelism: pipe_data_parallel_test.cc.
 #include "pipeline/pipe.h"
 
 #include <gtest/gtest.h>
@@ -14,8 +14,6 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "dist/environment.h"
-#include "dist/topology.h"
-#include "dist/zero/zero_optimizer.h"
 #include "models/resnet.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"
@@ -23,15 +21,13 @@
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
 #include "tests/pipeline/mlp.h"
+#include "tests/pipeline/pipe_reference.h"
 
 namespace tessera {
 namespace pipeline {
 namespace {
 
 using MakeModel = std::function<std::shared_ptr<nn::Sequential>()>;
-
-// Flatten and four Linear layers with ReLUs: 8 layers, enough for 4 ranks x 2 chunks.
-std::shared_ptr<nn::Sequential> deep_mlp() { return mlp_of(11, {64, 32, 32, 24, 10}); }
 
 // Flatten, 7 x (Linear(64, 64), ReLU), Linear(64, 10): 16 layers, so every stage of K <= 4 has
 // activations inside it (what checkpointing drops).
@@ -57,21 +53,6 @@ std::shared_ptr<nn::Sequential> tiny_resnet() {
   return models::ResNetCifar(8, 1, 10);
 }
 
-struct Batch {
-  Tensor x, y;
-};
-
-// The same batch on every rank; `rows` varies to exercise uneven micro-batches.
-Batch make_batch(int step, int64_t rows, const Shape& image) {
-  Generator g(500 + step);
-  Shape shape = {rows};
-  shape.insert(shape.end(), image.begin(), image.end());
-  const Tensor y = arange(rows, kI64);
-  return {randn(shape, kF32, &g), sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64)};
-}
-
-Variable loss_fn(const Variable& out, const Tensor& y) { return cross_entropy(out, y); }
-
 // The reference: one process, gradient accumulation over the same micro-batches.
 double reference_step(nn::Sequential& model, optim::SGD& opt, const Batch& b, int M) {
   opt.zero_grad();
@@ -83,32 +64,6 @@ double reference_step(nn::Sequential& model, optim::SGD& opt, const Batch& b, in
   }
   opt.step();
   return total;
-}
-
-// Every parameter and buffer of this rank's chunks against the reference; across the pipeline
-// group the stages cover the whole model (a stage may hold none: Flatten and ReLU chunks).
-void expect_stage_matches_reference(const Pipe& pipe, nn::Sequential& reference, double tol,
-                                    dist::ProcessGroup& pipeline_group) {
-  std::map<std::string, Variable> ref;
-  for (const auto& [name, p] : reference.named_parameters()) ref[name] = p;
-  for (const auto& [name, b] : reference.named_buffers()) ref[name] = b;
-  int compared = 0;
-  for (const auto& chunk : pipe.chunks()) {
-    auto named = chunk->named_parameters();
-    for (const auto& nb : chunk->named_buffers()) named.push_back(nb);
-    for (const auto& [name, p] : named) {
-      ASSERT_TRUE(ref.count(name)) << name;
-      if (p.dtype() == kI64) {
-        EXPECT_EQ(max_abs_diff(p.data(), ref[name].data()), 0) << name;
-      } else {
-        EXPECT_LT(max_abs_diff(p.data(), ref[name].data()), tol) << "stage " << pipe.stage() << " " << name;
-      }
-      ++compared;
-    }
-  }
-  Tensor total = scalar_tensor(compared, kI64).reshape({1});
-  pipeline_group.all_reduce(total)->wait();
-  EXPECT_EQ(total.item(), static_cast<double>(ref.size())) << "the stages do not cover the model";
 }
 
 void pipeline_matches_accumulation(const MakeModel& make, const std::string& schedule, int M,
@@ -390,125 +345,6 @@ TEST(Pipe, ChromeTraceHasEveryActionOfEveryStage) {
   EXPECT_EQ(found, expected);
   EXPECT_NE(json.find("\"name\":\"stage " + std::to_string(K - 1) + "\""), std::string::npos);
   EXPECT_NE(json.find("\"name\":\"B3\",\"cat\":\"backward\""), std::string::npos);
-}
-
-// The reference for D data-parallel replicas: each replica's 8 rows of an 8D-row batch, a mean
-// over its rows cut into M micro-batches, averaged over the replicas.
-void reference_data_parallel_step(nn::Sequential& reference, optim::SGD& opt, const Batch& global,
-                                  int M, int D = 2) {
-  opt.zero_grad();
-  for (int d = 0; d < D; ++d) {
-    for (const Microbatch& mb : split_microbatches(global.x.narrow(0, 8 * d, 8),
-                                                   global.y.narrow(0, 8 * d, 8), M)) {
-      (loss_fn(reference.forward(Variable(mb.input)), mb.target) * (mb.weight / D)).backward();
-    }
-  }
-  opt.step();
-}
-
-TEST(Pipe, OneStagePerReplicaIsDataParallelTraining) {
-  // K = 1 (no messages at all) and D = world size: the Pipe degenerates to gradient
-  // accumulation plus the data-parallel all-reduce.
-  auto world = dist::world();
-  const int D = world->size(), M = 3;
-  dist::Topology topo(world, 1);
-  ASSERT_EQ(topo.pipeline_group()->size(), 1);
-  auto reference = deep_mlp();
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn,
-            PipeOptions().microbatches(M).data_parallel_group(topo.data_parallel_group()));
-  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  for (int step = 0; step < 3; ++step) {
-    const Batch global = make_batch(step, 8 * D, {1, 8, 8});
-    reference_data_parallel_step(*reference, ref_opt, global, M, D);
-    opt.zero_grad();
-    const int d = topo.replica();
-    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
-    opt.step();
-  }
-  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
-  // The Pipe reduces these gradients itself: a ZeRO optimizer on them too is an error (before
-  // any communication, on every rank alike).
-  EXPECT_THROW(dist::ZeroRedundancyOptimizer(pipe.parameters(), topo.data_parallel_group(),
-                                             dist::zero_factory<optim::SGD>(optim::SGDOptions(0.1))),
-               Error);
-}
-
-TEST(Pipe, PipelineTimesDataParallelEqualsOneProcessOnTheGlobalBatch) {
-  auto world = dist::world();
-  if (world->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
-  dist::Topology topo(world, 2);
-  const int M = 4;
-  auto reference = deep_mlp();
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  auto model = deep_mlp();
-  Pipe pipe(model, topo.pipeline_group(), loss_fn,
-            PipeOptions().microbatches(M).schedule("1f1b").data_parallel_group(
-                topo.data_parallel_group()));
-  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  for (int step = 0; step < 3; ++step) {
-    const Batch global = make_batch(step, 16, {1, 8, 8});
-    reference_data_parallel_step(*reference, ref_opt, global, M);
-    opt.zero_grad();
-    const int d = topo.replica();
-    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
-    opt.step();
-  }
-  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
-  // The gradient reduction is on the trace.
-  ASSERT_FALSE(pipe.trace().empty());
-  EXPECT_TRUE(pipe.trace().back().reduction);
-}
-
-// ZeRO averages the gradients itself in its reduce-scatter: the Pipe gets no data-parallel
-// group, the sharded optimizer gets it. Returns the data-parallel group's reduce-scatter calls
-// of the last step.
-int64_t pipeline_times_zero_matches_one_process(int zero_stage, const std::string& schedule) {
-  auto world = dist::world();
-  dist::Topology topo(world, 2);
-  const int M = 4;
-  auto reference = deep_mlp();
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  Pipe pipe(deep_mlp(), topo.pipeline_group(), loss_fn,
-            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(
-                schedule == "interleaved" ? 2 : 1));
-  dist::ZeroRedundancyOptimizer opt(pipe.parameters(), topo.data_parallel_group(),
-                                    [](std::vector<Variable> shard) {
-                                      return std::make_unique<optim::SGD>(
-                                          shard, optim::SGDOptions(0.05).momentum(0.9));
-                                    },
-                                    dist::ZeroOptions().stage(zero_stage));
-  int64_t calls = 0;
-  for (int step = 0; step < 3; ++step) {
-    const Batch global = make_batch(step, 16, {1, 8, 8});
-    reference_data_parallel_step(*reference, ref_opt, global, M);
-    opt.zero_grad();
-    const int d = topo.replica();
-    topo.data_parallel_group()->ledger().reset();
-    pipe.train_step(global.x.narrow(0, 8 * d, 8), global.y.narrow(0, 8 * d, 8));
-    opt.step();
-    calls = topo.data_parallel_group()->ledger().entry(dist::CollectiveKind::kReduceScatter).calls;
-  }
-  expect_stage_matches_reference(pipe, *reference, 1e-5, *topo.pipeline_group());
-  return calls;
-}
-
-TEST(Pipe, PipelineTimesZeroOneEqualsOneProcessOnTheGlobalBatch) {
-  if (dist::world()->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
-  // One reduce-scatter of the stage's flat gradient, in step().
-  EXPECT_EQ(pipeline_times_zero_matches_one_process(1, "gpipe"), 1);
-}
-
-TEST(Pipe, PipelineTimesZeroTwoEqualsOneProcessOnTheGlobalBatch) {
-  if (dist::world()->size() != 4) GTEST_SKIP() << "needs 4 ranks (2 stages x 2 replicas)";
-  // Stage 2 reduce-scatters during each backward, and each micro-batch's B is a backward of
-  // its own: M = 4 reduce-scatters of the stage's gradient (one bucket) per step, where stage 1
-  // sends one. The shard's gradient accumulates them.
-  EXPECT_EQ(pipeline_times_zero_matches_one_process(2, "1f1b"), 4);
-  EXPECT_EQ(pipeline_times_zero_matches_one_process(2, "gpipe"), 4);
-  // Interleaved, v = 2: each chunk's backward of each micro-batch, 2M; the other chunk's
-  // parameters contribute zeros.
-  EXPECT_EQ(pipeline_times_zero_matches_one_process(2, "interleaved"), 8);
 }
 
 }  // namespace
