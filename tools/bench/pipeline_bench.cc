@@ -103,6 +103,57 @@ std::shared_ptr<nn::Sequential> model(int64_t width, int layers) {
   return m;
 }
 
+// One step's spans (every rank's) played back by the timing model three ways: with each stage's
+// mean compute times and free messages; with the messages' median costs too; and replayed, each
+// computation and send as long as it took, each receive the median copy (its span also holds
+// the wait, which the replay is to explain).
+struct ModeledStep {
+  std::vector<pipeline::StageTimes> times;
+  pipeline::MessageStats messages;
+  pipeline::TimedStep stages, with_messages, replayed;
+};
+
+ModeledStep model_step(const std::vector<std::vector<pipeline::Span>>& spans,
+                       const std::vector<std::vector<pipeline::Action>>& lists, int v) {
+  ModeledStep m;
+  for (const auto& rank_spans : spans) m.times.push_back(pipeline::stage_times(rank_spans));
+  m.messages = pipeline::message_stats(spans);
+  m.stages = pipeline::play_timed(lists, v, m.times);
+  m.with_messages = pipeline::play_timed(lists, v, m.times, m.messages.costs);
+  for (size_t s = 0; s < lists.size(); ++s) {
+    TS_CHECK(spans[s].size() >= lists[s].size(), "pipeline_bench: stage ", s, " has ",
+             spans[s].size(), " spans for ", lists[s].size(), " actions");
+    for (size_t n = 0; n < lists[s].size(); ++n) {
+      TS_CHECK(spans[s][n].action == lists[s][n], "pipeline_bench: stage ", s, "'s span ", n,
+               " is ", pipeline::span_name(spans[s][n], v > 1), ", its list says ",
+               pipeline::to_string(lists[s][n], v > 1));
+    }
+  }
+  const double receive = m.messages.costs.receive;
+  m.replayed = pipeline::play_timed(lists, v, [&](int s, size_t n) {
+    const pipeline::Span& span = spans[s][n];
+    const bool is_receive = span.action.kind == pipeline::ActionKind::kRecvActivation ||
+                            span.action.kind == pipeline::ActionKind::kRecvGradient;
+    return is_receive ? receive : span.end - span.start;
+  });
+  return m;
+}
+
+// The jitter: how much a stage's backwards of equal micro-batches differ within a step
+// (standard deviation over mean).
+double backward_spread(const std::vector<pipeline::Span>& spans) {
+  double sum = 0, squares = 0;
+  int n = 0;
+  for (const pipeline::Span& span : spans) {
+    if (span.reduction || span.action.kind != pipeline::ActionKind::kBackward) continue;
+    const double d = span.end - span.start;
+    sum += d, squares += d * d, ++n;
+  }
+  if (n < 2) return 0;
+  const double mean = sum / n;
+  return std::sqrt(std::max(0.0, squares / n - mean * mean)) / mean;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,8 +229,7 @@ int main(int argc, char** argv) {
       std::vector<double> idle, step_ms, bottleneck, stages_mean, stages_bottleneck, full_mean,
           full_bottleneck, replay_mean, replay_bottleneck, waited_ms;
       std::vector<std::vector<pipeline::Span>> spans;
-      std::vector<pipeline::StageTimes> times;
-      pipeline::MessageStats messages;
+      ModeledStep last;
       for (int i = 0; i < steps + 1; ++i) {
         for (const Variable& p : pipe.parameters()) p.zero_grad();
         world->barrier()->wait();
@@ -193,37 +243,17 @@ int main(int argc, char** argv) {
         idle.push_back(1.0 - pipe.stats().busy_seconds / makespan);
         bottleneck.push_back(1.0 - most_busy / makespan);
         step_ms.push_back(makespan * 1e3);
-        // The timing model with this step's stage times, then with its messages' costs too.
+        // The timing model (rank 0 reports it; the trace is gathered on every rank).
         spans = pipeline::gather_trace(pipe.trace(), *world);
-        times.clear();
-        for (const auto& rank_spans : spans) times.push_back(pipeline::stage_times(rank_spans));
-        messages = pipeline::message_stats(spans);
-        const pipeline::TimedStep stages_only = pipeline::play_timed(lists, v, times);
-        const pipeline::TimedStep with_messages = pipeline::play_timed(lists, v, times, messages.costs);
-        // Replayed: each computation and send as long as it took in this step, each receive
-        // the median copy (its span also holds the wait, which the replay is to explain).
-        for (int s = 0; s < K; ++s) {
-          TS_CHECK(spans[s].size() >= lists[s].size(), "pipeline_bench: stage ", s, " has ",
-                   spans[s].size(), " spans for ", lists[s].size(), " actions");
-          for (size_t n = 0; n < lists[s].size(); ++n) {
-            TS_CHECK(spans[s][n].action == lists[s][n], "pipeline_bench: stage ", s, "'s span ", n,
-                     " is ", pipeline::span_name(spans[s][n], v > 1), ", its list says ",
-                     pipeline::to_string(lists[s][n], v > 1));
-          }
-        }
-        const pipeline::TimedStep replayed = pipeline::play_timed(lists, v, [&](int s, size_t n) {
-          const pipeline::Span& span = spans[s][n];
-          const bool receive = span.action.kind == pipeline::ActionKind::kRecvActivation ||
-                               span.action.kind == pipeline::ActionKind::kRecvGradient;
-          return receive ? messages.costs.receive : span.end - span.start;
-        });
-        stages_mean.push_back(stages_only.mean_idle());
-        stages_bottleneck.push_back(stages_only.bottleneck_idle());
-        full_mean.push_back(with_messages.mean_idle());
-        full_bottleneck.push_back(with_messages.bottleneck_idle());
-        replay_mean.push_back(replayed.mean_idle());
-        replay_bottleneck.push_back(replayed.bottleneck_idle());
-        for (double w : messages.waited) waited_ms.push_back(w * 1e3);
+        if (world->rank() != 0) continue;
+        last = model_step(spans, lists, v);
+        stages_mean.push_back(last.stages.mean_idle());
+        stages_bottleneck.push_back(last.stages.bottleneck_idle());
+        full_mean.push_back(last.with_messages.mean_idle());
+        full_bottleneck.push_back(last.with_messages.bottleneck_idle());
+        replay_mean.push_back(last.replayed.mean_idle());
+        replay_bottleneck.push_back(last.replayed.bottleneck_idle());
+        for (double w : last.messages.waited) waited_ms.push_back(w * 1e3);
       }
       Tensor mine = from_vector<double>({median(idle)}, {1});
       Tensor all = empty({K}, kF64);
@@ -243,22 +273,13 @@ int main(int argc, char** argv) {
         std::printf("    idle per stage:");
         for (double d : stage_idle) std::printf(" %.3f", d);
         std::printf("; last step, ms: forward/backward of a chunk");
-        for (const pipeline::StageTimes& st : times) std::printf(" %.2f/%.2f", st.forward * 1e3, st.backward * 1e3);
-        std::printf(", send %.3f, receive (arrived) %.3f\n", messages.costs.send * 1e3,
-                    messages.costs.receive * 1e3);
-        // The jitter: how much one stage's backwards of equal micro-batches differ in a step.
-        std::printf("    backward time spread (standard deviation / mean), last step:");
-        for (const auto& rank_spans : spans) {
-          double sum = 0, squares = 0;
-          int n = 0;
-          for (const pipeline::Span& span : rank_spans) {
-            if (span.reduction || span.action.kind != pipeline::ActionKind::kBackward) continue;
-            const double d = span.end - span.start;
-            sum += d, squares += d * d, ++n;
-          }
-          const double mean_b = sum / std::max(n, 1);
-          std::printf(" %.1f%%", n > 1 ? 100.0 * std::sqrt(std::max(0.0, squares / n - mean_b * mean_b)) / mean_b : 0.0);
+        for (const pipeline::StageTimes& st : last.times) {
+          std::printf(" %.2f/%.2f", st.forward * 1e3, st.backward * 1e3);
         }
+        std::printf(", send %.3f, receive (arrived) %.3f\n", last.messages.costs.send * 1e3,
+                    last.messages.costs.receive * 1e3);
+        std::printf("    backward time spread (standard deviation / mean), last step:");
+        for (const auto& rank_spans : spans) std::printf(" %.1f%%", 100.0 * backward_spread(rank_spans));
         std::printf("\n");
         if (!waited_ms.empty()) {
           std::printf("    %zu messages waited for: latency (ms) median %.3f, max %.3f\n",
