@@ -15,7 +15,10 @@ namespace {
 
 // A gzip'd or plain file (gzread reads both), read only as far as asked: a gzip stream is
 // inflated a chunk at a time, so a small file that inflates to gigabytes (a gzip bomb) costs no
-// more memory than the header it starts with promises.
+// more memory than the header it starts with promises. Every read that comes back short or
+// fails asks zlib for its verdict: a damaged deflate stream, a CRC32 or length in the trailer
+// that does not match, or a stream cut short is an Error saying the file is corrupt, with
+// zlib's reason.
 class IdxFile {
  public:
   explicit IdxFile(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
@@ -32,22 +35,35 @@ class IdxFile {
   // Appends up to `n` bytes to `out`, fewer only at the end of the file.
   void read(uint64_t n, std::vector<unsigned char>& out) {
     while (n > 0) {
-      const unsigned want = static_cast<unsigned>(std::min<uint64_t>(n, 1 << 20));
+      const unsigned want = static_cast<unsigned>(std::min<uint64_t>(n, kChunk));
       const size_t old = out.size();
       out.resize(old + want);
-      const int got = gzread(file_, out.data() + old, want);
-      if (got < 0) {
-        int code = 0;
-        TS_FAIL("read_idx: '", path_, "' is corrupt: ", gzerror(file_, &code));
-      }
+      const unsigned got = read_some(out.data() + old, want);
       out.resize(old + got);
-      if (static_cast<unsigned>(got) < want) return;
+      if (got < want) return;
       n -= want;
     }
   }
 
-  // After the whole file was read: a truncated gzip stream reads as a short file, and gzclose
-  // reports the missing trailer.
+  // Reads on, discarding what it reads, to the end of the file or for at most `limit` bytes;
+  // returns how many it read (limit + 1 when the file goes on past the limit). Memory stays at
+  // one chunk whatever the stream inflates to.
+  uint64_t skip(uint64_t limit) {
+    std::vector<unsigned char> scratch(kChunk);
+    uint64_t total = 0;
+    while (total <= limit) {
+      const unsigned got = read_some(scratch.data(), kChunk);
+      total += got;
+      if (got < kChunk) break;
+    }
+    return std::min(total, limit + 1);
+  }
+
+  // A plain file, read as it is (no zlib stream to check).
+  bool plain() { return gzdirect(file_) == 1; }
+
+  // After the whole file was read. read_some has already reported a stream cut short; gzclose
+  // is checked anyway.
   void close() {
     const int status = gzclose(file_);
     file_ = nullptr;
@@ -56,9 +72,35 @@ class IdxFile {
   }
 
  private:
+  static constexpr unsigned kChunk = 1 << 20;
+
+  // One gzread. It fails (-1) on a damaged stream or trailer; it comes back short at the end of
+  // the file, and also, with Z_BUF_ERROR ("unexpected end of file") left in gzerror, when the
+  // stream was cut short: both are reported here, as zlib words them.
+  unsigned read_some(unsigned char* p, unsigned n) {
+    const int got = gzread(file_, p, n);
+    if (got < 0 || static_cast<unsigned>(got) < n) {
+      int code = Z_OK;
+      const char* message = gzerror(file_, &code);
+      TS_CHECK(code == Z_OK, "read_idx: '", path_, "' is corrupt: ", zlib_reason(message));
+    }
+    return static_cast<unsigned>(got);
+  }
+
+  // gzerror prefixes its message with the path; the Error names the file itself.
+  std::string zlib_reason(const char* message) const {
+    const std::string m = message == nullptr ? "" : message;
+    const std::string prefix = path_ + ": ";
+    return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+  }
+
   std::string path_;
   gzFile file_;
 };
+
+// How far a gzip stream that goes on past its header is read to reach zlib's verdict (see
+// read_idx): a damaged stream runs on by a few bytes to kilobytes, a gzip bomb by gigabytes.
+constexpr uint64_t kReadOnLimit = uint64_t{64} << 20;
 
 uint32_t big_endian_u32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
@@ -119,13 +161,30 @@ Tensor read_idx(const std::string& path) {
   TS_CHECK(!overflow, "read_idx: '", path, "' has header shape ", shape, " of ", element,
            "-byte elements: the product of its dimensions or its byte count overflows 64 bits");
   // The data, and one byte more: a file (or an inflating gzip stream) that goes on past what
-  // the header describes is stopped there, never read whole.
+  // the header describes is stopped there, never held whole.
   std::vector<unsigned char> data;
   file.read(data_bytes + 1, data);
-  TS_CHECK(data.size() <= data_bytes, "read_idx: '", path, "' has unexpected bytes after the ",
-           shape, " elements its header describes: it holds more than the ", header + data_bytes,
-           " bytes the header accounts for (", header, " of header, ", data_bytes, " of data); "
-           "reading stopped there");
+  if (data.size() > data_bytes) {
+    // zlib's verdict first. Damage in the middle of a deflate stream often decodes to a few
+    // bytes more than the intact stream held (the Huffman decoder falls back into step a
+    // little after the damage, having emitted extra symbols), and only the CRC32 at the end of
+    // the stream tells that apart from a file that really holds more. So a gzip stream is read
+    // on, into one scratch chunk, to its end (where a damaged one fails as corrupt), or for at
+    // most kReadOnLimit bytes, which bounds the time a gzip bomb costs.
+    std::string after = "reading stopped there";
+    if (!file.plain()) {
+      const uint64_t more = file.skip(kReadOnLimit);
+      after = more > kReadOnLimit
+                  ? detail::str("its gzip stream is intact for the ", kReadOnLimit >> 20,
+                                " MiB past them that were read, where reading stopped")
+                  : detail::str("its gzip stream is intact to its end, ", 1 + more,
+                                " bytes past them");
+    }
+    TS_FAIL("read_idx: '", path, "' has unexpected bytes after the ", shape,
+            " elements its header describes: it holds more than the ", header + data_bytes,
+            " bytes the header accounts for (", header, " of header, ", data_bytes, " of data); ",
+            after);
+  }
   file.close();
   TS_CHECK(data.size() == data_bytes, "read_idx: '", path, "' is truncated: header says ", shape,
            " (", data_bytes, " bytes of data) but only ", data.size(), " bytes follow it");

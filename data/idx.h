@@ -4,9 +4,13 @@
 // 0x0E f64), a rank byte, then `rank` big-endian u32 dimensions, then the elements,
 // big-endian, row-major. read_idx checks each of these, that the element and byte counts fit
 // in 64 bits, and that the file holds exactly the elements its header promises; any problem is
-// an Error naming the file and what is wrong. A gzip'd file is inflated only as far as its header
-// promises (and one byte more): a small file that inflates to gigabytes, a gzip bomb, is
-// rejected after reading what the header describes, with the sizes named.
+// an Error naming the file and what is wrong. A gzip'd file is inflated a chunk at a time, never
+// held past what its header promises (and one byte more). zlib's verdict comes before the
+// sizes: a damaged stream or trailer, or a stream cut short, is "'<file>' is corrupt: <zlib's
+// reason>" (e.g. "incorrect data check"), even where the damage made it decode to more bytes
+// than the header describes; to tell that from a file that really holds more, a stream that
+// runs past the header's size is read on, and discarded, to its end (at most 64 MiB further,
+// so a gzip bomb costs bounded time and no memory) before "unexpected bytes after" is reported.
 #pragma once
 
 #include <string>
