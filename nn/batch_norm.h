@@ -55,7 +55,6 @@ class BatchNorm2d : public Module {
   bool defers_running_statistics() const { return deferred_; }
   void commit_running_statistics();
 
- protected:
   // model->to(kF16 / kBF16) leaves BatchNorm in f32 (Module::to).
   bool keep_f32_under_half() const override { return true; }
 

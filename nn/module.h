@@ -96,6 +96,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // statistics would lose too much in half precision, and their forward takes half inputs.
   void to(DType dtype);
   void to(Device device);
+  // True for modules whose parameters and buffers stay f32 under to(kF16 / kBF16) (ZeRO-3's
+  // mixed precision asks it too).
+  virtual bool keep_f32_under_half() const { return false; }
   void zero_grad(bool set_to_none = true);
 
   // Parameters and buffers by dotted name (the tensors themselves, not copies, unless a module
@@ -119,9 +122,6 @@ class Module : public std::enable_shared_from_this<Module> {
   int64_t num_parameters() const;
 
  protected:
-  // True for modules whose parameters and buffers stay f32 under to(kF16 / kBF16).
-  virtual bool keep_f32_under_half() const { return false; }
-
   // This module's own part of state_dict() and load_state_dict() (children are handled by the
   // base): by default its parameters, then its buffers, as they are. A module whose parameters
   // are slices of larger tensors (the tensor-parallel layers) overrides all three, so that its

@@ -1,5 +1,7 @@
 #include "dist/zero/flat_parameter.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 #include "tensor/ops.h"
 
@@ -7,7 +9,8 @@ namespace tessera {
 namespace dist {
 
 FlatParameter::FlatParameter(std::vector<std::pair<std::string, Variable>> params,
-                             std::shared_ptr<ProcessGroup> group, std::string name)
+                             std::shared_ptr<ProcessGroup> group, std::string name,
+                             const MixedPrecision& precision, std::vector<bool> keep_dtype)
     : params_(std::move(params)), group_(std::move(group)), name_(std::move(name)) {
   TS_CHECK(group_ != nullptr, "FlatParameter ", name_, ": group is null");
   TS_CHECK(!params_.empty(), "FlatParameter ", name_, ": a unit needs at least one parameter");
@@ -26,6 +29,25 @@ FlatParameter::FlatParameter(std::vector<std::pair<std::string, Variable>> param
   layout_ = zero::flat_layout(numels);
   padded_ = zero::padded_size(layout_.total, group_->size());
   ready_.assign(params_.size(), false);
+
+  // Mixed precision: each parameter's compute dtype; the gather carries the common one (the
+  // parameters' own when they differ, the lowered ones cast after it); gradients are averaged
+  // in reduce_dtype when any parameter is lowered.
+  TS_CHECK(keep_dtype.empty() || keep_dtype.size() == params_.size(), "FlatParameter ", name_,
+           ": keep_dtype has ", keep_dtype.size(), " entries for ", params_.size(), " parameters");
+  TS_CHECK(!precision.enabled() || dtype_ != kF64, "FlatParameter ", name_, ": mixed precision "
+           "needs f32/f16/bf16 parameters, got f64");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const bool keep = !precision.enabled() || (!keep_dtype.empty() && keep_dtype[i]);
+    compute_dtypes_.push_back(keep ? dtype_ : *precision.param_dtype());
+    lowered_ = lowered_ || compute_dtypes_.back() != dtype_;
+  }
+  const bool uniform = std::all_of(compute_dtypes_.begin(), compute_dtypes_.end(),
+                                   [&](DType d) { return d == compute_dtypes_[0]; });
+  gather_dtype_ = uniform ? compute_dtypes_[0] : dtype_;
+  reduce_dtype_ = !lowered_ ? dtype_
+                  : precision.reduce_dtype() ? *precision.reduce_dtype()
+                                             : *precision.param_dtype();
 
   NoGradGuard no_grad;
   Tensor flat = zeros({padded_}, TensorOptions(dtype_).device(device_));
@@ -46,22 +68,39 @@ std::vector<int64_t> FlatParameter::counts() const {
   return std::vector<int64_t>(group_->size(), shard_numel());
 }
 
-void FlatParameter::launch_gather() {
-  if (full_.defined()) return;  // gathered, or gathering
+void FlatParameter::launch_gather_in(DType dtype) {
   NoGradGuard no_grad;
-  full_ = empty({padded_}, TensorOptions(dtype_).device(device_));
-  const Tensor mine = shard_.data().to(dtype_).contiguous();
+  full_ = empty({padded_}, TensorOptions(dtype).device(device_));
+  // The master shard is cast before the all-gather: what travels is what the unit computes in.
+  const Tensor mine = shard_.data().to(dtype).contiguous();
   gather_work_ = group_->all_gather(mine, full_, counts());
 }
 
-void FlatParameter::gather() {
+void FlatParameter::launch_gather() {
+  if (full_.defined()) return;  // gathered, or gathering
+  launch_gather_in(gather_dtype_);
+  full_precision_ = false;
+}
+
+void FlatParameter::gather(GatherPrecision precision) {
+  const bool full = precision == GatherPrecision::kFull;
+  // Gathered the other way (a state dict between steps): start again in the dtype asked for.
+  if (full_.defined() && full != full_precision_ && lowered_) reshard();
   if (gathered()) return;
-  launch_gather();
+  if (!full_.defined()) {
+    launch_gather_in(full ? dtype_ : gather_dtype_);
+    full_precision_ = full;
+  }
   gather_work_->wait();
   gather_work_ = nullptr;
+  NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const zero::Range& r = layout_.ranges[i];
-    params_[i].second.set_data(full_.narrow(0, r.begin, r.size()).view(shapes_[i]));
+    const Tensor view = full_.narrow(0, r.begin, r.size()).view(shapes_[i]);
+    const DType want = full_precision_ ? dtype_ : compute_dtypes_[i];
+    // A cast (a parameter of a unit gathered in another dtype) is owned by the parameter alone
+    // and freed with the unit at reshard().
+    params_[i].second.set_data(view.dtype() == want ? view : view.to(want));
   }
 }
 
@@ -73,14 +112,17 @@ void FlatParameter::reshard() {
   }
   // The parameters' views are the only other owners of the buffer's storage: once they point
   // elsewhere, dropping full_ returns the memory to the allocator.
-  const Tensor nothing = empty({0}, TensorOptions(dtype_).device(device_));
-  for (auto& [pname, p] : params_) p.set_data(nothing);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].second.set_data(empty({0}, TensorOptions(compute_dtypes_[i]).device(device_)));
+  }
   full_ = Tensor();
+  full_precision_ = false;
 }
 
 void FlatParameter::update_shard_from_gathered() {
-  TS_CHECK(gathered(), "FlatParameter ", name_, ": update_shard_from_gathered needs the unit "
-           "gathered");
+  TS_CHECK(gathered() && (full_precision_ || !lowered_), "FlatParameter ", name_,
+           ": update_shard_from_gathered needs the unit gathered with GatherPrecision::kFull (a "
+           "gather in ", gather_dtype_, " may round the ", shard_.dtype(), " master)");
   NoGradGuard no_grad;
   Tensor(shard_.data()).copy_(full_.narrow(0, group_->rank() * shard_numel(), shard_numel()));
 }
@@ -94,7 +136,9 @@ bool FlatParameter::grad_ready(size_t index) {
            "reduced");
   TS_CHECK(!reduce_scatter_pending(), "FlatParameter ", name_, ": parameter ",
            params_[index].first, " received a gradient after the unit was reduce-scattered");
-  if (!grad_flat_.defined()) grad_flat_ = zeros({padded_}, TensorOptions(dtype_).device(device_));
+  if (!grad_flat_.defined()) {
+    grad_flat_ = zeros({padded_}, TensorOptions(reduce_dtype_).device(device_));
+  }
   const zero::Range& r = layout_.ranges[index];
   if (p.grad().defined()) {
     grad_flat_.narrow(0, r.begin, r.size()).copy_(p.grad().reshape({-1}));
@@ -110,8 +154,10 @@ void FlatParameter::launch_reduce_scatter() {
            ": a reduce-scatter is already in flight");
   NoGradGuard no_grad;
   // Parameters that did not report in this backward contribute zeros.
-  if (!grad_flat_.defined()) grad_flat_ = zeros({padded_}, TensorOptions(dtype_).device(device_));
-  reduced_ = empty({shard_numel()}, TensorOptions(dtype_).device(device_));
+  if (!grad_flat_.defined()) {
+    grad_flat_ = zeros({padded_}, TensorOptions(reduce_dtype_).device(device_));
+  }
+  reduced_ = empty({shard_numel()}, TensorOptions(reduce_dtype_).device(device_));
   work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kMean);
   ready_.assign(params_.size(), false);
   ready_count_ = 0;

@@ -24,6 +24,11 @@
 // Autograd nodes save the parameter Variables, not their tensors, so a backward that runs after
 // a re-gather reads the re-gathered values.
 //
+// Mixed precision (dist/zero/mixed_precision.h): the shard stays the f32 master; gather() casts
+// it to param_dtype before the all-gather and the parameters compute in that dtype (those marked
+// keep_dtype in theirs); gradients are averaged in reduce_dtype. gather(kFull) gathers the
+// master values in the parameters' own dtype instead (state dicts, loading).
+//
 // Gradients: as each parameter's gradient arrives (grad_ready), it is copied into a flat, padded
 // gradient buffer and the parameter's own gradient is released. Once every parameter has
 // reported (or at the end of backward, with zeros for those that did not), the buffer is
@@ -40,26 +45,35 @@
 #include "autograd/variable.h"
 #include "dist/process_group.h"
 #include "dist/work.h"
+#include "dist/zero/mixed_precision.h"
 #include "dist/zero/partition.h"
 
 namespace tessera {
 namespace dist {
 
+// What a gather produces: the dtypes the unit computes in (mixed precision's param_dtype), or
+// the master values in the parameters' own dtype.
+enum class GatherPrecision { kCompute, kFull };
+
 class FlatParameter {
  public:
   // `params` (name, parameter) hold the full values, identical on every rank, and share one
   // dtype and device. Keeps this rank's shard and reshards: afterwards the parameters are empty
-  // until gather().
+  // until gather(). With `precision` enabled, the parameters compute in its param_dtype except
+  // those whose keep_dtype entry is true (empty: none kept).
   FlatParameter(std::vector<std::pair<std::string, Variable>> params,
-                std::shared_ptr<ProcessGroup> group, std::string name);
+                std::shared_ptr<ProcessGroup> group, std::string name,
+                const MixedPrecision& precision = MixedPrecision(),
+                std::vector<bool> keep_dtype = {});
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
 
-  // Collective: all-gathers the full flat buffer and points every parameter at its view.
-  // A no-op when already gathered; finishes a gather launch_gather() started.
-  void gather();
-  // Collective, asynchronous: starts the all-gather (a prefetch); gather() finishes it. A no-op
-  // when gathered or gathering.
+  // Collective: all-gathers the full flat buffer and points every parameter at its view (or,
+  // for a parameter computing in another dtype than the buffer's, at a cast of it). A no-op
+  // when already gathered with this precision; finishes a gather launch_gather() started.
+  void gather(GatherPrecision precision = GatherPrecision::kCompute);
+  // Collective, asynchronous: starts the all-gather in the compute dtype (a prefetch); gather()
+  // finishes it. A no-op when gathered or gathering.
   void launch_gather();
   // Frees the full buffer; parameters point to empty tensors. A no-op when already sharded;
   // waits for a gather in flight first (the communication thread is writing the buffer).
@@ -68,8 +82,8 @@ class FlatParameter {
   bool gathered() const { return full_.defined() && gather_work_ == nullptr; }
   // A launched gather has not been finished by gather() yet.
   bool gathering() const { return gather_work_ != nullptr; }
-  // While gathered: copies this rank's part of the (changed) full values back into the shard,
-  // after a state dict was loaded into the parameters.
+  // While gathered with kFull: copies this rank's part of the (changed) full values back into
+  // the shard, after a state dict was loaded into the parameters.
   void update_shard_from_gathered();
 
   // Backward. grad_ready(i) moves parameter i's gradient into the flat gradient buffer and
@@ -91,6 +105,11 @@ class FlatParameter {
   int64_t padded_numel() const { return padded_; }
   int64_t shard_numel() const { return padded_ / group_->size(); }
   DType dtype() const { return dtype_; }
+  // Mixed precision: the dtype the unit's all-gather carries, each parameter's compute dtype,
+  // and the dtype gradients are averaged in (all dtype() without it).
+  DType gather_dtype() const { return gather_dtype_; }
+  const std::vector<DType>& compute_dtypes() const { return compute_dtypes_; }
+  DType reduce_dtype() const { return reduce_dtype_; }
   // The parameters' shapes and where each starts in the flat vector (the parameters themselves
   // are empty between gathers).
   const std::vector<Shape>& shapes() const { return shapes_; }
@@ -98,6 +117,7 @@ class FlatParameter {
 
  private:
   std::vector<int64_t> counts() const;
+  void launch_gather_in(DType dtype);
 
   std::vector<std::pair<std::string, Variable>> params_;
   std::vector<Shape> shapes_;
@@ -105,7 +125,12 @@ class FlatParameter {
   std::string name_;
   zero::FlatLayout layout_;
   int64_t padded_ = 0;
-  DType dtype_ = kF32;  // the parameters' dtype: gathers and gradient reductions use it
+  DType dtype_ = kF32;  // the parameters' own dtype (the checkpoints' and state dicts')
+  DType gather_dtype_ = kF32;          // the compute gather's dtype
+  std::vector<DType> compute_dtypes_;  // per parameter
+  DType reduce_dtype_ = kF32;          // the gradient buffer's and reduce-scatter's dtype
+  bool lowered_ = false;               // some parameter computes in another dtype than dtype_
+  bool full_precision_ = false;        // the current gather is kFull
   Device device_;
   Variable shard_;      // f32 master (f64 for f64 parameters); .grad() its averaged gradient
   Tensor full_;         // the gathered flat buffer, while gathering or gathered

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "dist/module_sync.h"
 #include "tensor/ops.h"
@@ -16,7 +17,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
                                                    const FullyShardedOptions& options)
     : model_(std::move(model)), group_(std::move(group)),
       reshard_after_forward_(options.reshard_after_forward()),
-      prefetch_limit_(options.prefetch_limit()) {
+      prefetch_limit_(options.prefetch_limit()),
+      mixed_precision_(options.mixed_precision()) {
   TS_CHECK(model_ != nullptr, "FullyShardedDataParallel: model is null");
   TS_CHECK(group_ != nullptr, "FullyShardedDataParallel: group is null");
   TS_CHECK(options.min_num_params() >= 1, "FullyShardedDataParallel: min_num_params must be at "
@@ -154,11 +156,28 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
                    [&](size_t a, size_t b) { return first_key[a] < first_key[b]; });
   std::stable_sort(backward_order_.begin(), backward_order_.end(),
                    [&](size_t a, size_t b) { return last_key[a] > last_key[b]; });
+  // Under a half-precision param_dtype, the parameters Module::to(kBF16) would keep in f32
+  // (BatchNorm's) compute in their own dtype.
+  std::vector<const VariableImpl*> keep_f32;
+  const std::optional<DType> low = mixed_precision_.param_dtype();
+  if (low && (*low == kF16 || *low == kBF16)) {
+    for (const auto& [path, module] : model_->named_modules()) {
+      if (!module->keep_f32_under_half()) continue;
+      for (const auto& [name, p] : module->named_parameters(/*recurse=*/false)) {
+        keep_f32.push_back(p.impl());
+      }
+    }
+  }
   for (size_t u = 0; u < unit_params.size(); ++u) {
     const bool is_root = has_root && u + 1 == unit_params.size();
+    std::vector<bool> keep;
+    for (const auto& [name, p] : unit_params[u]) {
+      keep.push_back(std::find(keep_f32.begin(), keep_f32.end(), p.impl()) != keep_f32.end());
+    }
     units_.push_back(std::make_unique<FlatParameter>(
         std::move(unit_params[u]), group_,
-        is_root ? std::string("root") : "unit" + std::to_string(u)));
+        is_root ? std::string("root") : "unit" + std::to_string(u), mixed_precision_,
+        std::move(keep)));
   }
 }
 
@@ -191,6 +210,8 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   TS_CHECK(!in_backward_, "FullyShardedDataParallel::forward: called while a backward is running");
   const bool recording = GradMode::is_enabled();
   Variable h = x;
+  const std::optional<DType> low = mixed_precision_.param_dtype();
+  if (low && h.defined() && is_floating(h.dtype()) && h.dtype() != *low) h = tessera::to(h, *low);
   for (size_t c = 0; c < model_->size(); ++c) {
     const int u = unit_of_child_[c];
     if (u >= 0) {
@@ -290,7 +311,7 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
 StateDict FullyShardedDataParallel::state_dict() {
   TS_CHECK(!in_backward_, "FullyShardedDataParallel::state_dict: called during a backward");
   StateDict out;
-  for (auto& unit : units_) unit->gather();
+  for (auto& unit : units_) unit->gather(GatherPrecision::kFull);
   for (const auto& [name, t] : model_->state_dict()) out.set(name, t.clone());
   for (auto& unit : units_) unit->reshard();
   return out;
@@ -298,7 +319,7 @@ StateDict FullyShardedDataParallel::state_dict() {
 
 void FullyShardedDataParallel::load_state_dict(const StateDict& state) {
   TS_CHECK(!in_backward_, "FullyShardedDataParallel::load_state_dict: called during a backward");
-  for (auto& unit : units_) unit->gather();
+  for (auto& unit : units_) unit->gather(GatherPrecision::kFull);
   model_->load_state_dict(state);
   for (auto& unit : units_) {
     unit->update_shard_from_gathered();

@@ -50,6 +50,7 @@
 #include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
 #include "dist/zero/flat_parameter.h"
+#include "dist/zero/mixed_precision.h"
 #include "nn/sequential.h"
 #include "tensor/state_dict.h"
 
@@ -82,12 +83,18 @@ class FullyShardedOptions {
   // to this many units that run next in that order are launched, so at most 1 + limit units
   // are gathered at once. 0 (the default): no prefetch, one unit gathered at a time.
   FullyShardedOptions& prefetch_limit(int n) { prefetch_limit_ = n; return *this; }
+  // Gather units in a low precision and average gradients in reduce_dtype, the shards staying
+  // f32 masters (FSDP's mixed_precision; dist/zero/mixed_precision.h). Under autocast this is
+  // what keeps ZeRO-3's memory saving: without it every unit's autocast cast stays cached.
+  // The forward's floating-point input is cast to param_dtype (FSDP's cast_forward_inputs).
+  FullyShardedOptions& mixed_precision(const MixedPrecision& m) { mixed_precision_ = m; return *this; }
 
   const std::vector<size_t>& units() const { return units_; }
   int64_t min_num_params() const { return min_num_params_; }
   bool wrap_layers() const { return wrap_layers_; }
   bool reshard_after_forward() const { return reshard_after_forward_; }
   int prefetch_limit() const { return prefetch_limit_; }
+  const MixedPrecision& mixed_precision() const { return mixed_precision_; }
 
  private:
   std::vector<size_t> units_;
@@ -95,6 +102,7 @@ class FullyShardedOptions {
   bool wrap_layers_ = false;
   bool reshard_after_forward_ = true;
   int prefetch_limit_ = 0;
+  MixedPrecision mixed_precision_;
 };
 
 class FullyShardedDataParallel {
@@ -152,6 +160,7 @@ class FullyShardedDataParallel {
   std::shared_ptr<ProcessGroup> group_;
   bool reshard_after_forward_ = true;
   int prefetch_limit_ = 0;
+  MixedPrecision mixed_precision_;
   GradReductionClaim claim_;
   std::vector<std::unique_ptr<FlatParameter>> units_;
   std::vector<std::vector<size_t>> unit_children_;

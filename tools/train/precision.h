@@ -35,6 +35,9 @@ class MixedPrecision {
   // Opens autocast in `guard` (nothing with --amp=off). Forward and loss run inside it;
   // backward and the optimizer step after it (autocast.h).
   void autocast(std::optional<AutocastGuard>& guard) const;
+  // --amp: whether autocast is on, and its dtype (ZeRO-3 gathers its units in it).
+  bool autocast_enabled() const { return enabled_; }
+  DType autocast_dtype() const { return dtype_; }
   optim::GradScaler& scaler() { return scaler_; }
   const optim::GradScaler& scaler() const { return scaler_; }
   // Unscales and steps the optimizer unless a gradient was inf/NaN on some rank, then updates

@@ -321,6 +321,13 @@ class Pipeline : public Strategy {
   std::vector<pipeline::Span> last_train_trace_;
 };
 
+// Under --amp, ZeRO-3 gathers its units in the autocast dtype (so autocast caches no casts of
+// them) and averages gradients in f32, as DDP's f32 gradients are.
+dist::MixedPrecision unit_precision(const MixedPrecision& precision) {
+  if (!precision.autocast_enabled()) return dist::MixedPrecision();
+  return dist::MixedPrecision().param_dtype(precision.autocast_dtype()).reduce_dtype(kF32);
+}
+
 // ZeRO-3: the model's parameters live as flat shards (dist::FullyShardedDataParallel gathers
 // each unit around its forward and backward); the optimizer is an ordinary one over this
 // rank's shards. Checkpoints hold the whole model (gathered); the optimizer's state stays
@@ -336,7 +343,8 @@ class FullySharded : public Strategy {
               dist::FullyShardedOptions()
                   .min_num_params(c.zero3_min_params)
                   .wrap_layers(c.zero3_wrap_layers)
-                  .prefetch_limit(c.zero3_prefetch ? 1 : 0)),
+                  .prefetch_limit(c.zero3_prefetch ? 1 : 0)
+                  .mixed_precision(unit_precision(precision))),
         opt_(make_optimizer(c, fsdp_.shard_parameters())),
         criterion_(std::move(criterion)),
         precision_(precision) {}
