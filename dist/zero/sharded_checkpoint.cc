@@ -364,17 +364,12 @@ void save_sharded_checkpoint(const std::string& dir, const nn::Module& model,
   SavedVector s;
   s.vector = {"flat", optimizer.layout().total, optimizer.layout().total};
   s.files = shards;
-  // The master shard for f16/bf16 parameters; the parameters' own values for the others (the
-  // shard copy of those is refreshed from them at the next step).
-  s.values = optimizer.shard().data().clone();
+  // The master shard for f16/bf16 parameters; the parameters' own values for the others.
+  s.values = optimizer.master_shard();
   for (size_t i = 0; i < optimizer.params().size(); ++i) {
     const Variable& p = optimizer.params()[i];
-    const Range r = optimizer.layout().ranges[i];
-    s.params.push_back({name_in(named, p, who), p.shape(), p.dtype(), 0, r.begin});
-    const Range part = intersect(mine, r);
-    if (part.empty() || is_half(p.dtype())) continue;
-    s.values.narrow(0, part.begin - mine.begin, part.size())
-        .copy_(p.data().reshape({-1}).narrow(0, part.begin - r.begin, part.size()));
+    s.params.push_back({name_in(named, p, who), p.shape(), p.dtype(), 0,
+                        optimizer.layout().ranges[i].begin});
   }
   take_state(optimizer.inner().state_dict(), 0, mine.size(), s);
   std::vector<SavedVector> vectors;
@@ -421,8 +416,9 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path, nn::Mod
     slot.range = zero->shards()[zero->group().rank()];
     slot.shape = {slot.range.size()};
     slot.options = TensorOptions(zero->shard().dtype()).device(zero->shard().data().device());
-    Tensor(zero->shard().data())
-        .copy_(assemble(*source->reader, slot.params, slot.range, "param", slot.options));
+    // The master values of f16/bf16 parameters (the shard is their master from now on, so the
+    // next step does not round it to the loaded parameters).
+    zero->load_master_shard(assemble(*source->reader, slot.params, slot.range, "param", slot.options));
     StateDict state = optimizer_state(*source, {slot});
     // The outer optimizer takes the options; the inner one the shard's state.
     load_optimizer(*zero, source->index.param_groups, *source);

@@ -232,16 +232,35 @@ void ZeroRedundancyOptimizer::scatter_into_params(const Tensor& flat) {
   }
 }
 
-void ZeroRedundancyOptimizer::refresh_shard_from_params() {
+void ZeroRedundancyOptimizer::copy_params_into(Tensor& shard, bool skip_masters) const {
   const zero::Range mine = shards_[group_->rank()];
   for (size_t i = 0; i < params_.size(); ++i) {
     const Variable& p = params_[i];
-    if (is_half(p.dtype()) && shard_is_master_) continue;  // f16/bf16: the shard is the master
+    if (skip_masters && is_half(p.dtype())) continue;  // f16/bf16: the shard is the master
     const zero::Range part = zero::intersect(mine, layout_.ranges[i]);
     if (part.empty()) continue;
-    shard_.data().narrow(0, part.begin - mine.begin, part.size())
+    shard.narrow(0, part.begin - mine.begin, part.size())
         .copy_(p.data().reshape({-1}).narrow(0, part.begin - layout_.ranges[i].begin, part.size()));
   }
+}
+
+void ZeroRedundancyOptimizer::refresh_shard_from_params() {
+  Tensor shard = shard_.data();
+  copy_params_into(shard, shard_is_master_);
+}
+
+Tensor ZeroRedundancyOptimizer::master_shard() const {
+  Tensor out = shard_.data().clone();
+  copy_params_into(out, shard_is_master_);
+  return out;
+}
+
+void ZeroRedundancyOptimizer::load_master_shard(const Tensor& values) {
+  TS_CHECK(values.numel() == shard_numel(), "ZeroRedundancyOptimizer::load_master_shard: got ",
+           values.numel(), " values for a shard of ", shard_numel());
+  NoGradGuard no_grad;
+  Tensor(shard_.data()).copy_(values.reshape({-1}));
+  shard_is_master_ = true;
 }
 
 void ZeroRedundancyOptimizer::sync_inner_options() {
@@ -365,16 +384,26 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
       }
       local.set("state.0." + name, flat.narrow(0, shard_offset(), shard_numel()).clone());
     }
-    if (full.contains("state.0.master")) {
+    // Masters are kept for f16/bf16 parameters only, wherever they sit (a model may start with
+    // an f32 BatchNorm): look for any.
+    bool has_master = false;
+    for (size_t i = 0; i < params_.size() && !has_master; ++i) {
+      has_master = full.contains("state." + std::to_string(i) + ".master");
+    }
+    if (has_master) {
       Tensor flat = empty({layout_.total}, TensorOptions(kF32).device(device_));
       for (size_t i = 0; i < params_.size(); ++i) {
-        const Tensor* t = full.find("state." + std::to_string(i) + ".master");
+        const std::string key = "state." + std::to_string(i) + ".master";
+        const Tensor* t = full.find(key);
+        TS_CHECK(t != nullptr || !is_half(params_[i].dtype()),
+                 "ZeroRedundancyOptimizer::load_state_dict: '", key, "' is missing for ",
+                 params_[i].dtype(), " parameter ", i, " ('", params_[i].name(),
+                 "') though other parameters have their masters");
         const Tensor source = t != nullptr ? *t : params_[i].data();
         const zero::Range& r = layout_.ranges[i];
         flat.narrow(0, r.begin, r.size()).copy_(source.reshape({-1}));
       }
-      Tensor(shard_.data()).copy_(flat.narrow(0, shard_offset(), shard_numel()));
-      shard_is_master_ = true;
+      load_master_shard(flat.narrow(0, shard_offset(), shard_numel()));
     }
   }
   inner_->load_state_dict(local);

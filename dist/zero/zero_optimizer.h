@@ -121,6 +121,12 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   const std::vector<zero::Range>& shards() const { return shards_; }
   const Variable& shard() const { return shard_; }
   ProcessGroup& group() const { return *group_; }
+  // This rank's shard of the master values, as a checkpoint saves them: the f32 shard where it
+  // is the master (f16/bf16 parameters once stepped or loaded), the parameters' values elsewhere.
+  Tensor master_shard() const;
+  // Loads this rank's shard of master values (a sharded checkpoint): the shard becomes the
+  // master of f16/bf16 parameters, so the next step() does not overwrite it with their rounding.
+  void load_master_shard(const Tensor& values);
 
  private:
   struct Bucket {
@@ -143,6 +149,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   void scatter_into_params(const Tensor& flat);
   void sync_inner_options();
   void refresh_shard_from_params();
+  void copy_params_into(Tensor& shard, bool skip_masters) const;
   void accumulate_shard_grad(const zero::Range& part, const Tensor& grad);
   TensorOptions flat_options() const { return TensorOptions(flat_dtype_).device(device_); }
 
