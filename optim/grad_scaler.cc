@@ -91,8 +91,9 @@ bool GradScaler::step(Optimizer& optimizer) {
   return !overflow;
 }
 
-void GradScaler::update() {
-  if (!is_enabled()) return;
+// This iteration's verdict, from the inf checks recorded since the last update(): counts a
+// skipped step, or resets the count of overflows in a row. Returns whether it overflowed.
+bool GradScaler::record_overflows(const char* who) {
   bool checked = false, overflow = false;
   for (const auto& [key, state] : per_optimizer_) {
     if (!state.found_inf.defined()) continue;
@@ -100,22 +101,35 @@ void GradScaler::update() {
     overflow = overflow || state.found_inf.item() != 0;
   }
   per_optimizer_.clear();
-  TS_CHECK(checked, "GradScaler::update: no inf checks were recorded since the last update() "
-           "(call step() or unscale_() first)");
-  if (overflow) {
-    ++skipped_steps_;
-    ++consecutive_overflows_;
+  TS_CHECK(checked, who, ": no inf checks were recorded since the last update() (call step() or "
+           "unscale_() first)");
+  if (!overflow) {
+    consecutive_overflows_ = 0;
+    return false;
+  }
+  ++skipped_steps_;
+  ++consecutive_overflows_;
+  return true;
+}
+
+// After max_consecutive_skips overflows in a row the run trains nothing: end it.
+void GradScaler::check_consecutive_skips() const {
+  const int64_t limit = options_.max_consecutive_skips();
+  TS_CHECK(limit == 0 || consecutive_overflows_ < limit, "GradScaler: loss scale fell to ",
+           scale_, " after ", consecutive_overflows_, " consecutive overflows (inf/NaN "
+           "gradients on every step: check the data, the learning rate and the model)");
+}
+
+void GradScaler::update() {
+  if (!is_enabled()) return;
+  if (record_overflows("GradScaler::update")) {
     growth_tracker_ = 0;
     if (consecutive_overflows_ >= options_.hysteresis()) {
       scale_ = std::max(scale_ * options_.backoff_factor(), options_.min_scale());
     }
-    const int64_t limit = options_.max_consecutive_skips();
-    TS_CHECK(limit == 0 || consecutive_overflows_ < limit, "GradScaler: loss scale fell to ",
-             scale_, " after ", consecutive_overflows_, " consecutive overflows (inf/NaN "
-             "gradients on every step: check the data, the learning rate and the model)");
+    check_consecutive_skips();
     return;
   }
-  consecutive_overflows_ = 0;
   if (++growth_tracker_ == options_.growth_interval()) {
     const double grown = scale_ * options_.growth_factor();
     if (std::isfinite(grown) && grown <= std::numeric_limits<float>::max()) scale_ = grown;
@@ -127,8 +141,11 @@ void GradScaler::update(double new_scale) {
   if (!is_enabled()) return;
   TS_CHECK(new_scale > 0 && std::isfinite(new_scale),
            "GradScaler::update: new_scale must be positive and finite, got ", new_scale);
+  // A static scale (the train tool's --loss-scale=N) still counts skipped steps and gives up
+  // after max_consecutive_skips in a row.
+  record_overflows("GradScaler::update(new_scale)");
   scale_ = new_scale;
-  per_optimizer_.clear();
+  check_consecutive_skips();
 }
 
 double GradScaler::get_scale() const { return is_enabled() ? scale_ : 1.0; }

@@ -112,7 +112,9 @@ class GradScaler {
   // Adjusts the scale from this iteration's checks (back off on inf/NaN, grow after
   // growth_interval clean steps) and readies every optimizer for the next iteration.
   void update();
-  // Sets the scale directly (and readies every optimizer), as PyTorch's update(new_scale).
+  // Sets the scale directly (and readies every optimizer), as PyTorch's update(new_scale); a
+  // skipped step still counts (skipped_steps, max_consecutive_skips), unlike PyTorch's. Needs
+  // the iteration's inf checks, as update() does.
   void update(double new_scale);
 
   // The current scale (1 when disabled).
@@ -132,6 +134,9 @@ class GradScaler {
 
  private:
   enum class Stage { kReady, kUnscaled, kStepped };
+  bool record_overflows(const char* who);
+  void check_consecutive_skips() const;
+
   struct PerOptimizer {
     Stage stage = Stage::kReady;
     Tensor found_inf;  // f32 [1] on options_.device(), after unscale_

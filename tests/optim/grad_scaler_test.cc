@@ -150,6 +150,41 @@ TEST(GradScaler, HysteresisFloorAndConsecutiveSkipError) {
   }
 }
 
+// A static scale (update(new_scale), the train tool's --loss-scale=N) keeps the scale it is
+// given, and still counts skipped steps and ends the run after max_consecutive_skips in a row.
+TEST(GradScaler, StaticScaleCountsSkippedStepsAndGivesUp) {
+  Problem p;
+  SGD opt({p.w}, SGDOptions(0.01));
+  GradScaler scaler(GradScalerOptions().init_scale(8).max_consecutive_skips(3));
+  auto static_iteration = [&](double poison) {
+    opt.zero_grad();
+    scaler.scale(p.loss()).backward();
+    if (poison != 0) Tensor(p.w.grad().narrow(0, 1, 1)).fill_(poison);
+    const bool stepped = scaler.step(opt);
+    scaler.update(8);
+    return stepped;
+  };
+  EXPECT_FALSE(static_iteration(kInf));
+  EXPECT_FALSE(static_iteration(kNaN));
+  EXPECT_EQ(scaler.get_scale(), 8.0);
+  EXPECT_EQ(scaler.skipped_steps(), 2);
+  EXPECT_EQ(scaler.consecutive_overflows(), 2);
+  EXPECT_TRUE(static_iteration(0));  // a clean step resets the run of overflows
+  EXPECT_EQ(scaler.consecutive_overflows(), 0);
+  EXPECT_EQ(scaler.skipped_steps(), 2);
+  static_iteration(kInf);
+  static_iteration(kInf);
+  try {
+    static_iteration(kInf);
+    FAIL() << "expected an error after 3 consecutive overflows under a static scale";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("loss scale fell to 8 after 3 consecutive overflows"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(scaler.skipped_steps(), 5);
+}
+
 TEST(GradScaler, UnscaleThenClipSeesTrueGradients) {
   Problem ref;
   ref.loss().backward();
