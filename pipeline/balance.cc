@@ -110,16 +110,38 @@ std::vector<int> balance_by_parameters(const nn::Sequential& model, int stages) 
   return balance_with_parameters_in_every_stage(model, costs, stages);
 }
 
+DType model_input_dtype(const nn::Sequential& model, DType otherwise) {
+  // Module::to(kF16 / kBF16) leaves BatchNorm in f32, and BatchNorm takes half inputs: a model
+  // with half-precision parameters takes inputs of that dtype whatever its first layer is.
+  DType first = otherwise;
+  bool found = false;
+  for (const Variable& p : model.parameters()) {
+    if (p.dtype() == kF16 || p.dtype() == kBF16) return p.dtype();
+    if (!found && is_floating(p.dtype())) first = p.dtype(), found = true;
+  }
+  return first;
+}
+
 std::vector<double> profile_layer_times(nn::Sequential& model, const Tensor& sample, int repeats) {
   TS_CHECK(repeats >= 1, "profile_layer_times: repeats must be at least 1, got ", repeats);
   TS_CHECK(sample.defined(), "profile_layer_times: the sample micro-batch is undefined");
+  // Profile in the dtype the model's batches will have (an f32 sample of an f16 model would
+  // not even run); integer samples (token ids) are what they are.
+  const Tensor input =
+      is_floating(sample.dtype()) ? sample.to(model_input_dtype(model, sample.dtype())) : sample;
+  // Backward accumulates into a parameter's grad in place, so the gradients a caller holds are
+  // taken off the parameters while profiling (its backwards make fresh ones) and put back, the
+  // same tensors untouched, afterwards.
   std::vector<std::pair<Variable, Tensor>> grads, buffers;
-  for (const Variable& p : model.parameters()) grads.push_back({p, p.grad()});
+  for (const Variable& p : model.parameters()) {
+    grads.push_back({p, p.grad()});
+    p.zero_grad(/*set_to_none=*/true);
+  }
   for (const Variable& b : model.buffers()) buffers.push_back({b, b.data().clone()});
   using Clock = std::chrono::steady_clock;
   std::vector<double> seconds(model.size(), 0);
   for (int r = 0; r <= repeats; ++r) {  // pass 0 warms up (allocator, caches)
-    Tensor x = sample;
+    Tensor x = input;
     for (size_t i = 0; i < model.size(); ++i) {
       const auto start = Clock::now();
       const Variable in(x, /*requires_grad=*/true);

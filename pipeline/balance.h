@@ -39,9 +39,15 @@ std::vector<int> balance_with_parameters_in_every_stage(const nn::Sequential& mo
                                                         int stages);
 // By parameter count (in blocks, as above).
 std::vector<int> balance_by_parameters(const nn::Sequential& model, int stages);
+// The dtype a model's inputs have: that of its f16/bf16 parameters if it has any (to(kF16)
+// leaves BatchNorm in f32, and BatchNorm takes half inputs), else of its first floating-point
+// parameter, else `otherwise`.
+DType model_input_dtype(const nn::Sequential& model, DType otherwise = kF32);
 // Times forward + backward of `sample` (one micro-batch) through each layer, `repeats` times
-// after one warm-up pass. Parameters' gradients and buffers (BatchNorm's running statistics)
-// are restored afterwards, so profiling leaves the model as it was.
+// after one warm-up pass. A floating-point sample is converted to model_input_dtype() first, so
+// an f16 model is profiled in f16 whatever dtype the caller built its sample in. Parameters'
+// gradients (the same tensors, bit for bit; none where there was none) and buffers (BatchNorm's
+// running statistics) are restored afterwards, so profiling leaves the model as it was.
 std::vector<double> profile_layer_times(nn::Sequential& model, const Tensor& sample, int repeats = 3);
 // By measured time (in blocks, as above).
 std::vector<int> balance_by_time(nn::Sequential& model, int stages, const Tensor& sample,

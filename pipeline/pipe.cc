@@ -1,5 +1,6 @@
 #include "pipeline/pipe.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "dist/grad_reduction_claim.h"
@@ -192,19 +193,30 @@ Tensor Pipe::forward(const Tensor& input) {
 bool Pipe::average_gradients_over_data_parallel_group() {
   const auto& dp = options_.data_parallel_group();
   if (!dp || dp->size() == 1) return false;
-  // One flat buffer: every replica of this stage lists the same parameters in the same order.
-  std::vector<Variable> params = parameters();
-  std::vector<Tensor> grads;
+  // One flat buffer per dtype, as DDP's buckets never mix dtypes: half-precision parameters
+  // (--param-dtype) sit beside BatchNorm's f32 ones in the same stage. Every replica of this
+  // stage lists the same parameters in the same order, so the buffers and their all-reduces
+  // pair up, in the order each dtype first appears.
+  const std::vector<Variable> params = parameters();
+  if (params.empty()) return false;
+  std::vector<DType> dtypes;
   for (const Variable& p : params) {
-    grads.push_back((p.grad().defined() ? p.grad() : zeros_like(p.data())).contiguous().view({p.numel()}));
+    if (std::find(dtypes.begin(), dtypes.end(), p.dtype()) == dtypes.end()) dtypes.push_back(p.dtype());
   }
-  if (grads.empty()) return false;
-  Tensor flat = cat(grads, 0);
-  dp->all_reduce(flat, dist::ReduceOp::kMean)->wait();
-  int64_t at = 0;
-  for (const Variable& p : params) {
-    p.set_grad(flat.narrow(0, at, p.numel()).view(p.shape()).clone());
-    at += p.numel();
+  for (DType dtype : dtypes) {
+    std::vector<Tensor> grads;
+    for (const Variable& p : params) {
+      if (p.dtype() != dtype) continue;
+      grads.push_back((p.grad().defined() ? p.grad() : zeros_like(p.data())).contiguous().view({p.numel()}));
+    }
+    Tensor flat = cat(grads, 0);
+    dp->all_reduce(flat, dist::ReduceOp::kMean)->wait();
+    int64_t at = 0;
+    for (const Variable& p : params) {
+      if (p.dtype() != dtype) continue;
+      p.set_grad(flat.narrow(0, at, p.numel()).view(p.shape()).clone());
+      at += p.numel();
+    }
   }
   return true;
 }

@@ -21,7 +21,8 @@
 // to the unpipelined model's on the same batch (micro-batch losses weighted by their share of
 // the batch, microbatch.h). Only the first stage reads the input and only the last the target;
 // the others use just the batch size. With a data-parallel group (dist::Topology gives one
-// per stage), the stage's gradients are then averaged over it in one flat all-reduce, so
+// per stage), the stage's gradients are then averaged over it in one flat all-reduce per
+// dtype (half-precision parameters beside BatchNorm's f32 ones: two), so
 // P x D ranks train like D data-parallel replicas of the whole model. For ZeRO-1 instead,
 // leave the group out and step a dist::ZeroRedundancyOptimizer over pipe.parameters() and the
 // data-parallel group: its reduce-scatter averages the gradients.
@@ -59,7 +60,9 @@ class PipeOptions {
   PipeOptions& balance(const std::string& spec) { balance_ = spec; return *this; }
   // Activation checkpointing per micro-batch: "never", "except_last" or "always" (executor.h).
   PipeOptions& checkpoint(const std::string& mode) { checkpoint_ = mode; return *this; }
-  // One micro-batch of input for balance "time" to profile with.
+  // One micro-batch of input for balance "time" to profile with; a floating-point one is
+  // converted to the model's input dtype (model_input_dtype in balance.h: f16 for a model
+  // converted with to(kF16), whatever the sample's dtype).
   PipeOptions& sample(const Tensor& microbatch) { sample_ = microbatch; return *this; }
   // BatchNorm's running statistics updated once per batch from all its micro-batches (equal to
   // the unpipelined batch's, torchgpipe's DeferredBatchNorm), instead of once per micro-batch

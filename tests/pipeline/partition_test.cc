@@ -83,6 +83,38 @@ TEST(Balance, ByTimeGivesAValidBalanceAndLeavesTheModelAsItWas) {
   for (const Variable& p : bn->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
+TEST(Balance, ByTimeGivesBackExistingGradientsBitIdentical) {
+  // Gradients accumulate in place: profiling must not add its own backward passes into the
+  // gradients a caller already holds (nor their tensors), nor leave one where there was none.
+  manual_seed(8);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(1, 4, 3).padding(1)));
+  m->push_back(std::make_shared<nn::BatchNorm2d>(4));
+  m->push_back(std::make_shared<nn::ReLU>());
+  m->push_back(std::make_shared<nn::Flatten>());
+  m->push_back(std::make_shared<nn::Linear>(4 * 8 * 8, 10));
+  const auto params = m->named_parameters();
+  Generator g(9);
+  std::vector<Tensor> handles, values;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Variable& p = params[i].second;
+    if (i + 1 == params.size()) break;  // the last (the Linear's bias) keeps no gradient
+    handles.push_back(randn(p.shape(), kF32, &g));
+    values.push_back(handles.back().clone());
+    p.set_grad(handles.back());
+  }
+  const Tensor sample = randn({4, 1, 8, 8}, kF32, &g);
+  profile_layer_times(*m, sample, 2);
+  balance_by_time(*m, 2, sample, 1);
+  for (size_t i = 0; i + 1 < params.size(); ++i) {
+    const auto& [name, p] = params[i];
+    ASSERT_TRUE(p.grad().defined()) << name;
+    EXPECT_TRUE(allclose(p.grad(), values[i], 0, 0)) << name << "'s gradient changed by profiling";
+    EXPECT_TRUE(allclose(handles[i], values[i], 0, 0)) << name << "'s gradient tensor written to";
+  }
+  EXPECT_FALSE(params.back().second.grad().defined()) << params.back().first << " gained a gradient";
+}
+
 TEST(Balance, ErrorsNameTheValues) {
   expect_error([] { check_balance({3, 4, 2}, 10); }, "balance [3, 4, 2] sums to 9 but the model has 10 layers");
   expect_error([] { check_balance({3, 0, 7}, 10); }, "stage 1 gets 0 layers");
