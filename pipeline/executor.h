@@ -27,7 +27,8 @@
 // at the end of the list. Time spent computing (F, B) is "busy"; the rest of the list's wall
 // time (waiting for messages, the bubble) is idle. Activation memory is the allocator's peak
 // during the list above what was allocated when it began (parameters, their grads from
-// earlier batches); each list resets the device's peak (reset_peak) to measure it.
+// earlier batches); each list resets the device's peak (reset_peak) to measure it and raises it
+// back afterwards (raise_peak), so the process-wide peak still covers every earlier list.
 #pragma once
 
 #include <functional>

@@ -155,6 +155,13 @@ void reset_peak(Device device) {
   c.peak.store(c.current.load());
 }
 
+void raise_peak(Device device, int64_t bytes) {
+  Counters& c = counters(device);
+  int64_t peak = c.peak.load();
+  while (bytes > peak && !c.peak.compare_exchange_weak(peak, bytes)) {
+  }
+}
+
 void record_allocation(Device device, int64_t nbytes) {
   Counters& c = counters(device);
   const int64_t now = c.current.fetch_add(nbytes) + nbytes;

@@ -48,6 +48,9 @@ void set_pinned_allocator(Allocator* allocator);
 MemoryStats memory_stats(Device device);
 // Makes the peak equal to the current figure, so the next peak is measured from here.
 void reset_peak(Device device);
+// Makes the peak at least `bytes`: a measurement nested in another's (the pipeline executor's
+// per-list peak inside a run's) resets the peak, then gives back the peak it had hidden.
+void raise_peak(Device device, int64_t bytes);
 
 // For allocator implementations: count `nbytes` in or out of the device's statistics.
 void record_allocation(Device device, int64_t nbytes);
