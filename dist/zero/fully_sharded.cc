@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "dist/grad_norm.h"
 #include "dist/module_sync.h"
 #include "tensor/ops.h"
 
@@ -191,8 +192,7 @@ void FullyShardedDataParallel::hook_nested_unit(size_t u) {
   nn::Module* m = unit_module_[u];
   // Before the module's forward: its parameters whole (and the next units' gathers started).
   forward_hooks_[u].push_back(m->register_forward_pre_hook([this, u](nn::Module&) {
-    units_[u]->gather();
-    prefetch(forward_order_, u);
+    start_unit_forward(u);
   }));
   // After it: as for a top-level unit, re-gather when the gradient of its output arrives, and
   // free the parameters now.
@@ -209,14 +209,18 @@ void FullyShardedDataParallel::hook_nested_unit(size_t u) {
 Variable FullyShardedDataParallel::forward(const Variable& x) {
   TS_CHECK(!in_backward_, "FullyShardedDataParallel::forward: called while a backward is running");
   const bool recording = GradMode::is_enabled();
+  executed_.clear();
   Variable h = x;
   const std::optional<DType> low = mixed_precision_.param_dtype();
   if (low && h.defined() && is_floating(h.dtype()) && h.dtype() != *low) h = tessera::to(h, *low);
   for (size_t c = 0; c < model_->size(); ++c) {
     const int u = unit_of_child_[c];
     if (u >= 0) {
-      units_[u]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
-      if (c == unit_children_[u].front()) prefetch(forward_order_, static_cast<size_t>(u));
+      if (c == unit_children_[u].front()) {
+        start_unit_forward(static_cast<size_t>(u));
+      } else {
+        units_[u]->gather();  // the root, gathered again if one of its children resharded it
+      }
     }
     h = (*(*model_)[c])(h);  // nested units' hooks run inside
     if (u < 0 || c != unit_children_[u].back()) continue;
@@ -227,7 +231,20 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
     }
     if (reshard_after_forward_ || !recording) units_[u]->reshard();
   }
+  // The order the units ran in is the order to prefetch in from now on: forward as recorded,
+  // backward its reverse (FSDP's execution order). A model's forward may call its layers in
+  // another order than it registered them, and backward runs the graph, not the registration.
+  forward_order_ = executed_;
+  backward_order_.assign(executed_.rbegin(), executed_.rend());
   return h;
+}
+
+void FullyShardedDataParallel::start_unit_forward(size_t unit) {
+  units_[unit]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
+  if (std::find(executed_.begin(), executed_.end(), unit) == executed_.end()) {
+    executed_.push_back(unit);
+  }
+  prefetch(forward_order_, unit);
 }
 
 void FullyShardedDataParallel::start_backward() {
@@ -241,6 +258,7 @@ void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t
   // Every rank runs the same units in the same order, so these gathers are issued identically
   // everywhere; a unit already gathered (or gathering) is skipped, on every rank alike.
   const size_t at = std::find(order.begin(), order.end(), unit) - order.begin();
+  if (at == order.size()) return;  // a unit the last forward did not run: no order to follow
   for (size_t k = 1; k <= static_cast<size_t>(prefetch_limit_) && at + k < order.size(); ++k) {
     units_[order[at + k]]->launch_gather();
   }
@@ -289,23 +307,9 @@ void FullyShardedDataParallel::finish_backward() {
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
   TS_CHECK(max_norm >= 0, "FullyShardedDataParallel::clip_grad_norm: max_norm must be >= 0, got ",
            max_norm);
-  NoGradGuard no_grad;
-  double local = 0;
-  for (const auto& unit : units_) {
-    const Tensor& g = unit->shard().grad();
-    if (g.defined()) local += sum(square(g.to(kF64))).item();
-  }
-  Tensor squares = scalar_tensor(local, kF64);
-  group_->all_reduce(squares, ReduceOp::kSum)->wait();
-  const double norm = std::sqrt(squares.item());
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1) {
-    for (const auto& unit : units_) {
-      Tensor g = unit->shard().grad();
-      if (g.defined()) mul_(g, coef);
-    }
-  }
-  return norm;
+  // Every unit's shard is disjoint across the group (padding holds zeros).
+  const std::vector<Variable> shards = shard_parameters();
+  return dist::clip_grad_norm(shards, shards, max_norm, {group_});
 }
 
 StateDict FullyShardedDataParallel::state_dict() {

@@ -34,7 +34,9 @@
 // backward one unit gathered plus one unit's gradient buffer in flight. With prefetch_limit(k)
 // the next k units' all-gathers (in forward order, or in backward order from the pre-backward
 // hook) are launched when a unit starts, so communication overlaps computation and at most
-// 1 + k units are gathered at once:
+// 1 + k units are gathered at once. The orders are the execution order each forward records
+// (backward: its reverse), as FSDP's, not the registration order: a block may register its
+// layers in one order and call them in another.
 //
 //   comm:     [gather u0][gather u1]     [gather u2]
 //   compute:             [ u0 forward ][ u1 forward ][ u2 forward ]
@@ -150,6 +152,7 @@ class FullyShardedDataParallel {
  private:
   void build_units(const FullyShardedOptions& options);
   void hook_nested_unit(size_t unit);
+  void start_unit_forward(size_t unit);
   void prefetch(const std::vector<size_t>& order, size_t unit);
   void on_pre_backward(size_t unit);
   void on_grad_ready(size_t unit, size_t index);
@@ -167,8 +170,12 @@ class FullyShardedDataParallel {
   std::vector<nn::Module*> unit_module_;            // per unit: its nested module, or nullptr
   std::vector<std::vector<int>> forward_hooks_;     // per unit: the nested module's hooks
   std::vector<int> unit_of_child_;  // -1: a child without parameters
-  std::vector<size_t> forward_order_;   // units by their first child
-  std::vector<size_t> backward_order_;  // units by their last child, last first
+  // The prefetch orders: before the first forward, units by their first child (backward: by
+  // their last child, last first); afterwards, the order the last forward ran them in (and its
+  // reverse), recorded in executed_.
+  std::vector<size_t> forward_order_;
+  std::vector<size_t> backward_order_;
+  std::vector<size_t> executed_;
   std::vector<std::vector<int>> hook_handles_;  // per unit, per parameter
   std::vector<bool> reduced_;                   // per unit, in the current backward
   int pending_ = -1;  // the unit whose reduce-scatter is in flight during backward

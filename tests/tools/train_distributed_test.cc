@@ -188,6 +188,7 @@ TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {
   const std::string reference = last_json_line(ddp.output);
   for (const char* flags : {"--strategy=ddp --bucket-cap-mb=0.05",
                             "--strategy=zero2 --bucket-cap-mb=0.05",
+                            "--strategy=pipeline --stages=1 --dp-strategy=zero2 --bucket-cap-mb=0.05",
                             "--strategy=zero3 --zero3-wrap=params:100000 --zero3-prefetch=false",
                             "--strategy=zero3 --zero3-wrap=block --zero3-prefetch=true",
                             "--strategy=zero3 --zero3-wrap=layer"}) {
@@ -278,7 +279,8 @@ TEST(TrainDistributed, ShardedCheckpointsResumeUnderZeroStagesAndOneProcess) {
       << pipeline.output;
 }
 
-// fp16 and bf16 autocast train under DDP, ZeRO-2 and the pipeline: the loss falls from epoch
+// fp16 and bf16 autocast train under DDP, ZeRO-2, ZeRO-3 (units gathered in bf16) and the
+// pipeline: the loss falls from epoch
 // to epoch, and the JSON reports the scale (fp16: dynamic, 2^16 for fewer than 2000 steps;
 // bf16: no scaling, 1) and the skipped steps, identical on every rank by construction.
 TEST(TrainDistributed, MixedPrecisionTrainsUnderEveryStrategy) {
@@ -287,7 +289,7 @@ TEST(TrainDistributed, MixedPrecisionTrainsUnderEveryStrategy) {
     const char* amp;
   };
   for (const Case& c : {Case{"ddp", "fp16"}, Case{"ddp", "bf16"}, Case{"zero2", "fp16"},
-                        Case{"pipeline", "fp16"}}) {
+                        Case{"zero3", "bf16"}, Case{"pipeline", "fp16"}}) {
     const std::string metrics =
         temp_path(std::string("amp_") + c.strategy + "_" + c.amp + ".jsonl");
     std::remove(metrics.c_str());

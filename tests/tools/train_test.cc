@@ -151,6 +151,8 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
            Case{"--amp=fp16 --loss-scale=big", "--loss-scale expects"},
            Case{"--strategy=zero1 --bucket-cap-mb=1",
                 "--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2"},
+           Case{"--strategy=pipeline --stages=1 --dp-strategy=zero1 --bucket-cap-mb=1",
+                "(got --strategy=pipeline --dp-strategy=zero1)"},
            Case{"--strategy=ddp --bucket-cap-mb=0", "--bucket-cap-mb must be positive"},
            Case{"--zero3-prefetch=false", "--zero3-prefetch needs --strategy=zero3"},
            Case{"--deferred-batch-norm=true",

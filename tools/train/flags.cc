@@ -112,9 +112,12 @@ void check_combinations(const Config& c) {
         ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
         "): a smaller batch gives fewer micro-batches than the schedule runs");
   }
-  if (c.given.count("bucket-cap-mb") != 0 && c.strategy != "ddp" && c.strategy != "zero2") {
-    bad("--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2 (got --strategy=" +
-        c.strategy + ")");
+  const bool buckets = c.strategy == "ddp" || c.strategy == "zero2" ||
+                       (c.strategy == "pipeline" && c.dp_strategy == "zero2");
+  if (c.given.count("bucket-cap-mb") != 0 && !buckets) {
+    bad("--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2, and of "
+        "--strategy=pipeline --dp-strategy=zero2 (got --strategy=" + c.strategy +
+        (c.strategy == "pipeline" ? " --dp-strategy=" + c.dp_strategy : std::string()) + ")");
   }
   if (c.checkpoint_format == "sharded" &&
       (c.tensor_parallel > 1 ||

@@ -15,6 +15,8 @@
 #include "dist/environment.h"
 #include "dist/zero/fully_sharded.h"
 #include "models/resnet.h"
+#include "nn/activation.h"
+#include "nn/linear.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
@@ -131,6 +133,87 @@ TEST(FullyShardedLayers, ForwardHoldsOneLayerGatheredAtATime) {
   EXPECT_LE(layer_peak, largest_layer + activations);
   EXPECT_LT(largest_layer, largest_block);
   EXPECT_LT(layer_peak, block_peak);
+}
+
+// A block that registers its layers in one order and calls them in the other.
+class Swapped : public nn::Module {
+ public:
+  Swapped() {
+    second_ = register_module("second", std::make_shared<nn::Linear>(16, 16));
+    first_ = register_module("first", std::make_shared<nn::Linear>(16, 16));
+  }
+  Variable forward(const Variable& x) override { return (*second_)(relu((*first_)(x))); }
+
+ private:
+  std::shared_ptr<nn::Linear> first_, second_;
+};
+
+// All-gathers per step from the ledger, steps 1..3: each unit gathered once in forward and once
+// in backward when the prefetches follow the order the units really run in (recorded by the
+// forward, reversed for backward). Following the registration order instead, Swapped's forward
+// prefetches `first` again after it ran (5 per forward, not 4 gathers).
+TEST(FullyShardedLayers, PrefetchFollowsTheRecordedExecutionOrder) {
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto model = [] {
+    manual_seed(5);
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<Swapped>());
+    m->push_back(std::make_shared<nn::ReLU>());
+    m->push_back(std::make_shared<Swapped>());
+    m->push_back(std::make_shared<nn::ReLU>());
+    m->push_back(std::make_shared<nn::Linear>(16, 8));  // classes for 2 N labels, N <= 4
+    m->to(kF64);
+    return m;
+  };
+  auto ddp_model = model();
+  DistributedDataParallel ddp(ddp_model, world);
+  auto ddp_opt = sgd(ddp_model->parameters());
+  FullyShardedDataParallel fsdp(model(), world,
+                                FullyShardedOptions().wrap_layers(true).prefetch_limit(1));
+  ASSERT_EQ(fsdp.units().size(), 5u);
+  auto fsdp_opt = sgd(fsdp.shard_parameters());
+  for (int step = 0; step < 4; ++step) {
+    Generator g(40 + step);
+    const Tensor x = randn({2 * N, 16}, kF64, &g).narrow(0, 2 * r, 2);
+    const Tensor y = arange(2 * N, kI64).narrow(0, 2 * r, 2);
+    ddp_opt->zero_grad();
+    fsdp_opt->zero_grad();
+    cross_entropy(ddp.forward(Variable(x)), y).backward();
+    world->ledger().reset();
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    const int64_t gathers = world->ledger().entry(CollectiveKind::kAllGather).calls;
+    // The first forward has no recorded order yet: it follows the registration order.
+    if (step > 0) EXPECT_EQ(gathers, 2 * 5) << "step " << step;
+    ddp_opt->step();
+    fsdp_opt->step();
+  }
+  const StateDict full = fsdp.state_dict();
+  for (const auto& [name, p] : ddp_model->named_parameters()) {
+    EXPECT_LT(max_abs_diff(full.at(name), p.data()), 1e-9) << name;
+  }
+}
+
+// ResNet-8, every layer a unit, prefetch 1: residual blocks run their shortcut beside the main
+// path; still exactly two gathers per unit per step once the order is recorded.
+TEST(FullyShardedLayers, ResidualBlocksGatherEachUnitTwicePerStep) {
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  FullyShardedDataParallel fsdp(resnet(), world,
+                                FullyShardedOptions().wrap_layers(true).prefetch_limit(1));
+  auto opt = sgd(fsdp.shard_parameters());
+  const int64_t units = static_cast<int64_t>(fsdp.units().size());
+  for (int step = 0; step < 3; ++step) {
+    const auto [x, y] = rank_batch(step, N, r);
+    opt->zero_grad();
+    world->ledger().reset();
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    if (step > 0) {
+      EXPECT_EQ(world->ledger().entry(CollectiveKind::kAllGather).calls, 2 * units)
+          << "step " << step;
+    }
+    opt->step();
+  }
 }
 
 TEST(FullyShardedLayers, UnitsAndWrapLayersTogetherAreAnError) {
