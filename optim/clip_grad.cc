@@ -9,14 +9,30 @@
 namespace tessera {
 namespace optim {
 
-double grad_norm(const std::vector<Variable>& params) {
+double grad_squared_sum(const std::vector<Variable>& params) {
   NoGradGuard no_grad;
   double sum_of_squares = 0;
   for (const Variable& p : params) {
     if (p.grad().defined()) sum_of_squares += sum(square(p.grad().to(kF64))).item();
   }
-  return std::sqrt(sum_of_squares);
+  return sum_of_squares;
 }
+
+double grad_norm(const std::vector<Variable>& params) { return std::sqrt(grad_squared_sum(params)); }
+
+namespace {
+
+void scale_grads(const std::vector<Variable>& params, double max_norm, double total) {
+  const double coef = max_norm / (total + 1e-6);
+  if (coef >= 1) return;
+  for (const Variable& p : params) {
+    if (!p.grad().defined()) continue;
+    Tensor g = p.grad();
+    mul_(g, coef);
+  }
+}
+
+}  // namespace
 
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm, double norm_type) {
   TS_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
@@ -32,14 +48,17 @@ double clip_grad_norm(const std::vector<Variable>& params, double max_norm, doub
   } else {
     total = grad_norm(params);
   }
-  const double coef = max_norm / (total + 1e-6);
-  if (coef < 1) {
-    for (const Variable& p : params) {
-      if (!p.grad().defined()) continue;
-      Tensor g = p.grad();
-      mul_(g, coef);
-    }
-  }
+  scale_grads(params, max_norm, total);
+  return total;
+}
+
+double clip_grad_norm(const std::vector<Variable>& held, const std::vector<Variable>& counted,
+                      double max_norm, const SquaredNormReduction& reduce) {
+  TS_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  NoGradGuard no_grad;
+  const double local = grad_squared_sum(counted);
+  const double total = std::sqrt(reduce ? reduce(local) : local);
+  scale_grads(held, max_norm, total);
   return total;
 }
 

@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "dist/device_groups.h"
+#include "dist/grad_norm.h"
 #include "dist/module_sync.h"
 #include "tensor/ops.h"
 
@@ -298,16 +299,8 @@ double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
   // Stage 1 holds only local gradients until step(): reduce them now, so the norm is the
   // averaged gradient's, and step() uses the clipped shard instead of reducing again.
   if (options_.stage() == 1 && !shard_grad_reduced_) reduce_scatter_grads();
-  const Tensor& g = shard_.grad();
-  Tensor squares = scalar_tensor(g.defined() ? sum(square(g.to(kF64))).item() : 0.0, kF64);
-  group_->all_reduce(squares, ReduceOp::kSum)->wait();
-  const double norm = std::sqrt(squares.item());
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1 && g.defined()) {
-    Tensor grad = g;
-    mul_(grad, coef);
-  }
-  return norm;
+  // The shards are disjoint: sum their squares over the group (dist/grad_norm.h).
+  return dist::clip_grad_norm({shard_}, {shard_}, max_norm, {group_});
 }
 
 int64_t ZeroRedundancyOptimizer::state_bytes() const {
