@@ -29,6 +29,11 @@ void ByteLedger::add_bytes(CollectiveKind kind, int64_t bytes_sent) {
   entries_[static_cast<size_t>(kind)].bytes += bytes_sent;
 }
 
+void ByteLedger::add_emulated_seconds(CollectiveKind kind, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_[static_cast<size_t>(kind)].emulated_seconds += seconds;
+}
+
 LedgerEntry ByteLedger::entry(CollectiveKind kind) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return entries_[static_cast<size_t>(kind)];
@@ -38,6 +43,13 @@ int64_t ByteLedger::total_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t total = 0;
   for (const LedgerEntry& e : entries_) total += e.bytes;
+  return total;
+}
+
+double ByteLedger::emulated_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  double total = 0;
+  for (const LedgerEntry& e : entries_) total += e.emulated_seconds;
   return total;
 }
 
@@ -57,6 +69,10 @@ std::string ByteLedger::str() const {
                   collective_name(static_cast<CollectiveKind>(k)), static_cast<long long>(e.calls),
                   e.bytes / 1e6);
     out += buf;
+    if (e.emulated_seconds > 0) {
+      std::snprintf(buf, sizeof(buf), ", %.3f ms emulated", e.emulated_seconds * 1e3);
+      out += buf;
+    }
   }
   return out.empty() ? "no communication" : out;
 }

@@ -84,9 +84,20 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks) {
   const MPI_Comm comm = w->split(position >= 0 ? 0 : MPI_UNDEFINED, position);
   if (comm == MPI_COMM_NULL) return nullptr;
   auto group = std::make_shared<ProcessGroupMPI>(comm, ranks);
+  const NetworkEmulation emulation = w->network_emulation();
+  if (emulation.enabled()) group->set_network_emulation(emulation);
   std::lock_guard<std::mutex> lock(g_mutex);
   g_groups.push_back(group);
   return group;
+}
+
+void set_network_emulation(const NetworkEmulation& emulation) {
+  emulation.check("dist::set_network_emulation");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  TS_CHECK(g_world != nullptr, "dist::set_network_emulation: call dist::init() first");
+  for (auto& weak : g_groups) {
+    if (auto group = weak.lock()) group->set_network_emulation(emulation);
+  }
 }
 
 void finalize() {

@@ -25,8 +25,15 @@ std::shared_ptr<ProcessGroup> init(int* argc = nullptr, char*** argv = nullptr);
 // The world group; init() must have been called.
 std::shared_ptr<ProcessGroup> world();
 // A group of the given world ranks, in that order. Collective: every world rank must call it
-// with the same list (ranks outside it get nullptr).
+// with the same list (ranks outside it get nullptr). It starts with the world's network
+// emulation.
 std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+// Network emulation (network_emulation.h) for the world and every group made so far; groups
+// made later (new_group, Topology) inherit it from the world. Not collective, but every rank
+// must set the same (a tool sets it from its flags, after init()). One group can then be given
+// another setting with ProcessGroup::set_network_emulation (say, inter-node groups slower).
+// Throws, naming the value, on a negative latency or a bandwidth that is not > 0.
+void set_network_emulation(const NetworkEmulation& emulation);
 // Drains every group and finalizes MPI (also registered with atexit by init()).
 void finalize();
 

@@ -23,12 +23,48 @@ int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& status
   }
 }
 
+void PendingRequest::set(MPI_Request request, int rc) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    request_ = request;
+    rc_ = rc;
+    posted_ = true;
+  }
+  posted_cv_.notify_all();
+}
+
+bool PendingRequest::take(bool block, MPI_Request* request, int* rc) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (block) posted_cv_.wait(lock, [&] { return posted_; });
+  if (!posted_) return false;
+  *request = request_;
+  *rc = rc_;
+  return true;
+}
+
 RequestWork::RequestWork(MPI_Request request, std::vector<Tensor> buffers,
                          std::function<void()> on_complete)
     : request_(request), buffers_(std::move(buffers)), on_complete_(std::move(on_complete)) {}
 
+RequestWork::RequestWork(std::shared_ptr<PendingRequest> pending, std::vector<Tensor> buffers)
+    : pending_(std::move(pending)), buffers_(std::move(buffers)) {}
+
+bool RequestWork::posted(bool block) {
+  if (!pending_) return true;
+  int rc = MPI_SUCCESS;
+  if (!pending_->take(block, &request_, &rc)) return false;
+  pending_ = nullptr;
+  if (rc != MPI_SUCCESS) {
+    failed_call_ = "MPI_Isend (a send held by network emulation)";
+    finish(rc);
+  }
+  return true;
+}
+
 RequestWork::~RequestWork() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (done_) return;
+  posted(/*block=*/true);  // the group's DelayLine posts everything it holds, even at shutdown
   if (done_) return;
   std::vector<MPI_Request> requests{request_};
   std::vector<MPI_Status> statuses;
@@ -45,17 +81,18 @@ void RequestWork::finish(int rc) {
 
 void RequestWork::wait() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!done_) posted(/*block=*/true);
   if (!done_) {
     std::vector<MPI_Request> requests{request_};
     std::vector<MPI_Status> statuses;
     finish(wait_all(requests, statuses));
   }
-  if (rc_ != MPI_SUCCESS) detail::mpi_fail(rc_, "MPI_Wait (point-to-point)", __FILE__, __LINE__);
+  if (rc_ != MPI_SUCCESS) detail::mpi_fail(rc_, failed_call_, __FILE__, __LINE__);
 }
 
 bool RequestWork::is_completed() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!done_) {
+  if (!done_ && posted(/*block=*/false) && !done_) {
     int flag = 0;
     const int rc = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || flag) finish(rc);

@@ -19,6 +19,13 @@ std::vector<int64_t> balanced_counts(int64_t n, int parts) {
   return counts;
 }
 
+void ProcessGroup::set_network_emulation(const NetworkEmulation& emulation) {
+  emulation.check("set_network_emulation");
+  TS_CHECK(!emulation.enabled(), "set_network_emulation: this process group (", size(),
+           " ranks) cannot emulate a network (", emulation.str(),
+           "); the MPI process group can (CPU tensors)");
+}
+
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& input, const Tensor& output,
                                                    ReduceOp op) {
   return reduce_scatter(input, output, balanced_counts(input.numel(), size()), op);

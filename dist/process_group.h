@@ -7,12 +7,16 @@
 //
 // Sizes need not divide by the group size: reduce_scatter and all_gather take per-rank counts
 // (balanced_counts() splits n as evenly as possible, the default).
+//
+// A group can emulate a slower network (network_emulation.h): set_network_emulation() makes
+// every message it sends take at least latency + bytes / bandwidth.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "dist/byte_ledger.h"
+#include "dist/network_emulation.h"
 #include "dist/work.h"
 #include "tensor/kinds.h"
 #include "tensor/tensor.h"
@@ -59,6 +63,14 @@ class ProcessGroup {
   std::shared_ptr<Work> reduce_scatter(const Tensor& input, const Tensor& output,
                                        ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output);
+
+  // Network emulation, off by default. Applies to what is issued after the call (a collective
+  // already queued keeps the setting it was issued under). Every member must set the same; set
+  // it on the thread that issues this group's operations, not while another thread issues them.
+  // Groups that cannot emulate (the base, NCCL) refuse a setting that is on. See also
+  // dist::set_network_emulation (environment.h), which sets every MPI group.
+  virtual void set_network_emulation(const NetworkEmulation& emulation);
+  virtual NetworkEmulation network_emulation() const { return NetworkEmulation{}; }
 
   ByteLedger& ledger() { return ledger_; }
 

@@ -66,6 +66,7 @@ ProcessGroupMPI::ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks)
 ProcessGroupMPI::~ProcessGroupMPI() { shutdown(); }
 
 void ProcessGroupMPI::shutdown() {
+  if (line_) line_->shutdown();  // posts every held send before the communicators go
   if (thread_) thread_->shutdown();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -103,7 +104,32 @@ void ProcessGroupMPI::check_arrival(int rc, const MPI_Status& status, int expect
   if (rc != MPI_SUCCESS) detail::mpi_fail(rc, "MPI_Testall", __FILE__, __LINE__);
 }
 
-void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src) {
+void ProcessGroupMPI::set_network_emulation(const NetworkEmulation& emulation) {
+  emulation.check("set_network_emulation");
+  emulation_ = emulation;
+  if (emulation.enabled() && size_ > 1 && !line_) line_ = std::make_unique<DelayLine>();
+  // The communication thread takes the setting between the collectives issued before this call
+  // and those issued after it.
+  thread_->submit([this, emulation] {
+    comm_emulation_ = emulation;
+    comm_emulating_ = emulation.enabled();
+  });
+}
+
+void ProcessGroupMPI::hold_message(CollectiveKind kind, int64_t bytes) {
+  const double seconds = comm_emulation_.message_seconds(bytes);
+  ledger().add_emulated_seconds(kind, seconds);
+  hold_until(after_seconds(EmulationClock::now(), seconds));
+}
+
+void ProcessGroupMPI::wait_out_step(CollectiveKind kind, EmulationClock::time_point posted,
+                                    int64_t sent, int64_t received) {
+  ledger().add_emulated_seconds(kind, comm_emulation_.message_seconds(sent));
+  hold_until(after_seconds(posted, comm_emulation_.message_seconds(std::max(sent, received))));
+}
+
+void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, int src,
+                               CollectiveKind kind) {
   const char* s = static_cast<const char*>(send.numel() ? send.raw_data() : nullptr);
   char* r = static_cast<char*>(recv.numel() ? recv.raw_data() : nullptr);
   int64_t send_left = static_cast<int64_t>(send.nbytes());
@@ -115,10 +141,14 @@ void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, 
     const int rn = static_cast<int>(std::min(recv_left, kMaxMessage));
     std::vector<MPI_Request> requests(2);
     std::vector<MPI_Status> statuses;
+    const EmulationClock::time_point posted =
+        comm_emulating_ ? EmulationClock::now() : EmulationClock::time_point();
     MPI_CHECK(MPI_Irecv(r, rn, MPI_BYTE, src, kRingTag, comm_, &requests[0]));
     MPI_CHECK(MPI_Isend(s, sn, MPI_BYTE, dst, kRingTag, comm_, &requests[1]));
     const int rc = wait_all(requests, statuses);  // sizes `statuses`: call it first
     check_arrival(rc, statuses[0], rn, src);
+    // Both directions at once (a full-duplex link): one message time for the step.
+    if (comm_emulating_) wait_out_step(kind, posted, sn, rn);
     s += sn;
     r += rn;
     send_left -= sn;
@@ -136,7 +166,7 @@ void ProcessGroupMPI::ring_reduce_scatter(const Tensor& buffer, const std::vecto
     const int out_chunk = mod(rank_ - 1 - s, size_), in_chunk = mod(rank_ - 2 - s, size_);
     const Tensor out = buffer.narrow(0, off[out_chunk], counts[out_chunk]);
     const Tensor in = incoming.narrow(0, 0, counts[in_chunk]);
-    sendrecv(out, right, in, left);
+    sendrecv(out, right, in, left, kind);
     ledger().add_bytes(kind, static_cast<int64_t>(out.nbytes()));
     reduce_into(buffer.narrow(0, off[in_chunk], counts[in_chunk]), in, op);
   }
@@ -149,7 +179,7 @@ void ProcessGroupMPI::ring_all_gather(const Tensor& buffer, const std::vector<in
   for (int s = 0; s < size_ - 1; ++s) {
     const int out_chunk = mod(rank_ - s, size_), in_chunk = mod(rank_ - 1 - s, size_);
     const Tensor out = buffer.narrow(0, off[out_chunk], counts[out_chunk]);
-    sendrecv(out, right, buffer.narrow(0, off[in_chunk], counts[in_chunk]), left);
+    sendrecv(out, right, buffer.narrow(0, off[in_chunk], counts[in_chunk]), left, kind);
     ledger().add_bytes(kind, static_cast<int64_t>(out.nbytes()));
   }
 }
@@ -245,6 +275,7 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
         std::vector<MPI_Request> request(1);
         std::vector<MPI_Status> statuses;
         if (vr < mask && vr + mask < size_) {
+          if (comm_emulating_) hold_message(CollectiveKind::kBroadcast, n);
           MPI_CHECK(MPI_Isend(data + at, n, MPI_BYTE, mod(vr + mask + root, size_), kBroadcastTag,
                               comm_, &request[0]));
           MPI_CHECK(wait_all(request, statuses));
@@ -269,12 +300,30 @@ std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& tensor, int dst, int t
   TS_CHECK(tensor.nbytes() <= static_cast<size_t>(INT_MAX), "send: ", tensor.nbytes(),
            " bytes is more than one message can carry");
   ledger().record(CollectiveKind::kSendRecv, static_cast<int64_t>(tensor.nbytes()));
-  // Posted now, on the caller's thread, and completed by whoever waits (mpi_request.h).
   const Tensor buf = host(tensor);
+  if (line_) return send_held(buf, dst, tag);
+  // Posted now, on the caller's thread, and completed by whoever waits (mpi_request.h).
   MPI_Request request;
   MPI_CHECK(MPI_Isend(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
                       MPI_BYTE, dst, tag, p2p_comm_, &request));
   return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf});
+}
+
+std::shared_ptr<Work> ProcessGroupMPI::send_held(const Tensor& buf, int dst, int tag) {
+  const int64_t bytes = static_cast<int64_t>(buf.nbytes());
+  if (emulation_.enabled()) {
+    ledger().add_emulated_seconds(CollectiveKind::kSendRecv, emulation_.message_seconds(bytes));
+  }
+  // The line posts it when its time comes; the receiver needs nothing: the data cannot arrive
+  // before then.
+  auto pending = std::make_shared<PendingRequest>();
+  line_->add(dst, bytes, emulation_, [pending, buf, dst, tag, comm = p2p_comm_] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = MPI_Isend(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
+                             MPI_BYTE, dst, tag, comm, &request);
+    pending->set(request, rc);
+  });
+  return std::make_shared<RequestWork>(pending, std::vector<Tensor>{buf});
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int tag) {
@@ -302,6 +351,12 @@ MPI_Comm ProcessGroupMPI::split(int color, int key) {
 
 std::shared_ptr<Work> ProcessGroupMPI::barrier() {
   return thread_->submit([this]() {
+    if (comm_emulating_ && size_ > 1) {
+      // As a dissemination barrier: ceil(log2 N) rounds of empty messages, one latency each.
+      int rounds = 0;
+      for (int reach = 1; reach < size_; reach <<= 1) ++rounds;
+      hold_until(after_seconds(EmulationClock::now(), rounds * comm_emulation_.message_seconds(0)));
+    }
     std::vector<MPI_Request> request(1);
     std::vector<MPI_Status> statuses;
     MPI_CHECK(MPI_Ibarrier(comm_, &request[0]));

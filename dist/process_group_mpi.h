@@ -16,6 +16,12 @@
 //
 // Every group has its own communication thread and its own communicators (one for collectives,
 // a duplicate for tagged point-to-point), so groups never block each other.
+//
+// Network emulation (network_emulation.h): with a setting on, a ring step ends no earlier than
+// one message time after it was posted (the communication thread waits out the remainder);
+// a broadcast round's message and a barrier are held for their time before they go;
+// point-to-point sends are held by a DelayLine (its own thread, made the first time a setting
+// is on) so the caller's thread never blocks. Off, a message costs a branch or two on a bool.
 #pragma once
 
 #include <mpi.h>
@@ -50,6 +56,8 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag) override;
   std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag) override;
   std::shared_ptr<Work> barrier() override;
+  void set_network_emulation(const NetworkEmulation& emulation) override;
+  NetworkEmulation network_emulation() const override { return emulation_; }
   using ProcessGroup::all_gather;
   using ProcessGroup::reduce_scatter;
 
@@ -66,7 +74,15 @@ class ProcessGroupMPI : public ProcessGroup {
                            CollectiveKind kind);
   void ring_all_gather(const Tensor& buffer, const std::vector<int64_t>& counts,
                        CollectiveKind kind);
-  void sendrecv(const Tensor& send, int dst, const Tensor& recv, int src);
+  void sendrecv(const Tensor& send, int dst, const Tensor& recv, int src, CollectiveKind kind);
+  // Under emulation (comm thread only), recording each message's time in the ledger:
+  // holds a message of `bytes` about to be sent for its flight time (broadcast), or
+  // waits until a ring step posted at `posted` has taken one message time.
+  void hold_message(CollectiveKind kind, int64_t bytes);
+  void wait_out_step(CollectiveKind kind, EmulationClock::time_point posted, int64_t sent,
+                     int64_t received);
+  // A point-to-point send handed to the DelayLine.
+  std::shared_ptr<Work> send_held(const Tensor& buf, int dst, int tag);
   // "all_reduce #12 (4096 elements of f32 on rank 1 of a group of 4)": numbers collectives in
   // issue order (caller's thread), for errors.
   std::string describe(const char* collective, const Tensor& t);
@@ -82,6 +98,14 @@ class ProcessGroupMPI : public ProcessGroup {
   std::unique_ptr<CommThread> thread_;
   int64_t collectives_issued_ = 0;  // caller's thread
   std::string running_;             // the collective the comm thread runs (comm thread only)
+  // The emulation as the caller set it (caller's thread: point-to-point sends read it) and as
+  // the communication thread applies it (set by a task queued in order with the collectives).
+  NetworkEmulation emulation_;
+  NetworkEmulation comm_emulation_;
+  bool comm_emulating_ = false;
+  // Holds point-to-point sends; made the first time emulation is on, and from then on every
+  // send goes through it (so a send can never overtake one still held).
+  std::unique_ptr<DelayLine> line_;
 };
 
 }  // namespace dist
