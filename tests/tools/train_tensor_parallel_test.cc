@@ -1,8 +1,9 @@
 // The train tool with --tensor-parallel: the Megatron MLP block (T = 2) ends where one process
 // does and sends the forward all-reduce's bytes; a class-parallel head inside data parallelism
 // (T = 2 x D = 2 on 4 ranks) ends where 2-rank DDP does and holds half the head's logits;
-// checkpoints move between tensor-parallel and single-process runs both ways; and flags that
-// cannot work end every rank with code 2, naming them.
+// checkpoints move between tensor-parallel and single-process runs both ways; pipeline stages of
+// tensor-parallel layers (3D) end where one process does and checkpoint in the unsplit format;
+// and flags that cannot work end every rank with code 2, naming them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -112,6 +113,37 @@ TEST(TrainTensorParallel, CheckpointsMoveBetweenTensorParallelAndOneProcess) {
   expect_same_run(last_json_line(tp_from_single.output), expected);
 }
 
+// 3D parallelism through the tool: --strategy=pipeline --stages=2 --tensor-parallel=2 on 4 ranks
+// (the MLP's fc1 column-parallel on stage 0, fc2 row-parallel on stage 1: the activations
+// between the stages travel split) ends where one process does, and its checkpoint, unsplit,
+// resumes a second epoch in one process where the single process's own checkpoint does; the
+// ResNet's class-parallel head on the last stage ends where DDP on one replica's batch does.
+TEST(TrainTensorParallel, PipelineStagesOfTensorParallelLayersEndWhereOneProcessDoes) {
+  const std::string dir = temp_path("pp_tp_ckpt"), single_dir = temp_path("pp_tp_single_ckpt");
+  const auto single = run_train_single(kShortMlp + "--checkpoint-dir=" + single_dir);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto three_d = run_train(kShortMlp + "--strategy=pipeline --stages=2 --tensor-parallel=2 "
+                                 "--checkpoint-dir=" + dir, 4);
+  ASSERT_EQ(three_d.exit_code, 0) << three_d.output;
+  const std::string s = last_json_line(three_d.output);
+  expect_same_run(s, last_json_line(single.output));
+  EXPECT_EQ(json_number(s, "tensor_parallel"), 2) << s;
+  EXPECT_NE(json_field(s, "pipeline").find("\"stages\": 2"), std::string::npos) << s;
+
+  const std::string second_epoch = "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 ";
+  const auto reference = run_train_single(second_epoch + "--resume=" + single_dir);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const auto from_3d = run_train_single(second_epoch + "--resume=" + dir);
+  ASSERT_EQ(from_3d.exit_code, 0) << from_3d.output;
+  EXPECT_EQ(from_3d.output.find("the optimizer starts fresh"), std::string::npos) << from_3d.output;
+  expect_same_run(last_json_line(from_3d.output), last_json_line(reference.output));
+  // And the other way: the single process's checkpoint resumed in 3D.
+  const auto into_3d = run_train(second_epoch + "--strategy=pipeline --stages=2 "
+                                 "--tensor-parallel=2 --resume=" + single_dir, 4);
+  ASSERT_EQ(into_3d.exit_code, 0) << into_3d.output;
+  expect_same_run(last_json_line(into_3d.output), last_json_line(reference.output));
+}
+
 TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
   struct Case {
     const char* flags;
@@ -124,6 +156,10 @@ TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
                 "makes 2 data-parallel replicas: choose --strategy=ddp or zero1"},
            Case{"--tensor-parallel=2 --strategy=zero3", 2,
                 "--tensor-parallel=2 combines with --strategy=ddp or zero1"},
+           Case{"--tensor-parallel=2 --strategy=pipeline --stages=3", 4,
+                "--stages=3 x --tensor-parallel=2 does not divide the 4 ranks"},
+           Case{"--tensor-parallel=2 --strategy=pipeline --stages=2 --balance=time", 4,
+                "--balance=time with --tensor-parallel"},
            Case{"--tp-head=true", 2, "--tp-head needs --tensor-parallel of 2 or more"},
            Case{"--num-classes=100", 2, "--num-classes is for --data=synthetic"},
            Case{"--model=logistic --tensor-parallel=2 --tp-head=false", 2,

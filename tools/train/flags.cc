@@ -133,10 +133,17 @@ void check_combinations(const Config& c) {
     }
   }
   if (c.tensor_parallel > 1 && c.strategy != "single" && c.strategy != "ddp" &&
-      c.strategy != "zero1") {
+      c.strategy != "zero1" && c.strategy != "pipeline") {
     bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) +
         " combines with --strategy=ddp or zero1 for the data-parallel dimension (or single when "
-        "there is none), got --strategy=" + c.strategy);
+        "there is none), or with --strategy=pipeline (3D: stages x tensor-parallel x replicas), "
+        "got --strategy=" + c.strategy);
+  }
+  if (c.tensor_parallel > 1 && c.strategy == "pipeline" && c.balance == "time") {
+    // Each rank times its own layers; ranks of one stage's tensor-parallel group could then cut
+    // the model differently (Pipe agrees on a balance over the pipeline and data-parallel
+    // groups only).
+    bad("--balance=time with --tensor-parallel: choose uniform, params or an explicit list");
   }
   if (c.given.count("tp-head") != 0 && c.tensor_parallel == 1) {
     bad("--tp-head needs --tensor-parallel of 2 or more (got 1)");
@@ -270,11 +277,15 @@ std::string check_against_world(const Config& c, int world_size) {
     }
   }
   if (c.strategy != "pipeline") return "";
-  const int k = pipeline_stages(c, world_size);
+  const int t = c.tensor_parallel;
+  const int k = pipeline_stages(c, world_size / t);
   const std::string stages = "--stages=" + std::to_string(k);
-  if (world_size % k != 0) {
-    return stages + " does not divide the " + std::to_string(world_size) +
-           " ranks (mpirun -np): the ranks are K stages x N/K data-parallel replicas";
+  if (world_size % (k * t) != 0) {
+    return t > 1 ? stages + " x --tensor-parallel=" + std::to_string(t) + " does not divide the " +
+                       std::to_string(world_size) + " ranks (mpirun -np): the ranks are K stages x "
+                       "T tensor-parallel x N/(K T) data-parallel replicas"
+                 : stages + " does not divide the " + std::to_string(world_size) +
+                       " ranks (mpirun -np): the ranks are K stages x N/K data-parallel replicas";
   }
   if (c.pipeline_schedule == "interleaved" && c.micro_batches % k != 0) {
     return "--pipeline-schedule=interleaved needs --micro-batches (" +

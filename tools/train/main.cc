@@ -59,11 +59,22 @@ void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
                     Device device, Parallelized& out) {
   out.head = plain_head(c);
   if (c.tensor_parallel > 1) {
-    out.topology.emplace(world, 1, c.tensor_parallel);
+    // Tensor-parallel groups nest inside pipeline stages (3D: P x T x D) or data-parallel
+    // replicas alone.
+    const int stages =
+        c.strategy == "pipeline" ? pipeline_stages(c, world->size() / c.tensor_parallel) : 1;
+    out.topology.emplace(world, stages, c.tensor_parallel);
     out.head = split_layers(c, *model, *out.topology, &out.figures);
   }
   out.strategy = make_strategy(c, model, world, out.topology ? &*out.topology : nullptr,
                                out.head.loss, precision, device);
+  if (out.topology && c.strategy == "pipeline") {
+    // 3D: this rank holds its stage's slices only.
+    out.figures.parameter_bytes = 0;
+    for (const Variable& p : out.strategy->model_state_parameters()) {
+      out.figures.parameter_bytes += p.data().nbytes();
+    }
+  }
 }
 
 // One training run, the same steps on every rank (most are collective): build the data and the

@@ -134,11 +134,15 @@ class DataParallel : public Strategy {
 // the stage's data-parallel group); each rank's optimizer steps its own stage.
 class Pipeline : public Strategy {
  public:
+  // `topology`: with --tensor-parallel, the P x T x D layout whose tensor-parallel group the
+  // model's layers were split over; otherwise null (K stages x N/K replicas).
   Pipeline(const Config& c, std::shared_ptr<nn::Sequential> model,
-           std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
-           MixedPrecision& precision, Device device)
+           std::shared_ptr<dist::ProcessGroup> world, const dist::Topology* topology,
+           Criterion criterion, MixedPrecision& precision, Device device)
       : model_(std::move(model)),
-        topology_(world, pipeline_stages(c, world->size())),
+        topology_(topology != nullptr ? *topology
+                                      : dist::Topology(world, pipeline_stages(c, world->size()))),
+        tensor_parallel_(topology != nullptr && topology->tensor_parallel_size() > 1),
         precision_(precision),
         microbatches_(c.micro_batches),
         dp_strategy_(c.dp_strategy),
@@ -229,18 +233,26 @@ class Pipeline : public Strategy {
     return model.state_dict();
   }
   std::vector<NamedGroup> groups() const override {
-    return {{"world", topology_.world().get()},
-            {"pipeline", topology_.pipeline_group().get()},
-            {"data-parallel", topology_.data_parallel_group().get()}};
+    std::vector<NamedGroup> out = {{"world", topology_.world().get()},
+                                   {"pipeline", topology_.pipeline_group().get()},
+                                   {"data-parallel", topology_.data_parallel_group().get()}};
+    if (tensor_parallel_) out.push_back({"tensor-parallel", topology_.tensor_parallel_group().get()});
+    return out;
   }
   // Collective over the pipeline group (and, for ZeRO, the data-parallel group): every
   // stage's optimizer state, renumbered into the unpipelined model's (optimizer_state.h).
+  // With --tensor-parallel the renumbered state holds this rank's slices of the split layers:
+  // gathered over the tensor-parallel group too, so the checkpoint is the unsplit model's.
   StateDict optimizer_state() override {
-    return pipeline::gather_optimizer_state(*pipe_, opt_->state_dict());
+    const StateDict whole = pipeline::gather_optimizer_state(*pipe_, opt_->state_dict());
+    return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(whole, *model_) : whole;
   }
   void load_optimizer_state(const Checkpoint& checkpoint) override {
     Checkpoint stage = checkpoint;
-    stage.optimizer = pipeline::slice_optimizer_state(*pipe_, checkpoint.optimizer);
+    const StateDict mine =
+        tensor_parallel_ ? dist::tensor_parallel::slice_optimizer_state(checkpoint.optimizer, *model_)
+                         : checkpoint.optimizer;
+    stage.optimizer = pipeline::slice_optimizer_state(*pipe_, mine);
     tessera::load_optimizer_state(stage, *opt_);
   }
   std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
@@ -310,6 +322,7 @@ class Pipeline : public Strategy {
   std::shared_ptr<nn::Sequential> model_;
   dist::Topology topology_;
   MixedPrecision& precision_;
+  bool tensor_parallel_;
   std::unique_ptr<pipeline::Pipe> pipe_;
   std::unique_ptr<optim::Optimizer> opt_;
   double step_seconds_ = 0, busy_seconds_ = 0;
@@ -418,8 +431,8 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
                                         const dist::Topology* topology, Criterion criterion,
                                         MixedPrecision& precision, Device device) {
   if (config.strategy == "pipeline") {
-    return std::make_unique<Pipeline>(config, model, world, std::move(criterion), precision,
-                                      device);
+    return std::make_unique<Pipeline>(config, model, world, topology, std::move(criterion),
+                                      precision, device);
   }
   if (config.strategy == "zero3") {
     return std::make_unique<FullySharded>(config, model, world, std::move(criterion), precision);
