@@ -71,6 +71,15 @@ void DistributedDataParallel::build_buckets() {
     }
   }
   close();
+  // What a communication hook sees of each bucket: the buffer and each parameter's view.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    GradBucket g;
+    g.index = b;
+    g.buffer = buckets_[b].buffer;
+    g.parameters = buckets_[b].params;
+    for (size_t i : buckets_[b].params) g.gradients.push_back(bucket_view(i));
+    grad_buckets_.push_back(std::move(g));
+  }
 }
 
 Tensor DistributedDataParallel::bucket_view(size_t index) const {
@@ -80,6 +89,11 @@ Tensor DistributedDataParallel::bucket_view(size_t index) const {
 }
 
 void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  TS_CHECK(hook != nullptr, "DDP: register_comm_hook got an empty hook");
+  hook_ = std::make_shared<FunctionHook>("function", std::move(hook));
+}
+
+void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommunicationHook> hook) {
   TS_CHECK(hook != nullptr, "DDP: register_comm_hook got an empty hook");
   hook_ = std::move(hook);
 }
@@ -188,7 +202,7 @@ void DistributedDataParallel::mark_ready(size_t index) {
 void DistributedDataParallel::launch_ready_buckets() {
   // Strictly in bucket order, so all ranks issue the same collectives in the same sequence.
   while (next_launch_ < buckets_.size() && bucket_pending_[next_launch_] == 0) {
-    bucket_work_[next_launch_] = hook_(*comm_, buckets_[next_launch_].buffer);
+    bucket_work_[next_launch_] = hook_->reduce(*comm_, grad_buckets_[next_launch_]);
     trace_.push_back({DDPEvent::kLaunch, next_launch_, steady_seconds()});
     ++next_launch_;
   }

@@ -107,6 +107,10 @@ class DistributedDataParallel : public nn::Module {
   const std::vector<DDPEvent>& trace() const { return trace_; }
   const ReductionTiming& last_reduction() const { return timing_; }
   void register_comm_hook(CommHook hook);
+  // A stateful hook (dist/compression/); its state stays with the object.
+  void register_comm_hook(std::shared_ptr<CommunicationHook> hook);
+  const CommunicationHook& comm_hook() const { return *hook_; }
+  CommunicationHook& comm_hook() { return *hook_; }
 
   // While alive, backward accumulates gradients locally without communicating.
   class NoSync {
@@ -136,7 +140,9 @@ class DistributedDataParallel : public nn::Module {
   std::shared_ptr<ProcessGroup> comm_;   // the buckets' all-reduces (group_for_device)
   DDPOptions options_;
   GradReductionClaim claim_;  // no ZeRO optimizer reduces these gradients too
-  CommHook hook_ = allreduce_hook;
+  std::shared_ptr<CommunicationHook> hook_ =
+      std::make_shared<FunctionHook>("allreduce", allreduce_hook);
+  std::vector<GradBucket> grad_buckets_;  // what the hook sees of each bucket
   std::vector<Variable> params_;
   std::vector<int> hook_handles_;
   std::vector<Bucket> buckets_;

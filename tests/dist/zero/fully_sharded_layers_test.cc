@@ -184,7 +184,9 @@ TEST(FullyShardedLayers, PrefetchFollowsTheRecordedExecutionOrder) {
     cross_entropy(fsdp.forward(Variable(x)), y).backward();
     const int64_t gathers = world->ledger().entry(CollectiveKind::kAllGather).calls;
     // The first forward has no recorded order yet: it follows the registration order.
-    if (step > 0) EXPECT_EQ(gathers, 2 * 5) << "step " << step;
+    if (step > 0) {
+      EXPECT_EQ(gathers, 2 * 5) << "step " << step;
+    }
     ddp_opt->step();
     fsdp_opt->step();
   }

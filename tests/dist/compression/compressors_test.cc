@@ -1,0 +1,233 @@
+// The compressors against references written out here: top-k keeps exactly the k largest
+// magnitudes (a sort of the magnitudes); random-k's indices are distinct, the same for every
+// rank and scaled by n/k; QSGD is unbiased (the mean of many draws within its variance bound)
+// and its packing round-trips; sign packs and unpacks exactly; bit packing round-trips every
+// width; error feedback loses nothing over T steps (applied + residual = sum of gradients);
+// wire sizes equal the formulas in the headers; bad specs are errors naming the value.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dist/compression/bit_packing.h"
+#include "dist/compression/compressor.h"
+#include "dist/compression/error_feedback.h"
+#include "dist/compression/half_precision.h"
+#include "dist/compression/make_hook.h"
+#include "dist/compression/qsgd.h"
+#include "dist/compression/random_k.h"
+#include "dist/compression/sign.h"
+#include "dist/compression/top_k.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+
+namespace tessera {
+namespace dist {
+namespace compression {
+namespace {
+
+Tensor random_vector(int64_t n, uint64_t seed) {
+  Generator g(seed);
+  return randn({n}, kF32, &g);
+}
+
+std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+
+TEST(BitPacking, RoundTripsEveryWidthAndPacksLeastSignificantBitFirst) {
+  for (int width = 1; width <= 32; ++width) {
+    std::vector<uint32_t> codes(37), back(37);
+    for (size_t i = 0; i < codes.size(); ++i) {
+      codes[i] = static_cast<uint32_t>((i * 2654435761u) & (width == 32 ? 0xFFFFFFFFu : (1u << width) - 1));
+    }
+    std::vector<uint8_t> bytes(static_cast<size_t>(packed_bytes(37, width)));
+    pack_bits(codes.data(), 37, width, bytes.data());
+    unpack_bits(bytes.data(), 37, width, back.data());
+    EXPECT_EQ(codes, back) << "width " << width;
+  }
+  // The example in bit_packing.h: 5, 2, 7 in 3 bits.
+  const uint32_t codes[3] = {5, 2, 7};
+  uint8_t bytes[2];
+  pack_bits(codes, 3, 3, bytes);
+  EXPECT_EQ(bytes[0], 0b11010101);
+  EXPECT_EQ(bytes[1], 0b00000001);
+}
+
+TEST(TopK, KeepsExactlyTheKLargestMagnitudes) {
+  const int64_t n = 1000;
+  const Tensor x = random_vector(n, 1);
+  TopK c(0.013);  // k = ceil(13) = 13
+  EXPECT_EQ(c.k(n), 13);
+  const Tensor m = c.compress(x, {});
+  EXPECT_EQ(m.numel(), c.message_bytes(n));
+  EXPECT_EQ(m.numel(), 8 * 13);
+  const std::vector<float> v = values(x), d = values(decompress(c, m, n, {}));
+  // The reference: indices sorted by magnitude, the first 13 kept.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+  const std::set<int> kept(order.begin(), order.begin() + 13);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(d[i], kept.count(static_cast<int>(i)) ? v[i] : 0.0f) << i;
+  }
+}
+
+TEST(RandomK, SameIndicesOnEveryRankScaledToBeUnbiased) {
+  const int64_t n = 200;
+  RandomK c(0.1, /*seed=*/5);
+  const CompressContext rank0{3, 2, 0, 4}, rank3{3, 2, 3, 4}, next_step{4, 2, 0, 4};
+  const std::vector<int64_t> a = c.indices(n, rank0), b = c.indices(n, rank3), later = c.indices(n, next_step);
+  EXPECT_EQ(a, b);  // the rank is not in the key
+  EXPECT_NE(a, later);
+  EXPECT_EQ(static_cast<int64_t>(a.size()), c.k(n));
+  EXPECT_EQ(std::set<int64_t>(a.begin(), a.end()).size(), a.size());
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  const Tensor x = random_vector(n, 2);
+  const std::vector<float> v = values(x), d = values(decompress(c, c.compress(x, rank0), n, rank0));
+  for (int64_t i = 0; i < n; ++i) {
+    const bool chosen = std::binary_search(a.begin(), a.end(), i);
+    EXPECT_FLOAT_EQ(d[i], chosen ? v[i] * (200.0f / 20.0f) : 0.0f) << i;
+  }
+  // Unbiased: each index is drawn with probability k/n; over 4000 steps the mean of C(x) is x
+  // within 5 standard deviations of the estimate (variance x_i^2 (n/k - 1) / steps).
+  const int steps = 4000;
+  std::vector<double> mean(n, 0);
+  for (int s = 0; s < steps; ++s) {
+    const CompressContext ctx{s, 0, 0, 1};
+    const std::vector<float> ds = values(decompress(c, c.compress(x, ctx), n, ctx));
+    for (int64_t i = 0; i < n; ++i) mean[i] += ds[i] / steps;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double sd = std::fabs(v[i]) * std::sqrt((10.0 - 1) / steps);
+    EXPECT_NEAR(mean[i], v[i], 5 * sd + 1e-6) << i;
+  }
+}
+
+TEST(QSGD, IsUnbiasedWithinItsVarianceBoundAndItsFormatRoundTrips) {
+  const int64_t n = 64;
+  const Tensor x = random_vector(n, 3);
+  const std::vector<float> v = values(x);
+  double norm = 0;
+  for (float f : v) norm += static_cast<double>(f) * f;
+  norm = std::sqrt(norm);
+  for (int s : {1, 4, 16}) {
+    QSGD c(s, 11);
+    EXPECT_EQ(c.bits_per_element(), s == 1 ? 2 : s == 4 ? 4 : 6);
+    EXPECT_EQ(c.message_bytes(n), 4 + (n * c.bits_per_element() + 7) / 8);
+    // Every decoded entry is sign(x_i) norm l / s with l the floor or the ceiling of r_i.
+    const CompressContext ctx{0, 0, 1, 2};
+    const Tensor m = c.compress(x, ctx);
+    ASSERT_EQ(m.numel(), c.message_bytes(n));
+    const std::vector<float> d = values(decompress(c, m, n, ctx));
+    for (int64_t i = 0; i < n; ++i) {
+      const double r = std::fabs(v[i]) / norm * s;
+      const double level = std::fabs(d[i]) / norm * s;
+      EXPECT_NEAR(level, std::round(level), 1e-4) << i;
+      EXPECT_TRUE(std::round(level) == std::floor(r) || std::round(level) == std::ceil(r)) << i;
+      if (d[i] != 0) EXPECT_EQ(d[i] < 0, v[i] < 0) << i;
+    }
+    // Unbiased: the mean over many steps is x; QSGD's variance per entry is at most
+    // norm^2 / (4 s^2) (the rounding of r_i between two levels).
+    const int steps = 3000;
+    std::vector<double> mean(n, 0);
+    for (int t = 0; t < steps; ++t) {
+      const CompressContext at{t, 0, 0, 1};
+      const std::vector<float> dt = values(decompress(c, c.compress(x, at), n, at));
+      for (int64_t i = 0; i < n; ++i) mean[i] += dt[i] / steps;
+    }
+    const double sd = norm / (2.0 * s) / std::sqrt(static_cast<double>(steps));
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(mean[i], v[i], 5 * sd) << "s " << s << " i " << i;
+  }
+}
+
+TEST(Sign, PacksAndUnpacksExactly) {
+  const Tensor x = from_vector<float>({0.5f, -2.0f, 0.0f, 1.5f, -0.25f, 3.0f, -1.0f, 0.75f, -0.5f}, {9});
+  Sign c;
+  const Tensor m = c.compress(x, {});
+  ASSERT_EQ(m.numel(), 4 + 2);
+  const float scale = (0.5f + 2 + 0 + 1.5f + 0.25f + 3 + 1 + 0.75f + 0.5f) / 9;
+  const uint8_t* bytes = m.data<uint8_t>();
+  EXPECT_EQ(bytes[4], 0b10101101);  // + - + + - + - +, least significant bit first
+  EXPECT_EQ(bytes[5], 0b0);         // -
+  const std::vector<float> d = values(decompress(c, m, 9, {}));
+  const std::vector<float> expected = {scale, -scale, scale, scale, -scale, scale, -scale, scale, -scale};
+  for (int i = 0; i < 9; ++i) EXPECT_FLOAT_EQ(d[i], expected[i]) << i;
+}
+
+TEST(HalfPrecision, SendsTheRoundingOfXOverN) {
+  const Tensor x = from_vector<float>({1.0f / 3, 1000.5f, -7.25f}, {3});
+  HalfPrecision c(kF16);
+  const CompressContext ctx{0, 0, 0, 4};
+  const Tensor m = c.compress(x, ctx);
+  EXPECT_EQ(m.dtype(), kF16);
+  const std::vector<float> d = values(decompress(c, m, 3, ctx));
+  const std::vector<float> v = values(x);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(d[i], static_cast<float>(from_vector<float>({v[i] / 4}, {1}).to(kF16).to(kF32).item()) * 4);
+  }
+}
+
+// Error feedback loses nothing: over T steps the sum of what was applied plus the last residual
+// equals the sum of the gradients (up to f32 rounding of the running sums).
+TEST(ErrorFeedback, AppliedPlusResidualEqualsTheSumOfTheGradients) {
+  for (const std::string& spec : {"topk:0.05", "sign", "qsgd:2", "randomk:0.1"}) {
+    ErrorFeedback ef(make_compressor(parse_compression(spec), 7));
+    const int64_t n = 300;
+    std::vector<double> applied(n, 0), truth(n, 0);
+    for (int t = 0; t < 20; ++t) {
+      const Tensor g = random_vector(n, 100 + t);
+      const CompressContext ctx{t, 0, 0, 1};
+      const Tensor m = ef.compress(g, ctx);
+      const std::vector<float> d = values(decompress(ef, m, n, ctx)), gv = values(g);
+      for (int64_t i = 0; i < n; ++i) {
+        applied[i] += d[i];
+        truth[i] += gv[i];
+      }
+    }
+    const std::vector<float> e = values(ef.residual(0));
+    for (int64_t i = 0; i < n; ++i) {
+      // f32 rounding, relative to the largest of the terms (random-k's n/k scaling makes its
+      // residual grow step after step: error feedback suits the biased compressors).
+      const double scale = 1 + std::fabs(truth[i]) + std::fabs(applied[i]) + std::fabs(e[i]);
+      EXPECT_NEAR(applied[i] + e[i], truth[i], 2e-5 * scale) << spec << " " << i;
+    }
+    // And its state round-trips.
+    ErrorFeedback copy(make_compressor(parse_compression(spec), 7));
+    copy.load_state_dict(ef.state_dict());
+    EXPECT_TRUE(allclose(copy.residual(0), ef.residual(0), 0, 0)) << spec;
+  }
+}
+
+TEST(CompressionSpec, ParsesTheToolsSpellingAndNamesBadValues) {
+  EXPECT_EQ(parse_compression("topk:0.01").ratio, 0.01);
+  EXPECT_EQ(parse_compression("qsgd:16").levels, 16);
+  EXPECT_EQ(make_compression_hook(parse_compression("none")), nullptr);
+  EXPECT_EQ(make_compression_hook(parse_compression("topk:0.5"))->name(), "topk:0.5+ef");
+  EXPECT_EQ(make_compression_hook(parse_compression("randomk:0.5"))->name(), "randomk:0.5");
+  EXPECT_EQ(make_compression_hook(parse_compression("sign"), false)->name(), "sign");
+  auto message = [](const std::string& text) {
+    try {
+      parse_compression(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message("topk:1.5").find("the ratio must be in (0, 1], got 1.5"), std::string::npos);
+  EXPECT_NE(message("topk:0").find("got 0"), std::string::npos);
+  EXPECT_NE(message("qsgd:0").find("got 0"), std::string::npos);
+  EXPECT_NE(message("qsgd:2.5").find("got 2.5"), std::string::npos);
+  EXPECT_NE(message("topk").find("topk needs a value"), std::string::npos);
+  EXPECT_NE(message("sign:3").find("sign takes no value"), std::string::npos);
+  EXPECT_NE(message("zip").find("compression 'zip'"), std::string::npos);
+  EXPECT_NE(message("randomk:x").find("'x' is not a number"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace compression
+}  // namespace dist
+}  // namespace tessera
