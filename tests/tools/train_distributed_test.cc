@@ -207,6 +207,29 @@ TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {
 // where an uninterrupted one-process run does (Adam's moments and step count carried over; a
 // fresh Adam would end elsewhere: its first steps are lr-sized). The tolerance is the
 // pipeline's (float sums in another order).
+// --compression on 2 ranks: the JSON's bytes per step (the ledger's, over the buckets) equal the
+// compressor's formula, a fraction of the uncompressed all-reduce's; fp16 ends near DDP; an
+// emulated network is reported with the time its messages took in the model.
+TEST(TrainDistributed, CompressionReportsItsBytesAndTheEmulatedNetwork) {
+  const auto ddp = run(kShortMlp + "--strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  for (const char* spec : {"fp16", "topk:0.01", "randomk:0.05", "qsgd:4", "sign"}) {
+    const auto r = run(kShortMlp + "--strategy=ddp --compression=" + spec +
+                       " --net-latency-us=20 --net-bandwidth-gbps=10");
+    ASSERT_EQ(r.exit_code, 0) << spec << "\n" << r.output;
+    const std::string s = last_json_line(r.output);
+    const std::string c = json_field(s, "compression");
+    ASSERT_FALSE(c.empty()) << s;
+    EXPECT_NEAR(json_number(c, "ratio"), json_number(c, "ratio_theory"), 1e-6) << spec << " " << c;
+    EXPECT_LT(json_number(c, "ratio"), 0.55) << spec << " " << c;
+    EXPECT_GT(json_number(json_field(s, "network"), "emulated_seconds"), 0) << s;
+    if (std::string(spec) == "fp16") {
+      EXPECT_NEAR(json_number(s, "train_loss"), json_number(last_json_line(ddp.output), "train_loss"), 2e-3)
+          << s;
+    }
+  }
+}
+
 TEST(TrainDistributed, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
   const std::string base = "--model=mlp --train-limit=2000 --threads=1 --seed=3 ";
   const auto whole = run_single(base + "--epochs=2");

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 
+#include "dist/compression/make_hook.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 
@@ -119,6 +120,14 @@ void check_combinations(const Config& c) {
         "--strategy=pipeline --dp-strategy=zero2 (got --strategy=" + c.strategy +
         (c.strategy == "pipeline" ? " --dp-strategy=" + c.dp_strategy : std::string()) + ")");
   }
+  if (c.compression != "none" && c.strategy != "ddp") {
+    bad("--compression=" + c.compression + " compresses DDP's gradient buckets (a communication "
+        "hook): it needs --strategy=ddp (ZeRO's reduce-scatter, the pipeline's and tensor "
+        "parallelism's collectives are not compressed), got --strategy=" + c.strategy);
+  }
+  if (c.given.count("error-feedback") != 0 && c.compression == "none") {
+    bad("--error-feedback needs --compression (got none)");
+  }
   if (c.checkpoint_format == "sharded" &&
       (c.tensor_parallel > 1 ||
        (c.strategy != "zero1" && c.strategy != "zero2" && c.strategy != "zero3"))) {
@@ -216,6 +225,10 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"loss-scale-hysteresis", std::to_string(c.loss_scale_hysteresis)},
           {"min-loss-scale", number(c.min_loss_scale)},
           {"bucket-cap-mb", number(c.bucket_cap_mb)},
+          {"compression", c.compression},
+          {"error-feedback", c.error_feedback},
+          {"net-latency-us", number(c.net_latency_us)},
+          {"net-bandwidth-gbps", number(c.net_bandwidth_gbps)},
           {"zero3-wrap", c.zero3_wrap_layers ? "layer" : std::to_string(c.zero3_min_params)},
           {"zero3-prefetch", c.zero3_prefetch ? "true" : "false"},
           {"tensor-parallel", std::to_string(c.tensor_parallel)},
@@ -380,6 +393,22 @@ Config parse_flags(int argc, char** argv) {
       {"trace", [&](const std::string& v) {
          if (v.empty()) bad("--trace needs a file name, got an empty value");
          c.trace = v;
+       }},
+      {"compression", [&](const std::string& v) {
+         try {
+           dist::compression::parse_compression(v);
+         } catch (const Error& e) {
+           bad("--compression: " + e.message());
+         }
+         c.compression = v;
+       }},
+      {"error-feedback", [&](const std::string& v) {
+         c.error_feedback = one_of("error-feedback", v, {"true", "false"});
+       }},
+      {"net-latency-us", [&](const std::string& v) { c.net_latency_us = to_double("net-latency-us", v, 0); }},
+      {"net-bandwidth-gbps", [&](const std::string& v) {
+         c.net_bandwidth_gbps = to_double("net-bandwidth-gbps", v, 0);
+         if (c.net_bandwidth_gbps == 0) bad("--net-bandwidth-gbps must be positive, got '" + v + "'");
        }},
       {"bucket-cap-mb", [&](const std::string& v) {
          c.bucket_cap_mb = to_double("bucket-cap-mb", v, 0);

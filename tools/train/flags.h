@@ -51,6 +51,14 @@ struct Config {
 
   // DDP's and ZeRO-2's gradient buckets, and ZeRO-3's units (dist::FullyShardedOptions).
   double bucket_cap_mb = 25;
+  // DDP gradient compression (dist/compression/make_hook.h): none|fp16|bf16|topk:R|randomk:R|
+  // qsgd:S|sign; error feedback "default" (on for the biased compressors), "true" or "false".
+  std::string compression = "none";
+  std::string error_feedback = "default";
+  // The emulated network between ranks (dist::NetworkEmulation): 0 latency and 0 bandwidth
+  // (unlimited) is off.
+  double net_latency_us = 0;
+  double net_bandwidth_gbps = 0;
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
   bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)

@@ -82,6 +82,13 @@ void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
 int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   if (c.threads > 0) set_num_threads(c.threads);
   manual_seed(c.seed);
+  // --net-latency-us / --net-bandwidth-gbps: every group made from here on inherits it.
+  if (world && (c.net_latency_us > 0 || c.net_bandwidth_gbps > 0)) {
+    dist::NetworkEmulation net;
+    net.latency_us = c.net_latency_us;
+    if (c.net_bandwidth_gbps > 0) net.bandwidth_gbps = c.net_bandwidth_gbps;
+    dist::set_network_emulation(net);
+  }
   const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   const bool lead = rank == 0;
   const auto wall_start = Clock::now();

@@ -90,6 +90,16 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add("loss_scale", run.precision.scaler().get_scale())
         .add("skipped_steps", totals.skipped_steps);
     if (totals.memory.taken()) summary.add_raw("memory", totals.memory.json(run));
+    if (c.net_latency_us > 0 || c.net_bandwidth_gbps > 0) {
+      // The model's time for every message rank 0 sent over the whole run (the ledgers).
+      double emulated = 0;
+      for (const NamedGroup& g : groups) emulated += g.group->ledger().emulated_seconds();
+      JsonObject net;
+      net.add("latency_us", c.net_latency_us)
+          .add("bandwidth_gbps", c.net_bandwidth_gbps)
+          .add("emulated_seconds", emulated);
+      summary.add_raw("network", net.str());
+    }
   }
   if (run.lead && run.tensor_parallel) run.tensor_parallel->report(summary, c.batch_size);
   run.strategy.report(summary, run.lead);  // collective

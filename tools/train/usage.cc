@@ -26,6 +26,11 @@ flags (defaults depend on --model; see below):
 
 data parallelism and ZeRO:
   --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)
+  --compression=none|fp16|bf16|topk:RATIO|randomk:RATIO|qsgd:LEVELS|sign (ddp: each gradient
+            bucket compressed by a communication hook; docs/COMPRESSION.md)
+  --error-feedback=true|false (default: on for the biased topk and sign, off for the others)
+  --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
+            U us + bytes / B; docs/NETWORK.md)
   --zero3-wrap=block|layer|params:N (block: every top-level child with parameters is a unit;
             layer: every module with parameters of its own, inside the blocks too (each
             convolution and batch norm); params:N: children of at least N parameters, the rest
