@@ -17,7 +17,7 @@
 //
 // One bucket, one step after start_powerSGD_iter (the bytes on the wire, f32):
 //
-//   bucket.buffer   | b2 [4] | w2 [4 x 12] | b1 [12] | w1 [12 x 16] |     236 floats
+//   bucket.buffer   | b2 [4] | w2 [4 x 12] | b1 [12] | w1 [12 x 16] |     256 floats
 //                   (DDP's buckets hold the parameters in reverse registration order)
 //   #1 uncompressed [ b2 4 | b1 12 ]                                       16 floats
 //   #2 P = M Q      [ P2 4 x r | P1 12 x r ]                               16 r floats
@@ -29,12 +29,14 @@
 //   (an empty one is not issued), so a rank sends about 2 (N-1)/N * 4 E bytes, exactly
 //   4 (2k - c[rank] - c[(rank+1) % N]) bytes for an all-reduce of k elements, c =
 //   balanced_counts(k, N). Before start_powerSGD_iter: the plain all-reduce, 2 (N-1)/N * 4 n.
-//   (Example above, r = 1, N = 2: 60 floats instead of 236, 240 bytes sent instead of 944.)
+//   (Example above, r = 1, N = 2: 60 floats instead of 256, 240 bytes sent instead of 1024.)
 //
 // Conventions (PyTorch's, then tessera's sum):
 //   - Each gradient is viewed as [shape[0], numel / shape[0]] (a conv weight [out, in, kh, kw]
 //     as [out, in*kh*kw]). It is compressed iff dim >= 2 and
 //     r_m (rows + cols) * min_compression_rate < rows * cols.
+//     (PyTorch's formula alone keeps 1-D tensors out for any min_compression_rate >= 1; here
+//     they stay out for every rate.)
 //   - The all-reduced P is the SUM over ranks, not divided (it is orthogonalized, so its scale
 //     does not matter); the all-reduced Q is divided by the world size N, so P Q^T approximates
 //     the AVERAGE of the ranks' (gradient + residual). PyTorch's hook leaves that average (and
@@ -52,7 +54,8 @@
 //     numpy RandomState instead. Every Q is orthogonalized before use, the warm-started one too.
 //   - Orthogonalization is PyTorch's Gram-Schmidt: column i /= (||column i|| + epsilon), then
 //     removed from the later columns. With epsilon 0 a zero column stays zero (PyTorch's intent:
-//     it logs and fills 0 instead of dividing by zero).
+//     it logs and fills 0 instead of dividing by zero). PyTorch switches to a QR factorization
+//     for f32 at rank > 2: the same span, columns equal up to sign.
 //   - start_powerSGD_iter: PyTorch raises when it is < 2 with error feedback or warm start on;
 //     so does this constructor (no clamping). The iteration counter advances once per DDP step:
 //     a bucket whose index is not larger than the previous call's starts a new iteration.
