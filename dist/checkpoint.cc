@@ -20,10 +20,11 @@ uint64_t metadata_uint(const Metadata& m, const std::string& key, const std::str
 
 void save_checkpoint(const std::string& path, const StateDict& model_state,
                      const StateDict* optimizer_state, const TrainingProgress& progress,
-                     const Metadata& extra) {
+                     const Metadata& extra, const StateDict& extra_state) {
   StateDict all;
   all.merge(model_state, "model.");
   if (optimizer_state != nullptr) all.merge(*optimizer_state, "optimizer.");
+  all.merge(extra_state, "extra.");
   Metadata meta = extra;
   meta["format"] = kFormat;
   meta["epoch"] = std::to_string(progress.epoch);
@@ -53,6 +54,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.model = file.tensors.with_prefix_removed("model.");
   c.has_optimizer = file.metadata["has_optimizer"] == "1";
   if (c.has_optimizer) c.optimizer = file.tensors.with_prefix_removed("optimizer.");
+  c.extra = file.tensors.with_prefix_removed("extra.");
   c.progress.epoch = static_cast<int64_t>(metadata_uint(file.metadata, "epoch", path));
   c.progress.step = static_cast<int64_t>(metadata_uint(file.metadata, "step", path));
   c.progress.rng.seed = metadata_uint(file.metadata, "rng_seed", path);

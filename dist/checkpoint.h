@@ -23,14 +23,17 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer* optimizer, const TrainingProgress& progress,
                      const Metadata& extra = {});
 // The same with the optimizer state given as a StateDict (ZeRO's consolidated state).
+// `extra_state`: further tensors a run keeps across a resume (a communication hook's residuals),
+// stored as "extra.<name>".
 void save_checkpoint(const std::string& path, const StateDict& model_state,
                      const StateDict* optimizer_state, const TrainingProgress& progress,
-                     const Metadata& extra = {});
+                     const Metadata& extra = {}, const StateDict& extra_state = {});
 
 // A checkpoint's contents, for callers that restore the parts themselves.
 struct Checkpoint {
   std::string path;            // the file it was read from, for messages
   StateDict model, optimizer;  // optimizer is empty when none was saved
+  StateDict extra;             // the "extra.<name>" tensors, without the prefix
   bool has_optimizer = false;
   TrainingProgress progress;
   Metadata metadata;

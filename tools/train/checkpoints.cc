@@ -63,6 +63,7 @@ std::optional<StartingPoint> resume(const RunContext& run, optim::LRScheduler* s
   // (its sharded ones do).
   const bool load_optimizer = !ckpt.optimizer.empty() && run.strategy.checkpoints_optimizer();
   if (load_optimizer) run.strategy.load_optimizer_state(ckpt);
+  run.strategy.load_extra_state(ckpt, run.lead);
   if (run.lead && !load_optimizer) {
     std::printf("%s: the optimizer starts fresh (%s)\n", file.c_str(),
                 ckpt.optimizer.empty() ? "the checkpoint holds no optimizer state"
@@ -99,9 +100,10 @@ void save_epoch_checkpoint(const RunContext& run, const TrainingProgress& progre
   const bool with_optimizer = run.strategy.checkpoints_optimizer();
   StateDict optimizer_state;
   if (with_optimizer) optimizer_state = run.strategy.optimizer_state();  // collective: ZeRO, TP
+  const StateDict extra_state = run.strategy.extra_state();  // collective: every rank's hook state
   if (!run.lead) return;
   save_checkpoint(run.config.checkpoint_dir + "/last.safetensors", model_state,
-                  with_optimizer ? &optimizer_state : nullptr, progress, extra);
+                  with_optimizer ? &optimizer_state : nullptr, progress, extra, extra_state);
 }
 
 }  // namespace train

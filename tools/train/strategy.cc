@@ -90,6 +90,43 @@ class DataParallel : public Strategy {
     precision_.autocast(autocast);
     return model_->forward(Variable(inputs)).data();
   }
+  // --compression: the hook's state differs per rank (error feedback's residuals are each
+  // rank's own): every rank's, gathered, as "comm_hook.rank.R.KEY". Every rank's hook holds the
+  // same keys and shapes (the same buckets, the same steps).
+  StateDict extra_state() override {
+    StateDict out;
+    if (!compression_) return out;
+    const int n = data_parallel_->size();
+    for (const auto& [key, t] : compression_->state_dict()) {
+      const Tensor mine = t.contiguous().reshape({-1});
+      Tensor all = empty({mine.numel() * n}, TensorOptions(mine.dtype()));
+      data_parallel_->all_gather(mine, all)->wait();
+      for (int r = 0; r < n; ++r) {
+        out.set("comm_hook.rank." + std::to_string(r) + "." + key,
+                all.narrow(0, r * mine.numel(), mine.numel()).view(t.shape()).clone());
+      }
+    }
+    return out;
+  }
+  void load_extra_state(const Checkpoint& checkpoint, bool lead) override {
+    if (!compression_) return;
+    auto of_rank = [&](int r) {
+      return checkpoint.extra.with_prefix_removed("comm_hook.rank." + std::to_string(r) + ".");
+    };
+    int saved = 0;
+    while (!of_rank(saved).empty()) ++saved;
+    if (saved != data_parallel_->size()) {
+      // Residuals belong to ranks: from another world size, or from a run without this hook,
+      // compression starts fresh on every rank (the model and optimizer still resume exactly).
+      if (lead) {
+        std::printf("%s: the %s hook's state starts fresh (the checkpoint holds it for %d "
+                    "ranks, this run has %d)\n", checkpoint.path.c_str(),
+                    compression_->name().c_str(), saved, data_parallel_->size());
+      }
+      return;
+    }
+    compression_->load_state_dict(of_rank(data_parallel_->rank()));
+  }
   // --compression: bytes per step measured on the ledger beside the uncompressed all-reduce's
   // and the compressor's formula, bucket by bucket.
   void report(JsonObject& summary, bool lead) override {

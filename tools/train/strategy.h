@@ -90,6 +90,14 @@ class Strategy {
   virtual void save_sharded(const std::string& dir, const TrainingProgress& progress,
                             const Metadata& extra);
   virtual TrainingProgress load_sharded(const std::string& dir, Metadata* extra);
+  // Collective. State outside the model and optimizer that a resume needs (a compression
+  // hook's residuals, every rank's), for the checkpoint's "extra" tensors; and its inverse,
+  // given the checkpoint on every rank.
+  virtual StateDict extra_state() { return StateDict(); }
+  virtual void load_extra_state(const Checkpoint& checkpoint, bool lead) {
+    (void)checkpoint;
+    (void)lead;
+  }
   // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
   // report lines.
   virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}
