@@ -104,6 +104,8 @@ class DistributedDataParallel : public nn::Module {
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   const std::vector<Variable>& parameters_in_order() const { return params_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The buckets as a communication hook sees them (views with the parameters' shapes).
+  const std::vector<GradBucket>& grad_buckets() const { return grad_buckets_; }
   const std::vector<DDPEvent>& trace() const { return trace_; }
   const ReductionTiming& last_reduction() const { return timing_; }
   void register_comm_hook(CommHook hook);

@@ -5,6 +5,7 @@
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/error_feedback.h"
 #include "dist/compression/half_precision.h"
+#include "dist/compression/powersgd.h"
 #include "dist/compression/qsgd.h"
 #include "dist/compression/random_k.h"
 #include "dist/compression/sign.h"
@@ -32,14 +33,17 @@ CompressionSpec parse_compression(const std::string& text) {
   const size_t colon = text.find(':');
   spec.kind = text.substr(0, colon);
   const std::string arg = colon == std::string::npos ? "" : text.substr(colon + 1);
-  const bool takes_arg = spec.kind == "topk" || spec.kind == "randomk" || spec.kind == "qsgd";
+  const bool takes_arg =
+      spec.kind == "topk" || spec.kind == "randomk" || spec.kind == "qsgd" || spec.kind == "powersgd";
   TS_CHECK(spec.kind == "none" || spec.kind == "fp16" || spec.kind == "bf16" || takes_arg ||
                spec.kind == "sign",
            "compression '", text, "': expected none, fp16, bf16, topk:RATIO, randomk:RATIO, "
-           "qsgd:LEVELS or sign");
+           "qsgd:LEVELS, sign or powersgd:RANK");
   TS_CHECK(takes_arg == (colon != std::string::npos), "compression '", text, "': ",
            takes_arg ? spec.kind + " needs a value (" + spec.kind +
-                           (spec.kind == "qsgd" ? ":LEVELS)" : ":RATIO)")
+                           (spec.kind == "qsgd"       ? ":LEVELS)"
+                            : spec.kind == "powersgd" ? ":RANK)"
+                                                      : ":RATIO)")
                      : spec.kind + " takes no value");
   if (spec.kind == "topk" || spec.kind == "randomk") {
     spec.ratio = parse_number(text, arg);
@@ -50,6 +54,11 @@ CompressionSpec parse_compression(const std::string& text) {
     TS_CHECK(levels >= 1 && levels <= (1 << 20) && levels == static_cast<int>(levels),
              "compression '", text, "': the levels must be an integer in [1, 2^20], got ", arg);
     spec.levels = static_cast<int>(levels);
+  } else if (spec.kind == "powersgd") {
+    const double rank = parse_number(text, arg);
+    TS_CHECK(rank >= 1 && rank <= 1024 && rank == static_cast<int>(rank), "compression '", text,
+             "': the rank must be an integer in [1, 1024], got ", arg);
+    spec.rank = static_cast<int>(rank);
   }
   return spec;
 }
@@ -62,12 +71,21 @@ std::unique_ptr<Compressor> make_compressor(const CompressionSpec& spec, uint64_
   if (spec.kind == "randomk") return std::make_unique<RandomK>(spec.ratio, seed);
   if (spec.kind == "qsgd") return std::make_unique<QSGD>(spec.levels, seed);
   if (spec.kind == "sign") return std::make_unique<Sign>();
+  TS_CHECK(spec.kind != "powersgd", "make_compressor: PowerSGD is a communication hook of its own "
+           "(make_compression_hook), not a per-bucket compressor");
   TS_FAIL("make_compressor: unknown compression '", spec.kind, "'");
 }
 
 std::shared_ptr<CommunicationHook> make_compression_hook(const CompressionSpec& spec,
                                                          std::optional<bool> error_feedback,
                                                          uint64_t seed) {
+  if (spec.kind == "powersgd") {
+    return std::make_shared<PowerSGDHook>(PowerSGDOptions()
+                                              .matrix_approximation_rank(spec.rank)
+                                              .start_powerSGD_iter(spec.powersgd_start_iter)
+                                              .use_error_feedback(error_feedback.value_or(true))
+                                              .random_seed(seed));
+  }
   std::unique_ptr<Compressor> c = make_compressor(spec, seed);
   if (c == nullptr) return nullptr;
   if (error_feedback.value_or(!c->unbiased())) c = std::make_unique<ErrorFeedback>(std::move(c));

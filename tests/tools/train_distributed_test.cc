@@ -213,7 +213,8 @@ TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {
 TEST(TrainDistributed, CompressionReportsItsBytesAndTheEmulatedNetwork) {
   const auto ddp = run(kShortMlp + "--strategy=ddp");
   ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
-  for (const char* spec : {"fp16", "topk:0.01", "randomk:0.05", "qsgd:4", "sign"}) {
+  for (const char* spec : {"fp16", "topk:0.01", "randomk:0.05", "qsgd:4", "sign",
+                           "powersgd:2 --powersgd-start-iter=4"}) {
     const auto r = run(kShortMlp + "--strategy=ddp --compression=" + spec +
                        " --net-latency-us=20 --net-bandwidth-gbps=10");
     ASSERT_EQ(r.exit_code, 0) << spec << "\n" << r.output;
@@ -235,12 +236,12 @@ TEST(TrainDistributed, CompressionReportsItsBytesAndTheEmulatedNetwork) {
 // second epoch ends exactly where two epochs in one run do (without the residuals top-k ends at
 // train loss 1.30286 instead of 1.28571).
 TEST(TrainDistributed, CompressionStateResumesExactly) {
-  for (const char* spec : {"topk:0.01", "qsgd:4"}) {
+  for (const char* spec : {"topk:0.01", "qsgd:4", "powersgd:2 --powersgd-start-iter=4"}) {
     const std::string base = "--model=mlp --train-limit=2000 --threads=1 --seed=3 --strategy=ddp "
                              "--compression=" + std::string(spec) + " ";
     const auto straight = run(base + "--epochs=2");
     ASSERT_EQ(straight.exit_code, 0) << straight.output;
-    const std::string dir = temp_path(std::string("compression_ckpt_") + spec);
+    const std::string dir = temp_path("compression_ckpt_" + std::string(spec).substr(0, 4));
     const auto first = run(base + "--epochs=1 --checkpoint-dir=" + dir);
     ASSERT_EQ(first.exit_code, 0) << first.output;
     const auto resumed = run(base + "--epochs=2 --resume=" + dir);

@@ -125,6 +125,9 @@ void check_combinations(const Config& c) {
         "hook): it needs --strategy=ddp (ZeRO's reduce-scatter, the pipeline's and tensor "
         "parallelism's collectives are not compressed), got --strategy=" + c.strategy);
   }
+  if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
+    bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");
+  }
   if (c.given.count("error-feedback") != 0 && c.compression == "none") {
     bad("--error-feedback needs --compression (got none)");
   }
@@ -227,6 +230,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"bucket-cap-mb", number(c.bucket_cap_mb)},
           {"compression", c.compression},
           {"error-feedback", c.error_feedback},
+          {"powersgd-start-iter", std::to_string(c.powersgd_start_iter)},
           {"net-latency-us", number(c.net_latency_us)},
           {"net-bandwidth-gbps", number(c.net_bandwidth_gbps)},
           {"zero3-wrap", c.zero3_wrap_layers ? "layer" : std::to_string(c.zero3_min_params)},
@@ -401,6 +405,9 @@ Config parse_flags(int argc, char** argv) {
            bad("--compression: " + e.message());
          }
          c.compression = v;
+       }},
+      {"powersgd-start-iter", [&](const std::string& v) {
+         c.powersgd_start_iter = to_int("powersgd-start-iter", v, 2);
        }},
       {"error-feedback", [&](const std::string& v) {
          c.error_feedback = one_of("error-feedback", v, {"true", "false"});

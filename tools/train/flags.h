@@ -55,6 +55,7 @@ struct Config {
   // qsgd:S|sign; error feedback "default" (on for the biased compressors), "true" or "false".
   std::string compression = "none";
   std::string error_feedback = "default";
+  int64_t powersgd_start_iter = 1000;  // --compression=powersgd:R: plain all-reduce before
   // The emulated network between ranks (dist::NetworkEmulation): 0 latency and 0 bandwidth
   // (unlimited) is off.
   double net_latency_us = 0;

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/make_hook.h"
+#include "dist/compression/powersgd.h"
 #include "dist/ddp.h"
 #include "dist/module_sync.h"
 #include "dist/tensor_parallel/optimizer_state.h"
@@ -61,8 +62,9 @@ class DataParallel : public Strategy {
         model_, data_parallel_, dist::DDPOptions().bucket_cap_mb(c.bucket_cap_mb));
     const std::optional<bool> error_feedback =
         c.error_feedback == "default" ? std::nullopt : std::optional<bool>(c.error_feedback == "true");
-    compression_ = dist::compression::make_compression_hook(
-        dist::compression::parse_compression(c.compression), error_feedback, c.seed);
+    dist::compression::CompressionSpec spec = dist::compression::parse_compression(c.compression);
+    spec.powersgd_start_iter = c.powersgd_start_iter;
+    compression_ = dist::compression::make_compression_hook(spec, error_feedback, c.seed);
     if (compression_) ddp_->register_comm_hook(compression_);
   }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_; }
@@ -133,10 +135,20 @@ class DataParallel : public Strategy {
     if (!compression_ || !lead || !ddp_) return;
     const int n = data_parallel_->size();
     const auto* hook = dynamic_cast<const dist::compression::CompressionHook*>(compression_.get());
+    const auto* powersgd = dynamic_cast<const dist::compression::PowerSGDHook*>(compression_.get());
     double uncompressed = 0, theory = 0;
-    for (const dist::Bucket& b : ddp_->buckets()) {
-      uncompressed += 2.0 * (n - 1) / n * 4.0 * static_cast<double>(b.numel);
-      if (hook) theory += dist::compression::bytes_sent(hook->compressor(), b.numel, n);
+    for (const dist::GradBucket& b : ddp_->grad_buckets()) {
+      const double all = 2.0 * (n - 1) / n * 4.0 * static_cast<double>(b.buffer.numel());
+      uncompressed += all;
+      if (hook) theory += dist::compression::bytes_sent(hook->compressor(), b.buffer.numel(), n);
+      if (powersgd) {
+        // Plain all-reduces for the first start_powerSGD_iter steps, then U + P + Q elements.
+        const double compressed = 2.0 * (n - 1) / n * 4.0 *
+            static_cast<double>(dist::compression::plan_powersgd(b, powersgd->options()).wire_numel());
+        const double plain = static_cast<double>(
+            std::min<int64_t>(steps_, powersgd->options().start_powerSGD_iter()));
+        theory += steps_ > 0 ? (plain * all + (steps_ - plain) * compressed) / steps_ : compressed;
+      }
     }
     const double measured = steps_ > 0 ? static_cast<double>(bucket_bytes_) / steps_ : 0.0;
     JsonObject c;

@@ -26,9 +26,10 @@ flags (defaults depend on --model; see below):
 
 data parallelism and ZeRO:
   --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)
-  --compression=none|fp16|bf16|topk:RATIO|randomk:RATIO|qsgd:LEVELS|sign (ddp: each gradient
-            bucket compressed by a communication hook; docs/COMPRESSION.md)
-  --error-feedback=true|false (default: on for the biased topk and sign, off for the others)
+  --compression=none|fp16|bf16|topk:RATIO|randomk:RATIO|qsgd:LEVELS|sign|powersgd:RANK (ddp:
+            each gradient bucket compressed by a communication hook; docs/COMPRESSION.md)
+  --error-feedback=true|false (default: on for topk, sign and powersgd, off for the others)
+  --powersgd-start-iter=N (1000, PyTorch's: plain all-reduce for the first N steps; >= 2)
   --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
             U us + bytes / B; docs/NETWORK.md)
   --zero3-wrap=block|layer|params:N (block: every top-level child with parameters is a unit;

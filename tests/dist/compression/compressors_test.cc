@@ -225,6 +225,9 @@ TEST(CompressionSpec, ParsesTheToolsSpellingAndNamesBadValues) {
   EXPECT_NE(message("sign:3").find("sign takes no value"), std::string::npos);
   EXPECT_NE(message("zip").find("compression 'zip'"), std::string::npos);
   EXPECT_NE(message("randomk:x").find("'x' is not a number"), std::string::npos);
+  EXPECT_NE(message("powersgd:1.5").find("got 1.5"), std::string::npos);
+  EXPECT_EQ(parse_compression("powersgd:4").rank, 4);
+  EXPECT_EQ(make_compression_hook(parse_compression("powersgd:4"))->name(), "powersgd:4");
 }
 
 }  // namespace
