@@ -404,8 +404,8 @@ class Pipeline : public Strategy {
  private:
   std::shared_ptr<nn::Sequential> model_;
   dist::Topology topology_;
-  MixedPrecision& precision_;
   bool tensor_parallel_;
+  MixedPrecision& precision_;
   std::unique_ptr<pipeline::Pipe> pipe_;
   std::unique_ptr<optim::Optimizer> opt_;
   double step_seconds_ = 0, busy_seconds_ = 0;
