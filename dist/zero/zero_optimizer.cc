@@ -37,6 +37,10 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
            options_.stage(), " is not 1 or 2 (stage 3 shards the parameters themselves)");
   TS_CHECK(options_.bucket_cap_mb() > 0, "ZeroRedundancyOptimizer: bucket_cap_mb must be "
            "positive, got ", options_.bucket_cap_mb());
+  TS_CHECK(options_.reduce_dtype() == kF32 || options_.reduce_dtype() == kF16 ||
+               options_.reduce_dtype() == kBF16,
+           "ZeroRedundancyOptimizer: reduce_dtype must be f32, f16 or bf16, got ",
+           options_.reduce_dtype());
   device_ = params_[0].data().device();
   std::vector<int64_t> numels;
   for (const Variable& p : params_) {
@@ -164,7 +168,7 @@ void ZeroRedundancyOptimizer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
     b.reduced = empty({b.counts[group_->rank()]}, flat_options());
-    b.work = comm_->reduce_scatter(b.buffer, b.reduced, b.counts, ReduceOp::kMean);
+    b.work = launch_reduce_scatter(b.buffer, b.reduced, b.counts);
     // Bound the memory in flight: the bucket launched two before this one is done by now (the
     // communication thread runs them in order), so wait for it and free it.
     if (next_launch_ >= 2) finish_bucket(buckets_[next_launch_ - 2]);
@@ -219,9 +223,21 @@ Tensor ZeroRedundancyOptimizer::flatten_grads() const {
   return flat;
 }
 
+std::shared_ptr<Work> ZeroRedundancyOptimizer::launch_reduce_scatter(
+    const Tensor& flat, const Tensor& out, const std::vector<int64_t>& counts) {
+  const DType wire = options_.reduce_dtype();
+  if (wire == kF32 || flat_dtype_ != kF32) return comm_->reduce_scatter(flat, out, counts, ReduceOp::kMean);
+  // Pre-divided so that the half-precision sum of N ranks stays in range.
+  const double n = static_cast<double>(group_->size());
+  const Tensor half = div(flat, n).to(wire);
+  const Tensor part = empty({out.numel()}, TensorOptions(wire).device(device_));
+  std::shared_ptr<Work> inner = comm_->reduce_scatter(half, part, counts, ReduceOp::kSum);
+  return std::make_shared<ChainedWork>(inner, [out, part] { Tensor(out).copy_(part.to(kF32)); });
+}
+
 void ZeroRedundancyOptimizer::reduce_scatter_grads() {
   Tensor shard_grad = empty({shard_numel()}, flat_options());
-  comm_->reduce_scatter(flatten_grads(), shard_grad, sizes_of(shards_), ReduceOp::kMean)->wait();
+  launch_reduce_scatter(flatten_grads(), shard_grad, sizes_of(shards_))->wait();
   shard_.set_grad(shard_grad);
   shard_grad_reduced_ = true;
 }

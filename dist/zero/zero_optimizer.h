@@ -63,7 +63,13 @@ class ZeroOptions {
   // The collectives of CUDA parameters run over the device's group (NCCL in a CUDA build;
   // dist/device_groups.h) unless false (as DDP's option of that name).
   ZeroOptions& use_device_group(bool u) { use_device_group_ = u; return *this; }
+  // The gradients' reduce-scatter in half precision (kF16 or kBF16; kF32, the default, is
+  // uncompressed): each rank's flat gradient divided by N and rounded, summed in that dtype,
+  // widened into the f32 shard gradient. Half the bytes of the f32 reduce-scatter, as DDP's
+  // fp16 communication hook (dist/comm_hooks.h); the all-gather of parameters is unchanged.
+  ZeroOptions& reduce_dtype(DType d) { reduce_dtype_ = d; return *this; }
   int stage() const { return stage_; }
+  DType reduce_dtype() const { return reduce_dtype_; }
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   bool use_device_group() const { return use_device_group_; }
 
@@ -71,6 +77,7 @@ class ZeroOptions {
   int stage_ = 1;
   double bucket_cap_mb_ = 25;
   bool use_device_group_ = true;
+  DType reduce_dtype_ = kF32;
 };
 
 class ZeroRedundancyOptimizer : public optim::Optimizer {
@@ -151,6 +158,10 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   void refresh_shard_from_params();
   void copy_params_into(Tensor& shard, bool skip_masters) const;
   void accumulate_shard_grad(const zero::Range& part, const Tensor& grad);
+  // Starts the reduce-scatter of `flat` (this rank's f32 gradients) into `out` (f32), in
+  // options_.reduce_dtype(); the Work's completion leaves the average in `out`.
+  std::shared_ptr<Work> launch_reduce_scatter(const Tensor& flat, const Tensor& out,
+                                              const std::vector<int64_t>& counts);
   TensorOptions flat_options() const { return TensorOptions(flat_dtype_).device(device_); }
 
   std::vector<Variable> params_;

@@ -188,6 +188,7 @@ TEST(TrainDistributed, BucketsUnitsAndPrefetchKeepTheResult) {
   const std::string reference = last_json_line(ddp.output);
   for (const char* flags : {"--strategy=ddp --bucket-cap-mb=0.05",
                             "--strategy=zero2 --bucket-cap-mb=0.05",
+                            "--strategy=zero2 --compression=fp16",
                             "--strategy=pipeline --stages=1 --dp-strategy=zero2 --bucket-cap-mb=0.05",
                             "--strategy=zero3 --zero3-wrap=params:100000 --zero3-prefetch=false",
                             "--strategy=zero3 --zero3-wrap=block --zero3-prefetch=true",

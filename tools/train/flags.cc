@@ -120,10 +120,13 @@ void check_combinations(const Config& c) {
         "--strategy=pipeline --dp-strategy=zero2 (got --strategy=" + c.strategy +
         (c.strategy == "pipeline" ? " --dp-strategy=" + c.dp_strategy : std::string()) + ")");
   }
-  if (c.compression != "none" && c.strategy != "ddp") {
+  const bool half = c.compression == "fp16" || c.compression == "bf16";
+  const bool zero12 = c.strategy == "zero1" || c.strategy == "zero2";
+  if (c.compression != "none" && c.strategy != "ddp" && !(half && zero12)) {
     bad("--compression=" + c.compression + " compresses DDP's gradient buckets (a communication "
-        "hook): it needs --strategy=ddp (ZeRO's reduce-scatter, the pipeline's and tensor "
-        "parallelism's collectives are not compressed), got --strategy=" + c.strategy);
+        "hook): it needs --strategy=ddp, or fp16/bf16 with zero1|zero2 (their reduce-scatter in "
+        "half precision); the pipeline's, ZeRO-3's and tensor parallelism's collectives are not "
+        "compressed, got --strategy=" + c.strategy);
   }
   if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
     bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");

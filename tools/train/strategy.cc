@@ -529,7 +529,12 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
     s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
         model->parameters(), s->data_parallel_group(),
         [config](std::vector<Variable> shard) { return make_optimizer(config, std::move(shard)); },
-        dist::ZeroOptions().stage(stage).bucket_cap_mb(config.bucket_cap_mb)));
+        dist::ZeroOptions()
+            .stage(stage)
+            .bucket_cap_mb(config.bucket_cap_mb)
+            .reduce_dtype(config.compression == "fp16"   ? kF16
+                          : config.compression == "bf16" ? kBF16
+                                                         : kF32)));
   } else {
     s->set_optimizer(make_optimizer(config, model->parameters()));
   }
