@@ -2,9 +2,7 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
-#include "dist/compression/bit_packing.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -15,17 +13,16 @@ Tensor Sign::compress(const Tensor& x_in, const CompressContext&) {
   const Tensor x = x_in.contiguous();
   const int64_t n = x.numel();
   const float* v = x.data<float>();
+  Tensor message = zeros({message_bytes(n)}, kU8);
+  uint8_t* m = message.data<uint8_t>();
   double l1 = 0;
-  std::vector<uint32_t> bits(static_cast<size_t>(n));
+  // Eight signs per byte, least significant bit first (bit_packing.h's order for width 1).
   for (int64_t i = 0; i < n; ++i) {
     l1 += std::fabs(static_cast<double>(v[i]));
-    bits[i] = v[i] >= 0 ? 1u : 0u;
+    if (v[i] >= 0) m[4 + (i >> 3)] |= static_cast<uint8_t>(1u << (i & 7));
   }
   const float scale = n > 0 ? static_cast<float>(l1 / static_cast<double>(n)) : 0.0f;
-  Tensor message = empty({message_bytes(n)}, kU8);
-  uint8_t* m = message.data<uint8_t>();
   std::memcpy(m, &scale, 4);
-  pack_bits(bits.data(), n, 1, m + 4);
   return message;
 }
 
