@@ -1,5 +1,9 @@
 #include "dist/compression/compressor.h"
 
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
 #include "tensor/ops.h"
 #include "tensor/random.h"
 
@@ -11,6 +15,16 @@ Tensor decompress(const Compressor& c, const Tensor& message, int64_t n, const C
   Tensor out = zeros({n}, kF32);
   c.decompress_add(message, out, ctx);
   return out;
+}
+
+int64_t sparse_count(double ratio, int64_t n) {
+  return std::min<int64_t>(n, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio * n))));
+}
+
+std::string with_ratio(const char* kind, double ratio) {
+  std::ostringstream s;
+  s << kind << ":" << ratio;
+  return s.str();
 }
 
 uint64_t draw_seed(uint64_t seed, int64_t step, size_t bucket, int rank) {

@@ -66,6 +66,11 @@ class Compressor {
 // The dense approximation of a message alone: decompress_add into zeros.
 Tensor decompress(const Compressor& c, const Tensor& message, int64_t n, const CompressContext& ctx);
 
+// The entries a sparsifier keeps of n: ceil(ratio n), at least 1 and at most n.
+int64_t sparse_count(double ratio, int64_t n);
+// "topk:0.01": a compressor's name with its ratio, as the train tool spells it.
+std::string with_ratio(const char* kind, double ratio);
+
 // Philox-keyed randomness: a seed for (seed, step, bucket, rank) and uniform draws from it.
 uint64_t draw_seed(uint64_t seed, int64_t step, size_t bucket, int rank);
 double uniform(uint64_t seed, uint64_t i);        // the i-th draw in [0, 1)

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <sstream>
 
 #include "tensor/ops.h"
 
@@ -15,15 +14,9 @@ RandomK::RandomK(double ratio, uint64_t seed) : ratio_(ratio), seed_(seed) {
   TS_CHECK(ratio > 0 && ratio <= 1, "RandomK: ratio must be in (0, 1], got ", ratio);
 }
 
-std::string RandomK::name() const {
-  std::ostringstream s;
-  s << "randomk:" << ratio_;
-  return s.str();
-}
+std::string RandomK::name() const { return with_ratio("randomk", ratio_); }
 
-int64_t RandomK::k(int64_t n) const {
-  return std::min<int64_t>(n, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio_ * n))));
-}
+int64_t RandomK::k(int64_t n) const { return sparse_count(ratio_, n); }
 
 std::vector<int64_t> RandomK::indices(int64_t n, const CompressContext& ctx) const {
   // A partial Fisher-Yates shuffle driven by the (step, bucket) stream: the first k positions

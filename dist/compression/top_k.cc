@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <sstream>
 #include <vector>
 
 #include "tensor/ops.h"
@@ -17,15 +16,9 @@ TopK::TopK(double ratio) : ratio_(ratio) {
   TS_CHECK(ratio > 0 && ratio <= 1, "TopK: ratio must be in (0, 1], got ", ratio);
 }
 
-std::string TopK::name() const {
-  std::ostringstream s;
-  s << "topk:" << ratio_;
-  return s.str();
-}
+std::string TopK::name() const { return with_ratio("topk", ratio_); }
 
-int64_t TopK::k(int64_t n) const {
-  return std::min<int64_t>(n, std::max<int64_t>(1, static_cast<int64_t>(std::ceil(ratio_ * n))));
-}
+int64_t TopK::k(int64_t n) const { return sparse_count(ratio_, n); }
 
 Tensor TopK::compress(const Tensor& x_in, const CompressContext&) {
   const Tensor x = x_in.contiguous();

@@ -21,6 +21,7 @@
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
+#include "tests/util/state_dicts.h"
 
 namespace tessera {
 namespace dist {
@@ -133,11 +134,7 @@ StateDict simulate(const std::string& spec, int world, const std::vector<Bucket>
   return out;
 }
 
-double largest_difference(const StateDict& a, const StateDict& b) {
-  double worst = 0;
-  for (const auto& [name, t] : a) worst = std::max(worst, max_abs_diff(t, b.at(name)));
-  return worst;
-}
+using testing::largest_difference;
 
 TEST(CompressedDdp, EqualsAOneProcessSimulationOfTheSameCompression) {
   auto world = dist::world();

@@ -14,6 +14,7 @@
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
+#include "tests/util/state_dicts.h"
 
 namespace tessera {
 namespace dist {
@@ -73,11 +74,7 @@ StateDict train_ddp(bool fp16_hook) {
   return out;
 }
 
-double largest_difference(const StateDict& a, const StateDict& b) {
-  double worst = 0;
-  for (const auto& [name, t] : a) worst = std::max(worst, max_abs_diff(t, b.at(name)));
-  return worst;
-}
+using testing::largest_difference;
 
 TEST(ZeroCompression, HalfPrecisionReduceScatterEqualsDdpsFp16HookAndHalvesTheBytes) {
   auto world = dist::world();
