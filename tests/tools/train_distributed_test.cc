@@ -254,6 +254,26 @@ TEST(TrainDistributed, CompressionStateResumesExactly) {
   }
 }
 
+// --strategy=dpsgd on 2 ranks: each step sends the model once to the one neighbour (psi f32, the
+// ring's 2/3 weight), nothing is all-reduced while training (8 bytes: the NaN guard), the ranks'
+// models differ (a positive consensus distance) and the average model learns.
+TEST(TrainDistributed, DecentralizedSgdSendsOneModelPerNeighbourAndLearns) {
+  for (const char* graph : {"ring", "exponential"}) {
+    const auto r = run(kShortMlp + "--strategy=dpsgd --gossip-graph=" + std::string(graph));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    const std::string d = json_field(s, "decentralized");
+    ASSERT_FALSE(d.empty()) << s;
+    const double psi = json_number(s, "parameters");
+    EXPECT_EQ(json_number(d, "elements_sent_per_step"), psi) << d;
+    EXPECT_EQ(json_number(s, "comm_bytes_per_step"), psi * 4 + 8) << s;
+    // 2 ranks: the ring weighs the neighbour 2/3 (lambda_2 1/3); the exponential graph 1/2.
+    EXPECT_NEAR(json_number(d, "lambda_2"), std::string(graph) == "ring" ? 1.0 / 3 : 0.0, 1e-6) << d;
+    EXPECT_GT(json_number(d, "consensus_distance"), 0) << d;
+    EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+  }
+}
+
 TEST(TrainDistributed, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
   const std::string base = "--model=mlp --train-limit=2000 --threads=1 --seed=3 ";
   const auto whole = run_single(base + "--epochs=2");

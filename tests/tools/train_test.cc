@@ -158,6 +158,8 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
            Case{"--strategy=ddp --compression=topk:0.1 --powersgd-start-iter=5",
                 "--powersgd-start-iter needs --compression=powersgd:RANK"},
            Case{"--net-bandwidth-gbps=0", "--net-bandwidth-gbps must be positive"},
+           Case{"--strategy=ddp --gossip-graph=ring", "--gossip-graph needs --strategy=dpsgd"},
+           Case{"--strategy=dpsgd --gossip-graph=star", "--gossip-graph"},
            Case{"--net-latency-us=-3", "--net-latency-us expects a finite number >= 0"},
            Case{"--strategy=zero1 --bucket-cap-mb=1",
                 "--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2"},

@@ -131,6 +131,9 @@ void check_combinations(const Config& c) {
   if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
     bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");
   }
+  if (c.given.count("gossip-graph") != 0 && c.strategy != "dpsgd") {
+    bad("--gossip-graph needs --strategy=dpsgd (got --strategy=" + c.strategy + ")");
+  }
   if (c.given.count("error-feedback") != 0 && c.compression == "none") {
     bad("--error-feedback needs --compression (got none)");
   }
@@ -233,6 +236,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"bucket-cap-mb", number(c.bucket_cap_mb)},
           {"compression", c.compression},
           {"error-feedback", c.error_feedback},
+          {"gossip-graph", c.gossip_graph},
           {"powersgd-start-iter", std::to_string(c.powersgd_start_iter)},
           {"net-latency-us", number(c.net_latency_us)},
           {"net-bandwidth-gbps", number(c.net_bandwidth_gbps)},
@@ -324,7 +328,7 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"data", [&](const std::string& v) { c.data = one_of("data", v, {"fashion-mnist", "synthetic"}); }},
       {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
-      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline"}); }},
+      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "dpsgd"}); }},
       {"epochs", [&](const std::string& v) { c.epochs = to_int("epochs", v, 1); }},
       {"batch-size", [&](const std::string& v) { c.batch_size = to_int("batch-size", v, 1); }},
       {"lr", [&](const std::string& v) {
@@ -411,6 +415,9 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"powersgd-start-iter", [&](const std::string& v) {
          c.powersgd_start_iter = to_int("powersgd-start-iter", v, 2);
+       }},
+      {"gossip-graph", [&](const std::string& v) {
+         c.gossip_graph = one_of("gossip-graph", v, {"ring", "exponential"});
        }},
       {"error-feedback", [&](const std::string& v) {
          c.error_feedback = one_of("error-feedback", v, {"true", "false"});

@@ -60,6 +60,8 @@ struct Config {
   // (unlimited) is off.
   double net_latency_us = 0;
   double net_bandwidth_gbps = 0;
+  // --strategy=dpsgd: the gossip graph (dist::MixingMatrix).
+  std::string gossip_graph = "ring";
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
   bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)

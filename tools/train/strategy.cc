@@ -1,5 +1,7 @@
 #include "tools/train/strategy.h"
 
+#include "tools/train/decentralized.h"
+
 #include <fstream>
 #include <optional>
 
@@ -24,8 +26,6 @@
 namespace tessera {
 namespace train {
 
-namespace {
-
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Variable> params) {
   if (c.optimizer == "sgd") {
     return std::make_unique<optim::SGD>(
@@ -39,6 +39,8 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Va
   return std::make_unique<optim::AdamW>(
       params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
 }
+
+namespace {
 
 // One process, DDP or ZeRO: every rank holds the whole model and reads its own shard of the
 // data. DDP wraps the model (it averages gradients during backward); ZeRO is the optimizer
@@ -516,6 +518,9 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
   if (config.strategy == "pipeline") {
     return std::make_unique<Pipeline>(config, model, world, topology, std::move(criterion),
                                       precision, device);
+  }
+  if (config.strategy == "dpsgd") {
+    return make_decentralized(config, model, world, std::move(criterion), precision);
   }
   if (config.strategy == "zero3") {
     return std::make_unique<FullySharded>(config, model, world, std::move(criterion), precision);

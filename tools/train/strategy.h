@@ -112,6 +112,9 @@ class Strategy {
   virtual std::vector<Variable> model_state_parameters() const = 0;
 };
 
+// The optimizer the flags choose (--optimizer, --lr, --momentum, --weight-decay) over `params`.
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Variable> params);
+
 // world is null for --strategy=single; topology is null unless --tensor-parallel (the model's
 // layers are then already split over its tensor-parallel groups, and DDP or ZeRO-1 runs over
 // its data-parallel groups).

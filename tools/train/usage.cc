@@ -30,6 +30,8 @@ data parallelism and ZeRO:
             each gradient bucket compressed by a communication hook; docs/COMPRESSION.md)
   --error-feedback=true|false (default: on for topk, sign and powersgd, off for the others)
   --powersgd-start-iter=N (1000, PyTorch's: plain all-reduce for the first N steps; >= 2)
+  --strategy=dpsgd --gossip-graph=ring|exponential (decentralized SGD: each rank averages its
+            model with its neighbours' every step; evaluation uses the ranks' average model)
   --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
             U us + bytes / B; docs/NETWORK.md)
   --zero3-wrap=block|layer|params:N (block: every top-level child with parameters is a unit;
