@@ -158,7 +158,13 @@ void FlatParameter::launch_reduce_scatter() {
     grad_flat_ = zeros({padded_}, TensorOptions(reduce_dtype_).device(device_));
   }
   reduced_ = empty({shard_numel()}, TensorOptions(reduce_dtype_).device(device_));
-  work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kMean);
+  if (reduce_dtype_ == kF16 || reduce_dtype_ == kBF16) {
+    // Divided before the half-precision sum, so N ranks' (loss-scaled) gradients stay in range.
+    mul_(grad_flat_, 1.0 / group_->size());
+    work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kSum);
+  } else {
+    work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kMean);
+  }
   ready_.assign(params_.size(), false);
   ready_count_ = 0;
 }

@@ -234,13 +234,18 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   // The order the units ran in is the order to prefetch in from now on: forward as recorded,
   // backward its reverse (FSDP's execution order). A model's forward may call its layers in
   // another order than it registered them, and backward runs the graph, not the registration.
-  forward_order_ = executed_;
-  backward_order_.assign(executed_.rbegin(), executed_.rend());
+  if (recording) {  // an evaluation forward (no graph) leaves the training order as it was
+    forward_order_ = executed_;
+    backward_order_.assign(executed_.rbegin(), executed_.rend());
+  }
   return h;
 }
 
 void FullyShardedDataParallel::start_unit_forward(size_t unit) {
   units_[unit]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
+  // A forward run again inside backward (activation checkpointing's recomputation) neither
+  // records an order nor prefetches: the units after it in forward order already ran backward.
+  if (in_backward_) return;
   if (std::find(executed_.begin(), executed_.end(), unit) == executed_.end()) {
     executed_.push_back(unit);
   }

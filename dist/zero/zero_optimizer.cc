@@ -413,6 +413,8 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
         flat.narrow(0, r.begin, r.size()).copy_(source.reshape({-1}));
       }
       load_master_shard(flat.narrow(0, shard_offset(), shard_numel()));
+    } else {
+      shard_is_master_ = false;  // no masters saved: the next step refreshes them from the parameters
     }
   }
   inner_->load_state_dict(local);

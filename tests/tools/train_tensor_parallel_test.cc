@@ -117,7 +117,8 @@ TEST(TrainTensorParallel, CheckpointsMoveBetweenTensorParallelAndOneProcess) {
 // (the MLP's fc1 column-parallel on stage 0, fc2 row-parallel on stage 1: the activations
 // between the stages travel split) ends where one process does, and its checkpoint, unsplit,
 // resumes a second epoch in one process where the single process's own checkpoint does; the
-// ResNet's class-parallel head on the last stage ends where DDP on one replica's batch does.
+// ResNet's class-parallel head on the last stage ends where tensor parallelism alone does
+// (one micro-batch, so BatchNorm sees the same batch).
 TEST(TrainTensorParallel, PipelineStagesOfTensorParallelLayersEndWhereOneProcessDoes) {
   const std::string dir = temp_path("pp_tp_ckpt"), single_dir = temp_path("pp_tp_single_ckpt");
   const auto single = run_train_single(kShortMlp + "--checkpoint-dir=" + single_dir);
@@ -142,6 +143,39 @@ TEST(TrainTensorParallel, PipelineStagesOfTensorParallelLayersEndWhereOneProcess
                                  "--tensor-parallel=2 --resume=" + single_dir, 4);
   ASSERT_EQ(into_3d.exit_code, 0) << into_3d.output;
   expect_same_run(last_json_line(into_3d.output), last_json_line(reference.output));
+}
+
+TEST(TrainTensorParallel, ResNetClassParallelHeadOnTheLastStageEndsWhereTensorParallelismDoes) {
+  const std::string resnet = "--model=resnet20 --train-limit=256 --epochs=1 --threads=1 --seed=3 "
+                             "--batch-size=32 --augment=false --tensor-parallel=2 ";
+  const auto tp = run_train(resnet, 2);
+  ASSERT_EQ(tp.exit_code, 0) << tp.output;
+  const auto three_d = run_train(resnet + "--strategy=pipeline --stages=2 --micro-batches=1", 4);
+  ASSERT_EQ(three_d.exit_code, 0) << three_d.output;
+  const std::string s = last_json_line(three_d.output);
+  EXPECT_EQ(json_number(s, "head_logits_bytes_this_rank"), 32 * 5 * 4) << s;
+  expect_same_run(s, last_json_line(tp.output));
+}
+
+// 8 ranks: P = 2 stages x T = 2 x D = 2 replicas under ZeRO-1 end their epoch where 2-rank DDP
+// does, and their checkpoint (the optimizer state gathered over the replicas' shards, the
+// pipeline and the tensor-parallel group) resumes a second epoch under 2-rank DDP where two
+// DDP epochs end.
+TEST(TrainTensorParallel, ThreeDimensionsWithZeroReplicasCheckpointIntoDdp) {
+  const std::string dir = temp_path("pp_tp_zero1_ckpt");
+  const auto ddp = run_train(kShortMlp + "--strategy=ddp", 2);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto three_d = run_train(kShortMlp + "--strategy=pipeline --stages=2 --tensor-parallel=2 "
+                                 "--dp-strategy=zero1 --checkpoint-dir=" + dir, 8);
+  ASSERT_EQ(three_d.exit_code, 0) << three_d.output;
+  expect_same_run(last_json_line(three_d.output), last_json_line(ddp.output));
+  const std::string second_epoch = "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 ";
+  const auto straight = run_train(second_epoch + "--strategy=ddp", 2);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto resumed = run_train(second_epoch + "--strategy=ddp --resume=" + dir, 2);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("the optimizer starts fresh"), std::string::npos) << resumed.output;
+  expect_same_run(last_json_line(resumed.output), last_json_line(straight.output));
 }
 
 TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {

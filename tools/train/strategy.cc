@@ -262,7 +262,7 @@ class Pipeline : public Strategy {
       pipe_ = std::make_unique<pipeline::Pipe>(model_, topology_.pipeline_group(), loss, options);
     } catch (const std::exception& e) {
       // Pipe checks its options identically on every rank before any message (pipe.h).
-      throw FlagError(pipeline_flags(c, world->size()) + ": " + e.what());
+      throw FlagError(pipeline_flags(c, world->size() / c.tensor_parallel) + ": " + e.what());
     }
     if (zero_stage > 0) {
       opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
