@@ -7,8 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/gossip/gossip.h"
 #include "dist/module_sync.h"
-#include "dist/reduce_scalar.h"
-#include "tensor/ops.h"
+#include "tools/train/averaged_evaluation.h"
 
 namespace tessera {
 namespace train {
@@ -24,9 +23,9 @@ class Decentralized : public Strategy {
         world_(std::move(world)),
         criterion_(std::move(criterion)),
         precision_(precision),
-        graph_(c.gossip_graph),
+        graph_(c.gossip_topology),
         gossip_(model_->parameters(), world_,
-                c.gossip_graph == "exponential" ? dist::MixingMatrix::exponential(world_->size())
+                c.gossip_topology == "exponential" ? dist::MixingMatrix::exponential(world_->size())
                                                 : dist::MixingMatrix::ring(world_->size())),
         opt_(make_optimizer(c, model_->parameters())) {
     // The same initial model everywhere (the seed gives it; rank 0's, as DDP takes).
@@ -34,7 +33,7 @@ class Decentralized : public Strategy {
   }
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
-    restore_own_model();
+    averaged_.restore(*model_);
     opt_->zero_grad();
     // The neighbours' models travel while this rank computes its gradient at its own.
     gossip_.launch();
@@ -56,20 +55,7 @@ class Decentralized : public Strategy {
   }
   // Before evaluation (and the checkpoint after it): every rank's model becomes the ranks'
   // average, this rank's own kept aside until its next training step.
-  void sync_buffers() override {
-    NoGradGuard no_grad;
-    own_.clear();
-    double squares = 0;
-    for (const auto& [name, t] : model_->state_dict()) {
-      if (!is_floating(t.dtype())) continue;
-      own_.push_back(t.clone());
-      Tensor mean = t.clone();
-      world_->all_reduce(mean, dist::ReduceOp::kMean)->wait();
-      squares += sum(square(sub(t, mean).to(kF64))).item();
-      Tensor(t).copy_(mean);
-    }
-    consensus_distance_ = dist::all_reduce_scalar(squares, *world_, dist::ReduceOp::kMean);
-  }
+  void sync_buffers() override { consensus_distance_ = averaged_.average(*model_, *world_); }
   optim::Optimizer& optimizer() override { return *opt_; }
   int replicas() const override { return world_->size(); }
   int replica() const override { return world_->rank(); }
@@ -88,16 +74,6 @@ class Decentralized : public Strategy {
   }
 
  private:
-  void restore_own_model() {
-    if (own_.empty()) return;
-    NoGradGuard no_grad;
-    size_t k = 0;
-    for (const auto& [name, t] : model_->state_dict()) {
-      if (is_floating(t.dtype())) Tensor(t).copy_(own_[k++]);
-    }
-    own_.clear();
-  }
-
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> world_;
   Criterion criterion_;
@@ -105,7 +81,7 @@ class Decentralized : public Strategy {
   std::string graph_;
   dist::GossipAverager gossip_;
   std::unique_ptr<optim::Optimizer> opt_;
-  std::vector<Tensor> own_;  // this rank's own model while the average is evaluated
+  AveragedEvaluation averaged_;  // the ranks' average while evaluating
   double consensus_distance_ = 0;
 };
 

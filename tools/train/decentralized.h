@@ -1,5 +1,5 @@
-// --strategy=dpsgd: decentralized SGD (dist/gossip/gossip.h). Every rank keeps its own model,
-// averages it with its neighbours' each step (--gossip-graph=ring|exponential) and steps on its
+// --strategy=gossip: decentralized SGD (dist/gossip/gossip.h). Every rank keeps its own model,
+// averages it with its neighbours' each step (--gossip-topology=ring|exponential) and steps on its
 // own gradient; nothing is all-reduced during training. Evaluation and checkpoints use the
 // ranks' average model (all-reduced before each evaluation; the JSON says so and reports the
 // consensus distance, mean over ranks of ||w_i - mean w||^2, measured there).

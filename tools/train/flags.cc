@@ -131,8 +131,22 @@ void check_combinations(const Config& c) {
   if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
     bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");
   }
-  if (c.given.count("gossip-graph") != 0 && c.strategy != "dpsgd") {
-    bad("--gossip-graph needs --strategy=dpsgd (got --strategy=" + c.strategy + ")");
+  for (const char* flag : {"sync-period", "local-sgd-warmup", "outer-optimizer", "outer-lr",
+                           "outer-momentum"}) {
+    if (c.given.count(flag) != 0 && c.strategy != "local-sgd") {
+      bad(std::string("--") + flag + " needs --strategy=local-sgd (got --strategy=" + c.strategy + ")");
+    }
+  }
+  for (const char* flag : {"outer-lr", "outer-momentum"}) {
+    if (c.given.count(flag) != 0 && c.outer_optimizer != "nesterov") {
+      bad(std::string("--") + flag + " is DiLoCo's: it needs --outer-optimizer=nesterov");
+    }
+  }
+  if (c.outer_momentum >= 1) {
+    bad("--outer-momentum must be below 1, got " + std::to_string(c.outer_momentum));
+  }
+  if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
+    bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");
   }
   if (c.given.count("error-feedback") != 0 && c.compression == "none") {
     bad("--error-feedback needs --compression (got none)");
@@ -236,7 +250,12 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"bucket-cap-mb", number(c.bucket_cap_mb)},
           {"compression", c.compression},
           {"error-feedback", c.error_feedback},
-          {"gossip-graph", c.gossip_graph},
+          {"gossip-topology", c.gossip_topology},
+          {"sync-period", std::to_string(c.sync_period)},
+          {"local-sgd-warmup", std::to_string(c.local_sgd_warmup)},
+          {"outer-optimizer", c.outer_optimizer},
+          {"outer-lr", number(c.outer_lr)},
+          {"outer-momentum", number(c.outer_momentum)},
           {"powersgd-start-iter", std::to_string(c.powersgd_start_iter)},
           {"net-latency-us", number(c.net_latency_us)},
           {"net-bandwidth-gbps", number(c.net_bandwidth_gbps)},
@@ -328,7 +347,7 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"data", [&](const std::string& v) { c.data = one_of("data", v, {"fashion-mnist", "synthetic"}); }},
       {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
-      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "dpsgd"}); }},
+      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "gossip", "local-sgd"}); }},
       {"epochs", [&](const std::string& v) { c.epochs = to_int("epochs", v, 1); }},
       {"batch-size", [&](const std::string& v) { c.batch_size = to_int("batch-size", v, 1); }},
       {"lr", [&](const std::string& v) {
@@ -416,8 +435,18 @@ Config parse_flags(int argc, char** argv) {
       {"powersgd-start-iter", [&](const std::string& v) {
          c.powersgd_start_iter = to_int("powersgd-start-iter", v, 2);
        }},
-      {"gossip-graph", [&](const std::string& v) {
-         c.gossip_graph = one_of("gossip-graph", v, {"ring", "exponential"});
+      {"sync-period", [&](const std::string& v) { c.sync_period = to_int("sync-period", v, 1); }},
+      {"local-sgd-warmup", [&](const std::string& v) { c.local_sgd_warmup = to_int("local-sgd-warmup", v, 0); }},
+      {"outer-optimizer", [&](const std::string& v) {
+         c.outer_optimizer = one_of("outer-optimizer", v, {"none", "nesterov"});
+       }},
+      {"outer-lr", [&](const std::string& v) {
+         c.outer_lr = to_double("outer-lr", v, 0);
+         if (c.outer_lr == 0) bad("--outer-lr must be positive, got '" + v + "'");
+       }},
+      {"outer-momentum", [&](const std::string& v) { c.outer_momentum = to_double("outer-momentum", v, 0); }},
+      {"gossip-topology", [&](const std::string& v) {
+         c.gossip_topology = one_of("gossip-topology", v, {"ring", "exponential"});
        }},
       {"error-feedback", [&](const std::string& v) {
          c.error_feedback = one_of("error-feedback", v, {"true", "false"});

@@ -60,8 +60,15 @@ struct Config {
   // (unlimited) is off.
   double net_latency_us = 0;
   double net_bandwidth_gbps = 0;
-  // --strategy=dpsgd: the gossip graph (dist::MixingMatrix).
-  std::string gossip_graph = "ring";
+  // --strategy=local-sgd (dist/local_sgd/): H, the DDP warm-up steps, and DiLoCo's outer
+  // optimizer (none: plain averaging).
+  int64_t sync_period = 8;
+  int64_t local_sgd_warmup = 0;
+  std::string outer_optimizer = "none";
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+  // --strategy=gossip: the gossip graph (dist::MixingMatrix).
+  std::string gossip_topology = "ring";
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
   bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)

@@ -30,7 +30,7 @@ std::optional<int64_t> predicted_comm_bytes_per_step(const RunContext& run) {
   const Config& c = run.config;
   using dist::zero::Sharding;
   if (run.ranks <= 1 || c.tensor_parallel > 1 || c.strategy == "pipeline") return std::nullopt;
-  if (c.compression != "none" || c.strategy == "dpsgd") return std::nullopt;  // their own JSON  // the JSON's "compression" has its formula
+  if (c.compression != "none" || c.strategy == "gossip") return std::nullopt;  // their own JSON  // the JSON's "compression" has its formula
   const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
                             : c.strategy == "zero2" ? Sharding::kStage2
                             : c.strategy == "zero3" ? Sharding::kStage3

@@ -1,6 +1,7 @@
 #include "tools/train/strategy.h"
 
 #include "tools/train/decentralized.h"
+#include "tools/train/local_sgd.h"
 
 #include <fstream>
 #include <optional>
@@ -519,7 +520,10 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
     return std::make_unique<Pipeline>(config, model, world, topology, std::move(criterion),
                                       precision, device);
   }
-  if (config.strategy == "dpsgd") {
+  if (config.strategy == "local-sgd") {
+    return make_local_sgd(config, model, world, std::move(criterion), precision);
+  }
+  if (config.strategy == "gossip") {
     return make_decentralized(config, model, world, std::move(criterion), precision);
   }
   if (config.strategy == "zero3") {

@@ -30,7 +30,10 @@ data parallelism and ZeRO:
             each gradient bucket compressed by a communication hook; docs/COMPRESSION.md)
   --error-feedback=true|false (default: on for topk, sign and powersgd, off for the others)
   --powersgd-start-iter=N (1000, PyTorch's: plain all-reduce for the first N steps; >= 2)
-  --strategy=dpsgd --gossip-graph=ring|exponential (decentralized SGD: each rank averages its
+  --strategy=local-sgd --sync-period=H (8) [--local-sgd-warmup=STEPS (0)] (each rank steps its
+            own model, averaged every H steps after STEPS of DDP; evaluation uses the average)
+            [--outer-optimizer=none|nesterov --outer-lr=LR (0.7) --outer-momentum=M (0.9)] (DiLoCo)
+  --strategy=gossip --gossip-topology=ring|exponential (decentralized SGD: each rank averages its
             model with its neighbours' every step; evaluation uses the ranks' average model)
   --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
             U us + bytes / B; docs/NETWORK.md)

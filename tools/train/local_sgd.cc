@@ -1,0 +1,109 @@
+#include "tools/train/local_sgd.h"
+
+#include <optional>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "dist/ddp.h"
+#include "dist/local_sgd/diloco.h"
+#include "dist/local_sgd/periodic_model_averager.h"
+#include "dist/local_sgd/post_local_sgd_optimizer.h"
+#include "tools/train/averaged_evaluation.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+std::shared_ptr<dist::ModelAverager> make_averager(const Config& c, nn::Module& model,
+                                                   std::shared_ptr<dist::ProcessGroup> world) {
+  if (c.outer_optimizer == "nesterov") {
+    return std::make_shared<dist::DiLoCo>(
+        model.parameters(), model.buffers(), world,
+        dist::nesterov_outer_optimizer(c.outer_lr, c.outer_momentum),
+        dist::DiLoCoOptions(c.sync_period).warmup_steps(c.local_sgd_warmup).measure_consensus_distance(true));
+  }
+  return std::make_shared<dist::PeriodicModelAverager>(
+      world, dist::PeriodicModelAveragerOptions(c.sync_period)
+                 .warmup_steps(c.local_sgd_warmup)
+                 .measure_consensus_distance(true));
+}
+
+class LocalSgd : public Strategy {
+ public:
+  LocalSgd(const Config& c, std::shared_ptr<nn::Sequential> model,
+           std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
+           MixedPrecision& precision)
+      : model_(std::move(model)),
+        world_(std::move(world)),
+        criterion_(std::move(criterion)),
+        precision_(precision),
+        config_(c),
+        ddp_(model_, world_),  // the warm-up steps' gradient all-reduce
+        averager_(make_averager(c, *model_, world_)),
+        opt_(make_optimizer(c, model_->parameters()), averager_, model_->buffers()) {}
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    averaged_.restore(*model_);
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      const Variable x(inputs);
+      // Warm-up steps through DDP (gradients averaged); local steps through the model itself.
+      loss = criterion_(opt_.in_warmup() ? ddp_.forward(x) : model_->forward(x), targets);
+    }
+    opt_.zero_grad();
+    precision_.scaler().scale(loss).backward();
+    return loss.item();
+  }
+  Tensor predict(const Tensor& inputs) override {
+    NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return model_->forward(Variable(inputs)).data();
+  }
+  void sync_buffers() override { evaluated_distance_ = averaged_.average(*model_, *world_); }
+  optim::Optimizer& optimizer() override { return opt_; }
+  int replicas() const override { return world_->size(); }
+  int replica() const override { return world_->rank(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+  std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
+  std::vector<Variable> model_state_parameters() const override { return model_->parameters(); }
+  void report(JsonObject& summary, bool lead) override {
+    if (!lead) return;
+    JsonObject l;
+    l.add("sync_period", config_.sync_period)
+        .add("warmup_steps", config_.local_sgd_warmup)
+        .add("outer_optimizer", config_.outer_optimizer)
+        .add("consensus_distance", averager_->consensus_distance())
+        .add("consensus_distance_at_evaluation", evaluated_distance_)
+        .add("evaluated", "the ranks' average model");
+    summary.add_raw("local_sgd", l.str());
+  }
+
+ private:
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> world_;
+  Criterion criterion_;
+  MixedPrecision& precision_;
+  Config config_;
+  dist::DistributedDataParallel ddp_;
+  std::shared_ptr<dist::ModelAverager> averager_;
+  dist::PostLocalSGDOptimizer opt_;
+  AveragedEvaluation averaged_;
+  double evaluated_distance_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_local_sgd(const Config& config, std::shared_ptr<nn::Sequential> model,
+                                         std::shared_ptr<dist::ProcessGroup> world,
+                                         Criterion criterion, MixedPrecision& precision) {
+  return std::make_unique<LocalSgd>(config, std::move(model), std::move(world),
+                                    std::move(criterion), precision);
+}
+
+}  // namespace train
+}  // namespace tessera
