@@ -296,6 +296,25 @@ TEST(TrainDistributed, LocalSgdWithPeriodOneIsDdpAndPeriodEightSendsAnEighth) {
   }
 }
 
+// --straggler=1:2: rank 1 sleeps as long again as each of its steps took. DDP is synchronous, so
+// the result is unchanged to the last digit; the JSON says who slept and how long; a rank the
+// world does not have is refused on every rank.
+TEST(TrainDistributed, AStragglerSlowsTheRunButNotDdpsResult) {
+  const auto plain = run(kShortMlp + "--strategy=ddp");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto slow = run(kShortMlp + "--strategy=ddp --straggler=1:2");
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  const std::string a = last_json_line(plain.output), b = last_json_line(slow.output);
+  EXPECT_EQ(json_number(a, "train_loss"), json_number(b, "train_loss")) << b;
+  const std::string st = json_field(b, "straggler");
+  ASSERT_FALSE(st.empty()) << b;
+  EXPECT_EQ(json_number(st, "rank"), 1) << st;
+  EXPECT_GT(json_number(st, "slept_seconds"), 0) << st;
+  const auto wrong = run(kShortMlp + "--strategy=ddp --straggler=5:2");
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("names rank 5, but there are 2 ranks"), std::string::npos) << wrong.output;
+}
+
 TEST(TrainDistributed, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
   const std::string base = "--model=mlp --train-limit=2000 --threads=1 --seed=3 ";
   const auto whole = run_single(base + "--epochs=2");

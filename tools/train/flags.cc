@@ -11,6 +11,7 @@
 #include <map>
 
 #include "dist/compression/make_hook.h"
+#include "dist/straggler.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 
@@ -145,6 +146,11 @@ void check_combinations(const Config& c) {
   if (c.outer_momentum >= 1) {
     bad("--outer-momentum must be below 1, got " + std::to_string(c.outer_momentum));
   }
+  if (!c.straggler.empty() && c.strategy == "single" && c.tensor_parallel == 1 &&
+      dist::StragglerEmulation::parse(c.straggler).rank() != 0) {
+    bad("--straggler=" + c.straggler + " names a rank other than 0, but --strategy=single runs "
+        "one process");
+  }
   if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
     bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");
   }
@@ -251,6 +257,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"compression", c.compression},
           {"error-feedback", c.error_feedback},
           {"gossip-topology", c.gossip_topology},
+          {"straggler", c.straggler},
           {"sync-period", std::to_string(c.sync_period)},
           {"local-sgd-warmup", std::to_string(c.local_sgd_warmup)},
           {"outer-optimizer", c.outer_optimizer},
@@ -318,6 +325,11 @@ std::string check_against_world(const Config& c, int world_size) {
              " data-parallel replicas: choose --strategy=ddp or zero1 for them (--strategy=single "
              "needs exactly " + std::to_string(c.tensor_parallel) + " ranks)";
     }
+  }
+  if (!c.straggler.empty() && dist::StragglerEmulation::parse(c.straggler).rank() >= world_size) {
+    return "--straggler=" + c.straggler + " names rank " +
+           std::to_string(dist::StragglerEmulation::parse(c.straggler).rank()) + ", but there are " +
+           std::to_string(world_size) + " ranks";
   }
   if (c.strategy != "pipeline") return "";
   const int t = c.tensor_parallel;
@@ -434,6 +446,14 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"powersgd-start-iter", [&](const std::string& v) {
          c.powersgd_start_iter = to_int("powersgd-start-iter", v, 2);
+       }},
+      {"straggler", [&](const std::string& v) {
+         try {
+           dist::StragglerEmulation::parse(v);
+         } catch (const Error& e) {
+           bad("--straggler: " + e.message());
+         }
+         c.straggler = v;
        }},
       {"sync-period", [&](const std::string& v) { c.sync_period = to_int("sync-period", v, 1); }},
       {"local-sgd-warmup", [&](const std::string& v) { c.local_sgd_warmup = to_int("local-sgd-warmup", v, 0); }},

@@ -67,6 +67,8 @@ struct Config {
   std::string outer_optimizer = "none";
   double outer_lr = 0.7;
   double outer_momentum = 0.9;
+  // --straggler=RANK:FACTOR (dist::StragglerEmulation); empty: off.
+  std::string straggler;
   // --strategy=gossip: the gossip graph (dist::MixingMatrix).
   std::string gossip_topology = "ring";
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/reduce_scalar.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -58,6 +59,11 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
     }
     comm_bytes_per_step = totals.train_comm_bytes / std::max<int64_t>(totals.train_steps, 1);
   }
+  // --straggler: the straggler's sleeps, for rank 0's JSON (collective when there is a world).
+  const double straggler_slept =
+      run.world && totals.straggler.enabled()
+          ? dist::all_reduce_scalar(totals.straggler.slept_seconds(), *run.world, dist::ReduceOp::kMax)
+          : totals.straggler.slept_seconds();
   JsonObject summary;
   summary.add("model", c.model)
       .add("strategy", c.strategy)
@@ -90,6 +96,13 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add("loss_scale", run.precision.scaler().get_scale())
         .add("skipped_steps", totals.skipped_steps);
     if (totals.memory.taken()) summary.add_raw("memory", totals.memory.json(run));
+    if (totals.straggler.enabled()) {
+      JsonObject st;
+      st.add("rank", totals.straggler.rank())
+          .add("factor", totals.straggler.factor())
+          .add("slept_seconds", straggler_slept);
+      summary.add_raw("straggler", st.str());
+    }
     if (c.net_latency_us > 0 || c.net_bandwidth_gbps > 0) {
       // The model's time for every message rank 0 sent over the whole run (the ledgers).
       double emulated = 0;

@@ -35,7 +35,8 @@ struct EpochFigures {
 
 // One epoch's training steps; `step` counts the optimizer steps of the whole run.
 EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, int64_t epoch,
-                         int64_t& step, MemoryReport& memory, bool tty) {
+                         int64_t& step, MemoryReport& memory, dist::StragglerEmulation& straggler,
+                         bool tty) {
   run.model.train();
   Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
   const auto start = Clock::now();
@@ -44,8 +45,12 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   for (data::Batch& batch : loader.epoch(epoch)) {
     const bool measured = memory.measures();
     if (measured) memory.before_step(run);
+    const auto compute_start = Clock::now();
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
                                                 batch.targets.to(run.device));
+    // --straggler: that rank's step takes FACTOR times as long (measured around train_step,
+    // which for DDP includes waiting for its buckets).
+    straggler.after_compute(run.world ? run.world->rank() : 0, seconds_since(compute_start));
     if (measured) memory.after_backward(run);
     // Under loss scaling an inf gradient is the scaler's to skip; otherwise the guard's.
     const bool scaled = run.precision.scaler().is_enabled();
@@ -80,11 +85,12 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   if (run.device.is_cuda()) reset_peak(run.device);
   for (const NamedGroup& g : run.strategy.groups()) g.group->ledger().reset();
   RunTotals totals;
+  if (!c.straggler.empty()) totals.straggler = dist::StragglerEmulation::parse(c.straggler);
   int64_t step = start.step;
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
     const EpochFigures f =
-        train_epoch(run, loaders.train, epoch, step, totals.memory, tty);
+        train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler, tty);
     totals.train_comm_bytes += f.comm_bytes;
     totals.skipped_steps += f.skipped_steps;
     if (schedule) schedule->step();

@@ -7,6 +7,8 @@
 //     schedule.step, average loss, sync_buffers, evaluate, epoch line, metrics, checkpoint
 #pragma once
 
+#include "dist/straggler.h"
+
 #include <cstdint>
 
 #include "optim/lr_scheduler.h"
@@ -28,6 +30,7 @@ struct RunTotals {
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
   int64_t skipped_steps = 0;     // fp16 steps the loss scaler skipped
   MemoryReport memory;           // model states, measured once the optimizer has stepped
+  dist::StragglerEmulation straggler;  // --straggler: the sleeps of this rank, if it is the one
 };
 
 // Collective. Resets the peak-memory counters and the groups' byte ledgers first, so what the

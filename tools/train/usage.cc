@@ -35,6 +35,7 @@ data parallelism and ZeRO:
             [--outer-optimizer=none|nesterov --outer-lr=LR (0.7) --outer-momentum=M (0.9)] (DiLoCo)
   --strategy=gossip --gossip-topology=ring|exponential (decentralized SGD: each rank averages its
             model with its neighbours' every step; evaluation uses the ranks' average model)
+  --straggler=RANK:FACTOR (that rank's training steps take FACTOR times as long: it sleeps)
   --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
             U us + bytes / B; docs/NETWORK.md)
   --zero3-wrap=block|layer|params:N (block: every top-level child with parameters is a unit;
