@@ -102,6 +102,45 @@ TEST(Gossip, ExponentialGraphDpsgdEqualsTheOneProcessSimulation) {
   matches_simulation(MixingMatrix::exponential(dist::world()->size()));
 }
 
+// Learning rate 0: gossip alone is repeated multiplication by W. Each rank starts from its own
+// vector x_r; after t exchanges rank i holds (W^t x)_i, computed here in one process; the mean is
+// preserved (W is doubly stochastic) and the spread shrinks like lambda_2^t.
+TEST(Gossip, WithoutGradientsItIsRepeatedMultiplicationByTheMixingMatrix) {
+  auto world = dist::world();
+  const int n = world->size(), me = world->rank();
+  for (const MixingMatrix& w : {MixingMatrix::ring(n), MixingMatrix::exponential(n)}) {
+    auto start = [](int r) { return from_vector<double>({1.0 * r, r * r - 2.0, 5.0 - r}, {3}); };
+    Variable x(start(me).clone(), true);
+    GossipAverager gossip({x}, world, w);
+    std::vector<Tensor> sim;
+    for (int r = 0; r < n; ++r) sim.push_back(start(r));
+    double first_spread = -1, spread = 0;
+    for (int t = 0; t < 12; ++t) {
+      gossip.launch();
+      gossip.finish();
+      std::vector<Tensor> next;
+      for (int i = 0; i < n; ++i) {
+        Tensor v = zeros({3}, kF64);
+        for (int j = 0; j < n; ++j) v = add(v, mul(sim[j], w.weight(i, j)));
+        next.push_back(v);
+      }
+      sim = next;
+      EXPECT_LT(max_abs_diff(x.data(), sim[me]), 1e-12) << w.name() << " step " << t;
+      Tensor mean = zeros({3}, kF64);
+      for (const Tensor& v : sim) mean = add(mean, div(v, static_cast<double>(n)));
+      spread = 0;
+      for (const Tensor& v : sim) spread += sum(square(sub(v, mean))).item();
+      if (first_spread < 0) first_spread = spread;
+      // The mean never moves: (1/n) sum_r x_r.
+      Tensor expected_mean = zeros({3}, kF64);
+      for (int r = 0; r < n; ++r) expected_mean = add(expected_mean, div(start(r), static_cast<double>(n)));
+      EXPECT_LT(max_abs_diff(mean, expected_mean), 1e-12) << w.name();
+    }
+    // The replicas converge to their mean (on 2 ranks the exponential graph averages in one step).
+    EXPECT_LT(spread, 1e-3 * first_spread + 1e-20) << w.name() << " n " << n;
+  }
+}
+
 TEST(Gossip, AMatrixOfAnotherSizeIsAnError) {
   auto world = dist::world();
   auto model = mlp();
