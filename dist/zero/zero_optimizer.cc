@@ -319,6 +319,34 @@ double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm) {
   return dist::clip_grad_norm({shard_}, {shard_}, max_norm, {group_});
 }
 
+double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm, const std::vector<Variable>& counted,
+                                               std::vector<std::shared_ptr<ProcessGroup>> other_groups) {
+  TS_CHECK(max_norm >= 0, "ZeroRedundancyOptimizer::clip_grad_norm: max_norm must be >= 0, got ",
+           max_norm);
+  NoGradGuard no_grad;
+  if (options_.stage() == 1 && !shard_grad_reduced_) reduce_scatter_grads();
+  // This rank's shard of the averaged gradient, restricted to the counted parameters' elements.
+  const zero::Range mine = shards_[group_->rank()];
+  double local = 0;
+  const Tensor& g = shard_.grad();
+  for (size_t i = 0; i < params_.size() && g.defined(); ++i) {
+    const bool counts = std::any_of(counted.begin(), counted.end(),
+                                    [&](const Variable& c) { return c.is_same(params_[i]); });
+    const zero::Range part = zero::intersect(mine, layout_.ranges[i]);
+    if (!counts || part.empty()) continue;
+    local += sum(square(g.narrow(0, part.begin - mine.begin, part.size()).to(kF64))).item();
+  }
+  std::vector<std::shared_ptr<ProcessGroup>> groups = {group_};
+  groups.insert(groups.end(), other_groups.begin(), other_groups.end());
+  const double total = std::sqrt(dist::sum_over(groups)(local));
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1 && g.defined()) {
+    Tensor grad = g;
+    mul_(grad, coef);
+  }
+  return total;
+}
+
 int64_t ZeroRedundancyOptimizer::state_bytes() const {
   // The inner optimizer's state for the shard, and the shard itself: the master weights this
   // rank steps (for f32 parameters a copy of its part of them).

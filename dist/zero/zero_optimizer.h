@@ -112,6 +112,12 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // Collective. Scales the gradients so that their global 2-norm is at most max_norm (the
   // norm is reduced across the shards); returns the norm before clipping.
   double clip_grad_norm(double max_norm);
+  // The same inside a larger layout (3D: ZeRO replicas of tensor-parallel pipeline stages):
+  // only the elements of `counted` parameters (tensor_parallel::norm_counted_parameters) add
+  // their squares, summed over the shards (this group) and then over `other_groups` (the
+  // tensor-parallel and pipeline groups).
+  double clip_grad_norm(double max_norm, const std::vector<Variable>& counted,
+                        std::vector<std::shared_ptr<ProcessGroup>> other_groups);
   // This rank's shard of the averaged gradient. Stage 2: after backward; stage 1: after
   // clip_grad_norm() or step().
   const Tensor& shard_gradient() const { return shard_.grad(); }

@@ -19,6 +19,7 @@
 #include "dist/tensor_parallel/norm_counted.h"
 #include "dist/tensor_parallel/parallelize.h"
 #include "dist/topology.h"
+#include "dist/zero/zero_optimizer.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
 #include "nn/serialize.h"
@@ -63,7 +64,10 @@ std::pair<Tensor, Tensor> global_batch(int step, int replicas) {
 
 optim::SGDOptions sgd() { return optim::SGDOptions(0.1).momentum(0.9); }
 
-TEST(PipeTensorParallel, PipelineTimesTensorTimesDataParallelEqualsOneProcessWithClipping) {
+// `zero`: the replicas run a ZeRO-1 optimizer over the stage's parameters (it averages the
+// gradients and clips over its shards, the tensor-parallel and the pipeline group) instead of
+// the Pipe's data-parallel all-reduce.
+void three_d_equals_one_process(bool zero) {
   auto world = dist::world();
   ASSERT_EQ(world->size() % 4, 0) << "run on 4 or 8 ranks";
   const int P = 2, T = 2, D = world->size() / (P * T);
@@ -90,27 +94,35 @@ TEST(PipeTensorParallel, PipelineTimesTensorTimesDataParallelEqualsOneProcessWit
        {"fc1", dist::tensor_parallel::Style::kRowwise},
        {"fc2", dist::tensor_parallel::Style::kColumnwise},
        {"fc3", dist::tensor_parallel::Style::kRowwise}});
+  PipeOptions options = PipeOptions().microbatches(2).schedule("1f1b");
+  if (!zero) options.data_parallel_group(topology.data_parallel_group());
   Pipe pipe(model, topology.pipeline_group(),
-            [](const Variable& out, const Tensor& y) { return cross_entropy(out, y); },
-            PipeOptions().microbatches(2).schedule("1f1b").data_parallel_group(
-                topology.data_parallel_group()));
+            [](const Variable& out, const Tensor& y) { return cross_entropy(out, y); }, options);
   EXPECT_EQ(pipe.stage(), topology.stage());
-  optim::SGD opt(pipe.parameters(), sgd());
+  std::unique_ptr<optim::Optimizer> opt;
+  if (zero) {
+    opt = std::make_unique<dist::ZeroRedundancyOptimizer>(
+        pipe.parameters(), topology.data_parallel_group(), dist::zero_factory<optim::SGD>(sgd()));
+  } else {
+    opt = std::make_unique<optim::SGD>(pipe.parameters(), sgd());
+  }
   const std::vector<Variable> counted = dist::tensor_parallel::norm_counted_parameters(
       pipe.parameters(), *model, topology.tensor_parallel_rank());
   for (int step = 0; step < kSteps; ++step) {
     const auto [x, y] = global_batch(step, D);
     const int64_t at = kPerReplica * topology.replica();
-    opt.zero_grad();
+    opt->zero_grad();
     pipe.train_step(x.narrow(0, at, kPerReplica), y.narrow(0, at, kPerReplica));
-    // Slices add up over the tensor-parallel group, stages over the pipeline group; replicas
-    // hold the same averaged gradients and are not added.
-    const double norm = dist::clip_grad_norm(pipe.parameters(), counted, kMaxNorm,
-                                             {topology.tensor_parallel_group(),
-                                              topology.pipeline_group()});
+    // Slices add up over the tensor-parallel group, stages over the pipeline group; DDP
+    // replicas hold the same averaged gradients and are not added, ZeRO's shards are.
+    const double norm =
+        zero ? static_cast<dist::ZeroRedundancyOptimizer&>(*opt).clip_grad_norm(
+                   kMaxNorm, counted, {topology.tensor_parallel_group(), topology.pipeline_group()})
+             : dist::clip_grad_norm(pipe.parameters(), counted, kMaxNorm,
+                                    {topology.tensor_parallel_group(), topology.pipeline_group()});
     EXPECT_NEAR(norm, ref_norms[step], 1e-9 * ref_norms[step]) << "step " << step;
     EXPECT_GT(norm, kMaxNorm) << "clipping must act";
-    opt.step();
+    opt->step();
   }
 
   // The whole trained model on every rank, its state dict unsplit: it equals the reference's.
@@ -124,7 +136,7 @@ TEST(PipeTensorParallel, PipelineTimesTensorTimesDataParallelEqualsOneProcessWit
   // Saved by rank 0 (the state dict was gathered by every rank: it is collective), it loads
   // into a plain model.
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + "/pipe_tp_model.safetensors";
+  const std::string path = std::string(tmp != nullptr ? tmp : "/tmp") + (zero ? "/pipe_tp_zero_model.safetensors" : "/pipe_tp_model.safetensors");
   if (world->rank() == 0) save_safetensors(path, full);
   world->barrier()->wait();
   auto plain = mlp();
@@ -133,10 +145,18 @@ TEST(PipeTensorParallel, PipelineTimesTensorTimesDataParallelEqualsOneProcessWit
     EXPECT_LT(max_abs_diff(plain->state_dict().at(name), t), 1e-9) << name;
   }
   if (world->rank() == 0) {
-    std::printf("P %d x T %d x D %d: 3 steps with clipping (norms %.4f %.4f %.4f, max %.2f) "
-                "equal one process\n", P, T, D, ref_norms[0], ref_norms[1], ref_norms[2],
-                kMaxNorm);
+    std::printf("P %d x T %d x D %d%s: 3 steps with clipping (norms %.4f %.4f %.4f, max %.2f) "
+                "equal one process\n", P, T, D, zero ? " (ZeRO-1)" : "", ref_norms[0],
+                ref_norms[1], ref_norms[2], kMaxNorm);
   }
+}
+
+TEST(PipeTensorParallel, PipelineTimesTensorTimesDataParallelEqualsOneProcessWithClipping) {
+  three_d_equals_one_process(/*zero=*/false);
+}
+
+TEST(PipeTensorParallel, ZeroReplicasClipOverShardsSlicesAndStages) {
+  three_d_equals_one_process(/*zero=*/true);
 }
 
 // The counting rule by itself: column-parallel weight and bias and row-parallel weight are
