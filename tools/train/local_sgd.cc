@@ -9,7 +9,7 @@
 #include "dist/local_sgd/diloco.h"
 #include "dist/local_sgd/periodic_model_averager.h"
 #include "dist/local_sgd/post_local_sgd_optimizer.h"
-#include "tools/train/averaged_evaluation.h"
+#include "tools/train/model_per_rank.h"
 
 namespace tessera {
 namespace train {
@@ -30,22 +30,19 @@ std::shared_ptr<dist::ModelAverager> make_averager(const Config& c, nn::Module& 
                  .measure_consensus_distance(true));
 }
 
-class LocalSgd : public Strategy {
+class LocalSgd : public ModelPerRank {
  public:
   LocalSgd(const Config& c, std::shared_ptr<nn::Sequential> model,
            std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
            MixedPrecision& precision)
-      : model_(std::move(model)),
-        world_(std::move(world)),
-        criterion_(std::move(criterion)),
-        precision_(precision),
+      : ModelPerRank(std::move(model), std::move(world), std::move(criterion), precision),
         config_(c),
         ddp_(model_, world_),  // the warm-up steps' gradient all-reduce
         averager_(make_averager(c, *model_, world_)),
         opt_(make_optimizer(c, model_->parameters()), averager_, model_->buffers()) {}
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
-    averaged_.restore(*model_);
+    restore_own_model();
     Variable loss;
     {
       std::optional<AutocastGuard> autocast;
@@ -58,19 +55,7 @@ class LocalSgd : public Strategy {
     precision_.scaler().scale(loss).backward();
     return loss.item();
   }
-  Tensor predict(const Tensor& inputs) override {
-    NoGradGuard no_grad;
-    std::optional<AutocastGuard> autocast;
-    precision_.autocast(autocast);
-    return model_->forward(Variable(inputs)).data();
-  }
-  void sync_buffers() override { evaluated_distance_ = averaged_.average(*model_, *world_); }
   optim::Optimizer& optimizer() override { return opt_; }
-  int replicas() const override { return world_->size(); }
-  int replica() const override { return world_->rank(); }
-  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
-  std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
-  std::vector<Variable> model_state_parameters() const override { return model_->parameters(); }
   void report(JsonObject& summary, bool lead) override {
     if (!lead) return;
     JsonObject l;
@@ -84,16 +69,10 @@ class LocalSgd : public Strategy {
   }
 
  private:
-  std::shared_ptr<nn::Sequential> model_;
-  std::shared_ptr<dist::ProcessGroup> world_;
-  Criterion criterion_;
-  MixedPrecision& precision_;
   Config config_;
   dist::DistributedDataParallel ddp_;
   std::shared_ptr<dist::ModelAverager> averager_;
   dist::PostLocalSGDOptimizer opt_;
-  AveragedEvaluation averaged_;
-  double evaluated_distance_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,57 @@
+// The strategies in which every rank trains its own copy of the whole model (local SGD, gossip):
+// each rank reads its own shard of the data, and evaluation (and the checkpoint after it) uses
+// the ranks' average model (averaged_evaluation.h), restored to each rank's own at its next step.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "dist/process_group.h"
+#include "nn/sequential.h"
+#include "tools/train/averaged_evaluation.h"
+#include "tools/train/precision.h"
+#include "tools/train/strategy.h"
+
+namespace tessera {
+namespace train {
+
+class ModelPerRank : public Strategy {
+ public:
+  ModelPerRank(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> world,
+               Criterion criterion, MixedPrecision& precision)
+      : model_(std::move(model)), world_(std::move(world)), criterion_(std::move(criterion)),
+        precision_(precision) {}
+
+  Tensor predict(const Tensor& inputs) override {
+    NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return model_->forward(Variable(inputs)).data();
+  }
+  // Before evaluation: the ranks' average model, and the consensus distance before averaging.
+  void sync_buffers() override { evaluated_distance_ = averaged_.average(*model_, *world_); }
+  int replicas() const override { return world_->size(); }
+  int replica() const override { return world_->rank(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+  std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
+  std::vector<Variable> model_state_parameters() const override { return model_->parameters(); }
+
+ protected:
+  // A training step starts from this rank's own model (not the average evaluated last).
+  void restore_own_model() { averaged_.restore(*model_); }
+
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> world_;
+  Criterion criterion_;
+  MixedPrecision& precision_;
+  double evaluated_distance_ = 0;  // at the last evaluation
+
+ private:
+  AveragedEvaluation averaged_;
+};
+
+}  // namespace train
+}  // namespace tessera
