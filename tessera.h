@@ -48,6 +48,8 @@
 
 // Distributed training: MPI start-up, process groups, DDP, ZeRO, checkpoints.
 #include "dist/amp.h"
+#include "dist/async/async_worker.h"
+#include "dist/async/parameter_server.h"
 #include "dist/checkpoint.h"
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/error_feedback.h"

@@ -54,7 +54,10 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> all_gather(const Tensor& input, const Tensor& output,
                                            const std::vector<int64_t>& counts) = 0;
   virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) = 0;
-  // Point to point, matched by (peer, tag).
+  // Point to point, matched by (peer, tag). recv's src may be kAnySource (MPI groups only): the
+  // first message with that tag from whichever rank (the message should say who sent it; a
+  // parameter server's requests do).
+  static constexpr int kAnySource = -1;
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag) = 0;
   virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag) = 0;
   virtual std::shared_ptr<Work> barrier() = 0;

@@ -328,15 +328,16 @@ std::shared_ptr<Work> ProcessGroupMPI::send_held(const Tensor& buf, int dst, int
 
 std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int tag) {
   check_flat(tensor, "recv", "tensor");
-  TS_CHECK(src >= 0 && src < size_ && src != rank_, "recv: bad source ", src, " at rank ",
-           rank_, " of ", size_);
+  TS_CHECK(src == kAnySource || (src >= 0 && src < size_ && src != rank_), "recv: bad source ",
+           src, " at rank ", rank_, " of ", size_);
   TS_CHECK(tensor.nbytes() <= static_cast<size_t>(INT_MAX), "recv: ", tensor.nbytes(),
            " bytes is more than one message can carry");
   // Device tensors receive into a host buffer, copied over once the message is in.
   const Tensor buf = tensor.device().is_cpu() ? tensor : empty({tensor.numel()}, tensor.dtype());
   MPI_Request request;
   MPI_CHECK(MPI_Irecv(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
-                      MPI_BYTE, src, tag, p2p_comm_, &request));
+                      MPI_BYTE, src == kAnySource ? MPI_ANY_SOURCE : src, tag, p2p_comm_,
+                      &request));
   return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf, tensor},
                                        [tensor, buf] { write_back(tensor, buf); });
 }

@@ -4,15 +4,50 @@
 //   mismatch:  the ranks all-reduce tensors of different sizes (rank 0: 4 floats, the others:
 //              1000). The ring's size check must name the collective instead of corrupting
 //              memory or hanging.
+//   async:     asynchronous SGD on 3 ranks: rank 0 serves, worker rank 2 fails after 3 pushes
+//              while the server waits for requests and worker rank 1 pushes on. The job must
+//              end, not leave the server waiting.
 #include <cstring>
 
+#include "dist/async/async_worker.h"
+#include "dist/async/parameter_server.h"
 #include "dist/environment.h"
+#include "optim/sgd.h"
 #include "tensor/ops.h"
+
+namespace {
+
+int async_worker_dies(tessera::dist::ProcessGroup& world) {
+  using namespace tessera;
+  auto group = dist::world();
+  Variable p(zeros({16}), true);
+  const dist::AsyncOptions options;  // one server, unbounded
+  if (world.rank() == 0) {
+    dist::ParameterServer server({p}, group, [](std::vector<Variable> shard) {
+      return std::make_unique<optim::SGD>(shard, optim::SGDOptions(0.1));
+    }, options);
+    server.serve_to_end();  // never ends: worker rank 2 is gone
+    return 0;
+  }
+  dist::AsyncWorker worker({p}, group, 0.1, options);
+  for (int t = 0; t < 1000000; ++t) {
+    if (world.rank() == 2 && t == 3) TS_FAIL("worker rank 2 failed on purpose");
+    worker.pull();
+    p.set_grad(ones({16}));
+    worker.step();
+  }
+  worker.finish();
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   auto world = tessera::dist::init(&argc, &argv);
   const bool mismatch = argc > 1 && std::strcmp(argv[1], "mismatch") == 0;
+  const bool async = argc > 1 && std::strcmp(argv[1], "async") == 0;
   return tessera::dist::run_or_abort([&] {
+    if (async) return async_worker_dies(*world);
     if (mismatch) {
       tessera::Tensor t = tessera::ones({world->rank() == 0 ? 4 : 1000});
       world->all_reduce(t)->wait();

@@ -1,6 +1,7 @@
 // One rank throwing ends the whole job with a non-zero exit and the message, within seconds,
 // instead of leaving the other ranks waiting in a collective forever; ranks that pass a
-// collective different sizes are told so.
+// collective different sizes are told so; a worker of asynchronous SGD dying ends the job
+// too (the parameter server does not wait for it forever).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,6 +21,16 @@ TEST(Abort, OneRankThrowingEndsTheJob) {
   EXPECT_TRUE(exit_code > 0) << out;
   EXPECT_NE(out.find("[rank 1] error:"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 1 failed on purpose"), std::string::npos) << out;
+  EXPECT_LT(seconds, 20.0);
+}
+
+TEST(Abort, AWorkerDyingEndsAsynchronousTraining) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto [exit_code, out] = tessera::testing::run_command(g_runner + " 3 " + g_helper + " async");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(exit_code > 0) << out;
+  EXPECT_NE(out.find("worker rank 2 failed on purpose"), std::string::npos) << out;
   EXPECT_LT(seconds, 20.0);
 }
 

@@ -1,0 +1,74 @@
+// AsyncWorker: one worker rank of asynchronous SGD (layout.h has the picture,
+// parameter_server.h an example). An optim::Optimizer whose step() pushes the gradients to the
+// servers instead of updating anything here, so schedules set its learning rate (which travels
+// with each push) and the training loop steps it as any optimizer:
+//
+//   pull()    asks every server for its shard and writes the answers into the parameters
+//             (blocks while SSP holds the pull: this worker is B iterations ahead)
+//   forward, backward
+//   step()    sends each server its part of the gradients, with the learning rate and the
+//             loss given to set_loss(); returns once they are posted
+//   finish()  tells the servers this worker is done
+//
+// A pull must come before each step (the servers check it too).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "dist/async/layout.h"
+#include "dist/process_group.h"
+#include "dist/work.h"
+#include "optim/optimizer.h"
+
+namespace tessera {
+namespace dist {
+
+class AsyncWorker : public optim::Optimizer {
+ public:
+  // Collective with the servers' ParameterServer constructors (a broadcast of rank 0's
+  // parameters). `params`: the whole model's (one floating dtype); lr: the learning rate
+  // pushed with the gradients (a schedule may change it). Throws unless this rank is a worker.
+  AsyncWorker(std::vector<Variable> params, std::shared_ptr<ProcessGroup> group, double lr,
+              AsyncOptions options);
+  ~AsyncWorker() override;
+
+  void pull();
+  // The loss reported with the next push (the servers' mean loss per iteration).
+  void set_loss(double loss) { loss_ = loss; }
+  // Pushes the gradients (a parameter without one pushes zeros).
+  void step() override;
+  void finish();
+  // Collective (with the servers' gather_parameters): the parameters become the servers'.
+  void gather_parameters();
+
+  // Pushes made so far: the next iteration's number.
+  int64_t clock() const { return clock_; }
+  bool pulled() const { return pulled_; }
+  // Seconds spent in pull() (messages and the bound's holds).
+  double pull_seconds() const { return pull_seconds_; }
+  int worker() const { return worker_; }
+  const ParameterServerLayout& layout() const { return layout_; }
+
+  // Refused: the parameters are fixed at construction.
+  void add_param_group(optim::ParamGroup group) override;
+  // The group options (the learning rate); a worker holds no other state.
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
+  int64_t state_bytes() const override { return 0; }
+
+ private:
+  void wait_for_sends();
+  std::shared_ptr<ProcessGroup> group_;
+  ParameterServerLayout layout_;
+  int worker_;
+  std::vector<Variable> params_;
+  Tensor flat_, gradients_;
+  std::vector<std::shared_ptr<Work>> sends_;
+  int64_t clock_ = 0;
+  bool pulled_ = false, finished_ = false;
+  double loss_ = 0, pull_seconds_ = 0;
+};
+
+}  // namespace dist
+}  // namespace tessera

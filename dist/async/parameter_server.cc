@@ -1,0 +1,175 @@
+#include "dist/async/parameter_server.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "autograd/grad_mode.h"
+#include "dist/module_sync.h"
+#include "dist/work.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace dist {
+
+namespace {
+
+int64_t numel_of(const std::vector<Variable>& params) {
+  int64_t n = 0;
+  for (const Variable& p : params) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+ParameterServer::ParameterServer(std::vector<Variable> params, std::shared_ptr<ProcessGroup> group,
+                                 const OptimizerFactory& make_optimizer, AsyncOptions options)
+    : group_(std::move(group)),
+      options_(options),
+      layout_(group_ ? group_->size() : 0, options, numel_of(params)),
+      clock_(layout_.workers(), options.staleness_bound()),
+      updates_per_worker_(layout_.workers(), 0),
+      version_at_pull_(layout_.workers(), -1),
+      lag_at_pull_(layout_.workers(), 0),
+      held_(layout_.workers()),
+      held_since_(layout_.workers(), 0) {
+  const DType dtype = flat_dtype(params, "ParameterServer");
+  const int me = group_->rank();
+  TS_CHECK(layout_.is_server(me), "ParameterServer on rank ", me, ", but the servers are ranks 0..",
+           layout_.servers() - 1, " (ranks ", layout_.servers(), "..", group_->size() - 1,
+           " are workers: AsyncWorker)");
+  broadcast_parameters(params, *group_, 0);
+  NoGradGuard no_grad;
+  shard_ = Variable(flatten(params).narrow(0, layout_.shard_offset(me), layout_.shard_numel(me))
+                        .clone(),
+                    /*requires_grad=*/true);
+  shard_.set_name("parameter_server.shard." + std::to_string(me));
+  optimizer_ = make_optimizer({shard_});
+  TS_CHECK(optimizer_ != nullptr, "ParameterServer: the optimizer factory returned null");
+  round_start_ = shard_.data().clone();
+  request_ = empty({Request::kElements}, kF64);
+  gradient_ = empty({shard_.numel()}, TensorOptions(dtype).device(shard_.device()));
+}
+
+ParameterServer::~ParameterServer() {
+  // Sends still in flight read their snapshots: let them finish (not on an error's unwinding,
+  // where the job is ending anyway).
+  if (std::uncaught_exceptions() == 0) {
+    for (const auto& r : replies_) r->wait();
+  }
+}
+
+void ParameterServer::serve_until(int64_t clock) {
+  while (clock_.slowest() < clock) serve_one();
+}
+
+void ParameterServer::serve_to_end() {
+  while (!clock_.all_finished()) serve_one();
+  for (const auto& r : replies_) r->wait();
+  replies_.clear();
+}
+
+void ParameterServer::gather_parameters(const std::vector<Variable>& params) {
+  gather_server_shards(layout_, *group_, shard_.data(), params);
+}
+
+double ParameterServer::iteration_loss(int64_t clock) const {
+  const auto it = loss_sums_.find(clock);
+  return it == loss_sums_.end() ? 0.0 : it->second / layout_.workers();
+}
+
+void ParameterServer::serve_one() {
+  group_->recv(request_, ProcessGroup::kAnySource, kRequestTag)->wait();
+  const Request r = Request::decode(request_, layout_.workers());
+  const int w = r.worker;
+  TS_CHECK(!clock_.is_finished(w), "parameter server ", group_->rank(), ": worker ", w,
+           " sent a request after it said done");
+  TS_CHECK(r.clock == clock_.clock(w), "parameter server ", group_->rank(), ": worker ", w,
+           " sent a request for iteration ", r.clock, " after ", clock_.clock(w),
+           " pushes (the ranks disagree on the iteration)");
+  switch (r.kind) {
+    case RequestKind::kPull:
+      TS_CHECK(version_at_pull_[w] < 0 && !held_[w], "parameter server ", group_->rank(),
+               ": worker ", w, " pulled twice for iteration ", r.clock);
+      if (clock_.may_start(r.clock)) {
+        answer_pull(w, r.clock);
+      } else {
+        held_[w] = r.clock;
+        held_since_[w] = steady_seconds();
+      }
+      break;
+    case RequestKind::kPush:
+      apply_push(r);
+      break;
+    case RequestKind::kDone:
+      TS_CHECK(version_at_pull_[w] < 0 && !held_[w], "parameter server ", group_->rank(),
+               ": worker ", w, " said done with a pull outstanding");
+      clock_.finished(w);
+      note_round();
+      answer_held_pulls();  // a finished worker holds nobody back
+      break;
+  }
+}
+
+void ParameterServer::note_round() {
+  const int64_t slowest = clock_.slowest();
+  if (options_.staleness_bound() != 0 || slowest == INT64_MAX || slowest <= round_clock_) return;
+  round_start_ = shard_.data().clone();  // a new tensor: replies in flight keep the old one
+  round_clock_ = slowest;
+  round_version_ = version_;
+}
+
+void ParameterServer::answer_pull(int worker, int64_t clock) {
+  lag_at_pull_[worker] = clock_.lag(clock);
+  Tensor snapshot;
+  if (options_.staleness_bound() == 0) {
+    // Answered only once the slowest reached `clock`, and the slowest is at most this worker.
+    TS_CHECK(clock == round_clock_, "parameter server ", group_->rank(), ": a pull for iteration ",
+             clock, " while iteration ", round_clock_, " runs (bound 0)");
+    snapshot = round_start_;
+    version_at_pull_[worker] = round_version_;
+  } else {
+    // A copy: the shard changes with the next push while the send may still read it.
+    snapshot = shard_.data().clone();
+    version_at_pull_[worker] = version_;
+  }
+  replies_.push_back(group_->send(snapshot, layout_.worker_rank(worker), kParametersTag));
+  replies_.erase(std::remove_if(replies_.begin(), replies_.end(),
+                                [](const std::shared_ptr<Work>& r) { return r->is_completed(); }),
+                 replies_.end());
+}
+
+void ParameterServer::answer_held_pulls() {
+  for (int w = 0; w < layout_.workers(); ++w) {
+    if (held_[w] && clock_.may_start(*held_[w])) {
+      held_seconds_ += steady_seconds() - held_since_[w];
+      const int64_t c = *held_[w];
+      held_[w].reset();
+      answer_pull(w, c);
+    }
+  }
+}
+
+void ParameterServer::apply_push(const Request& r) {
+  const int w = r.worker;
+  TS_CHECK(version_at_pull_[w] >= 0, "parameter server ", group_->rank(), ": worker ", w,
+           " pushed iteration ", r.clock, " without a pull answered first");
+  group_->recv(gradient_, layout_.worker_rank(w), kGradientTag)->wait();
+  const int64_t tau = version_ - version_at_pull_[w];
+  stats_.record(tau, lag_at_pull_[w]);
+  version_at_pull_[w] = -1;
+  double lr = r.lr / layout_.workers();
+  if (options_.staleness_aware_lr() && tau > 1) lr /= static_cast<double>(tau);
+  for (optim::ParamGroup& g : optimizer_->param_groups()) g.options->set_lr(lr);
+  shard_.set_grad(gradient_);
+  optimizer_->step();
+  shard_.zero_grad();
+  ++version_;
+  ++updates_per_worker_[w];
+  loss_sums_[r.clock] += r.loss;
+  clock_.pushed(w);
+  note_round();
+  answer_held_pulls();
+}
+
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,120 @@
+// ParameterServer: one server rank of asynchronous SGD (layout.h has the picture). It holds
+// its shard of the flat parameters and an optimizer over it, and answers the workers'
+// requests in arrival order:
+//
+//   pull(c) from worker w   answered with the shard once SSP allows it (ssp_clock.h); held
+//                           otherwise, and answered when the slowest worker catches up.
+//                           With B >= 1 the answer is the current shard (at least as fresh as
+//                           SSP requires); with B = 0 it is the shard as it stood when the last
+//                           push of iteration c - 1 arrived, so a worker that pulls late does
+//                           not see the first pushes of its own iteration (synchronous SGD)
+//   push(c) from worker w   the gradient's shard is received and applied at once: one
+//                           optimizer step with learning rate lr_w / W (lr_w: the worker's;
+//                           divided by tau as well with staleness_aware_lr)
+//   done from worker w      w pushes no more; it holds nobody back
+//
+// Every pushed gradient is applied exactly once (updates_per_worker() counts them). With plain
+// SGD and bound 0 a round of W pushes is one synchronous step of the mean gradient; momentum
+// and Adam run per push (the server's optimizer steps W times a round), as in asynchronous SGD.
+//
+//   // every rank (the same model from the same seed):
+//   dist::AsyncOptions options = dist::AsyncOptions().servers(1).staleness_bound(4);
+//   if (world->rank() < options.servers()) {
+//     dist::ParameterServer server(model->parameters(), world, [](std::vector<Variable> p) {
+//       return std::make_unique<optim::SGD>(p, optim::SGDOptions(0.1));
+//     }, options);
+//     server.serve_to_end();                    // until every worker said done
+//     server.gather_parameters(model->parameters());
+//   } else {
+//     dist::AsyncWorker worker(model->parameters(), world, /*lr=*/0.1, options);
+//     for (batch : batches) {
+//       worker.pull();                          // the servers' current parameters
+//       worker.zero_grad();
+//       cross_entropy(model->forward(x), y).backward();
+//       worker.step();                          // push
+//     }
+//     worker.finish();
+//     worker.gather_parameters();               // the final model, on every rank
+//   }
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "dist/async/layout.h"
+#include "dist/async/ssp_clock.h"
+#include "dist/async/staleness.h"
+#include "dist/process_group.h"
+#include "optim/optimizer.h"
+
+namespace tessera {
+namespace dist {
+
+class ParameterServer {
+ public:
+  using OptimizerFactory =
+      std::function<std::unique_ptr<optim::Optimizer>(std::vector<Variable> shard)>;
+
+  // Collective with the workers' AsyncWorker constructors: rank 0's parameters become the
+  // initial model (a broadcast), and this server keeps its shard of them. `params`: the whole
+  // model's (one floating dtype). Throws unless this rank is a server of the layout.
+  ParameterServer(std::vector<Variable> params, std::shared_ptr<ProcessGroup> group,
+                  const OptimizerFactory& make_optimizer, AsyncOptions options);
+  ~ParameterServer();
+
+  // Serves requests until every running worker has pushed at least `clock` gradients (or has
+  // finished).
+  void serve_until(int64_t clock);
+  // Serves requests until every worker has said done.
+  void serve_to_end();
+  // Collective (with the workers' gather_parameters): `params` become the servers' shards.
+  void gather_parameters(const std::vector<Variable>& params);
+
+  // The mean of the losses the workers reported with their pushes of iteration `clock` (0 when
+  // none reported yet).
+  double iteration_loss(int64_t clock) const;
+  const StalenessStats& staleness() const { return stats_; }
+  // Pushes applied, per worker and in total (this server's shard).
+  const std::vector<int64_t>& updates_per_worker() const { return updates_per_worker_; }
+  int64_t updates_applied() const { return version_; }
+  // Seconds pulls were held by the bound, summed over workers.
+  double held_seconds() const { return held_seconds_; }
+  const Variable& shard() const { return shard_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const ParameterServerLayout& layout() const { return layout_; }
+  const SSPClock& clock() const { return clock_; }
+
+ private:
+  void serve_one();
+  void answer_pull(int worker, int64_t clock);
+  void answer_held_pulls();
+  void apply_push(const Request& request);
+  // B = 0: keeps the shard as it stands when the slowest worker's clock advances.
+  void note_round();
+
+  std::shared_ptr<ProcessGroup> group_;
+  AsyncOptions options_;
+  ParameterServerLayout layout_;
+  SSPClock clock_;
+  Variable shard_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  Tensor request_, gradient_;
+  int64_t version_ = 0;  // updates applied to this shard
+  std::vector<int64_t> updates_per_worker_;
+  std::vector<int64_t> version_at_pull_, lag_at_pull_;  // -1: no pull answered since the push
+  std::vector<std::optional<int64_t>> held_;            // a held pull's clock, per worker
+  std::vector<double> held_since_;
+  double held_seconds_ = 0;
+  std::map<int64_t, double> loss_sums_;  // by iteration
+  StalenessStats stats_;
+  std::vector<std::shared_ptr<Work>> replies_;  // sends of shard snapshots not yet completed
+  Tensor round_start_;  // B = 0: the shard when the current iteration began (never written)
+  int64_t round_clock_ = 0, round_version_ = 0;
+};
+
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,196 @@
+// Asynchronous SGD with parameter servers on 3 and 4 ranks (1 server and 2-3 workers, or 2 and
+// 2), against references written out here:
+//   - bound 0 with plain SGD equals synchronous SGD in one process (the mean of the workers'
+//     gradients each step), on every rank after gather_parameters;
+//   - with made-up gradients g = (w + 1)(t + 1) and no bound, a straggler reordering everything,
+//     the final parameters are init - lr / W sum_w sum_t g: every push applied exactly once;
+//   - under a straggler, bound 1 keeps every worker's lag <= 1 and the updates between a pull
+//     and its push <= (W - 1) x 3, while without a bound the lag grows past 1.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "autograd/functions.h"
+#include "dist/async/async_worker.h"
+#include "dist/async/parameter_server.h"
+#include "dist/environment.h"
+#include "models/simple.h"
+#include "optim/sgd.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+
+namespace tessera {
+namespace dist {
+namespace {
+
+constexpr double kLr = 0.1;
+
+std::shared_ptr<nn::Sequential> mlp() {
+  manual_seed(43);
+  auto m = models::MLP(10, 8, 3);
+  m->to(kF64);
+  return m;
+}
+
+std::pair<Tensor, Tensor> worker_batch(int step, int worker) {
+  Generator g(97 * step + worker);
+  const Tensor x = randn({4, 10}, kF64, &g);
+  return {x, argmax(x.narrow(1, 0, 3), 1)};
+}
+
+ParameterServer::OptimizerFactory plain_sgd() {
+  return [](std::vector<Variable> shard) {
+    return std::make_unique<optim::SGD>(shard, optim::SGDOptions(kLr));
+  };
+}
+
+// Trains `steps` iterations of the MLP: servers serve, workers pull, compute, push; then the
+// final model is gathered on every rank. `straggler`: that worker sleeps after each backward.
+struct AsyncRun {
+  std::shared_ptr<nn::Sequential> model;
+  StalenessStats staleness;  // over all servers
+  std::vector<int64_t> updates_per_worker;  // this server's (empty on a worker)
+  int64_t updates_applied = 0;
+};
+AsyncRun train(const AsyncOptions& options, int steps, int straggler = -1, double sleep_ms = 0) {
+  auto world = dist::world();
+  AsyncRun run;
+  run.model = mlp();
+  const std::vector<Variable> params = run.model->parameters();
+  StalenessStats mine;
+  if (world->rank() < options.servers()) {
+    ParameterServer server(params, world, plain_sgd(), options);
+    server.serve_to_end();
+    server.gather_parameters(params);
+    mine = server.staleness();
+    run.updates_per_worker = server.updates_per_worker();
+    run.updates_applied = server.updates_applied();
+  } else {
+    AsyncWorker worker(params, world, kLr, options);
+    for (int t = 0; t < steps; ++t) {
+      worker.pull();
+      worker.zero_grad();
+      const auto [x, y] = worker_batch(t, worker.worker());
+      cross_entropy(run.model->forward(Variable(x)), y).backward();
+      if (worker.worker() == straggler) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms));
+      }
+      worker.step();
+    }
+    worker.finish();
+    worker.gather_parameters();
+  }
+  run.staleness = mine.sum_over(*world);
+  return run;
+}
+
+void expect_synchronous(int servers) {
+  auto world = dist::world();
+  const int workers = world->size() - servers;
+  constexpr int kSteps = 4;
+  const AsyncRun run = train(AsyncOptions().servers(servers).staleness_bound(0), kSteps);
+  // One process: each step the mean of the workers' gradients at the same parameters.
+  auto sim = mlp();
+  for (int t = 0; t < kSteps; ++t) {
+    std::vector<Tensor> mean;
+    for (int w = 0; w < workers; ++w) {
+      sim->zero_grad();
+      const auto [x, y] = worker_batch(t, w);
+      cross_entropy(sim->forward(Variable(x)), y).backward();
+      const std::vector<Variable> ps = sim->parameters();
+      for (size_t k = 0; k < ps.size(); ++k) {
+        const Tensor g = div(ps[k].grad(), static_cast<double>(workers));
+        if (w == 0) mean.push_back(g); else mean[k] = add(mean[k], g);
+      }
+    }
+    const std::vector<Variable> ps = sim->parameters();
+    for (size_t k = 0; k < ps.size(); ++k) Tensor(ps[k].data()).copy_(sub(ps[k].data(), mul(mean[k], kLr)));
+  }
+  const std::vector<Variable> got = run.model->parameters(), want = sim->parameters();
+  for (size_t k = 0; k < got.size(); ++k) {
+    EXPECT_LT(max_abs_diff(got[k].data(), want[k].data()), 1e-12) << got[k].name();
+  }
+  // Bound 0: nobody ahead; each push follows at most the other W - 1 pushes of its iteration.
+  EXPECT_EQ(run.staleness.count(), static_cast<int64_t>(kSteps) * workers * servers);
+  EXPECT_EQ(run.staleness.max_lag(), 0);
+  EXPECT_LE(run.staleness.max(), workers - 1);
+}
+
+TEST(ParameterServer, BoundZeroEqualsSynchronousSgdWithOneServer) { expect_synchronous(1); }
+
+TEST(ParameterServer, BoundZeroEqualsSynchronousSgdWithTwoServers) {
+  if (dist::world()->size() < 4) GTEST_SKIP() << "two servers need two workers too";
+  expect_synchronous(2);
+}
+
+TEST(ParameterServer, EveryPushIsAppliedExactlyOnce) {
+  auto world = dist::world();
+  for (int servers = 1; servers <= world->size() - 2; ++servers) {
+    const AsyncOptions options = AsyncOptions().servers(servers);  // unbounded
+    const int workers = world->size() - servers;
+    constexpr int kSteps = 6;
+    Variable p(zeros({7}, kF64), true);
+    const Tensor init = from_vector<double>({1, -2, 3, -4, 5, -6, 7}, {7}, TensorOptions(kF64));
+    if (world->rank() == 0) Tensor(p.data()).copy_(init);  // the broadcast spreads rank 0's
+    if (world->rank() < servers) {
+      ParameterServer server({p}, world, plain_sgd(), options);
+      server.serve_to_end();
+      server.gather_parameters({p});
+      EXPECT_EQ(server.updates_applied(), static_cast<int64_t>(kSteps) * workers);
+      for (int64_t n : server.updates_per_worker()) EXPECT_EQ(n, kSteps);
+    } else {
+      AsyncWorker worker({p}, world, kLr, options);
+      for (int t = 0; t < kSteps; ++t) {
+        worker.pull();
+        // Worker 0 is slow, so the others' pushes overtake its.
+        if (worker.worker() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        p.set_grad(full({7}, (worker.worker() + 1.0) * (t + 1.0), kF64));
+        worker.step();
+      }
+      worker.finish();
+      worker.gather_parameters();
+    }
+    // sum_w sum_t (w + 1)(t + 1) = (W (W + 1) / 2) (T (T + 1) / 2)
+    const double total = workers * (workers + 1) / 2.0 * (kSteps * (kSteps + 1) / 2.0);
+    const Tensor want = sub(init, kLr / workers * total);
+    EXPECT_LT(max_abs_diff(p.data(), want), 1e-12) << servers << " server(s)";
+  }
+}
+
+TEST(ParameterServer, UnderAStragglerTheStalenessStaysWithinTheBound) {
+  const int workers = dist::world()->size() - 1;
+  constexpr int kSteps = 10;
+  const AsyncRun bounded = train(AsyncOptions().staleness_bound(1), kSteps, /*straggler=*/0, 15);
+  EXPECT_EQ(bounded.staleness.count(), static_cast<int64_t>(kSteps) * workers);
+  EXPECT_LE(bounded.staleness.max_lag(), 1);
+  EXPECT_LE(bounded.staleness.max(), (workers - 1) * 3);
+  // Without the bound the fast workers run ahead of the straggler: the bound above did work.
+  const AsyncRun free = train(AsyncOptions(), kSteps, /*straggler=*/0, 15);
+  EXPECT_GT(free.staleness.max_lag(), 1);
+  EXPECT_GT(free.staleness.max(), (workers - 1) * 3);
+}
+
+TEST(ParameterServer, BadLayoutsAreNamed) {
+  auto world = dist::world();
+  auto model = mlp();
+  try {
+    ParameterServer(model->parameters(), world, plain_sgd(),
+                    AsyncOptions().servers(world->size()));
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("leaves 0 workers"), std::string::npos) << e.what();
+  }
+  // The role of each rank is fixed by the layout.
+  if (world->rank() == 0) {
+    EXPECT_THROW(AsyncWorker(model->parameters(), world, kLr, AsyncOptions()), std::exception);
+  } else {
+    EXPECT_THROW(ParameterServer(model->parameters(), world, plain_sgd(), AsyncOptions()),
+                 std::exception);
+  }
+}
+
+}  // namespace
+}  // namespace dist
+}  // namespace tessera
