@@ -1,0 +1,170 @@
+#include "tools/train/flag_checks.h"
+
+#include <string>
+
+#include "dist/straggler.h"
+#include "tools/train/flag_values.h"
+
+namespace tessera {
+namespace train {
+
+void check_combinations(const Config& c) {
+  if (c.strategy != "pipeline") {
+    for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
+                             "checkpoint-activations", "trace", "dp-strategy",
+                             "deferred-batch-norm"}) {
+      if (c.given.count(flag) != 0) {
+        bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
+            ")");
+      }
+    }
+  }
+  if (c.chunks > 1 && c.pipeline_schedule != "interleaved") {
+    bad("--chunks=" + std::to_string(c.chunks) +
+        " needs --pipeline-schedule=interleaved (got --pipeline-schedule=" + c.pipeline_schedule +
+        ", one chunk per rank)");
+  }
+  if (c.pipeline_schedule == "interleaved" && c.batch_size < c.micro_batches) {
+    bad("--pipeline-schedule=interleaved needs --batch-size (" + std::to_string(c.batch_size) +
+        ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
+        "): a smaller batch gives fewer micro-batches than the schedule runs");
+  }
+  const bool buckets = c.strategy == "ddp" || c.strategy == "zero2" ||
+                       (c.strategy == "pipeline" && c.dp_strategy == "zero2");
+  if (c.given.count("bucket-cap-mb") != 0 && !buckets) {
+    bad("--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2, and of "
+        "--strategy=pipeline --dp-strategy=zero2 (got --strategy=" + c.strategy +
+        (c.strategy == "pipeline" ? " --dp-strategy=" + c.dp_strategy : std::string()) + ")");
+  }
+  const bool half = c.compression == "fp16" || c.compression == "bf16";
+  const bool zero12 = c.strategy == "zero1" || c.strategy == "zero2";
+  if (c.compression != "none" && c.strategy != "ddp" && !(half && zero12)) {
+    bad("--compression=" + c.compression + " compresses DDP's gradient buckets (a communication "
+        "hook): it needs --strategy=ddp, or fp16/bf16 with zero1|zero2 (their reduce-scatter in "
+        "half precision); the pipeline's, ZeRO-3's and tensor parallelism's collectives are not "
+        "compressed, got --strategy=" + c.strategy);
+  }
+  if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
+    bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");
+  }
+  for (const char* flag : {"sync-period", "local-sgd-warmup", "outer-optimizer", "outer-lr",
+                           "outer-momentum"}) {
+    if (c.given.count(flag) != 0 && c.strategy != "local-sgd") {
+      bad(std::string("--") + flag + " needs --strategy=local-sgd (got --strategy=" + c.strategy + ")");
+    }
+  }
+  for (const char* flag : {"outer-lr", "outer-momentum"}) {
+    if (c.given.count(flag) != 0 && c.outer_optimizer != "nesterov") {
+      bad(std::string("--") + flag + " is DiLoCo's: it needs --outer-optimizer=nesterov");
+    }
+  }
+  if (c.outer_momentum >= 1) {
+    bad("--outer-momentum must be below 1, got " + std::to_string(c.outer_momentum));
+  }
+  if (!c.straggler.empty() && c.strategy == "single" && c.tensor_parallel == 1 &&
+      dist::StragglerEmulation::parse(c.straggler).rank() != 0) {
+    bad("--straggler=" + c.straggler + " names a rank other than 0, but --strategy=single runs "
+        "one process");
+  }
+  if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
+    bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");
+  }
+  if (c.given.count("error-feedback") != 0 && c.compression == "none") {
+    bad("--error-feedback needs --compression (got none)");
+  }
+  if (c.checkpoint_format == "sharded" &&
+      (c.tensor_parallel > 1 ||
+       (c.strategy != "zero1" && c.strategy != "zero2" && c.strategy != "zero3"))) {
+    bad("--checkpoint-format=sharded writes ZeRO's shards, one file per rank: it needs "
+        "--strategy=zero1, zero2 or zero3 without --tensor-parallel (got --strategy=" +
+        c.strategy + (c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : "") +
+        "); any strategy resumes from a sharded checkpoint");
+  }
+  for (const char* flag : {"zero3-wrap", "zero3-prefetch"}) {
+    if (c.given.count(flag) != 0 && c.strategy != "zero3") {
+      bad(std::string("--") + flag + " needs --strategy=zero3 (got --strategy=" + c.strategy + ")");
+    }
+  }
+  if (c.tensor_parallel > 1 && c.strategy != "single" && c.strategy != "ddp" &&
+      c.strategy != "zero1" && c.strategy != "pipeline") {
+    bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) +
+        " combines with --strategy=ddp or zero1 for the data-parallel dimension (or single when "
+        "there is none), or with --strategy=pipeline (3D: stages x tensor-parallel x replicas), "
+        "got --strategy=" + c.strategy);
+  }
+  if (c.tensor_parallel > 1 && c.strategy == "pipeline" && c.balance == "time") {
+    // Each rank times its own layers; ranks of one stage's tensor-parallel group could then cut
+    // the model differently (Pipe agrees on a balance over the pipeline and data-parallel
+    // groups only).
+    bad("--balance=time with --tensor-parallel: choose uniform, params or an explicit list");
+  }
+  if (c.given.count("tp-head") != 0 && c.tensor_parallel == 1) {
+    bad("--tp-head needs --tensor-parallel of 2 or more (got 1)");
+  }
+  if (c.given.count("tp-head") != 0 && !c.tp_head && c.model != "mlp") {
+    bad("--tp-head=false: --model=" + c.model + " has no other layer to split than its classifier "
+        "(only --model=mlp splits its hidden layers instead)");
+  }
+  if (c.given.count("num-classes") != 0 && c.data != "synthetic") {
+    bad("--num-classes is for --data=synthetic (" + c.data + " has 10 classes)");
+  }
+  // Loss scaling runs for f16 arithmetic: fp16 autocast or f16 parameters.
+  const bool scaled = c.amp == "fp16" || c.param_dtype == "f16";
+  for (const char* flag : {"loss-scale", "loss-scale-window", "loss-scale-hysteresis",
+                           "min-loss-scale"}) {
+    if (c.given.count(flag) != 0 && !scaled) {
+      bad(std::string("--") + flag + " needs --amp=fp16 or --param-dtype=f16 (got --amp=" + c.amp +
+          " --param-dtype=" + c.param_dtype +
+          (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
+    }
+  }
+  if (c.amp != "off" && c.param_dtype != "f32" &&
+      (c.amp == "fp16") != (c.param_dtype == "f16")) {
+    bad("--amp=" + c.amp + " and --param-dtype=" + c.param_dtype + " mix f16 and bf16: choose one "
+        "half type");
+  }
+}
+
+std::string check_against_world(const Config& c, int world_size) {
+  if (c.tensor_parallel > 1) {
+    const std::string t = "--tensor-parallel=" + std::to_string(c.tensor_parallel);
+    if (world_size % c.tensor_parallel != 0) {
+      return t + " does not divide the " + std::to_string(world_size) +
+             " ranks (mpirun -np): the ranks are T tensor-parallel x N/T data-parallel replicas";
+    }
+    if (c.tp_head && c.num_classes < c.tensor_parallel) {
+      return t + " splits the classifier by class, but there are only " +
+             std::to_string(c.num_classes) + " classes (--num-classes)";
+    }
+    if (c.strategy == "single" && world_size != c.tensor_parallel) {
+      return t + " on " + std::to_string(world_size) + " ranks makes " +
+             std::to_string(world_size / c.tensor_parallel) +
+             " data-parallel replicas: choose --strategy=ddp or zero1 for them (--strategy=single "
+             "needs exactly " + std::to_string(c.tensor_parallel) + " ranks)";
+    }
+  }
+  if (!c.straggler.empty() && dist::StragglerEmulation::parse(c.straggler).rank() >= world_size) {
+    return "--straggler=" + c.straggler + " names rank " +
+           std::to_string(dist::StragglerEmulation::parse(c.straggler).rank()) + ", but there are " +
+           std::to_string(world_size) + " ranks";
+  }
+  if (c.strategy != "pipeline") return "";
+  const int t = c.tensor_parallel;
+  const int k = pipeline_stages(c, world_size / t);
+  const std::string stages = "--stages=" + std::to_string(k);
+  if (world_size % (k * t) != 0) {
+    return t > 1 ? stages + " x --tensor-parallel=" + std::to_string(t) + " does not divide the " +
+                       std::to_string(world_size) + " ranks (mpirun -np): the ranks are K stages x "
+                       "T tensor-parallel x N/(K T) data-parallel replicas"
+                 : stages + " does not divide the " + std::to_string(world_size) +
+                       " ranks (mpirun -np): the ranks are K stages x N/K data-parallel replicas";
+  }
+  if (c.pipeline_schedule == "interleaved" && c.micro_batches % k != 0) {
+    return "--pipeline-schedule=interleaved needs --micro-batches (" +
+           std::to_string(c.micro_batches) + ") to be a multiple of " + stages;
+  }
+  return "";
+}
+
+}  // namespace train
+}  // namespace tessera
