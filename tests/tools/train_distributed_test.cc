@@ -254,67 +254,6 @@ TEST(TrainDistributed, CompressionStateResumesExactly) {
   }
 }
 
-// --strategy=gossip on 2 ranks: each step sends the model once to the one neighbour (psi f32, the
-// ring's 2/3 weight), nothing is all-reduced while training (8 bytes: the NaN guard), the ranks'
-// models differ (a positive consensus distance) and the average model learns.
-TEST(TrainDistributed, DecentralizedSgdSendsOneModelPerNeighbourAndLearns) {
-  for (const char* graph : {"ring", "exponential"}) {
-    const auto r = run(kShortMlp + "--strategy=gossip --gossip-topology=" + std::string(graph));
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    const std::string s = last_json_line(r.output);
-    const std::string d = json_field(s, "decentralized");
-    ASSERT_FALSE(d.empty()) << s;
-    const double psi = json_number(s, "parameters");
-    EXPECT_EQ(json_number(d, "elements_sent_per_step"), psi) << d;
-    EXPECT_EQ(json_number(s, "comm_bytes_per_step"), psi * 4 + 8) << s;
-    // 2 ranks: the ring weighs the neighbour 2/3 (lambda_2 1/3); the exponential graph 1/2.
-    EXPECT_NEAR(json_number(d, "lambda_2"), std::string(graph) == "ring" ? 1.0 / 3 : 0.0, 1e-6) << d;
-    EXPECT_GT(json_number(d, "consensus_distance"), 0) << d;
-    EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
-  }
-}
-
-// --strategy=local-sgd: with H = 1 and plain SGD the averaged models are DDP's (SGD's update is
-// linear in the gradient), to the last digit; with H = 8 (and DiLoCo's outer Nesterov) the
-// bytes per step fall to about 1/8 of DDP's and the average model still learns.
-TEST(TrainDistributed, LocalSgdWithPeriodOneIsDdpAndPeriodEightSendsAnEighth) {
-  const std::string sgd = "--optimizer=sgd --momentum=0 ";
-  const auto ddp = run(kShortMlp + sgd + "--strategy=ddp");
-  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
-  const auto h1 = run(kShortMlp + sgd + "--strategy=local-sgd --sync-period=1");
-  ASSERT_EQ(h1.exit_code, 0) << h1.output;
-  const std::string a = last_json_line(ddp.output), b = last_json_line(h1.output);
-  EXPECT_EQ(json_number(a, "train_loss"), json_number(b, "train_loss")) << b;
-  EXPECT_EQ(json_number(a, "test_accuracy"), json_number(b, "test_accuracy")) << b;
-  for (const char* outer : {"none", "nesterov"}) {
-    const auto h8 = run(kShortMlp + "--strategy=local-sgd --sync-period=8 --outer-optimizer=" + outer);
-    ASSERT_EQ(h8.exit_code, 0) << h8.output;
-    const std::string s = last_json_line(h8.output);
-    EXPECT_LT(json_number(s, "comm_bytes_per_step"), json_number(a, "comm_bytes_per_step") / 7) << s;
-    EXPECT_GT(json_number(json_field(s, "local_sgd"), "consensus_distance"), 0) << s;
-    EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
-  }
-}
-
-// --straggler=1:2: rank 1 sleeps as long again as each of its steps took. DDP is synchronous, so
-// the result is unchanged to the last digit; the JSON says who slept and how long; a rank the
-// world does not have is refused on every rank.
-TEST(TrainDistributed, AStragglerSlowsTheRunButNotDdpsResult) {
-  const auto plain = run(kShortMlp + "--strategy=ddp");
-  ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  const auto slow = run(kShortMlp + "--strategy=ddp --straggler=1:2");
-  ASSERT_EQ(slow.exit_code, 0) << slow.output;
-  const std::string a = last_json_line(plain.output), b = last_json_line(slow.output);
-  EXPECT_EQ(json_number(a, "train_loss"), json_number(b, "train_loss")) << b;
-  const std::string st = json_field(b, "straggler");
-  ASSERT_FALSE(st.empty()) << b;
-  EXPECT_EQ(json_number(st, "rank"), 1) << st;
-  EXPECT_GT(json_number(st, "slept_seconds"), 0) << st;
-  const auto wrong = run(kShortMlp + "--strategy=ddp --straggler=5:2");
-  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
-  EXPECT_NE(wrong.output.find("names rank 5, but there are 2 ranks"), std::string::npos) << wrong.output;
-}
-
 TEST(TrainDistributed, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
   const std::string base = "--model=mlp --train-limit=2000 --threads=1 --seed=3 ";
   const auto whole = run_single(base + "--epochs=2");

@@ -1,15 +1,41 @@
-// The compute cost of each compressor: compress and decompress of one bucket of n f32 entries
-// (ResNet-20's 272,474 parameters and 1M), on one thread. Error feedback adds one decompression
-// and two elementwise passes. Beside the wire time it saves: at 1 Gb/s an uncompressed 2-rank
-// all-reduce of n f32 sends 4n bytes, 8.7 ms for ResNet-20.
+// The compute cost of each compressor, on one thread, for one bucket of n f32 entries: the
+// sizes are ResNet-20's two DDP buckets in the train tool (262,250 and 7,184 of its 269,434
+// gradients: the first bucket closes past 1 MB) and 1M.
+//
+//   Hook/SPEC       what CompressionHook computes per bucket on 2 ranks: compress, then one
+//                   decompression for an all-reduce transport (fp16, random-k) or two for an
+//                   all-gather one (top-k, QSGD, sign: every rank's message); "+ef" wraps the
+//                   compressor in ErrorFeedback as the train tool does for top-k and sign
+//                   (one more decompression and two elementwise passes inside compress).
+//   TopK...         how top-k's k entries are found, three ways, each ending with the k indices
+//                   in ascending order:
+//     TopKExactIndirect   the library's TopK::compress selection: std::nth_element over an index
+//                         array with a magnitude comparator (ties to the lower index), then a
+//                         sort of the k indices;
+//     TopKExactMagnitudes the same k entries from a nth_element over a copy of the magnitudes
+//                         (the k-th largest magnitude t), then one pass: every |x| > t, and
+//                         |x| == t by lowest index until k (checked equal to the library's);
+//     TopKSampledThreshold a sampled threshold (Lin et al., Deep Gradient Compression, 2018):
+//                         t = the ceil(ratio s)-th largest magnitude of s = 1% of the entries
+//                         drawn at random, then one pass keeping |x| >= t; the count is not
+//                         exactly k (counter selected_over_k, mean over iterations).
 //
 //   bazel run -c opt //tools/bench:compression_bench
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <numeric>
 #include <string>
+#include <vector>
 
+#include "dist/compression/error_feedback.h"
 #include "dist/compression/make_hook.h"
+#include "dist/compression/top_k.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
 
@@ -18,32 +44,144 @@ namespace dist {
 namespace compression {
 namespace {
 
-void run(benchmark::State& state, const std::string& spec) {
+constexpr int kWorld = 2;
+
+void hook(benchmark::State& state, const std::string& spec, bool error_feedback) {
   const int64_t n = state.range(0);
   Generator g(1);
   const Tensor x = randn({n}, kF32, &g);
   std::unique_ptr<Compressor> c = make_compressor(parse_compression(spec), 0);
+  if (error_feedback) c = std::make_unique<ErrorFeedback>(std::move(c));
+  const int decompressions = c->transport() == Transport::kAllGather ? kWorld : 1;
   Tensor out = zeros({n}, kF32);
   int64_t step = 0;
   for (auto _ : state) {
-    const CompressContext ctx{step++, 0, 0, 2};
+    const CompressContext ctx{step++, 0, 0, kWorld};
     const Tensor m = c->compress(x, ctx);
-    c->decompress_add(m, out, ctx);
+    out.zero_();
+    for (int r = 0; r < decompressions; ++r) c->decompress_add(m, out, ctx);
     benchmark::DoNotOptimize(out.data<float>());
   }
-  state.counters["bytes_sent_ratio"] = bytes_ratio(*c, n, 2);
+  state.counters["bytes_sent_ratio"] = bytes_ratio(*c, n, kWorld);
   state.SetItemsProcessed(state.iterations() * n);
 }
 
-#define COMPRESSOR(name, spec)                                              \
-  void name(benchmark::State& s) { run(s, spec); }                          \
-  BENCHMARK(name)->Arg(272474)->Arg(1 << 20)->Unit(benchmark::kMillisecond)
+// --- top-k selection, three ways --------------------------------------------------------------
 
-COMPRESSOR(Fp16, "fp16");
-COMPRESSOR(TopK1Percent, "topk:0.01");
-COMPRESSOR(RandomK1Percent, "randomk:0.01");
-COMPRESSOR(Qsgd4, "qsgd:4");
-COMPRESSOR(Sign, "sign");
+constexpr double kRatio = 0.01;
+
+std::vector<float> gradient(int64_t n) {
+  Generator g(1);
+  const Tensor x = randn({n}, kF32, &g);
+  return x.to_vector<float>();
+}
+
+// The library's selection (TopK::compress without the packing).
+std::vector<int32_t> exact_indirect(const std::vector<float>& x, int64_t k) {
+  const float* v = x.data();
+  std::vector<int32_t> idx(x.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto larger = [v](int32_t a, int32_t b) {
+    const float ma = std::fabs(v[a]), mb = std::fabs(v[b]);
+    return ma > mb || (ma == mb && a < b);
+  };
+  std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), larger);
+  idx.resize(static_cast<size_t>(k));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// The same entries from the k-th largest magnitude.
+std::vector<int32_t> exact_magnitudes(const std::vector<float>& x, int64_t k,
+                                      std::vector<float>& scratch) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  scratch.resize(x.size());
+  for (int64_t i = 0; i < n; ++i) scratch[i] = std::fabs(x[i]);
+  std::nth_element(scratch.begin(), scratch.begin() + (k - 1), scratch.end(), std::greater<float>());
+  const float t = scratch[k - 1];
+  int64_t above = 0;
+  for (int64_t i = 0; i < n; ++i) above += std::fabs(x[i]) > t;
+  int64_t ties = k - above;  // entries equal to t to keep, lowest index first
+  std::vector<int32_t> idx;
+  idx.reserve(static_cast<size_t>(k));
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = std::fabs(x[i]);
+    if (m > t || (m == t && ties-- > 0)) idx.push_back(static_cast<int32_t>(i));
+  }
+  return idx;
+}
+
+// A threshold from a 1% random sample, then one pass.
+std::vector<int32_t> sampled_threshold(const std::vector<float>& x, int64_t k, uint64_t seed,
+                                       std::vector<float>& scratch) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const int64_t s = std::max<int64_t>(1, n / 100);
+  scratch.resize(static_cast<size_t>(s));
+  for (int64_t i = 0; i < s; ++i) {
+    scratch[i] = std::fabs(x[random_word(seed, static_cast<uint64_t>(i)) % static_cast<uint64_t>(n)]);
+  }
+  const int64_t ks = std::min<int64_t>(s, static_cast<int64_t>(std::ceil(kRatio * s)));
+  std::nth_element(scratch.begin(), scratch.begin() + (ks - 1), scratch.end(), std::greater<float>());
+  const float t = scratch[ks - 1];
+  std::vector<int32_t> idx;
+  idx.reserve(static_cast<size_t>(2 * k));
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) >= t) idx.push_back(static_cast<int32_t>(i));
+  }
+  return idx;
+}
+
+void TopKExactIndirect(benchmark::State& state) {
+  const std::vector<float> x = gradient(state.range(0));
+  const int64_t k = TopK(kRatio).k(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(exact_indirect(x, k).data());
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void TopKExactMagnitudes(benchmark::State& state) {
+  const std::vector<float> x = gradient(state.range(0));
+  const int64_t k = TopK(kRatio).k(state.range(0));
+  std::vector<float> scratch;
+  if (exact_magnitudes(x, k, scratch) != exact_indirect(x, k)) {
+    std::fprintf(stderr, "TopKExactMagnitudes: not the library's selection\n");
+    std::abort();
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(exact_magnitudes(x, k, scratch).data());
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+void TopKSampledThreshold(benchmark::State& state) {
+  const std::vector<float> x = gradient(state.range(0));
+  const int64_t k = TopK(kRatio).k(state.range(0));
+  std::vector<float> scratch;
+  uint64_t seed = 0;
+  double selected = 0;
+  for (auto _ : state) {
+    const std::vector<int32_t> idx = sampled_threshold(x, k, draw_seed(7, seed++, 0, 0), scratch);
+    selected += static_cast<double>(idx.size());
+    benchmark::DoNotOptimize(idx.data());
+  }
+  state.counters["selected_over_k"] = selected / static_cast<double>(state.iterations()) / k;
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+
+#define SIZES Arg(262250)->Arg(7184)->Arg(1 << 20)->Unit(benchmark::kMillisecond)
+
+#define HOOK(name, spec, ef)                                \
+  void name(benchmark::State& s) { hook(s, spec, ef); }     \
+  BENCHMARK(name)->SIZES
+
+HOOK(HookFp16, "fp16", false);
+HOOK(HookTopK1PercentEF, "topk:0.01", true);
+HOOK(HookTopK1PercentNoEF, "topk:0.01", false);
+HOOK(HookRandomK1Percent, "randomk:0.01", false);
+HOOK(HookQsgd4, "qsgd:4", false);
+HOOK(HookSignEF, "sign", true);
+HOOK(HookSignNoEF, "sign", false);
+
+BENCHMARK(TopKExactIndirect)->SIZES;
+BENCHMARK(TopKExactMagnitudes)->SIZES;
+BENCHMARK(TopKSampledThreshold)->SIZES;
 
 }  // namespace
 }  // namespace compression

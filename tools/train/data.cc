@@ -53,12 +53,15 @@ Loaders make_loaders(const Config& c, const Data& d, const Strategy& strategy, D
   const int replicas = strategy.replicas();
   std::shared_ptr<data::Sampler> train_sampler, test_sampler;
   if (replicas > 1) {
-    const int replica = strategy.replica();
     train_sampler = std::make_shared<data::DistributedSampler>(
-        d.train->size(), data::DistributedSamplerOptions(replicas, replica).seed(c.seed));
+        d.train->size(), data::DistributedSamplerOptions(replicas, strategy.replica()).seed(c.seed));
+  }
+  if (strategy.evaluation_replicas() > 1) {
     test_sampler = std::make_shared<data::DistributedSampler>(
         d.test->size(),
-        data::DistributedSamplerOptions(replicas, replica).shuffle(false).pad(false));
+        data::DistributedSamplerOptions(strategy.evaluation_replicas(), strategy.evaluation_replica())
+            .shuffle(false)
+            .pad(false));
   }
   Loaders loaders{
       data::DataLoader(d.train,

@@ -66,6 +66,21 @@ void check_combinations(const Config& c) {
     bad("--straggler=" + c.straggler + " names a rank other than 0, but --strategy=single runs "
         "one process");
   }
+  for (const char* flag : {"servers", "staleness-bound", "staleness-aware-lr"}) {
+    if (c.given.count(flag) != 0 && c.strategy != "async") {
+      bad(std::string("--") + flag + " needs --strategy=async (got --strategy=" + c.strategy + ")");
+    }
+  }
+  if (c.strategy == "async" && (c.amp == "fp16" || c.param_dtype != "f32")) {
+    bad("--strategy=async pushes f32 gradients to servers holding f32 parameters: it takes "
+        "--amp=bf16 or none, not loss scaling or half parameters (got --amp=" + c.amp +
+        " --param-dtype=" + c.param_dtype + ")");
+  }
+  if (c.strategy == "async" && (!c.checkpoint_dir.empty() || !c.resume.empty())) {
+    bad("--strategy=async does not checkpoint yet (the servers hold the model and the "
+        "optimizer in shards, and the workers' iteration clocks would have to be saved with "
+        "them): drop --checkpoint-dir/--resume");
+  }
   if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
     bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");
   }
@@ -147,6 +162,18 @@ std::string check_against_world(const Config& c, int world_size) {
     return "--straggler=" + c.straggler + " names rank " +
            std::to_string(dist::StragglerEmulation::parse(c.straggler).rank()) + ", but there are " +
            std::to_string(world_size) + " ranks";
+  }
+  if (c.strategy == "async") {
+    if (world_size <= c.servers) {
+      return "--servers=" + std::to_string(c.servers) + " on " + std::to_string(world_size) +
+             " ranks leaves no worker: asynchronous SGD needs at least servers + 1 ranks "
+             "(mpirun -np)";
+    }
+    if (!c.straggler.empty() && dist::StragglerEmulation::parse(c.straggler).rank() < c.servers) {
+      return "--straggler=" + c.straggler + " names a parameter server (ranks 0.." +
+             std::to_string(c.servers - 1) + " serve): choose a worker rank, " +
+             std::to_string(c.servers) + " or above";
+    }
   }
   if (c.strategy != "pipeline") return "";
   const int t = c.tensor_parallel;

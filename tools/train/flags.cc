@@ -62,6 +62,9 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"compression", c.compression},
           {"error-feedback", c.error_feedback},
           {"gossip-topology", c.gossip_topology},
+          {"servers", std::to_string(c.servers)},
+          {"staleness-bound", std::to_string(c.staleness_bound)},
+          {"staleness-aware-lr", c.staleness_aware_lr ? "true" : "false"},
           {"straggler", c.straggler},
           {"sync-period", std::to_string(c.sync_period)},
           {"local-sgd-warmup", std::to_string(c.local_sgd_warmup)},
@@ -123,7 +126,7 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"data", [&](const std::string& v) { c.data = one_of("data", v, {"fashion-mnist", "synthetic"}); }},
       {"data-dir", [&](const std::string& v) { c.data_dir = v; }},
-      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "gossip", "local-sgd"}); }},
+      {"strategy", [&](const std::string& v) { c.strategy = one_of("strategy", v, {"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "gossip", "local-sgd", "async"}); }},
       {"epochs", [&](const std::string& v) { c.epochs = to_int("epochs", v, 1); }},
       {"batch-size", [&](const std::string& v) { c.batch_size = to_int("batch-size", v, 1); }},
       {"lr", [&](const std::string& v) {
@@ -229,6 +232,13 @@ Config parse_flags(int argc, char** argv) {
          if (c.outer_lr == 0) bad("--outer-lr must be positive, got '" + v + "'");
        }},
       {"outer-momentum", [&](const std::string& v) { c.outer_momentum = to_double("outer-momentum", v, 0); }},
+      {"servers", [&](const std::string& v) { c.servers = to_int32("servers", v, 1); }},
+      {"staleness-bound", [&](const std::string& v) {
+         c.staleness_bound = v == "none" ? -1 : to_int("staleness-bound", v, 0);
+       }},
+      {"staleness-aware-lr", [&](const std::string& v) {
+         c.staleness_aware_lr = to_bool("staleness-aware-lr", v);
+       }},
       {"gossip-topology", [&](const std::string& v) {
          c.gossip_topology = one_of("gossip-topology", v, {"ring", "exponential"});
        }},

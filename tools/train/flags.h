@@ -14,7 +14,7 @@ struct Config {
   std::string model = "logistic";  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
   std::string data = "fashion-mnist";  // fashion-mnist|synthetic
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string strategy = "single";  // single|ddp|zero1|zero2|zero3|pipeline
+  std::string strategy = "single";  // single|ddp|zero1|zero2|zero3|pipeline|gossip|local-sgd|async
   int64_t epochs = 0;      // 0: the model's default
   int64_t batch_size = 0;  // 0: the model's default
   double lr = 0;           // 0: the model's default
@@ -71,6 +71,11 @@ struct Config {
   std::string straggler;
   // --strategy=gossip: the gossip graph (dist::MixingMatrix).
   std::string gossip_topology = "ring";
+  // --strategy=async (dist/async/): server ranks, the SSP bound (-1: none) and Zhang et al.'s
+  // staleness-aware learning rate.
+  int servers = 1;
+  int64_t staleness_bound = -1;
+  bool staleness_aware_lr = false;
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
   bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)

@@ -13,7 +13,10 @@ namespace {
 std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
   const Config& c = run.config;
   using dist::zero::Sharding;
-  if (c.tensor_parallel > 1 || c.strategy == "pipeline") return std::nullopt;
+  // Asynchronous SGD's ranks hold different things (servers: a shard and its optimizer state).
+  if (c.tensor_parallel > 1 || c.strategy == "pipeline" || c.strategy == "async") {
+    return std::nullopt;
+  }
   const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
                             : c.strategy == "zero2" ? Sharding::kStage2
                             : c.strategy == "zero3" ? Sharding::kStage3
@@ -30,7 +33,12 @@ std::optional<int64_t> predicted_comm_bytes_per_step(const RunContext& run) {
   const Config& c = run.config;
   using dist::zero::Sharding;
   if (run.ranks <= 1 || c.tensor_parallel > 1 || c.strategy == "pipeline") return std::nullopt;
-  if (c.compression != "none" || c.strategy == "gossip") return std::nullopt;  // their own JSON  // the JSON's "compression" has its formula
+  if (c.compression != "none" || c.strategy == "gossip") return std::nullopt;  // their own JSON
+  if (c.strategy == "async") {
+    // Rank 0 is server 0: each iteration it answers every worker's pull with its shard.
+    const int64_t shard = dist::balanced_counts(run.parameters, c.servers)[0];
+    return static_cast<int64_t>(run.ranks - c.servers) * shard * 4;
+  }
   const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
                             : c.strategy == "zero2" ? Sharding::kStage2
                             : c.strategy == "zero3" ? Sharding::kStage3

@@ -1,6 +1,7 @@
 #include "tools/train/strategy.h"
 
 #include "tools/train/decentralized.h"
+#include "tools/train/asynchronous.h"
 #include "tools/train/local_sgd.h"
 
 #include <fstream>
@@ -522,6 +523,9 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
   }
   if (config.strategy == "local-sgd") {
     return make_local_sgd(config, model, world, std::move(criterion), precision);
+  }
+  if (config.strategy == "async") {
+    return make_asynchronous(config, model, world, std::move(criterion), precision);
   }
   if (config.strategy == "gossip") {
     return make_decentralized(config, model, world, std::move(criterion), precision);

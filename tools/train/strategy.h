@@ -63,6 +63,10 @@ class Strategy {
   virtual int replicas() const = 0;
   virtual int replica() const = 0;
   virtual std::shared_ptr<dist::ProcessGroup> replica_group() const = 0;
+  // Evaluation reads test shard evaluation_replica() of evaluation_replicas() (the training's
+  // split unless every rank holds the whole model then: asynchronous SGD's servers do too).
+  virtual int evaluation_replicas() const { return replicas(); }
+  virtual int evaluation_replica() const { return replica(); }
   // Collective. Before evaluation: the ranks holding the same parameters take the same
   // BatchNorm statistics (replica 0's).
   virtual void sync_buffers() {}
@@ -103,6 +107,10 @@ class Strategy {
   virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}
   // Called after every training step (a pipeline accumulates its idle time).
   virtual void after_step() {}
+  // Whether every rank takes each training step together. The loop then checks each step's
+  // loss and gradients over the world (every rank stops at the same step); otherwise (workers
+  // that run ahead of each other) each rank checks its own, and a bad one ends the job.
+  virtual bool lockstep() const { return true; }
   // The process groups this rank communicates over, each once (their byte ledgers count the
   // traffic): the world, and a pipeline's stage-to-stage, the data-parallel and the
   // tensor-parallel groups.

@@ -55,7 +55,8 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     // Under loss scaling an inf gradient is the scaler's to skip; otherwise the guard's.
     const bool scaled = run.precision.scaler().is_enabled();
     check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
-                      loader.num_batches(), run.config, run.world);
+                      loader.num_batches(), run.config,
+                      run.strategy.lockstep() ? run.world : nullptr);
     const bool stepped = run.precision.step(run.strategy.optimizer());  // the same on every rank
     if (!stepped) ++f.skipped_steps;
     if (measured) memory.after_step(run);

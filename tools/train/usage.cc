@@ -12,7 +12,8 @@ std::string usage() {
 
 flags (defaults depend on --model; see below):
   --model=logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
-  --strategy=single|ddp|zero1|zero2|zero3|pipeline (under mpirun -np N; --batch-size is per rank,
+  --strategy=single|ddp|zero1|zero2|zero3|pipeline|local-sgd|gossip|async (under mpirun -np N;
+            --batch-size is per rank,
             for pipeline per data-parallel replica: all stages of a pipeline share each batch)
   --data=fashion-mnist|synthetic   --data-dir=DIR (/usr/share/datasets/fashion-mnist)
   --epochs=N  --batch-size=N  --lr=X  --optimizer=sgd|adam|adamw  --momentum=X
@@ -35,6 +36,11 @@ data parallelism and ZeRO:
             [--outer-optimizer=none|nesterov --outer-lr=LR (0.7) --outer-momentum=M (0.9)] (DiLoCo)
   --strategy=gossip --gossip-topology=ring|exponential (decentralized SGD: each rank averages its
             model with its neighbours' every step; evaluation uses the ranks' average model)
+  --strategy=async --servers=S (1) --staleness-bound=B|none (none) [--staleness-aware-lr=true]
+            (asynchronous SGD: ranks 0..S-1 are parameter servers, the others workers that pull,
+            compute and push; a worker waits when B iterations ahead of the slowest (SSP; 0:
+            synchronous); the learning rate divided by each push's staleness if asked;
+            docs/ALGORITHMS.md)
   --straggler=RANK:FACTOR (that rank's training steps take FACTOR times as long: it sleeps)
   --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
             U us + bytes / B; docs/NETWORK.md)

@@ -1,0 +1,151 @@
+// The train tool's algorithms beyond synchronous all-reduce, under mpirun: gossip (D-PSGD)
+// sends one model per neighbour and learns; local SGD with H = 1 is DDP and H = 8 sends an
+// eighth; a straggler slows DDP but leaves its result; asynchronous SGD with bound 0 is DDP,
+// keeps its staleness within the bound under a straggler, applies every push once, and refuses
+// what it cannot do with exit code 2 on every rank.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/tools/train_runner.h"
+
+namespace {
+
+using tessera::testing::json_field;
+using tessera::testing::json_number;
+using tessera::testing::last_json_line;
+
+tessera::testing::CommandResult run(const std::string& flags, int ranks = 2) {
+  return tessera::testing::run_train(flags, ranks);
+}
+
+// 2000 images in batches of 64 per rank (15 steps on 2 ranks), a full test-set evaluation.
+const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
+
+// --strategy=gossip on 2 ranks: each step sends the model once to the one neighbour (psi f32, the
+// ring's 2/3 weight), nothing is all-reduced while training (8 bytes: the NaN guard), the ranks'
+// models differ (a positive consensus distance) and the average model learns.
+TEST(TrainAlgorithms, DecentralizedSgdSendsOneModelPerNeighbourAndLearns) {
+  for (const char* graph : {"ring", "exponential"}) {
+    const auto r = run(kShortMlp + "--strategy=gossip --gossip-topology=" + std::string(graph));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::string s = last_json_line(r.output);
+    const std::string d = json_field(s, "decentralized");
+    ASSERT_FALSE(d.empty()) << s;
+    const double psi = json_number(s, "parameters");
+    EXPECT_EQ(json_number(d, "elements_sent_per_step"), psi) << d;
+    EXPECT_EQ(json_number(s, "comm_bytes_per_step"), psi * 4 + 8) << s;
+    // 2 ranks: the ring weighs the neighbour 2/3 (lambda_2 1/3); the exponential graph 1/2.
+    EXPECT_NEAR(json_number(d, "lambda_2"), std::string(graph) == "ring" ? 1.0 / 3 : 0.0, 1e-6) << d;
+    EXPECT_GT(json_number(d, "consensus_distance"), 0) << d;
+    EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+  }
+}
+
+// --strategy=local-sgd: with H = 1 and plain SGD the averaged models are DDP's (SGD's update is
+// linear in the gradient), to the last digit; with H = 8 (and DiLoCo's outer Nesterov) the
+// bytes per step fall to about 1/8 of DDP's and the average model still learns.
+TEST(TrainAlgorithms, LocalSgdWithPeriodOneIsDdpAndPeriodEightSendsAnEighth) {
+  const std::string sgd = "--optimizer=sgd --momentum=0 ";
+  const auto ddp = run(kShortMlp + sgd + "--strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto h1 = run(kShortMlp + sgd + "--strategy=local-sgd --sync-period=1");
+  ASSERT_EQ(h1.exit_code, 0) << h1.output;
+  const std::string a = last_json_line(ddp.output), b = last_json_line(h1.output);
+  EXPECT_EQ(json_number(a, "train_loss"), json_number(b, "train_loss")) << b;
+  EXPECT_EQ(json_number(a, "test_accuracy"), json_number(b, "test_accuracy")) << b;
+  for (const char* outer : {"none", "nesterov"}) {
+    const auto h8 = run(kShortMlp + "--strategy=local-sgd --sync-period=8 --outer-optimizer=" + outer);
+    ASSERT_EQ(h8.exit_code, 0) << h8.output;
+    const std::string s = last_json_line(h8.output);
+    EXPECT_LT(json_number(s, "comm_bytes_per_step"), json_number(a, "comm_bytes_per_step") / 7) << s;
+    EXPECT_GT(json_number(json_field(s, "local_sgd"), "consensus_distance"), 0) << s;
+    EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+  }
+}
+
+// --straggler=1:2: rank 1 sleeps as long again as each of its steps took. DDP is synchronous, so
+// the result is unchanged to the last digit; the JSON says who slept and how long; a rank the
+// world does not have is refused on every rank.
+TEST(TrainAlgorithms, AStragglerSlowsTheRunButNotDdpsResult) {
+  const auto plain = run(kShortMlp + "--strategy=ddp");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto slow = run(kShortMlp + "--strategy=ddp --straggler=1:2");
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  const std::string a = last_json_line(plain.output), b = last_json_line(slow.output);
+  EXPECT_EQ(json_number(a, "train_loss"), json_number(b, "train_loss")) << b;
+  const std::string st = json_field(b, "straggler");
+  ASSERT_FALSE(st.empty()) << b;
+  EXPECT_EQ(json_number(st, "rank"), 1) << st;
+  EXPECT_GT(json_number(st, "slept_seconds"), 0) << st;
+  const auto wrong = run(kShortMlp + "--strategy=ddp --straggler=5:2");
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("names rank 5, but there are 2 ranks"), std::string::npos) << wrong.output;
+}
+
+// --strategy=async --staleness-bound=0 on 3 ranks (1 server, 2 workers) with plain SGD is
+// synchronous SGD: DDP on 2 ranks, up to the order of the two lr/2 updates (f32 rounding). The
+// server applied 2 pushes per step; no push waited for more than the other worker's of the same
+// iteration; nobody ran ahead.
+TEST(TrainAlgorithms, AsyncWithBoundZeroIsDdp) {
+  const std::string sgd = "--optimizer=sgd --momentum=0 --schedule=constant ";
+  const auto ddp = run(kShortMlp + sgd + "--strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto async = run(kShortMlp + sgd + "--strategy=async --staleness-bound=0", 3);
+  ASSERT_EQ(async.exit_code, 0) << async.output;
+  const std::string a = last_json_line(ddp.output), b = last_json_line(async.output);
+  EXPECT_NEAR(json_number(a, "train_loss"), json_number(b, "train_loss"), 1e-5) << b;
+  EXPECT_NEAR(json_number(a, "test_accuracy"), json_number(b, "test_accuracy"), 2e-3) << b;
+  const std::string st = json_field(b, "staleness"), ps = json_field(b, "parameter_server");
+  ASSERT_FALSE(st.empty()) << b;
+  EXPECT_EQ(json_number(st, "lag_max"), 0) << st;
+  EXPECT_LE(json_number(st, "max"), 1) << st;
+  EXPECT_EQ(json_number(st, "max_allowed"), 1) << st;
+  EXPECT_EQ(json_number(ps, "updates_applied"), 2 * 15) << ps;  // 1000 images per worker
+  EXPECT_EQ(json_field(ps, "server_ranks"), "[0]") << ps;
+  // Rank 0, the server, sends each worker the model each step.
+  EXPECT_EQ(json_number(b, "comm_bytes_per_step"), json_number(b, "comm_bytes_per_step_theory"));
+  EXPECT_EQ(json_number(b, "comm_bytes_per_step"), 2 * 4 * json_number(b, "parameters")) << b;
+}
+
+// Two servers and a straggler at 3x on 5 ranks, bound 1: every worker's lag stays <= 1 and each
+// push follows at most (W - 1)(2B + 1) = 6 others; each server applies every push once; the
+// average model learns.
+TEST(TrainAlgorithms, AsyncUnderAStragglerStaysWithinTheBound) {
+  const auto r = run(kShortMlp + "--strategy=async --servers=2 --staleness-bound=1 "
+                     "--straggler=2:3", 5);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string s = last_json_line(r.output);
+  const std::string st = json_field(s, "staleness"), ps = json_field(s, "parameter_server");
+  EXPECT_LE(json_number(st, "lag_max"), 1) << st;
+  EXPECT_EQ(json_number(st, "max_allowed"), 6) << st;
+  EXPECT_LE(json_number(st, "max"), 6) << st;
+  // 2 servers x 3 workers x 10 steps (667 images per worker)
+  EXPECT_EQ(json_number(ps, "updates_applied"), 2 * 3 * 10) << ps;
+  EXPECT_EQ(json_field(ps, "server_ranks"), "[0, 1]") << ps;
+  EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+}
+
+TEST(TrainAlgorithms, AsyncRefusesWhatItCannotDo) {
+  const struct {
+    std::string flags;
+    int ranks;
+    std::string message;
+  } cases[] = {
+      {"--strategy=async --servers=3", 3, "--servers=3 on 3 ranks leaves no worker"},
+      {"--strategy=async --straggler=0:2", 3, "names a parameter server"},
+      {"--strategy=async --amp=fp16", 3, "not loss scaling or half parameters"},
+      {"--strategy=ddp --staleness-bound=2", 2, "--staleness-bound needs --strategy=async"},
+      {"--strategy=async --checkpoint-dir=/tmp/x", 3, "does not checkpoint yet"},
+      {"--strategy=async --staleness-bound=-3", 3, "--staleness-bound expects an integer >= 0"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run(kShortMlp + c.flags, c.ranks);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.flags << "\n" << r.output;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }

@@ -1,0 +1,195 @@
+#include "tools/train/asynchronous.h"
+
+#include <optional>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "dist/async/async_worker.h"
+#include "dist/async/parameter_server.h"
+#include "dist/module_sync.h"
+#include "dist/reduce_scalar.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// What the training loop steps on a server: nothing (the server applied every push while it
+// served the iteration). It shows the server's optimizer state to checkpoints and the memory
+// report, and the schedule's learning rate (the workers push theirs).
+class ServingOptimizer : public optim::Optimizer {
+ public:
+  ServingOptimizer(dist::ParameterServer& server, double lr)
+      : Optimizer(server.optimizer().param_groups()[0].options->clone()), server_(server) {
+    Optimizer::add_param_group(optim::ParamGroup({server.shard()}));
+    param_groups()[0].options->set_lr(lr);
+  }
+  void step() override {}
+  std::vector<Variable> gradient_variables() const override { return {}; }
+  StateDict state_dict() const override { return server_.optimizer().state_dict(); }
+  void load_state_dict(const StateDict& state) override {
+    server_.optimizer().load_state_dict(state);
+  }
+  int64_t state_bytes() const override { return server_.optimizer().state_bytes(); }
+
+ private:
+  dist::ParameterServer& server_;
+};
+
+dist::AsyncOptions async_options(const Config& c) {
+  return dist::AsyncOptions()
+      .servers(c.servers)
+      .staleness_bound(c.staleness_bound)
+      .staleness_aware_lr(c.staleness_aware_lr);
+}
+
+class Asynchronous : public Strategy {
+ public:
+  Asynchronous(const Config& c, std::shared_ptr<nn::Sequential> model,
+               std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
+               MixedPrecision& precision)
+      : config_(c), model_(std::move(model)), world_(std::move(world)),
+        criterion_(std::move(criterion)), precision_(precision) {
+    const dist::AsyncOptions options = async_options(c);
+    // Collective: the servers' and the workers' constructors broadcast rank 0's parameters.
+    if (world_->rank() < c.servers) {
+      server_.emplace(model_->parameters(), world_,
+                      [c](std::vector<Variable> shard) { return make_optimizer(c, std::move(shard)); },
+                      options);
+      serving_.emplace(*server_, c.lr);
+    } else {
+      worker_.emplace(model_->parameters(), world_, c.lr, options);
+    }
+    dist::broadcast_buffers(*model_, *world_, 0);
+  }
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    const int64_t iteration = iteration_++;
+    if (server_) {
+      // The batch is not used: the workers' pushes of this iteration are the server's work.
+      server_->serve_until(iteration + 1);
+      return server_->iteration_loss(iteration);
+    }
+    worker_->pull();
+    worker_->zero_grad();
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      loss = criterion_(model_->forward(Variable(inputs)), targets);
+    }
+    precision_.scaler().scale(loss).backward();
+    worker_->set_loss(loss.item());
+    return loss.item();
+  }
+
+  Tensor predict(const Tensor& inputs) override {
+    NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return model_->forward(Variable(inputs)).data();
+  }
+  optim::Optimizer& optimizer() override {
+    if (server_) return *serving_;
+    return *worker_;
+  }
+
+  // Training data: the workers' shards (a server's loader reads worker 0's, unused).
+  // Evaluation: every rank holds the whole model then, so the test set is split over all.
+  int replicas() const override { return world_->size() - config_.servers; }
+  int replica() const override { return worker_ ? worker_->worker() : 0; }
+  int evaluation_replicas() const override { return world_->size(); }
+  int evaluation_replica() const override { return world_->rank(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+
+  // Before evaluation: the servers' parameters and the workers' mean statistics, everywhere.
+  void sync_buffers() override {
+    if (server_) {
+      server_->gather_parameters(model_->parameters());
+    } else {
+      worker_->gather_parameters();
+    }
+    const dist::ParameterServerLayout layout(world_->size(), async_options(config_),
+                                             model_->num_parameters());
+    dist::average_worker_buffers(layout, *world_, model_->buffers());
+  }
+
+  std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
+  // Workers run ahead of each other (up to the bound): no collective between steps.
+  bool lockstep() const override { return false; }
+  std::vector<Variable> model_state_parameters() const override {
+    if (server_) return {server_->shard()};
+    return model_->parameters();
+  }
+
+  void report(JsonObject& summary, bool lead) override {
+    // Collective: every server's updates, and the workers' time in pull.
+    const dist::StalenessStats mine = server_ ? server_->staleness() : dist::StalenessStats();
+    const dist::StalenessStats all = mine.sum_over(*world_);
+    const double updates = dist::all_reduce_scalar(
+        server_ ? static_cast<double>(server_->updates_applied()) : 0.0, *world_,
+        dist::ReduceOp::kSum);
+    const double pull_seconds = dist::all_reduce_scalar(
+        worker_ ? worker_->pull_seconds() : 0.0, *world_, dist::ReduceOp::kSum);
+    const double held_seconds = dist::all_reduce_scalar(
+        server_ ? server_->held_seconds() : 0.0, *world_, dist::ReduceOp::kSum);
+    if (!lead) return;
+    const int workers = world_->size() - config_.servers;
+    std::string histogram = "[";
+    for (size_t t = 0; t < all.histogram().size(); ++t) {
+      histogram += (t ? ", " : "") + std::to_string(all.histogram()[t]);
+    }
+    histogram += "]";
+    const dist::SSPClock rule(workers, config_.staleness_bound);
+    JsonObject s;
+    s.add("unit", "updates applied between a worker's pull and its push, per shard update")
+        .add("mean", all.mean())
+        .add("max", all.max())
+        .add("bound", config_.staleness_bound < 0 ? std::string("none")
+                                                  : std::to_string(config_.staleness_bound))
+        .add("max_allowed", rule.max_updates_between())
+        .add_raw("histogram", histogram)
+        .add("lag_max", all.max_lag())
+        .add("lag_mean", all.mean_lag());
+    summary.add_raw("staleness", s.str());
+    std::string servers = "[";
+    for (int r = 0; r < config_.servers; ++r) servers += (r ? ", " : "") + std::to_string(r);
+    servers += "]";
+    JsonObject p;
+    p.add_raw("server_ranks", servers)
+        .add("workers", workers)
+        .add("updates_applied", static_cast<int64_t>(updates))
+        .add("updates_per_server", static_cast<int64_t>(updates) / config_.servers)
+        .add("staleness_aware_lr", config_.staleness_aware_lr ? "true" : "false")
+        .add("pull_seconds_per_worker", pull_seconds / workers)
+        .add("held_seconds_per_worker", held_seconds / workers)
+        .add("evaluated", "the servers' parameters, the workers' mean BatchNorm statistics");
+    summary.add_raw("parameter_server", p.str());
+  }
+
+ private:
+  Config config_;
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> world_;
+  Criterion criterion_;
+  MixedPrecision& precision_;
+  std::optional<dist::ParameterServer> server_;
+  std::optional<ServingOptimizer> serving_;
+  std::optional<dist::AsyncWorker> worker_;
+  int64_t iteration_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_asynchronous(const Config& config,
+                                            std::shared_ptr<nn::Sequential> model,
+                                            std::shared_ptr<dist::ProcessGroup> world,
+                                            Criterion criterion, MixedPrecision& precision) {
+  return std::make_unique<Asynchronous>(config, std::move(model), std::move(world),
+                                        std::move(criterion), precision);
+}
+
+}  // namespace train
+}  // namespace tessera

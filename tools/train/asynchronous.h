@@ -1,0 +1,29 @@
+// --strategy=async: asynchronous SGD with parameter servers (dist/async/). Ranks 0..S-1
+// (--servers=S) hold the parameters and the optimizer; the other W ranks are workers that
+// pull, compute on their own shard of the data and push, held by the staleness bound
+// (--staleness-bound=B, SSP; none: plain asynchronous SGD), with the learning rate optionally
+// divided by each push's staleness (--staleness-aware-lr). Workers read the training data; the
+// servers serve each iteration's pushes (their training "step" waits until every worker has
+// pushed it, and returns the workers' mean loss). Before evaluation every rank gathers the
+// servers' parameters and the workers' mean BatchNorm statistics, and the test set is split
+// over all ranks. The final JSON adds "staleness" and "parameter_server".
+#pragma once
+
+#include <memory>
+
+#include "dist/process_group.h"
+#include "nn/sequential.h"
+#include "tools/train/flags.h"
+#include "tools/train/precision.h"
+#include "tools/train/strategy.h"
+
+namespace tessera {
+namespace train {
+
+std::unique_ptr<Strategy> make_asynchronous(const Config& config,
+                                            std::shared_ptr<nn::Sequential> model,
+                                            std::shared_ptr<dist::ProcessGroup> world,
+                                            Criterion criterion, MixedPrecision& precision);
+
+}  // namespace train
+}  // namespace tessera
