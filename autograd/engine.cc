@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/weight_grad.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -48,6 +49,12 @@ class CallbackScope {
   // For the outermost backward: runs the queue front to back; a callback may queue another.
   void run() {
     if (backward_depth != 1) return;
+    if (WeightGradStore* store = current_weight_grad_store()) {
+      // B of a split backward: the weights' gradients come later; so do the callbacks.
+      store->hold_callbacks(std::move(callback_queue));
+      callback_queue.clear();
+      return;
+    }
     for (size_t i = 0; i < callback_queue.size(); ++i) {
       std::function<void()> callback = std::move(callback_queue[i]);
       callback();
@@ -127,7 +134,9 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
     for (const Tensor& g : node_grads) any = any || g.defined();
     std::vector<Tensor> outputs;
     if (any) outputs = node->apply(std::move(node_grads));
-    if (!retain_graph) node->release_saved();
+    // A node that got no gradient keeps what it saved: a split backward's W may still reach it
+    // (the cast between a weight and the layer that deferred its gradient).
+    if (!retain_graph && any) node->release_saved();
     const std::vector<Edge>& next = node->next_edges();
     for (size_t i = 0; i < next.size(); ++i) {
       const Edge& e = next[i];
@@ -141,6 +150,13 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
       if (--dependencies[target] == 0) ready.push(target);
     }
   }
+  callbacks.run();
+}
+
+void run_as_backward(const std::function<void()>& body) {
+  NoGradGuard no_grad;
+  CallbackScope callbacks;
+  body();
   callbacks.run();
 }
 

@@ -22,7 +22,9 @@
 // is the last one. A backward run from inside another (activation checkpointing re-running a
 // segment during the outer backward) is part of the outer one: callbacks queued in it run when
 // the outermost backward ends. If a node or hook throws, the queued callbacks are dropped and
-// the exception propagates.
+// the exception propagates. While a DeferWeightGradients guard is active (weight_grad.h), the
+// outermost backward hands its callbacks to the guard's store instead, which runs them after
+// the deferred weight gradients.
 #pragma once
 
 #include <functional>
@@ -34,6 +36,10 @@ namespace tessera {
 
 void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads = {},
               bool retain_graph = false);
+
+// Runs `body` as one backward on this thread: backward() calls inside it are nested in it, and
+// callbacks queued inside run when it ends (WeightGradStore::run delivers W's gradients so).
+void run_as_backward(const std::function<void()>& body);
 
 // Queues `callback` to run once the (outermost) backward running on this thread has walked its
 // whole graph. Only valid during a backward (from a hook or a node); an error otherwise.

@@ -5,6 +5,7 @@
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
+#include "autograd/weight_grad.h"
 
 namespace tessera {
 
@@ -54,18 +55,23 @@ Variable linear(const Variable& x_in, const Variable& weight_in, const Variable&
   const Tensor input = need_w ? x.data() : Tensor();
   // The weight is saved as a Variable: backward reads whatever data it holds then.
   const Variable w = need_x ? weight : Variable();
-  return record("LinearBackward", out, {x, weight, bias},
-                [need_x, need_w, need_b, input, w](const Tensor& g) -> Grads {
-                  Tensor gx, gw, gb;
-                  const int64_t out_features = g.size(-1);
-                  if (need_x) gx = matmul(g, w.data());
-                  if (need_w) {
-                    const Tensor g2 = g.reshape({-1, out_features});
-                    gw = matmul(g2.t(), input.reshape({-1, input.size(-1)}));
-                  }
-                  if (need_b) gb = sum(g.reshape({-1, out_features}), {0});
-                  return {gx, gw, gb};
-                });
+  // B: the input's gradient; W (deferred under a WeightGradStore): the weight's and bias's.
+  return record_split(
+      "LinearBackward", out, {x, weight, bias},
+      [need_x, w](const Tensor& g) -> Grads {
+        return {need_x ? matmul(g, w.data()) : Tensor(), Tensor(), Tensor()};
+      },
+      [need_w, need_b, input](const Tensor& g) -> Grads {
+        Tensor gw, gb;
+        const int64_t out_features = g.size(-1);
+        if (need_w) {
+          const Tensor g2 = g.reshape({-1, out_features});
+          gw = matmul(g2.t(), input.reshape({-1, input.size(-1)}));
+        }
+        if (need_b) gb = sum(g.reshape({-1, out_features}), {0});
+        return {Tensor(), gw, gb};
+      },
+      input.defined() ? static_cast<int64_t>(input.nbytes()) : 0);
 }
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
 #include "autograd/functions_util.h"
+#include "autograd/weight_grad.h"
 
 namespace tessera {
 
@@ -16,14 +17,20 @@ Variable conv2d(const Variable& input_in, const Variable& weight_in, const Varia
   const Shape input_shape = input.shape();
   const Tensor x = need_w ? input.data() : Tensor();
   const Variable w = weight;  // read at backward time (ZeRO-3 re-gathers it)
-  return record("Conv2dBackward", out, {input, weight, bias},
-                [=](const Tensor& g) -> Grads {
-                  Tensor gx, gw, gb;
-                  if (need_x) gx = conv2d_backward_input(g, w.data(), input_shape, params);
-                  if (need_w) gw = conv2d_backward_weight(g, x, w.shape(), params);
-                  if (need_b) gb = sum(g, {0, 2, 3});
-                  return {gx, gw, gb};
-                });
+  // B: the input's gradient; W (deferred under a WeightGradStore): the weight's and bias's.
+  return record_split(
+      "Conv2dBackward", out, {input, weight, bias},
+      [need_x, w, input_shape, params](const Tensor& g) -> Grads {
+        return {need_x ? conv2d_backward_input(g, w.data(), input_shape, params) : Tensor(),
+                Tensor(), Tensor()};
+      },
+      [need_w, need_b, x, w, params](const Tensor& g) -> Grads {
+        Tensor gw, gb;
+        if (need_w) gw = conv2d_backward_weight(g, x, w.shape(), params);
+        if (need_b) gb = sum(g, {0, 2, 3});
+        return {Tensor(), gw, gb};
+      },
+      x.defined() ? static_cast<int64_t>(x.nbytes()) : 0);
 }
 
 Variable max_pool2d(const Variable& input, const Pool2dParams& params) {
