@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "pipeline/zero_bubble.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -95,11 +96,17 @@ void check_interleaved(int K, int M, int v) {
 }  // namespace
 
 bool is_compute(ActionKind kind) {
-  return kind == ActionKind::kForward || kind == ActionKind::kBackward;
+  return kind == ActionKind::kForward || kind == ActionKind::kBackward ||
+         kind == ActionKind::kWeight;
+}
+
+bool splits_backward(const std::vector<Action>& actions) {
+  return std::any_of(actions.begin(), actions.end(),
+                     [](const Action& a) { return a.kind == ActionKind::kWeight; });
 }
 
 std::string to_string(const Action& a, bool show_chunk) {
-  static const char* names[] = {"F", "B", "SA", "RA", "SG", "RG"};
+  static const char* names[] = {"F", "B", "SA", "RA", "SG", "RG", "W"};
   std::string s = names[static_cast<int>(a.kind)] + std::to_string(a.microbatch);
   if (show_chunk) s += "." + std::to_string(a.chunk);
   return s;
@@ -115,7 +122,9 @@ ScheduleKind parse_schedule(const std::string& name) {
   if (name == "gpipe") return ScheduleKind::kGPipe;
   if (name == "1f1b") return ScheduleKind::kOneFOneB;
   if (name == "interleaved") return ScheduleKind::kInterleaved;
-  TS_FAIL("pipeline schedule '", name, "' is not one of gpipe, 1f1b, interleaved");
+  if (name == "zb-h1") return ScheduleKind::kZBH1;
+  if (name == "zb-h2") return ScheduleKind::kZBH2;
+  TS_FAIL("pipeline schedule '", name, "' is not one of gpipe, 1f1b, interleaved, zb-h1, zb-h2");
 }
 
 const char* schedule_name(ScheduleKind kind) {
@@ -123,6 +132,8 @@ const char* schedule_name(ScheduleKind kind) {
     case ScheduleKind::kGPipe: return "gpipe";
     case ScheduleKind::kOneFOneB: return "1f1b";
     case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kZBH1: return "zb-h1";
+    case ScheduleKind::kZBH2: return "zb-h2";
   }
   return "?";
 }
@@ -186,6 +197,8 @@ std::vector<Action> make_schedule(ScheduleKind kind, int stages, int microbatche
     case ScheduleKind::kGPipe: return gpipe(stages, microbatches, stage);
     case ScheduleKind::kOneFOneB: return one_f_one_b(stages, microbatches, stage);
     case ScheduleKind::kInterleaved: return interleaved_1f1b(stages, microbatches, stage, chunks);
+    case ScheduleKind::kZBH1: return zb_h1(stages, microbatches, stage);
+    case ScheduleKind::kZBH2: return zb_h2(stages, microbatches, stage);
   }
   return {};
 }

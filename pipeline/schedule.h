@@ -51,6 +51,14 @@
 // On the executor's buffered transport that wait is needless, so Pipe plays eager_sends() of
 // the list, which moves every send right after its computation.
 //
+// Zero-bubble schedules (ZB-H1, ZB-H2; Qi et al. 2024) split each backward in two: B i, the
+// gradient with respect to the stage's input (what the previous stage waits for), and W i, the
+// gradient with respect to the stage's weights (which nobody waits for), and put the W passes
+// where the other schedules idle. pipeline/zero_bubble.h draws them beside 1F1B. In a list
+// that has W actions, B means the input gradient only, and every B i is followed later, on the
+// same stage, by exactly one W i; in GPipe, 1F1B and interleaved lists (no W) B is the whole
+// backward. W has no messages.
+//
 // GPipe and 1F1B are sound under both transports. Interleaved 1F1B sends right after each
 // computation and receives right before: ranks exchange activations in both directions at
 // once (rank K-1 feeds rank 0 the next chunk), which Megatron-LM does with batched
@@ -71,6 +79,7 @@ enum class ActionKind {
   kRecvActivation,  // from the previous one
   kSendGradient,    // to the previous one
   kRecvGradient,    // from the next one
+  kWeight,          // W: the weight gradient of a backward split in two (zero-bubble lists)
 };
 
 struct Action {
@@ -84,21 +93,25 @@ struct Action {
   bool operator!=(const Action& o) const { return !(*this == o); }
 };
 
-// Short forms for tables: F(3), B(3), SA(3), RA(3), SG(3), RG(3); chunk as a second argument.
+// Short forms for tables: F(3), B(3), W(3), SA(3), RA(3), SG(3), RG(3); chunk as a second
+// argument.
 inline Action F(int mb, int chunk = 0) { return {ActionKind::kForward, mb, chunk}; }
 inline Action B(int mb, int chunk = 0) { return {ActionKind::kBackward, mb, chunk}; }
+inline Action W(int mb, int chunk = 0) { return {ActionKind::kWeight, mb, chunk}; }
 inline Action SA(int mb, int chunk = 0) { return {ActionKind::kSendActivation, mb, chunk}; }
 inline Action RA(int mb, int chunk = 0) { return {ActionKind::kRecvActivation, mb, chunk}; }
 inline Action SG(int mb, int chunk = 0) { return {ActionKind::kSendGradient, mb, chunk}; }
 inline Action RG(int mb, int chunk = 0) { return {ActionKind::kRecvGradient, mb, chunk}; }
 
-// "F3", "RG0", "F3.1" (chunk 1 when the schedule has more than one chunk).
+// "F3", "W3", "RG0", "F3.1" (chunk 1 when the schedule has more than one chunk).
 std::string to_string(const Action& a, bool show_chunk = false);
 std::string to_string(const std::vector<Action>& actions, bool show_chunk = false);
-bool is_compute(ActionKind kind);
+bool is_compute(ActionKind kind);  // F, B and W
+// Whether the list splits its backwards into B and W (has any W action).
+bool splits_backward(const std::vector<Action>& actions);
 
-enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved };
-// "gpipe", "1f1b", "interleaved"; anything else is an error listing these.
+enum class ScheduleKind { kGPipe, kOneFOneB, kInterleaved, kZBH1, kZBH2 };
+// "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"; anything else is an error listing these.
 ScheduleKind parse_schedule(const std::string& name);
 const char* schedule_name(ScheduleKind kind);
 
@@ -107,8 +120,10 @@ std::vector<Action> gpipe(int stages, int microbatches, int stage);
 std::vector<Action> one_f_one_b(int stages, int microbatches, int stage);
 // chunks = v >= 1 model chunks per rank; requires M % K == 0 (M >= K).
 std::vector<Action> interleaved_1f1b(int stages, int microbatches, int stage, int chunks);
-// Evaluation: forwards only, in the order of the kind's forwards (micro-batch order; for v > 1
-// chunks Megatron-LM's groups of K, so M % K == 0 is required then).
+// zb_h1() and zb_h2() (any K >= 1, M >= 1) are declared in pipeline/zero_bubble.h.
+// Evaluation: forwards only, in the order of the kind's forwards: micro-batch order for every
+// kind with one chunk (GPipe, 1F1B, ZB-H1, ZB-H2: 1F1B's forwards); for v > 1 chunks
+// Megatron-LM's groups of K, so M % K == 0 is required then.
 std::vector<Action> forward_only(int stages, int microbatches, int stage, int chunks = 1);
 // Dispatch by kind; `chunks` must be 1 unless kind is kInterleaved.
 std::vector<Action> make_schedule(ScheduleKind kind, int stages, int microbatches, int stage,
@@ -121,7 +136,8 @@ std::vector<std::vector<Action>> make_schedules(ScheduleKind kind, int stages, i
 // computation that produces it, so no message waits on an unrelated receive (1F1B's "RG j, SA
 // i" becomes "SA i, RG j"). Each link's messages keep their order, and under buffered sends a
 // send that happens earlier can only let its receiver go earlier, so a list sound under
-// buffered sends stays sound.
+// buffered sends stays sound. A gradient send's producer is B, never W: in a zero-bubble list
+// SG i goes right after B i, ahead of any W.
 std::vector<Action> eager_sends(const std::vector<Action>& actions);
 
 // The theory: the fraction of a stage's time idle in the bubble, (K-1)/(vM+K-1).

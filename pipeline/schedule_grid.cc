@@ -1,6 +1,7 @@
 #include "pipeline/schedule_grid.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 namespace tessera {
@@ -38,6 +39,30 @@ std::string explain(ScheduleKind kind, int stages, int microbatches, int chunks)
   os << schedule_name(kind) << "  K=" << stages << " M=" << microbatches;
   if (kind == ScheduleKind::kInterleaved) os << " v=" << chunks;
   os << "\n" << draw_grid(report);
+  return os.str();
+}
+
+std::string explain_timing(ScheduleKind kind, int stages, int microbatches, int chunks,
+                           const StageTimes& times) {
+  const auto lists = make_schedules(kind, stages, microbatches, chunks);
+  const TimedStep step = play_timed(lists, chunks, std::vector<StageTimes>(stages, times));
+  const double busy = step.makespan - step.bubble();
+  std::ostringstream os;
+  os << "timing model, equal stages: F " << times.forward << ", backward " << times.backward;
+  if (splits_backward(lists[0])) {
+    os << " = B " << times.backward - times.weight << " + W " << times.weight;
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "\n  step %.3f, bubble %.3f (%.3f of the step); without a flush %.3f (%.3f)\n",
+                step.makespan, step.bubble(), step.bottleneck_idle(), step.bubble_without_flush(),
+                step.bubble_without_flush() / (busy + step.bubble_without_flush()));
+  os << line;
+  if (kind == ScheduleKind::kZBH1) {
+    std::snprintf(line, sizeof(line), "  ZB-H1 closed form (K-1)(T_F + T_B - T_W) = %.3f\n",
+                  zb_h1_bubble(stages, times));
+    os << line;
+  }
   return os.str();
 }
 

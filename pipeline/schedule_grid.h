@@ -10,12 +10,15 @@
 //   stage 1: peak in flight 1, idle 0.200
 //   bubble: theory (K-1)/(vM+K-1) = 1/5 = 0.200, simulated 0.200 (K=2 M=4 v=1)
 //
-// With v > 1 chunks a cell reads F<mb>.<chunk>.
+// With v > 1 chunks a cell reads F<mb>.<chunk>. Zero-bubble lists draw their W passes as cells
+// of their own (W3), and their report adds each stage's peak pending W and the bubble without a
+// flush (pipeline/zero_bubble.h has the grids).
 #pragma once
 
 #include <string>
 
 #include "pipeline/schedule.h"
+#include "pipeline/timing_model.h"
 #include "pipeline/validator.h"
 
 namespace tessera {
@@ -26,6 +29,12 @@ std::string draw_grid(const ValidationReport& report);
 
 // Builds, validates and draws a schedule: what `explain pipeline` prints.
 std::string explain(ScheduleKind kind, int stages, int microbatches, int chunks = 1);
+
+// The same lists played by the timing model with every stage's times `times`
+// (timing_model.h's convention for B and W): the step, its bubble with a flush and without, and
+// for ZB-H1 the closed form beside them. What `explain pipeline --backward-ratio=R` adds.
+std::string explain_timing(ScheduleKind kind, int stages, int microbatches, int chunks,
+                           const StageTimes& times);
 
 }  // namespace pipeline
 }  // namespace tessera

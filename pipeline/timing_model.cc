@@ -19,14 +19,36 @@ double TimedStep::bottleneck_idle() const {
   return busy.empty() ? 0 : 1.0 - *std::max_element(busy.begin(), busy.end()) / makespan;
 }
 
+double TimedStep::bubble() const {
+  return busy.empty() ? 0 : makespan - *std::max_element(busy.begin(), busy.end());
+}
+
+double TimedStep::bubble_without_flush() const {
+  if (busy.empty()) return 0;
+  return *std::max_element(span.begin(), span.end()) - *std::max_element(busy.begin(), busy.end());
+}
+
+double zb_h1_bubble(int stages, const StageTimes& t) {
+  return (stages - 1) * (t.forward + (t.backward - t.weight) - t.weight);
+}
+
 TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
                      const std::vector<StageTimes>& times, const MessageCosts& costs) {
   TS_CHECK(times.size() == lists.size(), "play_timed: ", times.size(), " stage times for ",
            lists.size(), " stages");
+  std::vector<bool> split(lists.size());
+  for (size_t s = 0; s < lists.size(); ++s) {
+    TS_CHECK(times[s].weight >= 0 && times[s].weight <= times[s].backward, "play_timed: stage ", s,
+             "'s weight-gradient time ", times[s].weight, " is not within its backward's [0, ",
+             times[s].backward, "]");
+    split[s] = splits_backward(lists[s]);
+  }
   return play_timed(lists, chunks, [&](int s, size_t n) {
     switch (lists[s][n].kind) {
       case ActionKind::kForward: return times[s].forward;
-      case ActionKind::kBackward: return times[s].backward;
+      // With W split out, B is the input-gradient part of the backward.
+      case ActionKind::kBackward: return split[s] ? times[s].backward - times[s].weight : times[s].backward;
+      case ActionKind::kWeight: return times[s].weight;
       case ActionKind::kSendActivation:
       case ActionKind::kSendGradient: return costs.send;
       default: return costs.receive;
@@ -42,7 +64,8 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
   // When each action ended, by (kind, micro-batch, virtual stage).
   std::map<std::tuple<ActionKind, int, int>, double> ended;
   // What an action needs done first, on this rank or another: a computation's inputs (F i of
-  // virtual stage j: F i of j-1; B i: its own F i and B i of j+1), a receive's send.
+  // virtual stage j: F i of j-1; B i: its own F i and B i of j+1; W i: its own B i), a
+  // receive's send.
   const auto needs = [&](const Action& a, int j) {
     std::vector<std::tuple<ActionKind, int, int>> n;
     const int mb = a.microbatch;
@@ -58,12 +81,13 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
       case ActionKind::kRecvGradient: n.emplace_back(ActionKind::kSendGradient, mb, j + 1); break;
       case ActionKind::kSendActivation: n.emplace_back(ActionKind::kForward, mb, j); break;
       case ActionKind::kSendGradient: n.emplace_back(ActionKind::kBackward, mb, j); break;
+      case ActionKind::kWeight: n.emplace_back(ActionKind::kBackward, mb, j); break;
     }
     return n;
   };
   TimedStep step;
   step.busy.assign(K, 0);
-  std::vector<double> clock(K, 0);
+  std::vector<double> clock(K, 0), first_start(K, -1), last_end(K, 0);
   std::vector<size_t> at(K, 0);
   for (bool moved = true; moved;) {
     moved = false;
@@ -80,8 +104,13 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
         }
         if (missing) break;
         const double t = duration(s, at[s]);
-        clock[s] = std::max(clock[s], ready) + t;
-        if (is_compute(a.kind)) step.busy[s] += t;
+        const double start = std::max(clock[s], ready);
+        clock[s] = start + t;
+        if (is_compute(a.kind)) {
+          step.busy[s] += t;
+          if (first_start[s] < 0) first_start[s] = start;
+          last_end[s] = clock[s];
+        }
         ended[{a.kind, a.microbatch, j}] = clock[s];
       }
     }
@@ -91,6 +120,7 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
              to_string(lists[s][at[s]], chunks > 1), ": an input it needs is never computed");
   }
   step.makespan = *std::max_element(clock.begin(), clock.end());
+  for (int s = 0; s < K; ++s) step.span.push_back(first_start[s] < 0 ? 0 : last_end[s] - first_start[s]);
   return step;
 }
 

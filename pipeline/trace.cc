@@ -24,6 +24,7 @@ const char* span_category(const Span& span) {
   switch (span.action.kind) {
     case ActionKind::kForward: return "forward";
     case ActionKind::kBackward: return "backward";
+    case ActionKind::kWeight: return "weight";
     case ActionKind::kSendActivation:
     case ActionKind::kSendGradient: return "send";
     case ActionKind::kRecvActivation:

@@ -28,7 +28,8 @@ struct Span {
   double start = 0, end = 0;  // seconds
 };
 
-// "F3", "RA3.1", "all_reduce"; its category: "forward", "backward", "send", "recv", "reduce".
+// "F3", "RA3.1", "all_reduce"; its category: "forward", "backward", "weight", "send", "recv",
+// "reduce".
 std::string span_name(const Span& span, bool show_chunk);
 const char* span_category(const Span& span);
 

@@ -30,8 +30,11 @@ double median(std::vector<double> v) {
 }
 
 StageTimes stage_times(const std::vector<Span>& spans) {
+  // With W spans (a zero-bubble list) a B span is only the input gradient: the whole backward
+  // is B + W (timing_model.h's convention).
+  const double weight = mean_duration(of_kind(spans, ActionKind::kWeight));
   return {mean_duration(of_kind(spans, ActionKind::kForward)),
-          mean_duration(of_kind(spans, ActionKind::kBackward))};
+          mean_duration(of_kind(spans, ActionKind::kBackward)) + weight, weight};
 }
 
 MessageStats message_stats(const std::vector<std::vector<Span>>& all) {

@@ -1,6 +1,7 @@
 // Trace statistics: what the timing model (timing_model.h) needs, read from a batch's spans.
 //
-// stage_times(): a stage's mean forward and backward of one chunk of one micro-batch.
+// stage_times(): a stage's mean forward and backward of one chunk of one micro-batch; with W
+// spans (zero-bubble lists) backward is the mean B plus the mean W, and weight the mean W.
 // message_stats(): over every rank's spans (gather_trace()), the messages matched up: the n-th
 // activation (gradient) rank r sends goes to rank r+1 (r-1, cyclically) and is the n-th that
 // rank receives (MPI keeps order on one tag). From them:

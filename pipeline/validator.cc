@@ -24,15 +24,24 @@ std::string where(int s, int index, const Action& a, const Layout& L) {
   return detail::str("stage ", s, ", action #", index, " (", to_string(a, L.v > 1), ")");
 }
 
-// Per stage: counts and order of every action, and the peak number in flight.
-int check_stage(const std::vector<Action>& list, int s, const Layout& L, bool backward) {
-  enum { kF, kB, kSA, kRA, kSG, kRG, kKinds };
-  static const char* what[] = {"forward", "backward", "activation send", "activation receive",
-                               "gradient send", "gradient receive"};
-  // seen[kind][chunk][mb]
+struct StagePeaks {
+  int in_flight = 0, pending_weight = 0;
+};
+
+// Per stage: counts and order of every action, and the peaks of held activations and pending W.
+StagePeaks check_stage(const std::vector<Action>& list, int s, const Layout& L, bool backward) {
+  enum { kF, kB, kSA, kRA, kSG, kRG, kW, kKinds };
+  static const char* what[] = {"forward",       "backward",         "activation send",
+                               "activation receive", "gradient send", "gradient receive",
+                               "weight gradient"};
+  // A list that splits its backwards holds an activation until W, and needs a W for every B.
+  const bool split = splits_backward(list);
+  // seen[kind][chunk][mb]; where each B is, for the error when its W is missing
   std::vector<std::vector<std::vector<int>>> seen(
       kKinds, std::vector<std::vector<int>>(L.v, std::vector<int>(L.M, 0)));
-  int in_flight = 0, peak = 0;
+  std::vector<std::vector<int>> b_index(L.v, std::vector<int>(L.M, -1));
+  int in_flight = 0, pending = 0;
+  StagePeaks peak;
   for (size_t n = 0; n < list.size(); ++n) {
     const Action& a = list[n];
     const int idx = static_cast<int>(n);
@@ -68,14 +77,25 @@ int check_stage(const std::vector<Action>& list, int s, const Layout& L, bool ba
       case ActionKind::kForward:
         TS_CHECK(first || done(kRA), where(s, idx, a, L),
                  ": forward before its activation was received");
-        peak = std::max(peak, ++in_flight);
+        peak.in_flight = std::max(peak.in_flight, ++in_flight);
         if (!backward) --in_flight;  // evaluation keeps nothing for a backward
         break;
       case ActionKind::kBackward:
         TS_CHECK(done(kF), where(s, idx, a, L), ": backward before the forward");
         TS_CHECK(last || done(kRG), where(s, idx, a, L),
                  ": backward before its output gradient was received");
+        b_index[a.chunk][a.microbatch] = idx;
+        if (split) {
+          peak.pending_weight = std::max(peak.pending_weight, ++pending);
+        } else {
+          --in_flight;
+        }
+        break;
+      case ActionKind::kWeight:
+        TS_CHECK(done(kB), where(s, idx, a, L), ": weight gradient before its backward (",
+                 to_string(B(a.microbatch, a.chunk), L.v > 1), ")");
         --in_flight;
+        --pending;
         break;
     }
     ++count;
@@ -83,10 +103,16 @@ int check_stage(const std::vector<Action>& list, int s, const Layout& L, bool ba
   for (int c = 0; c < L.v; ++c) {
     const int vs = L.virtual_stage(s, c);
     for (int i = 0; i < L.M; ++i) {
+      if (split && seen[kB][c][i] == 1 && seen[kW][c][i] == 0) {
+        const Action b = B(i, c);
+        TS_FAIL(where(s, b_index[c][i], b, L), ": no ", to_string(W(i, c), L.v > 1),
+                " follows it: a list with W actions needs one W for every B");
+      }
       for (int k = 0; k < kKinds; ++k) {
-        const bool gradient_side = k == kB || k == kRG || k == kSG;
+        const bool gradient_side = k == kB || k == kRG || k == kSG || k == kW;
         const bool needed = (!gradient_side || backward) &&
-                            ((k == kF || k == kB) || ((k == kSA || k == kRG) && vs < L.V() - 1) ||
+                            ((k == kF || k == kB) || (k == kW && split) ||
+                             ((k == kSA || k == kRG) && vs < L.V() - 1) ||
                              ((k == kRA || k == kSG) && vs > 0));
         TS_CHECK(!needed || seen[k][c][i] == 1, "stage ", s, " never runs the ", what[k],
                  " of micro-batch ", i, L.v > 1 ? detail::str(" on chunk ", c) : "");
@@ -134,7 +160,15 @@ std::string deadlock_message(const std::vector<std::vector<Action>>& lists,
 
 }  // namespace
 
-double ValidationReport::bubble_theory() const { return bubble_fraction(stages, microbatches, chunks); }
+long StageReport::span() const {
+  return timeline.empty() ? 0 : timeline.back().start + 1 - timeline.front().start;
+}
+
+double ValidationReport::bubble_theory() const {
+  // Split: F, B and W one slot each, 3vM busy slots, and the last stage's K-1 before its first F.
+  return split_backward ? static_cast<double>(stages - 1) / (3 * chunks * microbatches + stages - 1)
+                        : bubble_fraction(stages, microbatches, chunks);
+}
 
 double ValidationReport::bubble_simulated() const {
   double worst = 0;
@@ -142,24 +176,47 @@ double ValidationReport::bubble_simulated() const {
   return worst;
 }
 
+double ValidationReport::bubble_without_flush() const {
+  long period = 0, busy = 0;
+  for (const StageReport& r : stage) {
+    period = std::max(period, r.span());
+    busy = std::max(busy, r.busy_slots);
+  }
+  return period > 0 ? 1.0 - static_cast<double>(busy) / period : 0;
+}
+
 std::string ValidationReport::str() const {
   std::ostringstream os;
-  char line[160];
+  char line[200];
   for (int s = 0; s < stages; ++s) {
-    std::snprintf(line, sizeof(line), "stage %d: peak in flight %d, idle %.3f\n", s,
-                  stage[s].peak_in_flight, stage[s].idle_fraction);
+    if (split_backward) {
+      std::snprintf(line, sizeof(line), "stage %d: peak in flight %d, pending W %d, idle %.3f\n", s,
+                    stage[s].peak_in_flight, stage[s].peak_pending_weight, stage[s].idle_fraction);
+    } else {
+      std::snprintf(line, sizeof(line), "stage %d: peak in flight %d, idle %.3f\n", s,
+                    stage[s].peak_in_flight, stage[s].idle_fraction);
+    }
     os << line;
   }
-  std::snprintf(line, sizeof(line),
-                "bubble: theory (K-1)/(vM+K-1) = %d/%d = %.3f, simulated %.3f (K=%d M=%d v=%d)",
-                stages - 1, chunks * microbatches + stages - 1, bubble_theory(),
-                bubble_simulated(), stages, microbatches, chunks);
+  if (split_backward) {
+    std::snprintf(line, sizeof(line),
+                  "bubble: least with a flush (K-1)/(3vM+K-1) = %d/%d = %.3f, simulated %.3f; "
+                  "without a flush %.3f (K=%d M=%d v=%d; F, B, W one slot each)",
+                  stages - 1, 3 * chunks * microbatches + stages - 1, bubble_theory(),
+                  bubble_simulated(), bubble_without_flush(), stages, microbatches, chunks);
+  } else {
+    std::snprintf(line, sizeof(line),
+                  "bubble: theory (K-1)/(vM+K-1) = %d/%d = %.3f, simulated %.3f (K=%d M=%d v=%d)",
+                  stages - 1, chunks * microbatches + stages - 1, bubble_theory(),
+                  bubble_simulated(), stages, microbatches, chunks);
+  }
   os << line;
   return os.str();
 }
 
 Transport transport_for(ScheduleKind kind) {
-  return kind == ScheduleKind::kInterleaved ? Transport::kBuffered : Transport::kBlocking;
+  return kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ? Transport::kBlocking
+                                                                         : Transport::kBuffered;
 }
 
 ValidationReport validate(const std::vector<std::vector<Action>>& lists, int microbatches,
@@ -173,7 +230,12 @@ ValidationReport validate(const std::vector<std::vector<Action>>& lists, int mic
   report.microbatches = L.M;
   report.chunks = L.v;
   report.stage.resize(L.K);
-  for (int s = 0; s < L.K; ++s) report.stage[s].peak_in_flight = check_stage(lists[s], s, L, backward);
+  for (int s = 0; s < L.K; ++s) {
+    const StagePeaks peak = check_stage(lists[s], s, L, backward);
+    report.stage[s].peak_in_flight = peak.in_flight;
+    report.stage[s].peak_pending_weight = peak.pending_weight;
+    report.split_backward = report.split_backward || splits_backward(lists[s]);
+  }
 
   // Play the lists. A compute moves its stage's clock one slot. Blocking: a send moves only
   // when its receiver stands at the matching receive, and both clocks jump to the later one.

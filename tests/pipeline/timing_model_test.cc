@@ -1,10 +1,14 @@
 // The timing model against the bubble formula (equal stages, any backward/forward ratio) and
-// against a step worked out by hand (unequal stages).
+// against a step worked out by hand (unequal stages); the zero-bubble schedules' bubbles
+// against 1F1B's and ZB-H1's closed form.
 #include "pipeline/timing_model.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pipeline/schedule.h"
+#include "pipeline/zero_bubble.h"
 #include "tests/util/expect_error.h"
 
 namespace tessera {
@@ -94,6 +98,106 @@ TEST(TimingModel, OnePercentOfImbalanceMovesTheInterleavedBubble) {
   const TimedStep last_slower = play_timed(lists, 2, {StageTimes{1, 2}, StageTimes{1.01, 2.02}});
   EXPECT_NEAR(last_slower.bottleneck_idle(), 1.0 / 33, 0.001);
   EXPECT_NEAR(last_slower.mean_idle(), 0.035, 0.001);
+}
+
+TEST(TimingModel, ZBH1EqualsItsClosedFormAtEqualForwardBackwardAndWeight) {
+  // F = B = W = 1: the whole backward is 2, split evenly. ZB-H1's bubble is (K-1)(T_F + T_B -
+  // T_W) = K-1 against 1F1B's (K-1)(T_F + T_B + T_W) = 3(K-1), with the same work.
+  const StageTimes t{1, 2, 1};
+  for (int K = 1; K <= 8; ++K) {
+    for (int M = K; M <= 16; ++M) {
+      SCOPED_TRACE(::testing::Message() << "K=" << K << " M=" << M);
+      const std::vector<StageTimes> times(K, t);
+      const TimedStep h1 = play_timed(make_schedules(ScheduleKind::kZBH1, K, M), 1, times);
+      const TimedStep f = play_timed(make_schedules(ScheduleKind::kOneFOneB, K, M), 1, times);
+      EXPECT_DOUBLE_EQ(zb_h1_bubble(K, t), K - 1);
+      EXPECT_DOUBLE_EQ(h1.bubble(), zb_h1_bubble(K, t));
+      EXPECT_DOUBLE_EQ(f.bubble(), 3 * (K - 1));
+      for (int s = 0; s < K; ++s) {
+        EXPECT_DOUBLE_EQ(h1.busy[s], 3 * M);
+        EXPECT_DOUBLE_EQ(f.busy[s], 3 * M);
+      }
+    }
+  }
+}
+
+TEST(TimingModel, ZBH1ClosedFormHoldsWhileWeightIsAtMostForwardAndInputGradient) {
+  // (K-1) max(T_F, T_B, T_F + T_B - T_W): the closed form while T_W <= min(T_F, T_B); beyond,
+  // stage 0's wait for its first B, (K-1) T_B, or the last stage's late start, (K-1) T_F, is
+  // left (timing_model.h).
+  struct Case {
+    StageTimes t;
+    bool closed_form;
+  };
+  const Case cases[] = {{{1, 2, 1}, true},     {{1, 2, 0.5}, true}, {{1, 3, 1}, true},
+                        {{2, 2, 1}, true},     {{1, 2, 0}, true},   {{1, 1.5, 1}, false},
+                        {{0.5, 2, 1}, false},  {{1, 3, 2}, false}};
+  for (const Case& c : cases) {
+    const double T_F = c.t.forward, T_B = c.t.backward - c.t.weight, T_W = c.t.weight;
+    for (int K = 2; K <= 6; ++K) {
+      for (int M = K; M <= 12; ++M) {
+        SCOPED_TRACE(::testing::Message() << "F " << T_F << " B " << T_B << " W " << T_W << " K=" << K
+                                          << " M=" << M);
+        const TimedStep step =
+            play_timed(make_schedules(ScheduleKind::kZBH1, K, M), 1, std::vector<StageTimes>(K, c.t));
+        EXPECT_NEAR(step.bubble(), (K - 1) * std::max({T_F, T_B, T_F + T_B - T_W}), 1e-9);
+        if (c.closed_form) {
+          EXPECT_NEAR(step.bubble(), zb_h1_bubble(K, c.t), 1e-9);
+        } else {
+          EXPECT_GT(step.bubble(), zb_h1_bubble(K, c.t) + 1e-9);
+        }
+      }
+    }
+  }
+}
+
+TEST(TimingModel, ZBH1IsAtMostHalfOfOneFOneBAtTwoStages) {
+  const std::vector<StageTimes> times(2, StageTimes{1, 2, 1});
+  const TimedStep h1 = play_timed(make_schedules(ScheduleKind::kZBH1, 2, 8), 1, times);
+  const TimedStep f = play_timed(make_schedules(ScheduleKind::kOneFOneB, 2, 8), 1, times);
+  EXPECT_DOUBLE_EQ(h1.bubble(), 1);  // 25 for 24 of work
+  EXPECT_DOUBLE_EQ(f.bubble(), 3);   // 27
+  EXPECT_LE(h1.bottleneck_idle(), f.bottleneck_idle() / 2);
+}
+
+TEST(TimingModel, ZBH2IsBelowZBH1) {
+  for (int K = 2; K <= 8; ++K) {
+    for (int M = 2 * K - 1; M <= 16; ++M) {
+      SCOPED_TRACE(::testing::Message() << "K=" << K << " M=" << M);
+      // F = B = W: with a flush both reach the least, (K-1) T_F (the last stage's late start);
+      // back to back without one, ZB-H2 has no bubble at all.
+      const std::vector<StageTimes> equal(K, StageTimes{1, 2, 1});
+      const TimedStep h1 = play_timed(make_schedules(ScheduleKind::kZBH1, K, M), 1, equal);
+      const TimedStep h2 = play_timed(make_schedules(ScheduleKind::kZBH2, K, M), 1, equal);
+      EXPECT_DOUBLE_EQ(h1.bubble(), K - 1);
+      EXPECT_DOUBLE_EQ(h2.bubble(), K - 1);
+      EXPECT_DOUBLE_EQ(h1.bubble_without_flush(), K - 1);
+      EXPECT_DOUBLE_EQ(h2.bubble_without_flush(), 0);
+      // W half of B (F 1, B 2, W 1): ZB-H2 is below with a flush too.
+      const std::vector<StageTimes> short_w(K, StageTimes{1, 3, 1});
+      const TimedStep h1s = play_timed(make_schedules(ScheduleKind::kZBH1, K, M), 1, short_w);
+      const TimedStep h2s = play_timed(make_schedules(ScheduleKind::kZBH2, K, M), 1, short_w);
+      EXPECT_DOUBLE_EQ(h1s.bubble(), 2 * (K - 1));
+      EXPECT_LT(h2s.bubble(), h1s.bubble());
+    }
+  }
+}
+
+TEST(TimingModel, BackwardIsSplitOnlyInListsWithWeightPasses) {
+  // K = 2, M = 1, F 1 and a backward of 2 that splits into B 1 and W 1, by hand:
+  //   1F1B   stage 1: F0 [1,2] B0 [2,4];         stage 0: F0 [0,1] B0 [4,6]
+  //   ZB-H1  stage 1: F0 [1,2] B0 [2,3] W0 [3,4]; stage 0: F0 [0,1] B0 [3,4] W0 [4,5]
+  // (stage 0's B waits only for stage 1's B; its W waits for its own B).
+  const std::vector<StageTimes> times(2, StageTimes{1, 2, 1});
+  const TimedStep f = play_timed(make_schedules(ScheduleKind::kOneFOneB, 2, 1), 1, times);
+  const TimedStep h1 = play_timed(make_schedules(ScheduleKind::kZBH1, 2, 1), 1, times);
+  EXPECT_DOUBLE_EQ(f.makespan, 6);
+  EXPECT_DOUBLE_EQ(h1.makespan, 5);
+  EXPECT_DOUBLE_EQ(h1.busy[0], 3);
+  EXPECT_DOUBLE_EQ(h1.span[0], 5);
+  EXPECT_DOUBLE_EQ(h1.span[1], 3);
+  expect_error([] { play_timed({zb_h1(1, 1, 0)}, 1, {StageTimes{1, 1, 2}}); },
+               "stage 0's weight-gradient time 2 is not within its backward's [0, 1]");
 }
 
 TEST(TimingModel, ListsThatCannotRunAreAnError) {

@@ -14,6 +14,15 @@ TEST(TraceStats, StageTimesAreTheMeanForwardAndBackward) {
   EXPECT_DOUBLE_EQ(t.backward, 2);
 }
 
+TEST(TraceStats, WithWeightSpansTheBackwardIsBPlusW) {
+  // A zero-bubble list's B is only the input gradient; the timing model's backward is the whole.
+  const StageTimes t = stage_times({{F(0), false, 0, 1}, {B(0), false, 1, 3}, {W(0), false, 3, 4},
+                                    {F(1), false, 4, 5}, {B(1), false, 5, 7}, {W(1), false, 7, 10}});
+  EXPECT_DOUBLE_EQ(t.forward, 1);
+  EXPECT_DOUBLE_EQ(t.backward, 4);
+  EXPECT_DOUBLE_EQ(t.weight, 2);
+}
+
 TEST(TraceStats, MessagesAreMatchedInOrderPerLink) {
   // Stage 0 sends activations 0 and 1 and receives gradient 0; stage 1 the other way round.
   //   SA0 [1.0, 1.1]: stage 1 was waiting in RA0 since 0.5, got it at 1.3 -> waited 0.3

@@ -1,5 +1,5 @@
 // The validator over every schedule on a grid of (K, M, v), and catching broken schedules:
-// a deadlock, messages out of order, a missing or repeated computation.
+// a deadlock, messages out of order, a missing or repeated computation, a misplaced W.
 #include "pipeline/validator.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "pipeline/zero_bubble.h"
 #include "tensor/check.h"
 #include "tests/util/expect_error.h"
 
@@ -167,6 +168,122 @@ TEST(Validator, MissingRepeatedOrMisplacedComputationsAreErrors) {
   auto first_sends_gradient = make_schedules(ScheduleKind::kGPipe, 2, 1);
   first_sends_gradient[0].push_back(SG(0));
   expect_error([&] { validate(first_sends_gradient, 1); }, "the first stage sends no gradients");
+}
+
+TEST(Validator, ZeroBubbleSchedulesAreSoundForEveryKAndM) {
+  for (int K = 1; K <= 8; ++K) {
+    for (int M = 1; M <= 16; ++M) {
+      SCOPED_TRACE(::testing::Message() << "K=" << K << " M=" << M);
+      const auto h1_lists = make_schedules(ScheduleKind::kZBH1, K, M);
+      const auto h2_lists = make_schedules(ScheduleKind::kZBH2, K, M);
+      // ZB-H1 keeps 1F1B's message order: sound under both transports. ZB-H2 needs buffered
+      // sends (the header of pipeline/zero_bubble.h; the deadlock is below).
+      EXPECT_NO_THROW(validate(h1_lists, M, 1, Transport::kBlocking));
+      const ValidationReport h1 = validate(h1_lists, M, 1, Transport::kBuffered);
+      const ValidationReport h2 = validate(h2_lists, M, 1, Transport::kBuffered);
+      const ValidationReport f =
+          validate(make_schedules(ScheduleKind::kOneFOneB, K, M), M, 1, Transport::kBlocking);
+      ASSERT_TRUE(h1.split_backward && h2.split_backward);
+      ASSERT_FALSE(f.split_backward);
+      int one_f_one_b_peak = 0;
+      for (int s = 0; s < K; ++s) one_f_one_b_peak = std::max(one_f_one_b_peak, f.stage[s].peak_in_flight);
+      ASSERT_EQ(one_f_one_b_peak, std::min(K, M));
+      for (int s = 0; s < K; ++s) {
+        // An activation counts from F to W. ZB-H1 holds 1F1B's peak (its stage 0's) on every
+        // stage and no more; a later stage holds more than 1F1B's same stage, K-s (it must:
+        // zero_bubble.h).
+        EXPECT_LE(h1.stage[s].peak_in_flight, one_f_one_b_peak) << "stage " << s;
+        EXPECT_EQ(h1.stage[s].peak_in_flight, std::min(K, M)) << "stage " << s;
+        EXPECT_EQ(h1.stage[s].peak_pending_weight, std::min(s + 1, M)) << "stage " << s;
+        EXPECT_EQ(h2.stage[s].peak_in_flight, std::min(2 * K - 1, M)) << "stage " << s;
+        if (M >= 2 * K - 1) {
+          EXPECT_EQ(h2.stage[s].peak_pending_weight, 2 * s + 1) << "stage " << s;
+        }
+      }
+      // F, B and W one slot each, 3M busy: the bubble with a flush is K-1 slots, the least
+      // possible, once M >= K, and 2K-1-M slots below; ZB-H2's equals it.
+      const long bubble = K - 1 + std::max(0, K - M);
+      EXPECT_EQ(h1.makespan, 3 * M + bubble);
+      EXPECT_EQ(h2.makespan, 3 * M + bubble);
+      if (M >= K) {
+        EXPECT_NEAR(h1.bubble_simulated(), h1.bubble_theory(), 1e-12);
+      }
+      // Without a flush ZB-H1's stage 0 still idles in the middle of its batch; ZB-H2's idle
+      // falls to 0 at M = 2K-1.
+      EXPECT_NEAR(h1.bubble_without_flush(), h1.bubble_simulated(), 1e-12);
+      const long h2_idle = std::max(0, 2 * K - 1 - M);
+      EXPECT_NEAR(h2.bubble_without_flush(), static_cast<double>(h2_idle) / (3 * M + h2_idle), 1e-12);
+      // The executor plays eager_sends() of each list: still sound, the same makespan.
+      for (const auto* lists : {&h1_lists, &h2_lists}) {
+        auto eager = *lists;
+        for (auto& list : eager) list = eager_sends(list);
+        EXPECT_EQ(validate(eager, M, 1, Transport::kBuffered).makespan, 3 * M + bubble);
+      }
+    }
+  }
+}
+
+TEST(Validator, ZeroBubbleTransports) {
+  // ZB-H1 under blocking sends: no deadlock, but each send waits for its receiver, and the
+  // stages, each with its W passes at other points, are not in step.
+  EXPECT_EQ(validate(make_schedules(ScheduleKind::kZBH1, 4, 8), 8, 1, Transport::kBlocking).makespan, 33);
+  EXPECT_EQ(validate(make_schedules(ScheduleKind::kZBH1, 4, 8), 8, 1, Transport::kBuffered).makespan, 27);
+  EXPECT_EQ(transport_for(ScheduleKind::kZBH1), Transport::kBuffered);
+  EXPECT_EQ(transport_for(ScheduleKind::kZBH2), Transport::kBuffered);
+  // ZB-H2 under blocking sends: stage 0 sends activation 1 a forward ahead of stage 1 (its
+  // warm-up is two forwards longer), while stage 1 waits to send gradient 0.
+  expect_error([] { validate(make_schedules(ScheduleKind::kZBH2, 2, 4), 4); },
+               "deadlock: no stage can move; stage 0 waits at action #3 (SA1) to send to stage 1, "
+               "which is at SG0; stage 1 waits at action #3 (SG0) to send to stage 0, which is at SA1;");
+}
+
+TEST(Validator, MisplacedOrMissingWeightPassesAreErrors) {
+  // W before its B.
+  auto early = make_schedules(ScheduleKind::kZBH1, 2, 2);
+  ASSERT_EQ(to_string(early[1]), "RA0 F0 B0 SG0 RA1 F1 B1 SG1 W0 W1");
+  std::iter_swap(std::find(early[1].begin(), early[1].end(), B(1)),
+                 std::find(early[1].begin(), early[1].end(), W(1)));
+  std::iter_swap(std::find(early[1].begin(), early[1].end(), B(1)),
+                 std::find(early[1].begin(), early[1].end(), W(0)));
+  ASSERT_EQ(to_string(early[1]), "RA0 F0 B0 SG0 RA1 F1 W1 SG1 B1 W0");
+  expect_error([&] { validate(early, 2, 1, Transport::kBuffered); },
+               "stage 1, action #6 (W1): weight gradient before its backward (B1)");
+
+  // A W missing while the list has others: the error names the B that has none.
+  auto missing = make_schedules(ScheduleKind::kZBH2, 3, 4);
+  missing[2].erase(std::find(missing[2].begin(), missing[2].end(), W(2)));
+  expect_error([&] { validate(missing, 4, 1, Transport::kBuffered); },
+               "stage 2, action #10 (B2): no W2 follows it: a list with W actions needs one W for every B");
+
+  // Twice.
+  auto twice = make_schedules(ScheduleKind::kZBH1, 2, 2);
+  twice[0].push_back(W(1));
+  expect_error([&] { validate(twice, 2, 1, Transport::kBuffered); },
+               "stage 0, action #10 (W1): a second weight gradient of micro-batch 1");
+
+  // Per chunk: interleaved lists with a W after every B are sound; a W on the wrong chunk is
+  // a second W of that chunk.
+  auto chunks = make_schedules(ScheduleKind::kInterleaved, 2, 2, 2);
+  for (auto& list : chunks) {
+    for (size_t n = 0; n < list.size(); ++n) {
+      if (list[n].kind != ActionKind::kBackward) continue;
+      const Action b = list[n];
+      list.insert(list.begin() + static_cast<std::ptrdiff_t>(n + 1), W(b.microbatch, b.chunk));
+      ++n;
+    }
+  }
+  EXPECT_NO_THROW(validate(chunks, 2, 2, Transport::kBuffered));
+  *std::find(chunks[0].begin(), chunks[0].end(), W(0, 0)) = W(0, 1);
+  expect_error([&] { validate(chunks, 2, 2, Transport::kBuffered); },
+               "(W0.1): a second weight gradient of micro-batch 0");
+
+  // Not in an evaluation list.
+  expect_error([] { validate({{F(0), W(0)}}, 1, 1, Transport::kBlocking, false); },
+               "stage 0, action #1 (W0): a forward-only schedule has no backward pass");
+  // A list without W (the other stage's) is fine: each list splits its backwards or does not.
+  auto mixed = make_schedules(ScheduleKind::kOneFOneB, 2, 2);
+  mixed[1] = zb_h1(2, 2, 1);
+  EXPECT_NO_THROW(validate(mixed, 2, 1, Transport::kBuffered));
 }
 
 TEST(Validator, ReportPrintsPeakInFlightAndTheBubble) {
