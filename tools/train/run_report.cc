@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,23 @@ std::string json_list(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// Under Slurm (srun, sbatch, salloc): the job's id and node list, so a log or a JSON line can be
+// matched with its job. Nothing when SLURM_JOB_ID is unset or empty (mpirun, one process).
+struct SlurmJob {
+  std::string job_id, nodes;
+};
+
+std::optional<SlurmJob> slurm_job() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  SlurmJob job{env("SLURM_JOB_ID"), env("SLURM_JOB_NODELIST")};
+  if (job.job_id.empty()) return std::nullopt;
+  if (job.nodes.empty()) job.nodes = env("SLURM_NODELIST");  // older Slurm's name
+  return job;
+}
+
 }  // namespace
 
 void print_run_header(const RunContext& run, const Data& d) {
@@ -34,6 +53,9 @@ void print_run_header(const RunContext& run, const Data& d) {
               c.strategy.c_str(), run.ranks, run.ranks == 1 ? "" : "s", run.device.str().c_str(),
               num_threads());
   std::printf("precision: %s\n", run.precision.describe().c_str());
+  if (const auto job = slurm_job()) {
+    std::printf("slurm: job %s on %s\n", job->job_id.c_str(), job->nodes.c_str());
+  }
 }
 
 void print_run_summary(const RunContext& run, const RunTotals& totals,
@@ -75,6 +97,11 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
       .add("images_per_second",
            totals.train_seconds > 0 ? totals.train_images / totals.train_seconds : 0.0)
       .add("wall_seconds", seconds_since(wall_start));
+  if (const auto job = slurm_job()) {
+    JsonObject slurm;
+    slurm.add("job_id", job->job_id).add("nodes", job->nodes);
+    summary.add_raw("slurm", slurm.str());
+  }
   if (run.lead) {
     const std::vector<NamedGroup> groups = run.strategy.groups();
     for (const NamedGroup& g : groups) {
