@@ -1,6 +1,7 @@
 #include "pipeline/executor.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
@@ -114,7 +115,10 @@ double StageExecutor::play(const std::vector<Action>& actions,
   const int M = static_cast<int>(microbatches.size());
   const Device dev = device();
   run_ = Run{&microbatches, train, outputs, dev};
+  run_.split = std::any_of(actions.begin(), actions.end(),
+                           [](const Action& a) { return a.kind == ActionKind::kWeight; });
   in_flight_.clear();
+  pending_weights_.clear();
   stats_ = {};
   spans_.clear();
   if (outputs) outputs->assign(M, Tensor());
@@ -136,18 +140,24 @@ double StageExecutor::play(const std::vector<Action>& actions,
       case ActionKind::kRecvGradient: receive_gradient(a); break;
       case ActionKind::kBackward: backward_step(a); break;
       case ActionKind::kSendGradient: send_gradient(a); break;
+      case ActionKind::kWeight: weight_step(a); break;
     }
     spans_.push_back({a, false, t0, dist::steady_seconds()});
     if (is_compute(a.kind)) stats_.busy_seconds += spans_.back().end - t0;
     release_completed_sends();
     stats_.peak_held_bytes =
         std::max(stats_.peak_held_bytes, memory_stats(dev).current_bytes - base_bytes);
+    int64_t pending = 0;
+    for (const auto& [key, store] : pending_weights_) pending += store->held_bytes();
+    stats_.peak_pending_weight_bytes = std::max(stats_.peak_pending_weight_bytes, pending);
   }
   for (auto& w : run_.sends) w->wait();
   stats_.step_seconds = dist::steady_seconds() - start;
   stats_.peak_activation_bytes = list_peak.bytes() - base_bytes;
   TS_CHECK(in_flight_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
            in_flight_.size(), " micro-batches not backwarded");
+  TS_CHECK(pending_weights_.empty(), "StageExecutor: rank ", rank_, " ends the batch with ",
+           pending_weights_.size(), " micro-batches' weight gradients not computed (no W)");
   return run_.loss_sum;
 }
 
@@ -210,6 +220,13 @@ void StageExecutor::receive_gradient(const Action& a) {
 
 void StageExecutor::backward_step(const Action& a) {
   InFlight& f = slot(a);
+  // A split list's B: the layers queue their weight work for this micro-batch's W.
+  std::unique_ptr<WeightGradStore> weights;
+  std::optional<DeferWeightGradients> defer;
+  if (run_.split) {
+    weights = std::make_unique<WeightGradStore>();
+    defer.emplace(*weights);
+  }
   if (!f.output.requires_grad()) {
     // Nothing here to differentiate: a first chunk without parameters (Flatten).
   } else if (last(a.chunk)) {
@@ -222,11 +239,23 @@ void StageExecutor::backward_step(const Action& a) {
              " for an output of shape ", f.output.shape());
     backward({f.output}, {f.output_grad});
   }
+  defer.reset();
   // The graph is gone (backward frees it); drop this micro-batch's activations now.
   f.output = Variable();
   f.output_grad = Tensor();
   if (first(a.chunk)) in_flight_.erase({a.chunk, a.microbatch});
+  if (weights) pending_weights_[{a.chunk, a.microbatch}] = std::move(weights);  // until its W
   --run_.forwarded;
+}
+
+void StageExecutor::weight_step(const Action& a) {
+  TS_CHECK(run_.split, "StageExecutor: W", a.microbatch, " on rank ", rank_,
+           " in a list without split backwards");
+  const auto it = pending_weights_.find({a.chunk, a.microbatch});
+  TS_CHECK(it != pending_weights_.end(), "StageExecutor: W", a.microbatch, " on rank ", rank_,
+           " before its B (the action list is out of order)");
+  it->second->run();  // accumulates into the parameters' grads
+  pending_weights_.erase(it);
 }
 
 void StageExecutor::send_gradient(const Action& a) {

@@ -8,13 +8,19 @@
 //   B i    backward({output}, {that gradient}) (the last stage: backward(weighted loss));
 //          parameters' grads accumulate across micro-batches, output and its graph are freed
 //   SG i   send input.grad to the previous stage, then forget the micro-batch
+//   W i    (zero-bubble lists only) the weight gradients of micro-batch i: in such a list B i
+//          computes only the input's gradient and queues the weight work of its Linear and
+//          Conv2d layers in a WeightGradStore (autograd/weight_grad.h), holding their inputs
+//          and output gradients; W i runs it, accumulating into the parameters' grads
 //
 //           stage s-1                 stage s                      stage s+1
 //              F i ---- SA i ---> RA i  F i  SA i ------> RA i ...
 //              B i <--- SG i ---- B i <------ RG i <----------- SG i ...
 //
 // Each micro-batch's input and output live from its F to its B (its SG): at most the
-// schedule's "in flight" count at once, which is where 1F1B saves memory over GPipe.
+// schedule's "in flight" count at once, which is where 1F1B saves memory over GPipe. In a
+// zero-bubble list B frees the graph as usual, and from B to W the micro-batch holds only what
+// its weight work needs (counted apart: peak_pending_weight_bytes).
 // Activation checkpointing (torchgpipe's modes) keeps even less: a checkpointed F records no
 // graph, only its input; B runs the chunk's forward again (same random stream, so dropout
 // masks repeat) and backpropagates through that:
@@ -39,6 +45,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "autograd/weight_grad.h"
 #include "dist/process_group.h"
 #include "nn/sequential.h"
 #include "pipeline/microbatch.h"
@@ -65,6 +72,9 @@ struct StageStats {
   // schedule keeps for later backwards and the messages in flight, without the working
   // memory of a forward or backward while it runs.
   int64_t peak_held_bytes = 0;
+  // Zero-bubble lists: the most bytes the pending W work held at once (layer inputs and output
+  // gradients of micro-batches past B, before W), counted by the WeightGradStores.
+  int64_t peak_pending_weight_bytes = 0;
   double idle_fraction() const { return step_seconds > 0 ? 1.0 - busy_seconds / step_seconds : 0; }
 };
 
@@ -116,6 +126,7 @@ class StageExecutor {
   void receive_gradient(const Action& a);
   void backward_step(const Action& a);
   void send_gradient(const Action& a);
+  void weight_step(const Action& a);
   void release_completed_sends();
 
   // What one play() works on.
@@ -124,6 +135,7 @@ class StageExecutor {
     bool train = true;
     std::vector<Tensor>* outputs = nullptr;  // evaluation: the last stage's outputs
     Device device = Device::cpu();           // the chunks' parameters' (messages land there)
+    bool split = false;                      // the list has W actions: B defers weight work
     int forwarded = 0;                       // forwarded, not yet backwarded
     double loss_sum = 0;
     std::vector<std::shared_ptr<dist::Work>> sends;  // not yet known to be done
@@ -135,6 +147,8 @@ class StageExecutor {
   Checkpoint checkpoint_;
   int stages_, rank_;
   std::map<std::pair<int, int>, InFlight> in_flight_;  // (chunk, micro-batch)
+  // Split lists: each backwarded micro-batch's weight work until its W (chunk, micro-batch).
+  std::map<std::pair<int, int>, std::unique_ptr<WeightGradStore>> pending_weights_;
   Run run_;
   StageStats stats_;
   std::vector<Span> spans_;

@@ -52,7 +52,9 @@ class PipeOptions {
  public:
   // M, the micro-batches per batch (GPipe's "chunks").
   PipeOptions& microbatches(int m) { microbatches_ = m; return *this; }
-  // "gpipe", "1f1b" or "interleaved".
+  // "gpipe", "1f1b", "interleaved", or the zero-bubble "zb-h1" and "zb-h2" (backward split into
+  // B and W: autograd/weight_grad.h; the optimizer steps after the batch's last W, so gradient
+  // clipping and the loss scaler see the whole batch's gradients).
   PipeOptions& schedule(const std::string& name) { schedule_ = name; return *this; }
   // v, the model chunks per rank of the interleaved schedule.
   PipeOptions& chunks_per_rank(int v) { chunks_per_rank_ = v; return *this; }

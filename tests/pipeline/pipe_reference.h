@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
 #include "autograd/functions.h"
+#include "dist/environment.h"
 #include "dist/process_group.h"
+#include "optim/sgd.h"
+#include "pipeline/microbatch.h"
 #include "pipeline/pipe.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
@@ -59,6 +63,43 @@ inline void expect_stage_matches_reference(const Pipe& pipe, nn::Sequential& ref
   Tensor total = scalar_tensor(compared, kI64).reshape({1});
   pipeline_group.all_reduce(total)->wait();
   EXPECT_EQ(total.item(), static_cast<double>(ref.size())) << "the stages do not cover the model";
+}
+
+using MakeModel = std::function<std::shared_ptr<nn::Sequential>()>;
+
+// The reference: one process, gradient accumulation over the same micro-batches.
+inline double reference_step(nn::Sequential& model, optim::SGD& opt, const Batch& b, int M) {
+  opt.zero_grad();
+  double total = 0;
+  for (const Microbatch& mb : split_microbatches(b.x, b.y, M)) {
+    const Variable loss = loss_fn(model.forward(Variable(mb.input)), mb.target) * mb.weight;
+    total += loss.item();
+    loss.backward();
+  }
+  opt.step();
+  return total;
+}
+
+inline void pipeline_matches_accumulation(const MakeModel& make, const std::string& schedule, int M,
+                                   const std::vector<int64_t>& batch_rows, const Shape& image,
+                                   int chunks_per_rank = 1, const std::string& checkpoint = "never") {
+  auto world = dist::world();
+  auto reference = make();
+  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto model = make();
+  Pipe pipe(model, world, loss_fn,
+            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(chunks_per_rank).checkpoint(
+                checkpoint));
+  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (size_t step = 0; step < batch_rows.size(); ++step) {
+    const Batch b = make_batch(static_cast<int>(step), batch_rows[step], image);
+    const double expected = reference_step(*reference, ref_opt, b, M);
+    opt.zero_grad();
+    const double loss = pipe.train_step(b.x, b.y);
+    opt.step();
+    EXPECT_NEAR(loss, expected, 1e-5) << "step " << step << " on stage " << pipe.stage();
+  }
+  expect_stage_matches_reference(pipe, *reference, 1e-5, *world);
 }
 
 }  // namespace pipeline

@@ -27,8 +27,6 @@ namespace tessera {
 namespace pipeline {
 namespace {
 
-using MakeModel = std::function<std::shared_ptr<nn::Sequential>()>;
-
 // Flatten, 7 x (Linear(64, 64), ReLU), Linear(64, 10): 16 layers, so every stage of K <= 4 has
 // activations inside it (what checkpointing drops).
 std::shared_ptr<nn::Sequential> long_mlp() { return mlp_of(13, {64, 64, 64, 64, 64, 64, 64, 64, 10}); }
@@ -51,41 +49,6 @@ std::shared_ptr<nn::Sequential> blocks_mlp() {
 std::shared_ptr<nn::Sequential> tiny_resnet() {
   manual_seed(5);
   return models::ResNetCifar(8, 1, 10);
-}
-
-// The reference: one process, gradient accumulation over the same micro-batches.
-double reference_step(nn::Sequential& model, optim::SGD& opt, const Batch& b, int M) {
-  opt.zero_grad();
-  double total = 0;
-  for (const Microbatch& mb : split_microbatches(b.x, b.y, M)) {
-    const Variable loss = loss_fn(model.forward(Variable(mb.input)), mb.target) * mb.weight;
-    total += loss.item();
-    loss.backward();
-  }
-  opt.step();
-  return total;
-}
-
-void pipeline_matches_accumulation(const MakeModel& make, const std::string& schedule, int M,
-                                   const std::vector<int64_t>& batch_rows, const Shape& image,
-                                   int chunks_per_rank = 1, const std::string& checkpoint = "never") {
-  auto world = dist::world();
-  auto reference = make();
-  optim::SGD ref_opt(reference->parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  auto model = make();
-  Pipe pipe(model, world, loss_fn,
-            PipeOptions().microbatches(M).schedule(schedule).chunks_per_rank(chunks_per_rank).checkpoint(
-                checkpoint));
-  optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9));
-  for (size_t step = 0; step < batch_rows.size(); ++step) {
-    const Batch b = make_batch(static_cast<int>(step), batch_rows[step], image);
-    const double expected = reference_step(*reference, ref_opt, b, M);
-    opt.zero_grad();
-    const double loss = pipe.train_step(b.x, b.y);
-    opt.step();
-    EXPECT_NEAR(loss, expected, 1e-5) << "step " << step << " on stage " << pipe.stage();
-  }
-  expect_stage_matches_reference(pipe, *reference, 1e-5, *world);
 }
 
 TEST(Pipe, GatherModelGivesTheWholeTrainedModelOnEveryRank) {

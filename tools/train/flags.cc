@@ -185,7 +185,7 @@ Config parse_flags(int argc, char** argv) {
          c.micro_batches = to_int32("micro-batches", v, 1);
        }},
       {"pipeline-schedule", [&](const std::string& v) {
-         c.pipeline_schedule = one_of("pipeline-schedule", v, {"gpipe", "1f1b", "interleaved"});
+         c.pipeline_schedule = one_of("pipeline-schedule", v, {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"});
        }},
       {"chunks", [&](const std::string& v) { c.chunks = to_int32("chunks", v, 1); }},
       {"balance", [&](const std::string& v) { c.balance = to_balance(v); }},

@@ -41,7 +41,7 @@ struct Config {
   // --strategy=pipeline (pipeline::PipeOptions).
   int stages = 0;  // 0: the world size
   int micro_batches = 4;
-  std::string pipeline_schedule = "1f1b";        // gpipe|1f1b|interleaved
+  std::string pipeline_schedule = "1f1b";        // gpipe|1f1b|interleaved|zb-h1|zb-h2
   int chunks = 1;                                // model chunks per rank (interleaved)
   std::string balance = "uniform";               // uniform|params|time|3,4,3
   std::string checkpoint_activations = "never";  // never|except_last|always

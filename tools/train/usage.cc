@@ -54,7 +54,9 @@ data parallelism and ZeRO:
             and rank 0 an index; single, ddp and ZeRO runs on any number of ranks resume it)
 
 pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
-  --stages=K (default N)  --micro-batches=M (4)  --pipeline-schedule=gpipe|1f1b|interleaved (1f1b)
+  --stages=K (default N)  --micro-batches=M (4)
+  --pipeline-schedule=gpipe|1f1b|interleaved|zb-h1|zb-h2 (1f1b; zb-*: zero-bubble, backward split
+            into B (input gradients) and W (weight gradients) placed in the bubble)
   --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
   --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
   --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
