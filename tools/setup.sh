@@ -9,6 +9,7 @@ packages=(
   libopenblas-openmp-dev                  # OpenBLAS sgemm/dgemm on OpenMP threads
   libdnnl-dev                             # oneDNN: bf16 GEMM on CPUs with AVX-512 BF16
   libopenmpi-dev openmpi-bin              # multi-process training under mpirun
+  slurm-wlm munge libpmix-dev             # Slurm (tools/slurm_test.sh): srun --mpi=pmix loads libpmix.so
   libgtest-dev libbenchmark-dev           # GoogleTest suites, Google Benchmark
   zlib1g-dev                              # gzip'd IDX files
   dataset-fashion-mnist                   # the real Fashion-MNIST, under /usr/share/datasets

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README.md): every test target in the default CPU-only build (the examples
-# included), a user's program built in an outside workspace against @tessera//:tessera, then,
+# included), a user's program built in an outside workspace against @tessera//:tessera, training
+# under Slurm on a one-node cluster started for the test (srun and sbatch), then,
 # where the CUDA toolkit is installed (/usr/local/cuda), the same targets built with
 # --config=cuda. So the CUDA code always compiles and links; its GPU tests run on a GPU machine
 # and skip, naming the reason, on one without.
@@ -11,6 +12,9 @@ bazel test //...
 status=$?
 # A user's program in a workspace of its own, built against @tessera//:tessera.
 tools/outside_workspace_test.sh || status=1
+# srun and sbatch of the train tool on a one-node Slurm cluster of its own (says SKIPPED where
+# Slurm cannot run).
+tools/slurm_test.sh || status=1
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   bazel test --config=cuda //... || status=1
 else
