@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/collective_timeout.h"
 #include "dist/process_group.h"
 
 namespace tessera {

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <thread>
 
+#include "dist/collective_timeout.h"
+#include "dist/environment.h"
 #include "dist/mpi_check.h"
 
 namespace tessera {
@@ -10,6 +12,7 @@ namespace dist {
 
 int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses) {
   statuses.resize(requests.size());
+  const auto start = std::chrono::steady_clock::now();
   for (int round = 0;; ++round) {
     int done = 0;
     const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
@@ -19,6 +22,10 @@ int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& status
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (round % 256 == 255) {  // collective_timeout.h: a peer that never answers ends the job
+      check_collective_timeout(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
   }
 }
@@ -43,11 +50,14 @@ bool PendingRequest::take(bool block, MPI_Request* request, int* rc) {
 }
 
 RequestWork::RequestWork(MPI_Request request, std::vector<Tensor> buffers,
-                         std::function<void()> on_complete)
-    : request_(request), buffers_(std::move(buffers)), on_complete_(std::move(on_complete)) {}
+                         std::function<void()> on_complete, std::string what, int peer)
+    : request_(request), buffers_(std::move(buffers)), on_complete_(std::move(on_complete)),
+      what_(std::move(what)), peer_(peer) {}
 
-RequestWork::RequestWork(std::shared_ptr<PendingRequest> pending, std::vector<Tensor> buffers)
-    : pending_(std::move(pending)), buffers_(std::move(buffers)) {}
+RequestWork::RequestWork(std::shared_ptr<PendingRequest> pending, std::vector<Tensor> buffers,
+                         std::string what, int peer)
+    : pending_(std::move(pending)), buffers_(std::move(buffers)), what_(std::move(what)),
+      peer_(peer) {}
 
 bool RequestWork::posted(bool block) {
   if (!pending_) return true;
@@ -66,9 +76,20 @@ RequestWork::~RequestWork() {
   if (done_) return;
   posted(/*block=*/true);  // the group's DelayLine posts everything it holds, even at shutdown
   if (done_) return;
+  if (std::uncaught_exceptions() > 0) {
+    // Unwinding from an error (a timeout, say) that is about to end the job: waiting again
+    // would only hide it. The buffers stay allocated for the transfer still posted.
+    new std::vector<Tensor>(std::move(buffers_));  // deliberately leaked
+    return;
+  }
+  const WaitingFor waiting(what_, peer_);
   std::vector<MPI_Request> requests{request_};
   std::vector<MPI_Status> statuses;
-  wait_all(requests, statuses);  // no throwing from a destructor: the error is dropped
+  try {
+    wait_all(requests, statuses);  // no throwing from a destructor: the error is dropped
+  } catch (const CollectiveTimeout& e) {
+    abort_job(e.what());  // the buffers cannot be freed under a transfer still posted
+  }
 }
 
 void RequestWork::finish(int rc) {
@@ -81,6 +102,7 @@ void RequestWork::finish(int rc) {
 
 void RequestWork::wait() {
   std::lock_guard<std::mutex> lock(mutex_);
+  const WaitingFor waiting(what_, peer_);
   if (!done_) posted(/*block=*/true);
   if (!done_) {
     std::vector<MPI_Request> requests{request_};

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "dist/work.h"
@@ -53,10 +54,13 @@ class RequestWork : public Work {
  public:
   // `buffers` stay alive until the request completes; `on_complete` runs once, on the thread
   // that sees it complete (a receive copies its host buffer to the device there).
+  // `what` and `peer` (a world rank) name the transfer in a timeout's message.
   RequestWork(MPI_Request request, std::vector<Tensor> buffers,
-              std::function<void()> on_complete = nullptr);
+              std::function<void()> on_complete = nullptr, std::string what = "a transfer",
+              int peer = -1);
   // A transfer not posted yet: waiting on it first waits for `pending` to be set.
-  RequestWork(std::shared_ptr<PendingRequest> pending, std::vector<Tensor> buffers);
+  RequestWork(std::shared_ptr<PendingRequest> pending, std::vector<Tensor> buffers,
+              std::string what = "a transfer", int peer = -1);
   ~RequestWork() override;  // an unwaited transfer is waited for here: its buffers must live
   void wait() override;
   bool is_completed() override;
@@ -75,6 +79,8 @@ class RequestWork : public Work {
   bool done_ = false;
   int rc_ = MPI_SUCCESS;
   const char* failed_call_ = "MPI_Wait (point-to-point)";  // for rc_'s message
+  std::string what_;
+  int peer_ = -1;
 };
 
 }  // namespace dist

@@ -4,6 +4,7 @@
 #include <climits>
 #include <numeric>
 
+#include "dist/collective_timeout.h"
 #include "dist/mpi_check.h"
 #include "dist/mpi_request.h"
 #include "tensor/ops.h"
@@ -82,6 +83,15 @@ void ProcessGroupMPI::check_counts(const std::vector<int64_t>& counts, const cha
   for (int64_t c : counts) TS_CHECK(c >= 0, op, ": negative count in ", counts);
 }
 
+std::string ProcessGroupMPI::p2p_description(const char* direction, const Tensor& t, int peer,
+                                             int tag) const {
+  return ::tessera::detail::str(direction, " ",
+                                peer == kAnySource ? std::string("any rank")
+                                                   : "rank " + std::to_string(world_ranks_[peer]),
+                                " (", t.numel(), " elements of ", dtype_name(t.dtype()), ", tag ",
+                                tag, ", on rank ", world_ranks_[rank_], ")");
+}
+
 std::string ProcessGroupMPI::describe(const char* collective, const Tensor& t) {
   return ::tessera::detail::str(collective, " #", ++collectives_issued_, " (", t.numel(), " elements of ",
                      dtype_name(t.dtype()), " on rank ", rank_, " of a group of ", size_, ")");
@@ -145,6 +155,7 @@ void ProcessGroupMPI::sendrecv(const Tensor& send, int dst, const Tensor& recv, 
         comm_emulating_ ? EmulationClock::now() : EmulationClock::time_point();
     MPI_CHECK(MPI_Irecv(r, rn, MPI_BYTE, src, kRingTag, comm_, &requests[0]));
     MPI_CHECK(MPI_Isend(s, sn, MPI_BYTE, dst, kRingTag, comm_, &requests[1]));
+    const WaitingFor waiting(running_, world_ranks_[src]);  // for a timeout's message
     const int rc = wait_all(requests, statuses);  // sizes `statuses`: call it first
     check_arrival(rc, statuses[0], rn, src);
     // Both directions at once (a full-duplex link): one message time for the step.
@@ -276,13 +287,15 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(const Tensor& tensor, int root)
         std::vector<MPI_Status> statuses;
         if (vr < mask && vr + mask < size_) {
           if (comm_emulating_) hold_message(CollectiveKind::kBroadcast, n);
-          MPI_CHECK(MPI_Isend(data + at, n, MPI_BYTE, mod(vr + mask + root, size_), kBroadcastTag,
-                              comm_, &request[0]));
+          const int to = mod(vr + mask + root, size_);
+          MPI_CHECK(MPI_Isend(data + at, n, MPI_BYTE, to, kBroadcastTag, comm_, &request[0]));
+          const WaitingFor waiting(running_, world_ranks_[to]);
           MPI_CHECK(wait_all(request, statuses));
           ledger().add_bytes(CollectiveKind::kBroadcast, n);
         } else if (vr >= mask && vr < 2 * mask) {
           const int from = mod(vr - mask + root, size_);
           MPI_CHECK(MPI_Irecv(data + at, n, MPI_BYTE, from, kBroadcastTag, comm_, &request[0]));
+          const WaitingFor waiting(running_, world_ranks_[from]);
           const int rc = wait_all(request, statuses);
           check_arrival(rc, statuses[0], n, from);
         }
@@ -306,7 +319,9 @@ std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& tensor, int dst, int t
   MPI_Request request;
   MPI_CHECK(MPI_Isend(buf.numel() ? buf.raw_data() : nullptr, static_cast<int>(buf.nbytes()),
                       MPI_BYTE, dst, tag, p2p_comm_, &request));
-  return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf});
+  return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf}, nullptr,
+                                       p2p_description("send to", tensor, dst, tag),
+                                       world_ranks_[dst]);
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::send_held(const Tensor& buf, int dst, int tag) {
@@ -323,7 +338,9 @@ std::shared_ptr<Work> ProcessGroupMPI::send_held(const Tensor& buf, int dst, int
                              MPI_BYTE, dst, tag, comm, &request);
     pending->set(request, rc);
   });
-  return std::make_shared<RequestWork>(pending, std::vector<Tensor>{buf});
+  return std::make_shared<RequestWork>(pending, std::vector<Tensor>{buf},
+                                       p2p_description("send to", buf, dst, tag),
+                                       world_ranks_[dst]);
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int tag) {
@@ -339,7 +356,9 @@ std::shared_ptr<Work> ProcessGroupMPI::recv(const Tensor& tensor, int src, int t
                       MPI_BYTE, src == kAnySource ? MPI_ANY_SOURCE : src, tag, p2p_comm_,
                       &request));
   return std::make_shared<RequestWork>(request, std::vector<Tensor>{buf, tensor},
-                                       [tensor, buf] { write_back(tensor, buf); });
+                                       [tensor, buf] { write_back(tensor, buf); },
+                                       p2p_description("receive from", tensor, src, tag),
+                                       src == kAnySource ? -1 : world_ranks_[src]);
 }
 
 MPI_Comm ProcessGroupMPI::split(int color, int key) {
@@ -351,7 +370,10 @@ MPI_Comm ProcessGroupMPI::split(int color, int key) {
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::barrier() {
-  return thread_->submit([this]() {
+  const std::string what = ::tessera::detail::str("barrier (group of ", size_, ", on rank ",
+                                                   world_ranks_[rank_], ")");
+  return thread_->submit([this, what]() {
+    running_ = what;
     if (comm_emulating_ && size_ > 1) {
       // As a dissemination barrier: ceil(log2 N) rounds of empty messages, one latency each.
       int rounds = 0;
@@ -361,6 +383,7 @@ std::shared_ptr<Work> ProcessGroupMPI::barrier() {
     std::vector<MPI_Request> request(1);
     std::vector<MPI_Status> statuses;
     MPI_CHECK(MPI_Ibarrier(comm_, &request[0]));
+    const WaitingFor waiting(running_, -1);  // any rank may be the one missing
     MPI_CHECK(wait_all(request, statuses));
   });
 }

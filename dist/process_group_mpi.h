@@ -86,6 +86,8 @@ class ProcessGroupMPI : public ProcessGroup {
   // "all_reduce #12 (4096 elements of f32 on rank 1 of a group of 4)": numbers collectives in
   // issue order (caller's thread), for errors.
   std::string describe(const char* collective, const Tensor& t);
+  // "receive from rank 3 (4096 elements of f32, tag 7100, on rank 2)", for a timeout's message.
+  std::string p2p_description(const char* direction, const Tensor& t, int peer, int tag) const;
   // Throws when a received piece is not the `expected` size (ranks disagree), naming the
   // running collective; or on any other MPI error.
   void check_arrival(int rc, const MPI_Status& status, int expected, int src) const;

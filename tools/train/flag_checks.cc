@@ -3,6 +3,7 @@
 #include <string>
 
 #include "dist/straggler.h"
+#include "tools/train/fault_injection.h"
 #include "tools/train/flag_values.h"
 
 namespace tessera {
@@ -174,6 +175,11 @@ std::string check_against_world(const Config& c, int world_size) {
              std::to_string(c.servers - 1) + " serve): choose a worker rank, " +
              std::to_string(c.servers) + " or above";
     }
+  }
+  if (!c.inject_fault.empty() && FaultInjection::parse(c.inject_fault).rank() >= world_size) {
+    return "--inject-fault=" + c.inject_fault + " names rank " +
+           std::to_string(FaultInjection::parse(c.inject_fault).rank()) + ", but there are " +
+           std::to_string(world_size) + " ranks";
   }
   if (c.strategy != "pipeline") return "";
   const int t = c.tensor_parallel;

@@ -11,6 +11,7 @@
 #include "dist/straggler.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
+#include "tools/train/fault_injection.h"
 #include "tools/train/flag_checks.h"
 #include "tools/train/flag_values.h"
 
@@ -66,6 +67,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"staleness-bound", std::to_string(c.staleness_bound)},
           {"staleness-aware-lr", c.staleness_aware_lr ? "true" : "false"},
           {"straggler", c.straggler},
+          {"inject-fault", c.inject_fault},
           {"sync-period", std::to_string(c.sync_period)},
           {"local-sgd-warmup", std::to_string(c.local_sgd_warmup)},
           {"outer-optimizer", c.outer_optimizer},
@@ -221,6 +223,17 @@ Config parse_flags(int argc, char** argv) {
            bad("--straggler: " + e.message());
          }
          c.straggler = v;
+       }},
+      {"collective-timeout", [&](const std::string& v) {
+         c.collective_timeout = to_double("collective-timeout", v, 0);
+       }},
+      {"inject-fault", [&](const std::string& v) {
+         try {
+           FaultInjection::parse(v);
+         } catch (const Error& e) {
+           bad("--inject-fault: " + e.message());
+         }
+         c.inject_fault = v;
        }},
       {"sync-period", [&](const std::string& v) { c.sync_period = to_int("sync-period", v, 1); }},
       {"local-sgd-warmup", [&](const std::string& v) { c.local_sgd_warmup = to_int("local-sgd-warmup", v, 0); }},

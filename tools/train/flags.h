@@ -69,6 +69,10 @@ struct Config {
   double outer_momentum = 0.9;
   // --straggler=RANK:FACTOR (dist::StragglerEmulation); empty: off.
   std::string straggler;
+  // Reliability: a wait for a peer longer than this ends the job (dist/collective_timeout.h);
+  // --inject-fault=crash|stall:RANK:STEP (fault_injection.h), a testing aid.
+  double collective_timeout = 600;
+  std::string inject_fault;
   // --strategy=gossip: the gossip graph (dist::MixingMatrix).
   std::string gossip_topology = "ring";
   // --strategy=async (dist/async/): server ranks, the SSP bound (-1: none) and Zhang et al.'s

@@ -150,6 +150,7 @@ int main(int argc, char** argv) {
   // Data, pipeline or tensor parallel: an error on any rank ends the whole job (no rank waits
   // forever).
   auto world = tessera::dist::init(&argc, &argv);
+  tessera::dist::set_collective_timeout(config.collective_timeout);
   const std::string wrong = tessera::train::check_against_world(config, world->size());
   if (!wrong.empty()) {  // found by every rank alike: all end with code 2
     if (world->rank() == 0)

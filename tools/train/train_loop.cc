@@ -36,7 +36,7 @@ struct EpochFigures {
 // One epoch's training steps; `step` counts the optimizer steps of the whole run.
 EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, int64_t epoch,
                          int64_t& step, MemoryReport& memory, dist::StragglerEmulation& straggler,
-                         bool tty) {
+                         const FaultInjection& fault, bool tty) {
   run.model.train();
   Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
   const auto start = Clock::now();
@@ -63,6 +63,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     memory.stepped(stepped);
     run.strategy.after_step();
     ++step;
+    fault.after_step(run.world ? run.world->rank() : 0, step);
     f.loss_sum += loss;
     ++f.batches;
     f.images += batch.size() * run.strategy.replicas();
@@ -87,11 +88,13 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   for (const NamedGroup& g : run.strategy.groups()) g.group->ledger().reset();
   RunTotals totals;
   if (!c.straggler.empty()) totals.straggler = dist::StragglerEmulation::parse(c.straggler);
+  if (!c.inject_fault.empty()) totals.fault = FaultInjection::parse(c.inject_fault);
   int64_t step = start.step;
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
     const EpochFigures f =
-        train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler, tty);
+        train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler, totals.fault,
+                    tty);
     totals.train_comm_bytes += f.comm_bytes;
     totals.skipped_steps += f.skipped_steps;
     if (schedule) schedule->step();

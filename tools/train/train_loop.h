@@ -15,6 +15,7 @@
 #include "tools/train/checkpoints.h"
 #include "tools/train/context.h"
 #include "tools/train/data.h"
+#include "tools/train/fault_injection.h"
 #include "tools/train/memory_report.h"
 #include "tools/train/report.h"
 
@@ -31,6 +32,7 @@ struct RunTotals {
   int64_t skipped_steps = 0;     // fp16 steps the loss scaler skipped
   MemoryReport memory;           // model states, measured once the optimizer has stepped
   dist::StragglerEmulation straggler;  // --straggler: the sleeps of this rank, if it is the one
+  FaultInjection fault;                // --inject-fault
 };
 
 // Collective. Resets the peak-memory counters and the groups' byte ledgers first, so what the

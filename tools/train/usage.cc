@@ -42,6 +42,10 @@ data parallelism and ZeRO:
             synchronous); the learning rate divided by each push's staleness if asked;
             docs/ALGORITHMS.md)
   --straggler=RANK:FACTOR (that rank's training steps take FACTOR times as long: it sleeps)
+  --collective-timeout=SECONDS (600; 0: none): a wait for another rank longer than this ends the
+            job on every rank, naming the collective, its number and size, and the rank waited for
+  --inject-fault=crash:RANK:STEP|stall:RANK:STEP (a testing aid: at optimizer step STEP, counted
+            from the start, rank RANK dies (SIGKILL) or stops answering (sleeps forever))
   --net-latency-us=U --net-bandwidth-gbps=B (an emulated network: every message takes at least
             U us + bytes / B; docs/NETWORK.md)
   --zero3-wrap=block|layer|params:N (block: every top-level child with parameters is a unit;

@@ -1,0 +1,69 @@
+// Reliability of the train tool under mpirun with injected faults (--inject-fault): a rank that
+// stalls makes the others' next wait time out (--collective-timeout=5), which ends the whole job
+// within seconds with a message naming the collective (or transfer), its number and size, and
+// the rank waited for; a rank that dies ends the job; bad values exit 2 on every rank.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "tests/tools/train_runner.h"
+
+namespace {
+
+const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
+
+struct Timed {
+  tessera::testing::CommandResult result;
+  double seconds;
+};
+
+Timed run_timed(const std::string& flags, int ranks = 2) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = tessera::testing::run_train(flags, ranks);
+  return {r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+TEST(TrainFaults, AStalledRankMakesDdpsAllReduceTimeOut) {
+  const Timed t = run_timed(kShortMlp + "--strategy=ddp --inject-fault=stall:1:3 --collective-timeout=5");
+  const std::string& out = t.result.output;
+  EXPECT_NE(t.result.exit_code, 0) << out;
+  EXPECT_LT(t.seconds, 30) << out;
+  EXPECT_NE(out.find("[rank 1] --inject-fault: stalling at step 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank 0] error: collective timeout: all_reduce #"), std::string::npos) << out;
+  EXPECT_NE(out.find("203530 elements of f32"), std::string::npos) << out;  // the size
+  EXPECT_NE(out.find("for a message from rank 1 (timeout 5 s)"), std::string::npos) << out;
+}
+
+TEST(TrainFaults, AStalledStageMakesThePipelinesReceiveTimeOut) {
+  // Stage 0 stalls after its third step: stage 1 waits for its next activation.
+  const Timed t = run_timed(kShortMlp + "--strategy=pipeline --inject-fault=stall:0:3 "
+                            "--collective-timeout=5");
+  const std::string& out = t.result.output;
+  EXPECT_NE(t.result.exit_code, 0) << out;
+  EXPECT_LT(t.seconds, 30) << out;
+  EXPECT_NE(out.find("[rank 1] error: collective timeout: receive from rank 0"), std::string::npos)
+      << out;
+}
+
+TEST(TrainFaults, ARankThatDiesEndsTheJob) {
+  const Timed t = run_timed(kShortMlp + "--strategy=ddp --inject-fault=crash:1:3");
+  EXPECT_NE(t.result.exit_code, 0) << t.result.output;
+  EXPECT_LT(t.seconds, 30) << t.result.output;
+  EXPECT_NE(t.result.output.find("[rank 1] --inject-fault: crashing at step 3"), std::string::npos)
+      << t.result.output;
+}
+
+TEST(TrainFaults, BadValuesExitTwo) {
+  for (const std::string& flags : {std::string("--inject-fault=explode:1:3"),
+                                   std::string("--inject-fault=stall:1:0"),
+                                   std::string("--inject-fault=stall:5:3"),
+                                   std::string("--collective-timeout=-1")}) {
+    const auto r = tessera::testing::run_train(kShortMlp + "--strategy=ddp " + flags, 2);
+    EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }
