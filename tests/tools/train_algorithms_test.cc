@@ -2,7 +2,7 @@
 // sends one model per neighbour and learns; local SGD with H = 1 is DDP and H = 8 sends an
 // eighth; a straggler slows DDP but leaves its result; asynchronous SGD with bound 0 is DDP,
 // keeps its staleness within the bound under a straggler, applies every push once, and refuses
-// what it cannot do with exit code 2 on every rank.
+// what it cannot do with exit code 2 on every rank; hierarchical DDP trains as flat DDP.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -124,6 +124,30 @@ TEST(TrainAlgorithms, AsyncUnderAStragglerStaysWithinTheBound) {
   EXPECT_EQ(json_number(ps, "updates_applied"), 2 * 3 * 10) << ps;
   EXPECT_EQ(json_field(ps, "server_ranks"), "[0, 1]") << ps;
   EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+}
+
+// --collectives=hierarchical on 4 ranks as 2 nodes of 2: the same training as the flat ring (the
+// sums differ only in their order), inside each node DDP's n bytes per step (reduce-scatter and
+// all-gather over 2), across nodes n/2 (an all-reduce of half the buffer over 2 nodes).
+TEST(TrainAlgorithms, HierarchicalDdpTrainsAsFlatDdpWithHalfTheBytesAcrossNodes) {
+  const auto flat = run(kShortMlp + "--strategy=ddp", 4);
+  ASSERT_EQ(flat.exit_code, 0) << flat.output;
+  const auto hier = run(kShortMlp + "--strategy=ddp --collectives=hierarchical --ranks-per-node=2", 4);
+  ASSERT_EQ(hier.exit_code, 0) << hier.output;
+  const std::string a = last_json_line(flat.output), b = last_json_line(hier.output);
+  EXPECT_NEAR(json_number(a, "train_loss"), json_number(b, "train_loss"), 1e-5) << b;
+  const std::string c = json_field(b, "collectives");
+  ASSERT_FALSE(c.empty()) << b;
+  const double bytes = 4 * json_number(b, "parameters");
+  EXPECT_EQ(json_number(c, "intra_node_bytes_per_step"), bytes) << c;
+  EXPECT_EQ(json_number(c, "inter_node_bytes_per_step"), bytes / 2) << c;
+  const auto bad = run(kShortMlp + "--strategy=zero1 --collectives=hierarchical", 4);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("needs --strategy=ddp"), std::string::npos) << bad.output;
+  const auto uneven = run(kShortMlp + "--strategy=ddp --collectives=hierarchical --ranks-per-node=3", 4);
+  EXPECT_EQ(uneven.exit_code, 2) << uneven.output;
+  EXPECT_NE(uneven.output.find("--ranks-per-node=3 does not divide the 4 ranks"), std::string::npos)
+      << uneven.output;
 }
 
 TEST(TrainAlgorithms, AsyncRefusesWhatItCannotDo) {

@@ -82,6 +82,18 @@ void check_combinations(const Config& c) {
         "optimizer in shards, and the workers' iteration clocks would have to be saved with "
         "them): drop --checkpoint-dir/--resume");
   }
+  for (const char* flag : {"ranks-per-node", "inter-node-latency-us", "inter-node-bandwidth-gbps"}) {
+    if (c.given.count(flag) != 0 && c.collectives != "hierarchical") {
+      bad(std::string("--") + flag + " needs --collectives=hierarchical");
+    }
+  }
+  if (c.collectives == "hierarchical" &&
+      (c.strategy != "ddp" || c.tensor_parallel > 1 || c.compression != "none")) {
+    bad("--collectives=hierarchical reduces DDP's buckets over the world through a communication "
+        "hook: it needs --strategy=ddp without --tensor-parallel and without --compression (also a "
+        "hook); ZeRO's hierarchical reduce-scatter is not built (got --strategy=" + c.strategy +
+        (c.compression != "none" ? " --compression=" + c.compression : std::string()) + ")");
+  }
   if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
     bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");
   }
@@ -162,6 +174,10 @@ std::string check_against_world(const Config& c, int world_size) {
   if (!c.straggler.empty() && dist::StragglerEmulation::parse(c.straggler).rank() >= world_size) {
     return "--straggler=" + c.straggler + " names rank " +
            std::to_string(dist::StragglerEmulation::parse(c.straggler).rank()) + ", but there are " +
+           std::to_string(world_size) + " ranks";
+  }
+  if (c.collectives == "hierarchical" && c.ranks_per_node > 0 && world_size % c.ranks_per_node != 0) {
+    return "--ranks-per-node=" + std::to_string(c.ranks_per_node) + " does not divide the " +
            std::to_string(world_size) + " ranks";
   }
   if (c.strategy == "async") {

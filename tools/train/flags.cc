@@ -68,6 +68,10 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"staleness-aware-lr", c.staleness_aware_lr ? "true" : "false"},
           {"straggler", c.straggler},
           {"inject-fault", c.inject_fault},
+          {"collectives", c.collectives},
+          {"ranks-per-node", std::to_string(c.ranks_per_node)},
+          {"inter-node-latency-us", number(c.inter_node_latency_us)},
+          {"inter-node-bandwidth-gbps", number(c.inter_node_bandwidth_gbps)},
           {"sync-period", std::to_string(c.sync_period)},
           {"local-sgd-warmup", std::to_string(c.local_sgd_warmup)},
           {"outer-optimizer", c.outer_optimizer},
@@ -223,6 +227,17 @@ Config parse_flags(int argc, char** argv) {
            bad("--straggler: " + e.message());
          }
          c.straggler = v;
+       }},
+      {"collectives", [&](const std::string& v) {
+         c.collectives = one_of("collectives", v, {"flat", "hierarchical"});
+       }},
+      {"ranks-per-node", [&](const std::string& v) { c.ranks_per_node = to_int32("ranks-per-node", v, 1); }},
+      {"inter-node-latency-us", [&](const std::string& v) {
+         c.inter_node_latency_us = to_double("inter-node-latency-us", v, 0);
+       }},
+      {"inter-node-bandwidth-gbps", [&](const std::string& v) {
+         c.inter_node_bandwidth_gbps = to_double("inter-node-bandwidth-gbps", v, 0);
+         if (c.inter_node_bandwidth_gbps == 0) bad("--inter-node-bandwidth-gbps must be positive, got '" + v + "'");
        }},
       {"collective-timeout", [&](const std::string& v) {
          c.collective_timeout = to_double("collective-timeout", v, 0);

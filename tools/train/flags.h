@@ -72,6 +72,13 @@ struct Config {
   // Reliability: a wait for a peer longer than this ends the job (dist/collective_timeout.h);
   // --inject-fault=crash|stall:RANK:STEP (fault_injection.h), a testing aid.
   double collective_timeout = 600;
+  // DDP's all-reduce: flat (one ring over the world) or hierarchical over nodes of
+  // ranks_per_node ranks (0: MPI's nodes), the inter-node links optionally slower (-1 / 0: as
+  // --net-*).
+  std::string collectives = "flat";
+  int ranks_per_node = 0;
+  double inter_node_latency_us = -1;
+  double inter_node_bandwidth_gbps = 0;
   std::string inject_fault;
   // --strategy=gossip: the gossip graph (dist::MixingMatrix).
   std::string gossip_topology = "ring";

@@ -2,6 +2,7 @@
 
 #include "tools/train/decentralized.h"
 #include "tools/train/asynchronous.h"
+#include "tools/train/collectives.h"
 #include "tools/train/local_sgd.h"
 
 #include <fstream>
@@ -70,6 +71,10 @@ class DataParallel : public Strategy {
     spec.powersgd_start_iter = c.powersgd_start_iter;
     compression_ = dist::compression::make_compression_hook(spec, error_feedback, c.seed);
     if (compression_) ddp_->register_comm_hook(compression_);
+    if (c.collectives == "hierarchical") {
+      hierarchical_.emplace(c);
+      ddp_->register_comm_hook(hierarchical_->hook());
+    }
   }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_; }
   void set_optimizer(std::unique_ptr<optim::Optimizer> opt) { opt_ = std::move(opt); }
@@ -136,6 +141,7 @@ class DataParallel : public Strategy {
   // --compression: bytes per step measured on the ledger beside the uncompressed all-reduce's
   // and the compressor's formula, bucket by bucket.
   void report(JsonObject& summary, bool lead) override {
+    if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
     if (!compression_ || !lead || !ddp_) return;
     const int n = data_parallel_->size();
     const auto* hook = dynamic_cast<const dist::compression::CompressionHook*>(compression_.get());
@@ -198,6 +204,11 @@ class DataParallel : public Strategy {
   }
   std::vector<NamedGroup> groups() const override {
     if (!world_) return {};
+    if (hierarchical_) {
+      return {{"world", world_.get()},
+              {"intra-node", hierarchical_->intra_node()},
+              {"inter-node", hierarchical_->inter_node()}};
+    }
     if (!tensor_parallel_) return {{"world", world_.get()}};
     return {{"world", world_.get()},
             {"data-parallel", data_parallel_.get()},
@@ -211,6 +222,7 @@ class DataParallel : public Strategy {
   MixedPrecision& precision_;
   std::unique_ptr<dist::DistributedDataParallel> ddp_;
   std::shared_ptr<dist::CommunicationHook> compression_;  // --compression, or null
+  std::optional<HierarchicalCollectives> hierarchical_;   // --collectives=hierarchical
   int64_t bucket_bytes_ = 0, steps_ = 0;
   std::unique_ptr<optim::Optimizer> opt_;
 };

@@ -42,6 +42,9 @@ data parallelism and ZeRO:
             synchronous); the learning rate divided by each push's staleness if asked;
             docs/ALGORITHMS.md)
   --straggler=RANK:FACTOR (that rank's training steps take FACTOR times as long: it sleeps)
+  --collectives=flat|hierarchical (ddp: one ring over the world, or reduce-scatter inside each
+            node, all-reduce across nodes, all-gather inside) [--ranks-per-node=G (MPI's nodes)
+            --inter-node-latency-us=U --inter-node-bandwidth-gbps=B (the links between nodes)]
   --collective-timeout=SECONDS (600; 0: none): a wait for another rank longer than this ends the
             job on every rank, naming the collective, its number and size, and the rank waited for
   --inject-fault=crash:RANK:STEP|stall:RANK:STEP (a testing aid: at optimizer step STEP, counted
