@@ -118,7 +118,7 @@ class Asynchronous : public Strategy {
 
   std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
   // Workers run ahead of each other (up to the bound): no collective between steps.
-  bool lockstep() const override { return false; }
+  bool checks_steps_over_world() const override { return false; }
   std::vector<Variable> model_state_parameters() const override {
     if (server_) return {server_->shard()};
     return model_->parameters();

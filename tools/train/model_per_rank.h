@@ -38,6 +38,9 @@ class ModelPerRank : public Strategy {
   std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
   std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
   std::vector<Variable> model_state_parameters() const override { return model_->parameters(); }
+  // Local SGD and gossip communicate every H steps or with neighbours only: no per-step
+  // all-reduce of the NaN check over the world (each rank checks its own).
+  bool checks_steps_over_world() const override { return false; }
 
  protected:
   // A training step starts from this rank's own model (not the average evaluated last).

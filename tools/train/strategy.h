@@ -107,10 +107,12 @@ class Strategy {
   virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}
   // Called after every training step (a pipeline accumulates its idle time).
   virtual void after_step() {}
-  // Whether every rank takes each training step together. The loop then checks each step's
-  // loss and gradients over the world (every rank stops at the same step); otherwise (workers
-  // that run ahead of each other) each rank checks its own, and a bad one ends the job.
-  virtual bool lockstep() const { return true; }
+  // Whether the loop checks each step's loss and gradients over the world: one all-reduce per
+  // step, so every rank stops at the same step with the same message. Strategies whose point is
+  // to communicate less than a ring all-reduce every step (asynchronous SGD, local SGD, gossip)
+  // check on each rank alone: a bad value ends the job through run_or_abort, without a
+  // collective whose 2 (N-1) latencies would undo what they save.
+  virtual bool checks_steps_over_world() const { return true; }
   // The process groups this rank communicates over, each once (their byte ledgers count the
   // traffic): the world, and a pipeline's stage-to-stage, the data-parallel and the
   // tensor-parallel groups.

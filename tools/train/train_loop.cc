@@ -56,7 +56,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     const bool scaled = run.precision.scaler().is_enabled();
     check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
                       loader.num_batches(), run.config,
-                      run.strategy.lockstep() ? run.world : nullptr);
+                      run.strategy.checks_steps_over_world() ? run.world : nullptr);
     const bool stepped = run.precision.step(run.strategy.optimizer());  // the same on every rank
     if (!stepped) ++f.skipped_steps;
     if (measured) memory.after_step(run);
