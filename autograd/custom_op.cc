@@ -23,7 +23,10 @@ bool any_requires_grad(const std::vector<Variable>& inputs) {
 Variable record(const char* name, Tensor result, const std::vector<Variable>& inputs,
                 BackwardFn backward) {
   if (!any_requires_grad(inputs)) return Variable(std::move(result));
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+  return attach(std::move(result), std::make_shared<FunctionNode>(name, std::move(backward)), inputs);
+}
+
+Variable attach(Tensor result, std::shared_ptr<Node> node, const std::vector<Variable>& inputs) {
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const Variable& v : inputs) edges.push_back(gradient_edge(v));

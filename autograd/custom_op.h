@@ -47,5 +47,8 @@ bool any_requires_grad(const std::vector<Variable>& inputs);
 
 Variable record(const char* name, Tensor result, const std::vector<Variable>& inputs,
                 BackwardFn backward);
+// record()'s last step for any node: `node` gets one edge per input and `result` becomes its
+// output (record_split in weight_grad.h uses it too).
+Variable attach(Tensor result, std::shared_ptr<Node> node, const std::vector<Variable>& inputs);
 
 }  // namespace tessera

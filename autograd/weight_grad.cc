@@ -114,13 +114,10 @@ WeightGradStore* current_weight_grad_store() { return current_store; }
 Variable record_split(const char* name, Tensor result, const std::vector<Variable>& inputs,
                       BackwardFn input_backward, BackwardFn weight_backward, int64_t weight_bytes) {
   if (!any_requires_grad(inputs)) return Variable(std::move(result));
-  auto node = std::make_shared<SplitFunctionNode>(name, std::move(input_backward),
-                                                  std::move(weight_backward), weight_bytes);
-  std::vector<Edge> edges;
-  edges.reserve(inputs.size());
-  for (const Variable& v : inputs) edges.push_back(gradient_edge(v));
-  node->set_next_edges(std::move(edges));
-  return Variable::from_node(std::move(result), std::move(node));
+  return attach(std::move(result),
+                std::make_shared<SplitFunctionNode>(name, std::move(input_backward),
+                                                    std::move(weight_backward), weight_bytes),
+                inputs);
 }
 
 }  // namespace tessera
