@@ -1,0 +1,44 @@
+// Model-state memory per rank for every strategy: the ZeRO paper's table (Rajbhandari et al.
+// 2020, figure 1) for DDP and ZeRO-1/2/3, from dist/zero/memory_model.h (the formulas the train
+// tool's measured figures are checked against), plus a pipeline stage and a tensor-parallel
+// rank. psi parameters; p, g bytes per parameter and gradient; K optimizer bytes per parameter
+// (cost/precision.h); N data-parallel ranks, K_s pipeline stages, T tensor-parallel ranks:
+//
+//                     parameters       gradients        optimizer state
+//   DDP               p psi            g psi            K psi
+//   ZeRO-1            p psi            g psi            (m + 4) psi / N    the f32 shard ZeRO
+//   ZeRO-2            p psi            4 psi / N        (m + 4) psi / N    steps is a master copy
+//   ZeRO-3            4 psi / N        4 psi / N        m psi / N          (memory_model.h)
+//   pipeline stage    p psi/K_s        g psi/K_s        K psi/K_s          stages balanced by
+//                                                                          parameters
+//   tensor parallel   p psi_T          g psi_T          K psi_T            psi_T = psi_r + psi_s/T
+//
+// psi_s: the parameters tensor parallelism splits (the MLP's Megatron block, a ResNet's
+// class-parallel head), psi_r the rest, replicated. Activations, buffers, workspace and the
+// allocator's fragmentation are not model states and are not counted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cost/precision.h"
+#include "dist/zero/memory_model.h"
+
+namespace tessera {
+namespace cost {
+
+struct MemoryRow {
+  std::string strategy;  // "ddp", "zero1", "zero2", "zero3", "pipeline", "tensor_parallel"
+  int divisor = 1;       // N for ZeRO, K_s for the pipeline, T for tensor parallelism
+  dist::zero::ModelStateBytes bytes;
+  std::string formula;  // the row of the table above with this setup's numbers
+};
+
+// One row per strategy: DDP and ZeRO-1/2/3 over `ranks`, a pipeline stage of `stages`, a
+// tensor-parallel rank of `tensor_parallel` (its split parameters: `tensor_parallel_parameters`).
+std::vector<MemoryRow> memory_per_rank(int64_t psi, int64_t tensor_parallel_parameters,
+                                       const TrainingSetup& setup, int ranks, int stages,
+                                       int tensor_parallel);
+
+}  // namespace cost
+}  // namespace tessera

@@ -1,0 +1,121 @@
+#include "cost/model_catalog.h"
+
+#include "autograd/grad_mode.h"
+#include "models/resnet.h"
+#include "models/simple.h"
+#include "pipeline/balance.h"
+#include "tensor/check.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+
+namespace tessera {
+namespace cost {
+
+ModelInput parse_model_input(const std::string& name) {
+  if (name == "fashion-mnist") return ModelInput{};
+  TS_CHECK(name == "imagenet", "unknown input '", name, "' (expected fashion-mnist or imagenet)");
+  return ModelInput{3, 224, 1000, "imagenet"};
+}
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"logistic", "mlp",      "resnet20", "resnet32",
+                                                 "resnet56", "resnet18", "resnet34", "resnet50"};
+  return names;
+}
+
+std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& in) {
+  const int64_t pixels = in.channels * in.image_size * in.image_size, k = in.classes;
+  if (name == "logistic") return models::LogisticRegression(pixels, k);
+  if (name == "mlp") return models::MLP(pixels, 256, k);
+  if (name == "resnet20") return models::ResNet20(in.channels, k);
+  if (name == "resnet32") return models::ResNet32(in.channels, k);
+  if (name == "resnet56") return models::ResNet56(in.channels, k);
+  if (name == "resnet18") return models::ResNet18(in.channels, k);
+  if (name == "resnet34") return models::ResNet34(in.channels, k);
+  TS_CHECK(name == "resnet50", "unknown model '", name,
+           "' (expected logistic, mlp, resnet20, resnet32, resnet56, resnet18, resnet34 or resnet50)");
+  return models::ResNet50(in.channels, k);
+}
+
+namespace {
+
+Tensor example_batch(const ModelInput& in, int64_t batch) {
+  Generator gen(0);
+  return randn({batch, in.channels, in.image_size, in.image_size}, {}, &gen);
+}
+
+// Tensor parallelism as tools/train applies it (see the header).
+void add_tensor_parallel(const std::string& name, nn::Sequential& model, const ModelInput& in,
+                         ModelProfile& p) {
+  if (name == "mlp") {
+    for (const auto& [pname, v] : model.named_parameters()) {
+      if (pname != "fc2.bias") p.tensor_parallel_parameters += v.numel();
+    }
+    // g after fc2 (f's backward all-reduce before fc1 does not run: the input needs no gradient).
+    p.tensor_parallel_all_reduces.push_back({"fc2 output (g)", in.classes});
+    return;
+  }
+  const auto params = model.named_parameters();
+  const Variable& weight = params[params.size() - 2].second;  // the classifier's [classes, in]
+  p.tensor_parallel_parameters = weight.numel() + params.back().second.numel();
+  if (name != "logistic") {  // the logistic model's head input is the data: no gradient
+    p.tensor_parallel_all_reduces.push_back({"head input gradient (f)", weight.shape()[1]});
+  }
+  p.tensor_parallel_all_reduces.push_back({"cross-entropy max", 1});
+  p.tensor_parallel_all_reduces.push_back({"cross-entropy sums", 3});
+}
+
+}  // namespace
+
+ModelProfile describe_model(const std::string& name, nn::Sequential& model, const ModelInput& in,
+                            int64_t batch) {
+  TS_CHECK(batch >= 1, "describe_model: batch must be >= 1, got ", batch);
+  ModelProfile p;
+  p.name = name;
+  p.batch = batch;
+  p.input_elements = in.channels * in.image_size * in.image_size;
+  NoGradGuard no_grad;
+  Variable x(example_batch(in, 1));
+  for (size_t i = 0; i < model.size(); ++i) {
+    LayerProfile layer;
+    layer.name = model.name_at(i);
+    for (const Variable& v : model[i]->parameters()) layer.parameter_numels.push_back(v.numel());
+    x = model[i]->forward(x);
+    layer.output_elements = x.numel();
+    p.layers.push_back(std::move(layer));
+  }
+  add_tensor_parallel(name, model, in, p);
+  return p;
+}
+
+void set_layer_times(ModelProfile* p, const std::vector<double>& seconds, const std::string& source) {
+  TS_CHECK(seconds.size() == p->layers.size(), p->name, " has ", p->layers.size(), " layers; got ",
+           seconds.size(), " times");
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    TS_CHECK(seconds[i] >= 0, "layer ", i, " (", p->layers[i].name, "): negative time ", seconds[i]);
+    p->layers[i].forward_seconds = seconds[i] / 3;
+    p->layers[i].backward_seconds = seconds[i] * 2 / 3;
+  }
+  p->times_source = source;
+}
+
+void measure_layer_times(nn::Sequential& model, const ModelInput& in, int64_t batch, int repeats,
+                         ModelProfile* p) {
+  std::vector<double> seconds = pipeline::profile_layer_times(model, example_batch(in, batch), repeats);
+  for (double& s : seconds) s /= repeats;
+  set_layer_times(p, seconds, "measured on this machine, batch " + std::to_string(batch));
+}
+
+void scale_compute_time(ModelProfile* p, double seconds, const std::string& source) {
+  const double total = p->compute_seconds();
+  TS_CHECK(total > 0, "scale_compute_time: ", p->name, " has no layer times to scale");
+  TS_CHECK(seconds > 0, "scale_compute_time: the total must be > 0 s, got ", seconds);
+  std::vector<double> scaled;
+  for (const LayerProfile& l : p->layers) {
+    scaled.push_back((l.forward_seconds + l.backward_seconds) * seconds / total);
+  }
+  set_layer_times(p, scaled, source);
+}
+
+}  // namespace cost
+}  // namespace tessera

@@ -1,0 +1,58 @@
+// The models the tools know by name, built as tools/train builds them, and their ModelProfile
+// (cost/model_profile.h) read off the real model: parameters() of each layer of the Sequential,
+// each layer's output size from one forward of one example, and, when asked, each layer's
+// forward + backward time on this machine (pipeline/balance.h's profile_layer_times).
+//
+//   names: logistic, mlp (784-256-10, tools/train's), resnet20, resnet32, resnet56 (CIFAR-style),
+//          resnet18, resnet34, resnet50 (ImageNet-style)
+//   inputs: fashion-mnist (1 x 28 x 28, 10 classes; what tools/train trains), imagenet
+//           (3 x 224 x 224, 1000 classes; ResNet-50's published figures are for this)
+//
+// Times. profile_layer_times measures a layer's forward and backward together; the profile
+// splits it one third forward, two thirds backward (a backward computes two products per
+// forward one: the input's and the weights' gradients). A total measured elsewhere (a GPU's)
+// can replace the measurement: scale_compute_time() keeps the layers' shares of this machine's
+// profile and sets their sum, set_layer_times() sets each layer's time outright.
+//
+// Tensor parallelism as tools/train applies it: the MLP's fc1 column-parallel and fc2
+// row-parallel (Megatron's block: fc2's bias stays whole), the other models' classifier
+// class-parallel (its weight and bias split by class).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cost/model_profile.h"
+#include "nn/sequential.h"
+
+namespace tessera {
+namespace cost {
+
+struct ModelInput {
+  int64_t channels = 1, image_size = 28, classes = 10;
+  std::string name = "fashion-mnist";
+};
+ModelInput parse_model_input(const std::string& name);  // fashion-mnist | imagenet
+const std::vector<std::string>& model_names();
+
+// An error names the model otherwise.
+std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& input);
+
+// Parameters, output sizes and tensor-parallel figures of `model` (built by build_model(name,
+// input)), for a batch of `batch` per rank; no times yet.
+ModelProfile describe_model(const std::string& name, nn::Sequential& model, const ModelInput& input,
+                            int64_t batch);
+
+// Times every layer's forward + backward of `batch` examples, `repeats` times after a warm-up,
+// and splits each 1:2 between forward and backward.
+void measure_layer_times(nn::Sequential& model, const ModelInput& input, int64_t batch, int repeats,
+                         ModelProfile* profile);
+// The profile's times scaled so forward + backward add up to `seconds` (the layers keep their
+// shares); the profile must have times.
+void scale_compute_time(ModelProfile* profile, double seconds, const std::string& source);
+// One time per layer (forward + backward), split 1:2.
+void set_layer_times(ModelProfile* profile, const std::vector<double>& seconds, const std::string& source);
+
+}  // namespace cost
+}  // namespace tessera

@@ -1,0 +1,268 @@
+#include "cost/scaling.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cost/buckets.h"
+#include "cost/overlap.h"
+#include "cost/traffic.h"
+#include "pipeline/schedule.h"
+#include "pipeline/timing_model.h"
+#include "tensor/check.h"
+
+namespace tessera {
+namespace cost {
+
+const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::kDDP: return "ddp";
+    case Strategy::kZeRO3: return "zero3";
+    case Strategy::kPipeline: return "pipeline";
+  }
+  return "?";
+}
+
+Strategy parse_strategy(const std::string& name) {
+  for (Strategy s : {Strategy::kDDP, Strategy::kZeRO3, Strategy::kPipeline}) {
+    if (name == strategy_name(s)) return s;
+  }
+  TS_CHECK(false, "unknown strategy '", name, "' (expected ddp, zero3 or pipeline)");
+  return Strategy::kDDP;
+}
+
+namespace {
+
+// Remembers the largest collective's algorithm.
+struct Issued {
+  int count = 0;
+  double largest = -1;
+  std::string algorithm = "-";
+  double operator()(const CollectiveTime& t, double bytes) {
+    ++count;
+    if (bytes > largest) largest = bytes, algorithm = algorithm_name(t.algorithm);
+    return t.seconds;
+  }
+};
+
+ScalingPoint ddp_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
+  const std::vector<int64_t> numels = model.parameter_numels();
+  const std::vector<size_t> layer_of = model.parameter_layers();
+  std::vector<int64_t> bytes;
+  for (int64_t n : numels) bytes.push_back(n * o.setup.gradient_bytes());
+  const std::vector<BucketPlan> buckets = assign_buckets(bytes, o.first_bucket_mb, o.bucket_cap_mb);
+  std::vector<size_t> bucket_of(numels.size()), pending(buckets.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    pending[b] = buckets[b].parameters.size();
+    for (size_t p : buckets[b].parameters) bucket_of[p] = b;
+  }
+  OverlapTimeline t;
+  Issued issued;
+  t.compute(model.forward_seconds());
+  size_t next = 0;  // the next bucket to launch: strictly in order, as on every rank
+  for (size_t l = model.layers.size(); l-- > 0;) {
+    t.compute(model.layers[l].backward_seconds);
+    for (size_t p = 0; p < numels.size(); ++p) {
+      if (layer_of[p] == l) --pending[bucket_of[p]];
+    }
+    for (; next < buckets.size() && pending[next] == 0; ++next) {
+      const double b = static_cast<double>(buckets[next].bytes);
+      if (ranks > 1) t.launch(issued(all_reduce_time(ranks, b, o.network), b));
+    }
+  }
+  t.wait_all();
+  ScalingPoint p;
+  p.replicas = ranks;
+  p.compute = t.compute_seconds();
+  p.communication = t.communication_seconds();
+  p.step = t.now();
+  p.collectives = issued.count;
+  p.algorithm = issued.algorithm;
+  return p;
+}
+
+ScalingPoint zero3_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
+  std::vector<size_t> units;  // layers with parameters, forward order
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    if (model.layers[l].parameters() > 0) units.push_back(l);
+  }
+  auto padded = [&](size_t u) {
+    const int64_t n = model.layers[units[u]].parameters();
+    return static_cast<double>((n + ranks - 1) / ranks * ranks);
+  };
+  OverlapTimeline t;
+  Issued issued;
+  auto gather = [&](size_t u) {
+    const double b = padded(u) * o.setup.parameter_bytes();
+    return ranks > 1 ? t.launch(issued(all_gather_time(ranks, b, o.network), b)) : -1;
+  };
+  auto wait = [&](int id) {
+    if (id >= 0) t.wait(id);
+  };
+  // Forward: unit u's gather was launched (prefetched) when unit u-1 started.
+  std::vector<int> gathered(units.size(), -1);
+  size_t u = 0;
+  if (!units.empty()) gathered[0] = gather(0);
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    if (u < units.size() && units[u] == l) {
+      if (u + 1 < units.size()) gathered[u + 1] = gather(u + 1);
+      wait(gathered[u]);
+      ++u;
+    }
+    t.compute(model.layers[l].forward_seconds);
+  }
+  // Backward, units in reverse: gather again (prefetching the next), compute, reduce-scatter.
+  std::vector<int> regathered(units.size(), -1);
+  if (!units.empty()) regathered.back() = gather(units.size() - 1);
+  size_t remaining = units.size();
+  for (size_t l = model.layers.size(); l-- > 0;) {
+    const bool is_unit = remaining > 0 && units[remaining - 1] == l;
+    if (is_unit) {
+      const size_t v = remaining - 1;
+      if (v > 0) regathered[v - 1] = gather(v - 1);
+      wait(regathered[v]);
+    }
+    t.compute(model.layers[l].backward_seconds);
+    if (is_unit) {
+      const double b = padded(remaining - 1) * 4;  // gradients reduced in f32
+      if (ranks > 1) t.launch(issued(reduce_scatter_time(ranks, b, o.network), b));
+      --remaining;
+    }
+  }
+  t.wait_all();
+  ScalingPoint p;
+  p.replicas = ranks;
+  p.compute = t.compute_seconds();
+  p.communication = t.communication_seconds();
+  p.step = t.now();
+  p.collectives = issued.count;
+  p.algorithm = issued.algorithm;
+  return p;
+}
+
+ScalingPoint pipeline_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
+  const int k = std::min(o.stages, ranks);
+  TS_CHECK(ranks % k == 0, "pipeline: ", ranks, " ranks are not a multiple of ", k,
+           " stages (--stages)");
+  const int m = o.microbatches;
+  const std::vector<size_t> cuts = pipeline_cuts(model, k);
+  std::vector<pipeline::StageTimes> times(k, pipeline::StageTimes{0, 0, 0});
+  std::vector<int64_t> stage_params(k, 0);
+  std::vector<double> send_seconds(k, 0);  // stage s's output activation, per micro-batch
+  size_t first = 0;
+  for (int s = 0; s < k; ++s) {
+    for (size_t l = first; l <= cuts[s]; ++l) {
+      times[s].forward += model.layers[l].forward_seconds / m;
+      times[s].backward += model.layers[l].backward_seconds / m;
+      stage_params[s] += model.layers[l].parameters();
+    }
+    const double bytes = static_cast<double>(model.layers[cuts[s]].output_elements) * model.batch / m *
+                         o.setup.parameter_bytes();
+    send_seconds[s] = o.network.inter.message_seconds(bytes);
+    first = cuts[s] + 1;
+  }
+  const auto lists = pipeline::make_schedules(pipeline::ScheduleKind::kOneFOneB, k, m);
+  const pipeline::TimedStep played = pipeline::play_timed(lists, 1, [&](int s, size_t n) {
+    const pipeline::Action& a = lists[s][n];
+    switch (a.kind) {
+      case pipeline::ActionKind::kForward: return times[s].forward;
+      case pipeline::ActionKind::kBackward: return times[s].backward;
+      case pipeline::ActionKind::kSendActivation: return send_seconds[s];
+      case pipeline::ActionKind::kSendGradient: return send_seconds[s - 1];
+      default: return 0.0;  // receives: the message has arrived once its send ended
+    }
+  });
+  ScalingPoint p;
+  p.replicas = ranks / k;
+  const int64_t largest = *std::max_element(stage_params.begin(), stage_params.end());
+  const double grad_bytes = static_cast<double>(largest) * o.setup.gradient_bytes();
+  Issued issued;
+  const double reduce = p.replicas > 1 ? issued(all_reduce_time(p.replicas, grad_bytes, o.network), grad_bytes) : 0;
+  double busiest = 0;
+  for (int s = 0; s < k; ++s) busiest = std::max(busiest, (times[s].forward + times[s].backward) * m);
+  p.compute = busiest;
+  p.communication = reduce;
+  for (int s = 0; s + 1 < k; ++s) p.communication += 2 * m * send_seconds[s];
+  p.step = played.makespan + reduce;
+  p.collectives = issued.count + 2 * m * (k - 1);
+  p.algorithm = issued.algorithm;
+  return p;
+}
+
+}  // namespace
+
+ScalingPoint predict_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
+  TS_CHECK(ranks >= 1, "predict_step: ranks must be >= 1, got ", ranks);
+  TS_CHECK(model.compute_seconds() > 0, "predict_step: ", model.name,
+           " has no compute times (measure them, or give --compute-ms or --layer-ms)");
+  ScalingPoint p = o.strategy == Strategy::kDDP     ? ddp_step(model, ranks, o)
+                   : o.strategy == Strategy::kZeRO3 ? zero3_step(model, ranks, o)
+                                                    : pipeline_step(model, ranks, o);
+  p.ranks = ranks;
+  p.exposed = p.step - p.compute;
+  p.images_per_second = p.replicas * model.batch / p.step;
+  p.efficiency = p.images_per_second / (ranks * model.batch / model.compute_seconds());
+  return p;
+}
+
+std::vector<ScalingPoint> predict_scaling(const ModelProfile& model, const std::vector<int>& ranks,
+                                          const ScalingOptions& options) {
+  std::vector<ScalingPoint> out;
+  for (int n : ranks) out.push_back(predict_step(model, n, options));
+  return out;
+}
+
+std::vector<std::string> scaling_assumptions(const ModelProfile& model, const ScalingOptions& o) {
+  char buf[400];
+  std::vector<std::string> a;
+  std::snprintf(buf, sizeof(buf),
+                "weak scaling: every rank keeps a batch of %lld and computes it in %.3f ms "
+                "(forward %.3f, backward %.3f; %s), whatever N",
+                static_cast<long long>(model.batch), model.compute_seconds() * 1e3,
+                model.forward_seconds() * 1e3, model.backward_seconds() * 1e3,
+                model.times_source.c_str());
+  a.push_back(buf);
+  std::snprintf(buf, sizeof(buf),
+                "network: alpha-beta, %.1f us and %.1f Gb/s between nodes%s; full-duplex links, "
+                "one per rank, no congestion",
+                o.network.inter.latency * 1e6, o.network.inter.bandwidth * 8 / 1e9,
+                o.network.ranks_per_node > 1 ? "" : " (every link)");
+  a.push_back(buf);
+  if (o.network.ranks_per_node > 1) {
+    std::snprintf(buf, sizeof(buf), "%d ranks per node, %.1f us and %.1f Gb/s inside a node",
+                  o.network.ranks_per_node, o.network.intra.latency * 1e6,
+                  o.network.intra.bandwidth * 8 / 1e9);
+    a.push_back(buf);
+  }
+  a.push_back(std::string("collectives: ") + algorithm_name(o.network.algorithm) +
+              (o.network.algorithm == Algorithm::kAuto
+                   ? " (the fastest of ring 2(N-1)a + 2(N-1)/N n/b, tree 2 log2(N) a + 2 n/b"
+                     " and, with ranks per node, hierarchical; per message, as NCCL's tuner)"
+                   : "") +
+              "; reduce-scatter and all-gather are rings (or two-level under hierarchical)");
+  a.push_back("one communication stream: collectives run one at a time in issue order and do not "
+              "slow the computation they overlap");
+  if (o.strategy == Strategy::kDDP) {
+    std::snprintf(buf, sizeof(buf),
+                  "DDP: buckets of %g MB (the first %g MB) in reverse registration order; a layer's "
+                  "gradients are ready when its backward ends; buckets all-reduced strictly in order",
+                  o.bucket_cap_mb, o.first_bucket_mb);
+    a.push_back(buf);
+  } else if (o.strategy == Strategy::kZeRO3) {
+    a.push_back("ZeRO-3: one unit per layer with parameters, all-gathered before its forward and "
+                "again before its backward (one unit prefetched ahead), gradients reduce-scattered "
+                "in f32 after its backward");
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "pipeline: 1F1B, K = min(%d, N) stages cut by time, M = %d micro-batches, N/K "
+                  "replicas; a send costs its sender a + bytes/b; the stage's gradients all-reduced "
+                  "across replicas after the flush, not overlapped",
+                  o.stages, o.microbatches);
+    a.push_back(buf);
+  }
+  a.push_back("not counted: the optimizer step, data loading, the loss, gradient averaging; the "
+              "single-rank baseline computes without communicating");
+  return a;
+}
+
+}  // namespace cost
+}  // namespace tessera

@@ -1,0 +1,74 @@
+// The scaling model: one training step's time at N ranks, from each layer's compute time on one
+// rank, the alpha-beta collective times (cost/collective_time.h) and the order in which the
+// strategy issues its collectives, played on two clocks (cost/overlap.h). Weak scaling: every
+// rank keeps its batch, so N ranks process N times the examples per step.
+//
+// DDP (dist/ddp.h). Forward, then backward layer by layer from the last; when a layer's
+// backward ends its parameters' gradients are ready; a bucket (cost/buckets.h) whose gradients
+// are all ready is all-reduced, buckets strictly in order; the step ends when backward and
+// the last all-reduce have:
+//
+//   compute  | forward | bwd L3 | bwd L2 | bwd L1 | bwd L0 |...|      hidden: what ran under
+//   comm                        |  AR bucket 0  | AR bucket 1   |      backward; exposed: the rest
+//
+// ZeRO-3 (dist/zero/fully_sharded.h), one unit per layer with parameters, prefetching one unit
+// ahead: all-gather unit u (and launch u+1's) before its forward; in backward all-gather it
+// again, then reduce-scatter its gradients once its backward ends; wait for the last.
+//
+// Pipeline (pipeline/): K stages (layers cut by time, pipeline/balance.h), M micro-batches,
+// N/K data-parallel replicas. The 1F1B lists (pipeline/schedule.h) are played by the timing
+// model (pipeline/timing_model.h) with each stage's share of the time divided by M and each
+// send taking alpha + bytes/beta of the sender's time; then the stage's gradients are
+// all-reduced over the N/K replicas, after the flush, not overlapped.
+//
+// Per N: step = the compute stream's clock at the end; images/s = replicas x batch / step;
+// efficiency = images/s / (N x the single-rank images/s), the single rank computing without
+// any communication. Not modelled: the optimizer step, data loading, the loss, gradient
+// averaging, contention between ranks for links (every rank has its own full-duplex link) and
+// between computation and communication for memory bandwidth or cores.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cost/collective_time.h"
+#include "cost/model_profile.h"
+#include "cost/precision.h"
+
+namespace tessera {
+namespace cost {
+
+enum class Strategy { kDDP, kZeRO3, kPipeline };
+const char* strategy_name(Strategy s);  // "ddp", "zero3", "pipeline"
+Strategy parse_strategy(const std::string& name);
+
+struct ScalingOptions {
+  Strategy strategy = Strategy::kDDP;
+  Network network;
+  TrainingSetup setup;
+  double first_bucket_mb = 1, bucket_cap_mb = 25;  // DDP's
+  int stages = 4, microbatches = 8;                // the pipeline's K (at most N) and M
+};
+
+struct ScalingPoint {
+  int ranks = 1;
+  int replicas = 1;             // data-parallel replicas (N, or N/K for the pipeline)
+  double compute = 0;           // seconds of computation on the critical rank
+  double communication = 0;     // seconds its collectives take, hidden or not
+  double exposed = 0;           // step - compute: communication (and bubble) not hidden
+  double step = 0;
+  double images_per_second = 0;
+  double efficiency = 1;
+  int collectives = 0;          // issued per step
+  std::string algorithm;        // that of the largest collective ("-" when none)
+};
+
+ScalingPoint predict_step(const ModelProfile& model, int ranks, const ScalingOptions& options);
+std::vector<ScalingPoint> predict_scaling(const ModelProfile& model, const std::vector<int>& ranks,
+                                          const ScalingOptions& options);
+
+// Every assumption behind predict_step() for these options, one sentence each, for reports.
+std::vector<std::string> scaling_assumptions(const ModelProfile& model, const ScalingOptions& options);
+
+}  // namespace cost
+}  // namespace tessera

@@ -1,0 +1,64 @@
+// Model-state bytes per rank for a tiny model, written out by hand from the ZeRO paper's table.
+#include "cost/memory.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/util/expect_error.h"
+
+namespace tessera {
+namespace cost {
+namespace {
+
+struct Expected {
+  const char* strategy;
+  int64_t parameters, gradients, optimizer;
+};
+
+void expect_rows(const std::vector<MemoryRow>& rows, const std::vector<Expected>& expected) {
+  ASSERT_EQ(rows.size(), expected.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(rows[i].strategy);
+    EXPECT_EQ(rows[i].strategy, expected[i].strategy);
+    EXPECT_EQ(rows[i].bytes.parameters, expected[i].parameters);
+    EXPECT_EQ(rows[i].bytes.gradients, expected[i].gradients);
+    EXPECT_EQ(rows[i].bytes.optimizer, expected[i].optimizer);
+  }
+}
+
+TEST(Memory, MixedPrecisionAdamIsThePapersTable) {
+  // psi = 1000, N = 4, K_s = 2 stages, T = 2 with 600 split parameters (400 + 300 held).
+  const TrainingSetup mixed_adam{Precision::kMixed, OptimizerKind::kAdam};
+  EXPECT_EQ(mixed_adam.optimizer_bytes(), 12);
+  const auto rows = memory_per_rank(1000, 600, mixed_adam, 4, 2, 2);
+  expect_rows(rows, {{"ddp", 2000, 2000, 12000},
+                     {"zero1", 2000, 2000, 3000},
+                     {"zero2", 2000, 1000, 3000},
+                     {"zero3", 1000, 1000, 2000},
+                     {"pipeline", 1000, 1000, 6000},
+                     {"tensor_parallel", 1400, 1400, 8400}});
+  EXPECT_EQ(rows[0].formula, "(2 + 2 + 12) psi");
+  EXPECT_EQ(rows[3].formula, "(4 + 4 + 8) psi/N");
+  EXPECT_EQ(rows[0].bytes.total(), 16000);
+  EXPECT_EQ(rows[3].bytes.total(), 4000);  // 16 psi / N
+}
+
+TEST(Memory, F32Sgd) {
+  const TrainingSetup f32_sgd{Precision::kF32, OptimizerKind::kSGD};
+  const auto rows = memory_per_rank(1000, 0, f32_sgd, 4, 4, 2);
+  expect_rows(rows, {{"ddp", 4000, 4000, 4000},
+                     {"zero1", 4000, 4000, 2000},
+                     {"zero2", 4000, 1000, 2000},
+                     {"zero3", 1000, 1000, 1000},
+                     {"pipeline", 1000, 1000, 1000},
+                     {"tensor_parallel", 4000, 4000, 4000}});
+}
+
+TEST(Memory, ErrorsNameTheValues) {
+  testing::expect_error([] { memory_per_rank(10, 0, TrainingSetup{}, 0, 1, 1); }, "ranks 0");
+  testing::expect_error([] { parse_precision("f16"); }, "unknown precision 'f16'");
+  testing::expect_error([] { parse_optimizer("lamb"); }, "unknown optimizer 'lamb'");
+}
+
+}  // namespace
+}  // namespace cost
+}  // namespace tessera

@@ -1,0 +1,124 @@
+// The overlap and scaling models against timelines played by hand.
+#include "cost/scaling.h"
+
+#include <gtest/gtest.h>
+
+#include "cost/overlap.h"
+#include "tests/util/expect_error.h"
+
+namespace tessera {
+namespace cost {
+namespace {
+
+TEST(OverlapTimeline, HidesWhatFitsUnderCompute) {
+  OverlapTimeline t;
+  t.compute(1);
+  const int a = t.launch(2);  // 1..3
+  t.compute(4);               // 1..5: hides it
+  const int b = t.launch(3);  // 5..8
+  t.wait(a);
+  EXPECT_EQ(t.now(), 5);
+  t.wait_all();
+  EXPECT_EQ(t.now(), 8);
+  EXPECT_EQ(t.end(b), 8);
+  EXPECT_EQ(t.compute_seconds(), 5);
+  EXPECT_EQ(t.communication_seconds(), 5);
+  EXPECT_EQ(t.exposed_seconds(), 3);
+}
+
+// Two layers with one parameter each; ring on 2 ranks at alpha = 0 and 1 MB/s, so an
+// all-reduce of n bytes takes n / 1e6 seconds.
+ModelProfile two_layers() {
+  ModelProfile m;
+  m.name = "two";
+  m.batch = 8;
+  m.layers = {{"l0", {1000000}, 10, 0.5, 2}, {"l1", {2000000}, 10, 0.5, 3}};
+  return m;
+}
+
+ScalingOptions slow_ring(Strategy s) {
+  ScalingOptions o;
+  o.strategy = s;
+  o.network.inter = Link{0, 1e6};
+  o.network.algorithm = Algorithm::kRing;
+  return o;
+}
+
+TEST(Scaling, DdpOverlapsTwoBuckets) {
+  // Buckets: [l1] 8 MB (past the 1 MB first cap), [l0] 4 MB. Forward 0..1; backward of l1
+  // 1..4, its bucket all-reduced 4..12; backward of l0 4..6, its bucket waits for the link:
+  // 12..16. Step 16 s, of which 6 compute.
+  const ScalingPoint p = predict_step(two_layers(), 2, slow_ring(Strategy::kDDP));
+  EXPECT_DOUBLE_EQ(p.step, 16);
+  EXPECT_DOUBLE_EQ(p.compute, 6);
+  EXPECT_DOUBLE_EQ(p.communication, 12);
+  EXPECT_DOUBLE_EQ(p.exposed, 10);
+  EXPECT_EQ(p.collectives, 2);
+  EXPECT_EQ(p.algorithm, "ring");
+  EXPECT_DOUBLE_EQ(p.images_per_second, 2 * 8 / 16.0);
+  EXPECT_DOUBLE_EQ(p.efficiency, 6.0 / 16);
+  const ScalingPoint one = predict_step(two_layers(), 1, slow_ring(Strategy::kDDP));
+  EXPECT_DOUBLE_EQ(one.step, 6);
+  EXPECT_DOUBLE_EQ(one.efficiency, 1);
+}
+
+TEST(Scaling, ZeRO3GathersAndScatters) {
+  // Units of 1000 and 2000 elements, f32, 2 ranks at 1 kB/s: gathers and scatters take 2 and 4 s.
+  ModelProfile m;
+  m.name = "z";
+  m.batch = 1;
+  m.layers = {{"u0", {1000}, 1, 1, 2}, {"u1", {2000}, 1, 1, 2}};
+  ScalingOptions o = slow_ring(Strategy::kZeRO3);
+  o.network.inter = Link{0, 1e3};
+  // comm: AG0 0..2, AG1 2..6 | AG1 7..11, AG0 11..13, RS1 13..17, RS0 17..19
+  // compute: wait 2, F0 2..3, wait 6, F1 6..7 | wait 11, B1 11..13 | B0 13..15 | wait 19
+  const ScalingPoint p = predict_step(m, 2, o);
+  EXPECT_DOUBLE_EQ(p.step, 19);
+  EXPECT_DOUBLE_EQ(p.communication, 18);
+  EXPECT_EQ(p.collectives, 6);
+}
+
+TEST(Scaling, PipelineBubble) {
+  // Two layers, each forward 1 and backward 2 per batch; K = 2, M = 2, free messages: 1F1B
+  // takes (M + K - 1)(F + B) per micro-batch = 3 x 1.5; efficiency M / (M + K - 1).
+  ModelProfile m;
+  m.name = "p";
+  m.batch = 2;
+  m.layers = {{"a", {10}, 4, 1, 2}, {"b", {10}, 4, 1, 2}};
+  ScalingOptions o = slow_ring(Strategy::kPipeline);
+  o.network.inter = Link{0, 1e30};
+  o.stages = 2;
+  o.microbatches = 2;
+  const ScalingPoint p = predict_step(m, 2, o);
+  EXPECT_DOUBLE_EQ(p.step, 4.5);
+  EXPECT_EQ(p.replicas, 1);
+  EXPECT_NEAR(p.efficiency, 2.0 / 3, 1e-12);
+  testing::expect_error([&] { predict_step(m, 3, o); }, "3 ranks are not a multiple of 2 stages");
+}
+
+TEST(Scaling, PickerAvoidsTheRingsCollapseAtScale) {
+  // 100 small buckets' worth of latency: at 4096 ranks and 5 us a ring all-reduce pays 41 ms
+  // each; the tree 120 us.
+  ModelProfile m = two_layers();
+  ScalingOptions ring = slow_ring(Strategy::kDDP);
+  ring.network.inter = Link::from(5, 100);
+  ScalingOptions picked = ring;
+  picked.network.algorithm = Algorithm::kAuto;
+  const ScalingPoint r = predict_step(m, 4096, ring), a = predict_step(m, 4096, picked);
+  EXPECT_LT(a.step, r.step);
+  EXPECT_EQ(a.algorithm, "tree");
+}
+
+TEST(Scaling, AssumptionsAreStated) {
+  const auto a = scaling_assumptions(two_layers(), slow_ring(Strategy::kDDP));
+  ASSERT_GE(a.size(), 5u);
+  EXPECT_NE(a[0].find("weak scaling"), std::string::npos);
+  testing::expect_error([] { parse_strategy("fsdp"); }, "unknown strategy 'fsdp'");
+  ModelProfile untimed = two_layers();
+  for (auto& l : untimed.layers) l.forward_seconds = l.backward_seconds = 0;
+  testing::expect_error([&] { predict_step(untimed, 2, slow_ring(Strategy::kDDP)); }, "no compute times");
+}
+
+}  // namespace
+}  // namespace cost
+}  // namespace tessera
