@@ -43,6 +43,17 @@ Batch DataLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch, i
   return batch;
 }
 
+Batch DataLoader::batch(int64_t e, int64_t b) const {
+  TS_CHECK(b >= 0 && b < num_batches(), "DataLoader::batch: batch ", b, " of epoch ", e, ", but an "
+           "epoch has ", num_batches(), " batches");
+  std::lock_guard<std::mutex> lock(orders_->mutex);
+  if (orders_->epoch != e) {
+    orders_->order = sampler_->indices(e);
+    orders_->epoch = e;
+  }
+  return make_batch(orders_->order, e, b);
+}
+
 DataLoader::Epoch::Epoch(const DataLoader& loader, int64_t epoch)
     : loader_(loader), epoch_(epoch), order_(loader.sampler_->indices(epoch)),
       num_batches_(loader.num_batches()) {

@@ -64,6 +64,10 @@ class DataLoader {
 
   class Epoch;
   Epoch epoch(int64_t e) const;
+  // Batch b (0 <= b < num_batches()) of epoch e, the same as the b-th of epoch(e), on its own:
+  // for batches handed out one at a time (a shared queue). The epoch's order is kept for the
+  // next call with the same e.
+  Batch batch(int64_t e, int64_t b) const;
 
  private:
   friend class Epoch;
@@ -73,6 +77,13 @@ class DataLoader {
   DataLoaderOptions options_;
   Transform transform_;
   std::shared_ptr<const Sampler> sampler_;
+  // batch(): the last epoch's order (shared by copies, which have the same sampler).
+  struct OrderCache {
+    std::mutex mutex;
+    int64_t epoch = -1;
+    std::vector<int64_t> order;
+  };
+  std::shared_ptr<OrderCache> orders_ = std::make_shared<OrderCache>();
 };
 
 // One pass over the data. Iterate with range-for, or call next() until it returns nothing.

@@ -1,6 +1,7 @@
 #include "dist/async/async_worker.h"
 
 #include "autograd/grad_mode.h"
+#include "dist/async/batch_queue.h"
 #include "dist/module_sync.h"
 #include "tensor/ops.h"
 
@@ -42,7 +43,8 @@ AsyncWorker::AsyncWorker(std::vector<Variable> params, std::shared_ptr<ProcessGr
       group_(std::move(group)),
       layout_(group_ ? group_->size() : 0, options, numel_of(params)),
       worker_(layout_.worker_index(group_->rank())),
-      params_(std::move(params)) {
+      params_(std::move(params)),
+      options_(options) {
   const DType dtype = flat_dtype(params_, "AsyncWorker");
   TS_CHECK(!layout_.is_server(group_->rank()), "AsyncWorker on rank ", group_->rank(),
            ", which is a server (ranks 0..", layout_.servers() - 1, " serve: ParameterServer)");
@@ -70,23 +72,60 @@ void AsyncWorker::wait_for_sends() {
 void AsyncWorker::pull() {
   TS_CHECK(!finished_, "AsyncWorker::pull after finish()");
   TS_CHECK(!pulled_, "AsyncWorker::pull twice without a step() between (iteration ", clock_, ")");
+  TS_CHECK(!options_.shared_batches(), "AsyncWorker::pull with shared batches: pull_batch(epoch) "
+           "takes the batch number with the parameters");
   const double start = steady_seconds();
   Request request;
   request.kind = RequestKind::kPull;
   request.worker = worker_;
   request.clock = clock_;
+  receive_shards(request.encode(), 0);
+  pull_seconds_ += steady_seconds() - start;
+}
+
+int64_t AsyncWorker::pull_batch(int64_t epoch) {
+  TS_CHECK(!finished_, "AsyncWorker::pull_batch after finish()");
+  TS_CHECK(!pulled_, "AsyncWorker::pull_batch twice without a step() between (iteration ", clock_,
+           ")");
+  TS_CHECK(options_.shared_batches(), "AsyncWorker::pull_batch without shared batches "
+           "(AsyncOptions::shared_batches): each worker has its own shard, pull() it");
+  TS_CHECK(epoch >= 0, "AsyncWorker::pull_batch: epoch ", epoch, " (must be >= 0)");
+  const double start = steady_seconds();
+  Request request;
+  request.kind = RequestKind::kPull;
+  request.worker = worker_;
+  request.clock = clock_;
+  request.epoch = epoch;
   const Tensor message = request.encode();
+  // Server 0 answers with the batch number first; its shard follows unless the epoch is over.
+  Tensor batch = empty({1}, kI64);
+  std::shared_ptr<Work> answer = group_->recv(batch, 0, kAssignmentTag);
+  group_->send(message, 0, kRequestTag)->wait();
+  answer->wait();
+  const int64_t b = batch.data<int64_t>()[0];
+  if (b == SharedBatchQueue::kEpochEnd) {
+    request.kind = RequestKind::kEpochEnd;
+    const Tensor end = request.encode();
+    for (int s = 1; s < layout_.servers(); ++s) sends_.push_back(group_->send(end, s, kRequestTag));
+    wait_for_sends();
+  } else {
+    receive_shards(message, 1);  // server 0's is on its way; the others' on request
+  }
+  pull_seconds_ += steady_seconds() - start;
+  return b;
+}
+
+void AsyncWorker::receive_shards(const Tensor& message, int first_server) {
   std::vector<std::shared_ptr<Work>> works;
   for (int s = 0; s < layout_.servers(); ++s) {
     works.push_back(
         group_->recv(flat_.narrow(0, layout_.shard_offset(s), layout_.shard_numel(s)), s,
                      kParametersTag));
-    works.push_back(group_->send(message, s, kRequestTag));
+    if (s >= first_server) works.push_back(group_->send(message, s, kRequestTag));
   }
   for (const auto& w : works) w->wait();
   unflatten(flat_, params_);
   pulled_ = true;
-  pull_seconds_ += steady_seconds() - start;
 }
 
 void AsyncWorker::step() {

@@ -10,6 +10,10 @@
 //             loss given to set_loss(); returns once they are posted
 //   finish()  tells the servers this worker is done
 //
+// With shared batches (AsyncOptions::shared_batches) pull_batch(epoch) replaces pull(): it
+// also returns which of the epoch's batches to train on, or SharedBatchQueue::kEpochEnd (no
+// pull then: the epoch is over for this worker).
+//
 // A pull must come before each step (the servers check it too).
 #pragma once
 
@@ -34,6 +38,9 @@ class AsyncWorker : public optim::Optimizer {
   ~AsyncWorker() override;
 
   void pull();
+  // Shared batches: pull() with the next batch number of `epoch` from server 0's queue; on
+  // kEpochEnd nothing is pulled (pulled() stays false).
+  int64_t pull_batch(int64_t epoch);
   // The loss reported with the next push (the servers' mean loss per iteration).
   void set_loss(double loss) { loss_ = loss; }
   // Pushes the gradients (a parameter without one pushes zeros).
@@ -59,12 +66,15 @@ class AsyncWorker : public optim::Optimizer {
 
  private:
   void wait_for_sends();
+  // Receives every server's shard from `first_server` on, sending each `message` (the pull).
+  void receive_shards(const Tensor& message, int first_server);
   std::shared_ptr<ProcessGroup> group_;
   ParameterServerLayout layout_;
   int worker_;
   std::vector<Variable> params_;
   Tensor flat_, gradients_;
   std::vector<std::shared_ptr<Work>> sends_;
+  AsyncOptions options_;
   int64_t clock_ = 0;
   bool pulled_ = false, finished_ = false;
   double loss_ = 0, pull_seconds_ = 0;

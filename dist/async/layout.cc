@@ -18,6 +18,10 @@ ParameterServerLayout::ParameterServerLayout(int group_size, const AsyncOptions&
            servers_, " servers");
   TS_CHECK(options.staleness_bound() >= AsyncOptions::kUnbounded, "parameter server: staleness "
            "bound ", options.staleness_bound(), " (>= 0, or kUnbounded for plain asynchronous SGD)");
+  TS_CHECK(!options.shared_batches() || !options.bounded(), "parameter server: shared batches "
+           "with staleness bound ", options.staleness_bound(), ": a bound keeps every worker within ",
+           options.staleness_bound(), " iterations of the slowest over the whole run, so a fast "
+           "worker could not take a straggler's batches; use the unbounded staleness");
   counts_ = balanced_counts(numel_, servers_);
   int64_t at = 0;
   for (int64_t c : counts_) {
@@ -34,7 +38,7 @@ std::vector<int64_t> ParameterServerLayout::gather_counts() const {
 
 Tensor Request::encode() const {
   return from_vector<double>({static_cast<double>(kind), static_cast<double>(worker),
-                              static_cast<double>(clock), lr, loss},
+                              static_cast<double>(clock), lr, loss, static_cast<double>(epoch)},
                              {kElements});
 }
 
@@ -45,7 +49,8 @@ Request Request::decode(const Tensor& message, int workers) {
   const double* v = message.data<double>();
   Request r;
   const double kind = v[0];
-  TS_CHECK(kind == 1 || kind == 2 || kind == 3, "parameter server: unknown request kind ", kind);
+  TS_CHECK(kind == 1 || kind == 2 || kind == 3 || kind == 4,
+           "parameter server: unknown request kind ", kind);
   r.kind = static_cast<RequestKind>(static_cast<int>(kind));
   TS_CHECK(v[1] >= 0 && v[1] < workers && v[1] == std::floor(v[1]),
            "parameter server: a request from worker ", v[1], ", but there are ", workers);
@@ -53,6 +58,7 @@ Request Request::decode(const Tensor& message, int workers) {
   r.clock = static_cast<int64_t>(v[2]);
   r.lr = v[3];
   r.loss = v[4];
+  r.epoch = static_cast<int64_t>(v[5]);
   return r;
 }
 

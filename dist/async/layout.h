@@ -20,10 +20,15 @@
 // lr / W each is one step of the mean gradient. B = kUnbounded is plain asynchronous SGD.
 //
 // The messages, point-to-point on the group (so network emulation and the byte ledger see
-// them): a request of 5 f64 {kind, worker, clock, lr, loss} with kRequestTag, received by the
-// server from any rank; a pull is answered with the shard (kParametersTag); a push request is
-// followed by the gradient's shard (kGradientTag). Per iteration a worker sends psi elements
-// and receives psi (plus 2 S requests of 40 bytes).
+// them): a request of 6 f64 {kind, worker, clock, lr, loss, epoch} with kRequestTag, received
+// by the server from any rank; a pull is answered with the shard (kParametersTag); a push
+// request is followed by the gradient's shard (kGradientTag). Per iteration a worker sends psi
+// elements and receives psi (plus 2 S requests of 48 bytes).
+//
+// With shared batches (batch_queue.h) a worker's pull names the epoch and goes to server 0
+// first, which answers with the next batch's number (one i64, kAssignmentTag) and then the
+// shard; with a batch number the worker pulls from the other servers, with kEpochEnd it pulls
+// nothing and tells the other servers kEpochEnd (a request), and its epoch is over.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +53,13 @@ class AsyncOptions {
   // Zhang et al. 2016: each push's learning rate divided by its staleness tau (the updates
   // applied between its pull and its push), when tau > 1.
   AsyncOptions& staleness_aware_lr(bool on) { aware_ = on; return *this; }
+  // Batches from a queue on server 0 (batch_queue.h) instead of a fixed shard per worker:
+  // ParameterServer::serve_epoch and AsyncWorker::pull_batch. Needs the unbounded staleness
+  // (a bound B keeps every worker within B iterations of the slowest over the whole run, so a
+  // fast worker could never take a straggler's batches).
+  AsyncOptions& shared_batches(bool on) { shared_ = on; return *this; }
   int servers() const { return servers_; }
+  bool shared_batches() const { return shared_; }
   int64_t staleness_bound() const { return bound_; }
   bool bounded() const { return bound_ != kUnbounded; }
   bool staleness_aware_lr() const { return aware_; }
@@ -56,7 +67,7 @@ class AsyncOptions {
  private:
   int servers_ = 1;
   int64_t bound_ = kUnbounded;
-  bool aware_ = false;
+  bool aware_ = false, shared_ = false;
 };
 
 // Who is a server, who a worker, and which elements of the flat parameters each server holds.
@@ -83,22 +94,24 @@ class ParameterServerLayout {
   std::vector<int64_t> counts_, offsets_;
 };
 
-// What a worker asks a server.
-enum class RequestKind { kPull = 1, kPush = 2, kDone = 3 };
+// What a worker asks a server (kEpochEnd: shared batches, this worker's epoch is over).
+enum class RequestKind { kPull = 1, kPush = 2, kDone = 3, kEpochEnd = 4 };
 struct Request {
   RequestKind kind = RequestKind::kPull;
   int worker = 0;      // the worker's index (0 .. W-1), not its rank
   int64_t clock = 0;   // the iteration: pushes this worker had made before this request
   double lr = 0;       // push: the worker's learning rate for this gradient
   double loss = 0;     // push: the batch loss the worker reports
-  static constexpr int64_t kElements = 5;
-  Tensor encode() const;  // f64 [5]
+  int64_t epoch = -1;  // shared batches: the epoch of a pull or kEpochEnd; -1 otherwise
+  static constexpr int64_t kElements = 6;
+  Tensor encode() const;  // f64 [6]
   // Throws, naming the values, on a malformed request (unknown kind, worker out of range).
   static Request decode(const Tensor& message, int workers);
 };
 constexpr int kRequestTag = 0x5053;
 constexpr int kParametersTag = 0x5054;
 constexpr int kGradientTag = 0x5055;
+constexpr int kAssignmentTag = 0x5056;
 
 // Parameters of one floating dtype, all on one device: the checked common dtype.
 DType flat_dtype(const std::vector<Variable>& params, const char* who);

@@ -68,6 +68,52 @@ void ParameterServer::serve_to_end() {
   replies_.clear();
 }
 
+void ParameterServer::serve_epoch(int64_t epoch, int64_t batches) {
+  TS_CHECK(options_.shared_batches(), "ParameterServer::serve_epoch needs shared batches "
+           "(AsyncOptions::shared_batches); without them serve_until serves the iterations");
+  TS_CHECK(epoch > serving_epoch_, "ParameterServer::serve_epoch(", epoch, ") after epoch ",
+           serving_epoch_);
+  if (group_->rank() == 0) {
+    if (!queue_) queue_.emplace(batches, layout_.workers());
+    TS_CHECK(queue_->batches_per_epoch() == batches, "ParameterServer::serve_epoch: ", batches,
+             " batches in epoch ", epoch, ", but ", queue_->batches_per_epoch(), " before");
+  }
+  serving_epoch_ = epoch;
+  epoch_ended_ = 0;
+  std::vector<Request> early;
+  early.swap(deferred_);
+  for (const Request& r : early) {
+    if (r.epoch == epoch) {
+      handle(r);
+    } else {
+      deferred_.push_back(r);  // a later epoch still (the checks in handle() catch an earlier)
+    }
+  }
+  auto running = [this] {
+    int n = 0;
+    for (int w = 0; w < layout_.workers(); ++w) n += clock_.is_finished(w) ? 0 : 1;
+    return n;
+  };
+  while (epoch_ended_ < running()) serve_one();
+}
+
+std::vector<int64_t> ParameterServer::batches_per_worker() const {
+  return queue_ ? queue_->batches_per_worker() : std::vector<int64_t>();
+}
+
+bool ParameterServer::assign_batch(const Request& r) {
+  TS_CHECK(r.epoch == serving_epoch_, "parameter server ", group_->rank(), ": worker ", r.worker,
+           " pulls for epoch ", r.epoch, " while epoch ", serving_epoch_,
+           " is served (the ranks disagree on the epoch)");
+  if (group_->rank() != 0) return true;  // the worker has its batch from server 0
+  const int64_t batch = queue_->next(r.worker, r.epoch);
+  const Tensor answer = from_vector<int64_t>({batch}, {1});
+  replies_.push_back(group_->send(answer, layout_.worker_rank(r.worker), kAssignmentTag));
+  if (batch != SharedBatchQueue::kEpochEnd) return true;
+  ++epoch_ended_;
+  return false;
+}
+
 void ParameterServer::gather_parameters(const std::vector<Variable>& params) {
   gather_server_shards(layout_, *group_, shard_.data(), params);
 }
@@ -80,6 +126,17 @@ double ParameterServer::iteration_loss(int64_t clock) const {
 void ParameterServer::serve_one() {
   group_->recv(request_, ProcessGroup::kAnySource, kRequestTag)->wait();
   const Request r = Request::decode(request_, layout_.workers());
+  // Shared batches: a worker whose epoch is over may ask for the next epoch's first batch while
+  // this server still serves the others' last ones; it is answered when that epoch starts.
+  if (options_.shared_batches() && r.epoch > serving_epoch_ &&
+      (r.kind == RequestKind::kPull || r.kind == RequestKind::kEpochEnd)) {
+    deferred_.push_back(r);
+    return;
+  }
+  handle(r);
+}
+
+void ParameterServer::handle(const Request& r) {
   const int w = r.worker;
   TS_CHECK(!clock_.is_finished(w), "parameter server ", group_->rank(), ": worker ", w,
            " sent a request after it said done");
@@ -90,6 +147,11 @@ void ParameterServer::serve_one() {
     case RequestKind::kPull:
       TS_CHECK(version_at_pull_[w] < 0 && !held_[w], "parameter server ", group_->rank(),
                ": worker ", w, " pulled twice for iteration ", r.clock);
+      TS_CHECK(options_.shared_batches() == (r.epoch >= 0), "parameter server ", group_->rank(),
+               ": worker ", w, (r.epoch >= 0 ? " asks for a shared batch" : " pulls without an epoch"),
+               ", but this server runs ", (options_.shared_batches() ? "shared" : "per-worker"),
+               " batches (the ranks disagree on the options)");
+      if (options_.shared_batches() && !assign_batch(r)) break;
       if (clock_.may_start(r.clock)) {
         answer_pull(w, r.clock);
       } else {
@@ -106,6 +168,13 @@ void ParameterServer::serve_one() {
       clock_.finished(w);
       note_round();
       answer_held_pulls();  // a finished worker holds nobody back
+      break;
+    case RequestKind::kEpochEnd:
+      TS_CHECK(options_.shared_batches() && r.epoch == serving_epoch_ && group_->rank() != 0,
+               "parameter server ", group_->rank(), ": worker ", w, " ended epoch ", r.epoch,
+               " while epoch ", serving_epoch_, " is served", options_.shared_batches() ? "" :
+               " without shared batches");
+      ++epoch_ended_;
       break;
   }
 }

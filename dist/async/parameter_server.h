@@ -13,6 +13,11 @@
 //                           divided by tau as well with staleness_aware_lr)
 //   done from worker w      w pushes no more; it holds nobody back
 //
+// With shared batches (AsyncOptions::shared_batches, batch_queue.h) the servers run
+// serve_epoch(e, T) once per epoch instead: server 0 hands out the epoch's T batch numbers
+// with its answers to pulls, and every server returns once each worker's epoch is over. A
+// worker that asks for epoch e + 1 while e is still served is answered when e + 1 starts.
+//
 // Every pushed gradient is applied exactly once (updates_per_worker() counts them). With plain
 // SGD and bound 0 a round of W pushes is one synchronous step of the mean gradient; momentum
 // and Adam run per push (the server's optimizer steps W times a round), as in asynchronous SGD.
@@ -45,6 +50,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "dist/async/batch_queue.h"
 #include "dist/async/layout.h"
 #include "dist/async/ssp_clock.h"
 #include "dist/async/staleness.h"
@@ -71,6 +77,9 @@ class ParameterServer {
   void serve_until(int64_t clock);
   // Serves requests until every worker has said done.
   void serve_to_end();
+  // Shared batches: serves epoch `epoch` of `batches` batches (the same T every epoch) until
+  // every running worker's epoch is over. Server 0 hands out the batch numbers.
+  void serve_epoch(int64_t epoch, int64_t batches);
   // Collective (with the workers' gather_parameters): `params` become the servers' shards.
   void gather_parameters(const std::vector<Variable>& params);
 
@@ -87,12 +96,18 @@ class ParameterServer {
   optim::Optimizer& optimizer() { return *optimizer_; }
   const ParameterServerLayout& layout() const { return layout_; }
   const SSPClock& clock() const { return clock_; }
+  // Shared batches, server 0: the batches handed to each worker over the run (empty elsewhere).
+  std::vector<int64_t> batches_per_worker() const;
 
  private:
   void serve_one();
+  void handle(const Request& request);
   void answer_pull(int worker, int64_t clock);
   void answer_held_pulls();
   void apply_push(const Request& request);
+  // Shared batches: the batch number for a pull (server 0 answers it; kEpochEnd ends the
+  // worker's epoch, and the pull is not answered); true when the pull is to be answered.
+  bool assign_batch(const Request& request);
   // B = 0: keeps the shard as it stands when the slowest worker's clock advances.
   void note_round();
 
@@ -112,6 +127,10 @@ class ParameterServer {
   std::map<int64_t, double> loss_sums_;  // by iteration
   StalenessStats stats_;
   std::vector<std::shared_ptr<Work>> replies_;  // sends of shard snapshots not yet completed
+  std::optional<SharedBatchQueue> queue_;  // shared batches, server 0
+  int64_t serving_epoch_ = -1;
+  int epoch_ended_ = 0;  // workers whose serving_epoch_ is over
+  std::vector<Request> deferred_;  // requests for a later epoch than serving_epoch_
   Tensor round_start_;  // B = 0: the shard when the current iteration began (never written)
   int64_t round_clock_ = 0, round_version_ = 0;
 };

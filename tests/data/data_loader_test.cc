@@ -1,4 +1,5 @@
-// DataLoader: order and determinism, drop_last, prefetch equals synchronous loading, worker
+// DataLoader: order and determinism, drop_last, prefetch equals synchronous loading, one batch
+// on its own equals the epoch's, worker
 // exceptions reach the caller, leaving early does not hang; samplers and transforms.
 #include "data/data_loader.h"
 #include "data/distributed_sampler.h"
@@ -86,6 +87,33 @@ TEST(DataLoader, TransformsAreSeededPerBatch) {
     return all;
   };
   EXPECT_EQ(inputs(a), inputs(b));
+}
+
+// batch(e, b): the b-th batch of epoch(e), inputs (with a seeded transform) and targets, in any
+// order of asking and across epochs; a batch number past the epoch names both.
+TEST(DataLoader, OneBatchOnItsOwnEqualsTheSameBatchOfTheEpoch) {
+  auto noisy = [](Batch batch, Generator& gen) {
+    batch.inputs = add(batch.inputs, rand(batch.inputs.shape(), {}, &gen));
+    return batch;
+  };
+  DataLoader loader(numbers(23), DataLoaderOptions(5).shuffle(true).seed(8).drop_last(true), noisy);
+  for (int64_t e : {1, 0, 1}) {
+    std::vector<Batch> walked;
+    for (Batch& b : loader.epoch(e)) walked.push_back(b);
+    ASSERT_EQ(walked.size(), 4u);
+    for (int64_t b : {3, 0, 2, 1}) {
+      const Batch one = loader.batch(e, b);
+      EXPECT_EQ(one.targets.to_vector<int64_t>(), walked[b].targets.to_vector<int64_t>());
+      EXPECT_EQ(one.inputs.to_vector<float>(), walked[b].inputs.to_vector<float>());
+    }
+  }
+  try {
+    loader.batch(0, 4);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch 4 of epoch 0, but an epoch has 4 batches"),
+              std::string::npos) << e.what();
+  }
 }
 
 class Failing : public Dataset {

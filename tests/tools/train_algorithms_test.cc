@@ -1,10 +1,12 @@
 // The train tool's algorithms beyond synchronous all-reduce, under mpirun: gossip (D-PSGD)
 // sends one model per neighbour and learns; local SGD with H = 1 is DDP and H = 8 sends an
 // eighth; a straggler slows DDP but leaves its result; asynchronous SGD with bound 0 is DDP,
-// keeps its staleness within the bound under a straggler, applies every push once, and refuses
+// keeps its staleness within the bound under a straggler, applies every push once, with shared
+// batches trains on each batch once, and refuses
 // what it cannot do with exit code 2 on every rank; hierarchical DDP trains as flat DDP.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 
 #include "tests/tools/train_runner.h"
@@ -127,6 +129,23 @@ TEST(TrainAlgorithms, AsyncUnderAStragglerStaysWithinTheBound) {
   EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
 }
 
+// --batch-assignment=shared on 3 ranks (1 server, 2 workers, worker 0 a straggler at 4x): the
+// epoch's 31 batches of 64 (2000 images, the whole set on every rank) are each trained on once,
+// split between the workers by who asks first; the server applied 31 pushes; the model learns.
+TEST(TrainAlgorithms, AsyncWithSharedBatchesTrainsEachBatchOnce) {
+  const auto r = run(kShortMlp + "--strategy=async --batch-assignment=shared --straggler=1:4", 3);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string s = last_json_line(r.output);
+  const std::string ps = json_field(s, "parameter_server");
+  EXPECT_EQ(json_field(ps, "batch_assignment"), "\"shared\"") << ps;
+  EXPECT_EQ(json_number(ps, "updates_applied"), 31) << ps;
+  const std::string taken = json_field(ps, "batches_per_worker");
+  int a = -1, b = -1;
+  ASSERT_EQ(std::sscanf(taken.c_str(), "[%d, %d]", &a, &b), 2) << ps;
+  EXPECT_EQ(a + b, 31) << ps;
+  EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+}
+
 // --collectives=hierarchical on 4 ranks as 2 nodes of 2: the same training as the flat ring (the
 // sums differ only in their order), inside each node DDP's n bytes per step (reduce-scatter and
 // all-gather over 2), across nodes n/2 (an all-reduce of half the buffer over 2 nodes).
@@ -163,6 +182,9 @@ TEST(TrainAlgorithms, AsyncRefusesWhatItCannotDo) {
       {"--strategy=ddp --staleness-bound=2", 2, "--staleness-bound needs --strategy=async"},
       {"--strategy=async --checkpoint-dir=/tmp/x", 3, "does not checkpoint yet"},
       {"--strategy=async --staleness-bound=-3", 3, "--staleness-bound expects an integer >= 0"},
+      {"--strategy=async --batch-assignment=shared --staleness-bound=1", 3,
+       "use --staleness-bound=none"},
+      {"--strategy=ddp --batch-assignment=shared", 2, "--batch-assignment needs --strategy=async"},
   };
   for (const auto& c : cases) {
     const auto r = run(kShortMlp + c.flags, c.ranks);

@@ -8,9 +8,12 @@
 #   tools/bench/algorithms_table.sh latency LATENCY_US [N...]
 #       ms per step of DDP, gossip (ring) and async (bound 0) on N workers at an emulated latency,
 #       beside their formulas (logistic regression: latency is all there is)
-#   [REPEATS=R] tools/bench/algorithms_table.sh straggler MODEL EPOCHS [FLAGS...]
-#       DDP, async bound none and bound 4, each without and with --straggler=1:2, R rounds (3):
-#       medians (min-max) of epoch seconds and accuracy, the straggler's sleep, pull and held time
+#   [REPEATS=R] [CONFIGS="ddp ..."] tools/bench/algorithms_table.sh straggler MODEL EPOCHS [FLAGS...]
+#       DDP, async bound none and bound 4 (fixed shards), async with shared batches (bound none),
+#       each without and with --straggler=1:2, R rounds (3): medians (min-max) of epoch seconds
+#       and accuracy, the straggler's sleep, pull and held time, and the straggler's share of
+#       the batches under shared batches; CONFIGS picks some (ddp async-none async-b4
+#       async-shared)
 #
 #   tools/bench/algorithms_table.sh accuracy logistic --epochs=5
 #   tools/bench/algorithms_table.sh accuracy logistic --epochs=5 --optimizer=sgd --lr=0.1 --momentum=0
@@ -132,12 +135,19 @@ straggler)
   echo "median over $repeats rounds (min-max); epoch seconds: each run's mean over its epochs; slept, pull"
   echo "and held: seconds over the whole run (pull and held per worker); staleness: median of the"
   echo "mean / the largest max, in updates"
-  names=(ddp async-none async-b4)
-  ranks_of=(4 5 5)
-  flags_of=("--strategy=ddp" "--strategy=async --servers=1 --staleness-bound=none"
-            "--strategy=async --servers=1 --staleness-bound=4")
+  all_names=(ddp async-none async-b4 async-shared)
+  all_ranks=(4 5 5 5)
+  all_flags=("--strategy=ddp" "--strategy=async --servers=1 --staleness-bound=none"
+             "--strategy=async --servers=1 --staleness-bound=4"
+             "--strategy=async --servers=1 --staleness-bound=none --batch-assignment=shared")
+  names=() ranks_of=() flags_of=()
+  for i in "${!all_names[@]}"; do
+    if [[ " ${CONFIGS:-${all_names[*]}} " == *" ${all_names[$i]} "* ]]; then
+      names+=("${all_names[$i]}") ranks_of+=("${all_ranks[$i]}") flags_of+=("${all_flags[$i]}")
+    fi
+  done
   for r in $(seq "$repeats"); do  # rounds interleave the configurations (the machine drifts)
-    for i in 0 1 2; do
+    for i in "${!names[@]}"; do
       for s in none 1:2; do
         extra=()
         [ "$s" = none ] || extra=(--straggler="$s")
@@ -151,13 +161,14 @@ straggler)
 import json, statistics, sys
 out, model, repeats, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 labels = {"ddp": "DDP (4 ranks)", "async-none": "async, bound none (1 server + 4 workers)",
-          "async-b4": "async, bound 4 (1 server + 4 workers)"}
-print("| configuration | straggler | epoch seconds | test accuracy | slept s | pull s/worker | held s/worker | staleness mean / max |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "async-b4": "async, bound 4 (1 server + 4 workers)",
+          "async-shared": "async, shared batches, bound none (1 server + 4 workers)"}
+print("| configuration | straggler | epoch seconds | test accuracy | slept s | pull s/worker | held s/worker | staleness mean / max | straggler's batches |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 md = statistics.median
 for name in names:
     for s in ("none", "1x2"):
-        secs, acc, slept, pull, held, smean, smax = [], [], [], [], [], [], []
+        secs, acc, slept, pull, held, smean, smax, share = [], [], [], [], [], [], [], []
         for r in range(1, repeats + 1):
             path = f"{out}/straggler-{model}-{name}-{s}-r{r}"
             epochs = [json.loads(l) for l in open(path + ".jsonl")]
@@ -169,6 +180,8 @@ for name in names:
             if ps:
                 pull.append(ps["pull_seconds_per_worker"])
                 held.append(ps["held_seconds_per_worker"])
+                if "batches_per_worker" in ps:  # worker 0 is rank 1, the straggler
+                    share.append(ps["batches_per_worker"][0] / sum(ps["batches_per_worker"]))
             if "staleness" in f:
                 smean.append(f["staleness"]["mean"])
                 smax.append(f["staleness"]["max"])
@@ -176,7 +189,8 @@ for name in names:
               f" | {md(secs):.2f} ({min(secs):.2f}-{max(secs):.2f})"
               f" | {md(acc):.4f} ({min(acc):.4f}-{max(acc):.4f})"
               f" | {md(slept):.2f} | " + (f"{md(pull):.2f} | {md(held):.2f}" if pull else "- | -") +
-              " | " + (f"{md(smean):.2f} / {max(smax)}" if smean else "-") + " |")
+              " | " + (f"{md(smean):.2f} / {max(smax)}" if smean else "-") +
+              " | " + (f"{md(share):.1%} ({min(share):.1%}-{max(share):.1%})" if share else "-") + " |")
 EOF
   ;;
 *)

@@ -42,7 +42,8 @@ dist::AsyncOptions async_options(const Config& c) {
   return dist::AsyncOptions()
       .servers(c.servers)
       .staleness_bound(c.staleness_bound)
-      .staleness_aware_lr(c.staleness_aware_lr);
+      .staleness_aware_lr(c.staleness_aware_lr)
+      .shared_batches(c.batch_assignment == "shared");
 }
 
 class Asynchronous : public Strategy {
@@ -72,7 +73,7 @@ class Asynchronous : public Strategy {
       server_->serve_until(iteration + 1);
       return server_->iteration_loss(iteration);
     }
-    worker_->pull();
+    if (!worker_->pulled()) worker_->pull();  // shared batches: next_batch pulled
     worker_->zero_grad();
     Variable loss;
     {
@@ -94,6 +95,21 @@ class Asynchronous : public Strategy {
   optim::Optimizer& optimizer() override {
     if (server_) return *serving_;
     return *worker_;
+  }
+
+  // --batch-assignment=shared: a worker's next batch comes with its pull (server 0's queue);
+  // a server serves the epoch, training on nothing.
+  bool assigns_batches() const override { return config_.batch_assignment == "shared"; }
+  int64_t next_batch(int64_t epoch, int64_t batches) override {
+    if (server_) {
+      if (served_epoch_ < epoch) {
+        server_->serve_epoch(epoch, batches);
+        served_epoch_ = epoch;
+      }
+      return kNoBatch;
+    }
+    const int64_t b = worker_->pull_batch(epoch);
+    return b == dist::SharedBatchQueue::kEpochEnd ? kNoBatch : b;
   }
 
   // Training data: the workers' shards (a server's loader reads worker 0's, unused).
@@ -165,7 +181,14 @@ class Asynchronous : public Strategy {
         .add("staleness_aware_lr", config_.staleness_aware_lr ? "true" : "false")
         .add("pull_seconds_per_worker", pull_seconds / workers)
         .add("held_seconds_per_worker", held_seconds / workers)
-        .add("evaluated", "the servers' parameters, the workers' mean BatchNorm statistics");
+        .add("evaluated", "the servers' parameters, the workers' mean BatchNorm statistics")
+        .add("batch_assignment", config_.batch_assignment);
+    if (assigns_batches()) {
+      std::string taken = "[";
+      const std::vector<int64_t> counts = server_->batches_per_worker();
+      for (size_t w = 0; w < counts.size(); ++w) taken += (w ? ", " : "") + std::to_string(counts[w]);
+      p.add_raw("batches_per_worker", taken + "]");
+    }
     summary.add_raw("parameter_server", p.str());
   }
 
@@ -178,7 +201,7 @@ class Asynchronous : public Strategy {
   std::optional<dist::ParameterServer> server_;
   std::optional<ServingOptimizer> serving_;
   std::optional<dist::AsyncWorker> worker_;
-  int64_t iteration_ = 0;
+  int64_t iteration_ = 0, served_epoch_ = -1;
 };
 
 }  // namespace

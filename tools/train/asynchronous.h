@@ -6,7 +6,10 @@
 // servers serve each iteration's pushes (their training "step" waits until every worker has
 // pushed it, and returns the workers' mean loss). Before evaluation every rank gathers the
 // servers' parameters and the workers' mean BatchNorm statistics, and the test set is split
-// over all ranks. The final JSON adds "staleness" and "parameter_server".
+// over all ranks. With --batch-assignment=shared the workers take the epoch's batches one at a
+// time from server 0's queue (dist::SharedBatchQueue) with their pulls instead of a fixed shard
+// each, and each server serves the epoch until every worker's is over. The final JSON adds
+// "staleness" and "parameter_server" (with "batches_per_worker" under shared batches).
 #pragma once
 
 #include <memory>

@@ -50,7 +50,8 @@ Data load_data(const Config& c) {
 }
 
 Loaders make_loaders(const Config& c, const Data& d, const Strategy& strategy, Device device) {
-  const int replicas = strategy.replicas();
+  // Batches assigned at run time: every rank reads the whole set (the queue splits it).
+  const int replicas = strategy.assigns_batches() ? 1 : strategy.replicas();
   std::shared_ptr<data::Sampler> train_sampler, test_sampler;
   if (replicas > 1) {
     train_sampler = std::make_shared<data::DistributedSampler>(

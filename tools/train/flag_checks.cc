@@ -67,10 +67,15 @@ void check_combinations(const Config& c) {
     bad("--straggler=" + c.straggler + " names a rank other than 0, but --strategy=single runs "
         "one process");
   }
-  for (const char* flag : {"servers", "staleness-bound", "staleness-aware-lr"}) {
+  for (const char* flag : {"servers", "staleness-bound", "staleness-aware-lr", "batch-assignment"}) {
     if (c.given.count(flag) != 0 && c.strategy != "async") {
       bad(std::string("--") + flag + " needs --strategy=async (got --strategy=" + c.strategy + ")");
     }
+  }
+  if (c.batch_assignment == "shared" && c.staleness_bound >= 0) {
+    bad("--batch-assignment=shared with --staleness-bound=" + std::to_string(c.staleness_bound) +
+        ": a bound keeps every worker within that many iterations of the slowest over the whole "
+        "run, so a fast worker could not take a straggler's batches; use --staleness-bound=none");
   }
   if (c.strategy == "async" && (c.amp == "fp16" || c.param_dtype != "f32")) {
     bad("--strategy=async pushes f32 gradients to servers holding f32 parameters: it takes "

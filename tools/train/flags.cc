@@ -66,6 +66,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"servers", std::to_string(c.servers)},
           {"staleness-bound", std::to_string(c.staleness_bound)},
           {"staleness-aware-lr", c.staleness_aware_lr ? "true" : "false"},
+          {"batch-assignment", c.batch_assignment},
           {"straggler", c.straggler},
           {"inject-fault", c.inject_fault},
           {"collectives", c.collectives},
@@ -266,6 +267,9 @@ Config parse_flags(int argc, char** argv) {
        }},
       {"staleness-aware-lr", [&](const std::string& v) {
          c.staleness_aware_lr = to_bool("staleness-aware-lr", v);
+       }},
+      {"batch-assignment", [&](const std::string& v) {
+         c.batch_assignment = one_of("batch-assignment", v, {"shard", "shared"});
        }},
       {"gossip-topology", [&](const std::string& v) {
          c.gossip_topology = one_of("gossip-topology", v, {"ring", "exponential"});

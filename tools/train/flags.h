@@ -87,6 +87,9 @@ struct Config {
   int servers = 1;
   int64_t staleness_bound = -1;
   bool staleness_aware_lr = false;
+  // --batch-assignment: "shard" (each worker its fixed 1/W of every epoch) or "shared" (the
+  // epoch's batches from a queue on server 0: dist::SharedBatchQueue).
+  std::string batch_assignment = "shard";
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
   bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)

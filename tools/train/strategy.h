@@ -113,6 +113,14 @@ class Strategy {
   // check on each rank alone: a bad value ends the job through run_or_abort, without a
   // collective whose 2 (N-1) latencies would undo what they save.
   virtual bool checks_steps_over_world() const { return true; }
+  // Batches handed out while the epoch runs instead of a fixed shard per replica (asynchronous
+  // SGD's shared queue): the loop reads the whole training set (one loader, the same order on
+  // every rank) and asks next_batch() for the number of the epoch's next batch until it returns
+  // kNoBatch. A rank that trains on no batches (a parameter server) serves the whole epoch in
+  // its first next_batch() and then returns kNoBatch.
+  static constexpr int64_t kNoBatch = -1;
+  virtual bool assigns_batches() const { return false; }
+  virtual int64_t next_batch(int64_t /*epoch*/, int64_t /*batches*/) { return kNoBatch; }
   // The process groups this rank communicates over, each once (their byte ledgers count the
   // traffic): the world, and a pipeline's stage-to-stage, the data-parallel and the
   // tensor-parallel groups.

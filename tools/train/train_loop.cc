@@ -42,7 +42,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   const auto start = Clock::now();
   const int64_t comm_before = bytes_sent(run.strategy);
   EpochFigures f;
-  for (data::Batch& batch : loader.epoch(epoch)) {
+  auto train_on = [&](const data::Batch& batch) {
     const bool measured = memory.measures();
     if (measured) memory.before_step(run);
     const auto compute_start = Clock::now();
@@ -66,8 +66,16 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     fault.after_step(run.world ? run.world->rank() : 0, step);
     f.loss_sum += loss;
     ++f.batches;
-    f.images += batch.size() * run.strategy.replicas();
+    // Batches assigned at run time: each rank counts its own (summed over ranks after).
+    f.images += batch.size() * (run.strategy.assigns_batches() ? 1 : run.strategy.replicas());
     if (run.lead) progress.update(f.batches, f.loss_sum / f.batches, f.images / seconds_since(start));
+  };
+  if (run.strategy.assigns_batches()) {
+    for (int64_t b; (b = run.strategy.next_batch(epoch, loader.num_batches())) != Strategy::kNoBatch;) {
+      train_on(loader.batch(epoch, b));
+    }
+  } else {
+    for (data::Batch& batch : loader.epoch(epoch)) train_on(batch);
   }
   if (run.lead) progress.finish();
   f.seconds = seconds_since(start);
@@ -92,17 +100,33 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   int64_t step = start.step;
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
-    const EpochFigures f =
+    EpochFigures f =
         train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler, totals.fault,
                     tty);
     totals.train_comm_bytes += f.comm_bytes;
     totals.skipped_steps += f.skipped_steps;
     if (schedule) schedule->step();
-    totals.train_loss = average_over_ranks(f.loss_sum / std::max<int64_t>(f.batches, 1), run.world);
+    if (run.strategy.assigns_batches() && run.world) {
+      // Ranks trained on different numbers of batches (a server on none): the mean over
+      // batches, and every rank's images.
+      const double batches = dist::all_reduce_scalar(static_cast<double>(f.batches), *run.world,
+                                                     dist::ReduceOp::kSum);
+      totals.train_loss = dist::all_reduce_scalar(f.loss_sum, *run.world, dist::ReduceOp::kSum) /
+                          std::max(batches, 1.0);
+      f.images = static_cast<int64_t>(dist::all_reduce_scalar(static_cast<double>(f.images),
+                                                              *run.world, dist::ReduceOp::kSum));
+    } else {
+      totals.train_loss =
+          average_over_ranks(f.loss_sum / std::max<int64_t>(f.batches, 1), run.world);
+    }
     const double images_per_second = f.images / f.seconds;
     totals.train_seconds += f.seconds;
     totals.train_images += f.images;
-    totals.train_steps += f.batches;
+    // Batches assigned at run time: a step is the epoch's batches over the replicas, on average
+    // (what each would have trained on with fixed shards), on every rank (a server too).
+    totals.train_steps += run.strategy.assigns_batches()
+                              ? loaders.train.num_batches() / run.strategy.replicas()
+                              : f.batches;
     // The ranks holding the same parameters evaluate (and rank 0 saves) replica 0's BatchNorm
     // statistics (dist::sync_buffers over the world, or a pipeline stage's replicas).
     run.strategy.sync_buffers();

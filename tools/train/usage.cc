@@ -40,7 +40,9 @@ data parallelism and ZeRO:
             (asynchronous SGD: ranks 0..S-1 are parameter servers, the others workers that pull,
             compute and push; a worker waits when B iterations ahead of the slowest (SSP; 0:
             synchronous); the learning rate divided by each push's staleness if asked;
-            docs/ALGORITHMS.md)
+            docs/ALGORITHMS.md) [--batch-assignment=shard|shared (shard: each worker its own
+            1/W of the epoch; shared: the next batch from a queue on server 0 with each pull,
+            so fast workers take more; needs --staleness-bound=none)]
   --straggler=RANK:FACTOR (that rank's training steps take FACTOR times as long: it sleeps)
   --collectives=flat|hierarchical (ddp: one ring over the world, or reduce-scatter inside each
             node, all-reduce across nodes, all-gather inside) [--ranks-per-node=G (MPI's nodes)

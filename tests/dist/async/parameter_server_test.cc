@@ -5,7 +5,10 @@
 //   - with made-up gradients g = (w + 1)(t + 1) and no bound, a straggler reordering everything,
 //     the final parameters are init - lr / W sum_w sum_t g: every push applied exactly once;
 //   - under a straggler, bound 1 keeps every worker's lag <= 1 and the updates between a pull
-//     and its push <= (W - 1) x 3, while without a bound the lag grows past 1.
+//     and its push <= (W - 1) x 3, while without a bound the lag grows past 1;
+//   - with shared batches, each batch of every epoch is trained on exactly once (the gradient of
+//     batch b is the b-th unit vector, so the final parameters show every batch's count), and a
+//     straggler takes fewer than its 1/W share.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -172,6 +175,53 @@ TEST(ParameterServer, UnderAStragglerTheStalenessStaysWithinTheBound) {
   EXPECT_GT(free.staleness.max(), (workers - 1) * 3);
 }
 
+TEST(ParameterServer, SharedBatchesTrainEachBatchOnceAndTheStragglerTakesFewer) {
+  auto world = dist::world();
+  constexpr int64_t kBatches = 12;
+  constexpr int kEpochs = 2;
+  for (int servers = 1; servers <= world->size() - 2; ++servers) {
+    const AsyncOptions options = AsyncOptions().servers(servers).shared_batches(true);
+    const int workers = world->size() - servers;
+    Variable p(zeros({kBatches}, kF64), true);
+    if (world->rank() < servers) {
+      ParameterServer server({p}, world, plain_sgd(), options);
+      for (int e = 0; e < kEpochs; ++e) server.serve_epoch(e, kBatches);
+      server.serve_to_end();
+      server.gather_parameters({p});
+      EXPECT_EQ(server.updates_applied(), kEpochs * kBatches);
+      if (world->rank() == 0) {
+        const std::vector<int64_t> taken = server.batches_per_worker();
+        ASSERT_EQ(taken.size(), static_cast<size_t>(workers));
+        int64_t total = 0;
+        for (int64_t n : taken) total += n;
+        EXPECT_EQ(total, kEpochs * kBatches);
+        // Worker 0 sleeps 10 ms a batch, the others do not: it takes less than its share.
+        EXPECT_LT(taken[0], kEpochs * kBatches / workers) << servers << " server(s)";
+      } else {
+        EXPECT_TRUE(server.batches_per_worker().empty());
+      }
+    } else {
+      AsyncWorker worker({p}, world, kLr, options);
+      for (int e = 0; e < kEpochs; ++e) {
+        for (int64_t b; (b = worker.pull_batch(e)) != SharedBatchQueue::kEpochEnd;) {
+          ASSERT_TRUE(b >= 0 && b < kBatches) << b;
+          if (worker.worker() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          Tensor g = zeros({kBatches}, kF64);
+          g.data<double>()[b] = 1;
+          p.set_grad(g);
+          worker.step();
+        }
+        EXPECT_FALSE(worker.pulled());
+      }
+      worker.finish();
+      worker.gather_parameters();
+    }
+    // Every batch once per epoch, each push applied with lr / W.
+    const Tensor want = full({kBatches}, -kLr / workers * kEpochs, kF64);
+    EXPECT_LT(max_abs_diff(p.data(), want), 1e-12) << servers << " server(s)";
+  }
+}
+
 TEST(ParameterServer, BadLayoutsAreNamed) {
   auto world = dist::world();
   auto model = mlp();
@@ -181,6 +231,14 @@ TEST(ParameterServer, BadLayoutsAreNamed) {
     FAIL();
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("leaves 0 workers"), std::string::npos) << e.what();
+  }
+  // Shared batches need the unbounded staleness (checked before any message).
+  try {
+    ParameterServerLayout(world->size(), AsyncOptions().staleness_bound(2).shared_batches(true), 10);
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("shared batches with staleness bound 2"), std::string::npos)
+        << e.what();
   }
   // The role of each rank is fixed by the layout.
   if (world->rank() == 0) {
