@@ -18,7 +18,14 @@
 //     TopKSampledThreshold a sampled threshold (Lin et al., Deep Gradient Compression, 2018):
 //                         t = the ceil(ratio s)-th largest magnitude of s = 1% of the entries
 //                         drawn at random, then one pass keeping |x| >= t; the count is not
-//                         exactly k (counter selected_over_k, mean over iterations).
+//                         exactly k (counters: selected_over_k, the mean over iterations, each
+//                         a new sample; min_over_k and max_over_k).
+//   PowerSGD/RANK   PowerSGDHook on ResNet-20's gradients (Fashion-MNIST: 1 input channel),
+//                   bucketed as the train tool's DDP does (reverse order, the first bucket
+//                   closing past 1 MB), one step = reduce() and wait() of every bucket on a
+//                   world of one process: the all-reduces are copies, so the time is the
+//                   hook's compute (P = M Q, orthogonalize, Q = M^T P, P Q^T, the residual).
+//                   Warm start and error feedback on, as the train tool runs it.
 //
 //   bazel run -c opt //tools/bench:compression_bench
 #include <benchmark/benchmark.h>
@@ -35,7 +42,10 @@
 
 #include "dist/compression/error_feedback.h"
 #include "dist/compression/make_hook.h"
+#include "dist/compression/powersgd.h"
 #include "dist/compression/top_k.h"
+#include "dist/environment.h"
+#include "models/resnet.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
 
@@ -156,14 +166,82 @@ void TopKSampledThreshold(benchmark::State& state) {
   std::vector<float> scratch;
   uint64_t seed = 0;
   double selected = 0;
+  size_t fewest = x.size(), most = 0;
   for (auto _ : state) {
     const std::vector<int32_t> idx = sampled_threshold(x, k, draw_seed(7, seed++, 0, 0), scratch);
     selected += static_cast<double>(idx.size());
+    fewest = std::min(fewest, idx.size());
+    most = std::max(most, idx.size());
     benchmark::DoNotOptimize(idx.data());
   }
   state.counters["selected_over_k"] = selected / static_cast<double>(state.iterations()) / k;
+  state.counters["min_over_k"] = static_cast<double>(fewest) / k;
+  state.counters["max_over_k"] = static_cast<double>(most) / k;
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
+
+// --- PowerSGD on ResNet-20's shapes ----------------------------------------------------------
+
+std::vector<GradBucket> resnet20_buckets() {
+  const auto parameters = models::ResNet20(1, 10)->parameters();
+  std::vector<std::vector<Shape>> shapes(1);
+  int64_t bytes = 0;
+  for (auto it = parameters.rbegin(); it != parameters.rend(); ++it) {
+    if (bytes > (1 << 20)) {  // DDP's first bucket: 1 MB
+      shapes.emplace_back();
+      bytes = 0;
+    }
+    shapes.back().push_back(it->shape());
+    bytes += 4 * it->numel();
+  }
+  std::vector<GradBucket> buckets;
+  Generator g(3);
+  for (size_t b = 0; b < shapes.size(); ++b) {
+    GradBucket bucket;
+    bucket.index = b;
+    int64_t n = 0;
+    for (const Shape& s : shapes[b]) n += numel(s);
+    bucket.buffer = zeros({n}, kF32);
+    int64_t at = 0;
+    for (size_t k = 0; k < shapes[b].size(); ++k) {
+      bucket.gradients.push_back(bucket.buffer.narrow(0, at, numel(shapes[b][k])).view(shapes[b][k]));
+      bucket.parameters.push_back(k);
+      at += numel(shapes[b][k]);
+    }
+    buckets.push_back(std::move(bucket));
+  }
+  return buckets;
+}
+
+void PowerSGD(benchmark::State& state) {
+  std::vector<GradBucket> buckets = resnet20_buckets();
+  std::vector<Tensor> gradients;
+  Generator g(5);
+  for (const GradBucket& b : buckets) gradients.push_back(randn({b.buffer.numel()}, kF32, &g));
+  PowerSGDHook hook(
+      PowerSGDOptions().matrix_approximation_rank(state.range(0)).start_powerSGD_iter(2));
+  ProcessGroup& group = *world();
+  auto step = [&] {
+    std::vector<std::shared_ptr<Work>> works;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      buckets[b].buffer.copy_(gradients[b]);
+      works.push_back(hook.reduce(group, buckets[b]));
+    }
+    for (auto& w : works) w->wait();
+  };
+  for (int warm = 0; warm < 3; ++warm) step();  // past start_powerSGD_iter
+  for (auto _ : state) step();
+  int64_t n = 0, wire = 0;
+  for (const GradBucket& b : buckets) {
+    n += b.buffer.numel();
+    wire += plan_powersgd(b, hook.options()).wire_numel();
+  }
+  state.counters["numel"] = static_cast<double>(n);
+  state.counters["wire_numel"] = static_cast<double>(wire);
+  state.counters["buckets"] = static_cast<double>(buckets.size());
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(PowerSGD)->Arg(1)->Arg(2)->Arg(4)->Unit(benchmark::kMillisecond);
 
 #define SIZES Arg(262250)->Arg(7184)->Arg(1 << 20)->Unit(benchmark::kMillisecond)
 
@@ -188,4 +266,9 @@ BENCHMARK(TopKSampledThreshold)->SIZES;
 }  // namespace dist
 }  // namespace tessera
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  tessera::dist::init(&argc, &argv);  // a world of one process, for PowerSGD's all-reduces
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
