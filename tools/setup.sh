@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libbenchmark-dev           # GoogleTest suites, Google Benchmark
   zlib1g-dev                              # gzip'd IDX files
   dataset-fashion-mnist                   # the real Fashion-MNIST, under /usr/share/datasets
+  gnuplot-nox python3                     # explain --plot's pictures; tests parse its JSON and SVG
 )
 
 missing=()

@@ -1,0 +1,109 @@
+// explain comm: the bytes one rank sends per training step, per strategy and per collective, as
+// the process groups' ByteLedger counts them (cost/traffic.h), each beside its formula.
+#include <cstdio>
+#include <map>
+
+#include "cost/traffic.h"
+#include "tools/explain/commands.h"
+#include "tools/explain/gnuplot.h"
+#include "tools/explain/json_line.h"
+#include "tools/explain/model_flags.h"
+#include "tools/explain/table.h"
+
+namespace tessera {
+namespace explain {
+
+namespace {
+
+const char* const kHelp =
+    "usage: explain comm --model=M --ranks=N [--stages=K] [--micro-batches=M] [--tensor-parallel=T]\n"
+    "                    [--bucket-cap-mb=C] [--first-bucket-mb=F] [--json] [--plot=FILE.svg]\n"
+    "Bytes one rank sends per step, per strategy and collective, as dist/byte_ledger.h counts them:\n"
+    "DDP's bucket all-reduces, ZeRO-1/2's reduce-scatter and all-gather, ZeRO-3's two all-gathers\n"
+    "and reduce-scatter per unit (one unit per layer with parameters), a K-stage pipeline's\n"
+    "activation and gradient sends (its busiest stage), T-way tensor parallelism's all-reduces.\n"
+    "  --ranks=N            data-parallel ranks (required)\n"
+    "  --stages=K           pipeline stages (default 2), cut by parameters\n"
+    "  --micro-batches=M    pipeline micro-batches per batch (default 4)\n"
+    "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
+    "  --bucket-cap-mb=C    DDP's bucket cap (default 25); --first-bucket-mb=F its first (default 1)\n";
+
+}  // namespace
+
+int comm_command(Flags& flags) {
+  if (flags.boolean("help")) {
+    std::printf("%s%s  --json             one JSON object per strategy and collective\n"
+                "  --plot=FILE.svg    bars of MB per step (gnuplot)\n",
+                kHelp, kModelFlagsHelp);
+    return 0;
+  }
+  cost::TrafficOptions o;
+  o.ranks = static_cast<int>(flags.integer("ranks", 0, 1));
+  TS_CHECK(o.ranks >= 1, "--ranks is required");
+  o.stages = static_cast<int>(flags.integer("stages", 2, 1));
+  o.microbatches = static_cast<int>(flags.integer("micro-batches", 4, 1));
+  o.tensor_parallel = static_cast<int>(flags.integer("tensor-parallel", 2, 1));
+  o.bucket_cap_mb = flags.number("bucket-cap-mb", 25, 1e-6);
+  o.first_bucket_mb = flags.number("first-bucket-mb", 1, 1e-6);
+  const bool json = flags.boolean("json");
+  const std::string plot = flags.text("plot", "");
+  ModelChoice c = read_model_flags(flags);
+  flags.check_all_used("comm");
+  if (!plot.empty()) check_plot_path(plot);
+
+  const auto rows = cost::traffic_per_step(c.profile, c.setup, o);
+  if (json) {
+    for (const cost::Transfer& t : rows) {
+      std::printf("%s\n", JsonLine()
+                              .add("model", c.name)
+                              .add("psi", c.profile.parameters())
+                              .add("ranks", o.ranks)
+                              .add("batch", c.batch)
+                              .add("strategy", t.strategy)
+                              .add("collective", t.collective)
+                              .add("calls", t.calls)
+                              .add("bytes", t.bytes)
+                              .add("formula", t.formula)
+                              .str()
+                              .c_str());
+    }
+  } else {
+    std::printf("%s\nbytes one rank sends per step: N = %d data-parallel ranks; pipeline K = %d "
+                "stages, M = %d micro-batches (one replica); tensor parallel T = %d (one replica)\n",
+                describe(c).c_str(), o.ranks, o.stages, o.microbatches, o.tensor_parallel);
+    Table t({"strategy", "collective", "calls", "sent", "formula"}, {0, 1, 4});
+    std::map<std::string, double> total;
+    for (const cost::Transfer& x : rows) {
+      t.add({x.strategy, x.collective, std::to_string(x.calls), megabytes(x.bytes), x.formula});
+      total[x.strategy] += x.bytes;
+    }
+    std::fputs(t.str().c_str(), stdout);
+    const double ddp = total["ddp"];
+    if (ddp > 0) {
+      std::printf("per step: ddp %s, zero1/zero2 %s (%.2fx ddp), zero3 %s (%.2fx ddp)\n",
+                  megabytes(ddp).c_str(), megabytes(total["zero1"]).c_str(), total["zero1"] / ddp,
+                  megabytes(total["zero3"]).c_str(), total["zero3"] / ddp);
+    }
+  }
+  if (!plot.empty()) {
+    std::string script = gnuplot_preamble(plot, 900, 450,
+                                          "Bytes sent per rank per step: " + c.name + ", N=" +
+                                              std::to_string(o.ranks));
+    script += "$data << EOD\n";
+    for (const cost::Transfer& x : rows) {
+      script += x.strategy + "/" + x.collective + " " + std::to_string(x.bytes / 1e6) + "\n";
+    }
+    script +=
+        "EOD\n"
+        "set style data histograms\nset style fill solid 0.85 border -1\nset boxwidth 0.6\n"
+        "set ylabel 'MB per rank per step'\nset yrange [0:*]\nunset key\n"
+        "set xtics rotate by -30 left\nset bmargin 6\n"
+        "plot $data using 2:xtic(1) linecolor rgb '#4e79a7'\n";
+    run_gnuplot(script, plot);
+    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
+  }
+  return 0;
+}
+
+}  // namespace explain
+}  // namespace tessera

@@ -1,0 +1,16 @@
+// explain's subcommands, one file each; each reads its flags, prints a table (or --json lines),
+// writes --plot=FILE.svg if asked, and returns the exit status. --help prints its usage.
+#pragma once
+
+#include "tools/explain/flags.h"
+
+namespace tessera {
+namespace explain {
+
+int pipeline_command(Flags& flags);  // pipeline_command.cc: schedule grids
+int memory_command(Flags& flags);    // memory_command.cc: model-state bytes per rank
+int comm_command(Flags& flags);      // comm_command.cc: bytes per step per collective
+int scaling_command(Flags& flags);   // scaling_command.cc: step time and efficiency per N
+
+}  // namespace explain
+}  // namespace tessera

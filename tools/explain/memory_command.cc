@@ -1,0 +1,107 @@
+// explain memory: the ZeRO paper's table for a real model at any N (cost/memory.h): parameters,
+// gradients and optimizer state per rank under DDP, ZeRO-1, 2 and 3, a pipeline stage and a
+// tensor-parallel rank, each beside its formula.
+#include <cstdio>
+
+#include "cost/memory.h"
+#include "tools/explain/commands.h"
+#include "tools/explain/gnuplot.h"
+#include "tools/explain/json_line.h"
+#include "tools/explain/model_flags.h"
+#include "tools/explain/table.h"
+
+namespace tessera {
+namespace explain {
+
+namespace {
+
+const char* const kHelp =
+    "usage: explain memory --model=M --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
+    "                      [--stages=K] [--tensor-parallel=T] [--json] [--plot=FILE.svg]\n"
+    "Model-state bytes per rank (parameters, gradients, optimizer state; activations not counted):\n"
+    "DDP and ZeRO-1/2/3 over N data-parallel ranks, one stage of a K-stage pipeline (stages\n"
+    "balanced by parameters), one rank of T-way tensor parallelism, each beside its formula\n"
+    "(psi parameters; the ZeRO paper's table; dist/zero/memory_model.h).\n"
+    "  --ranks=N          data-parallel ranks (required)\n"
+    "  --stages=K         pipeline stages (default 2)\n"
+    "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n";
+
+}  // namespace
+
+int memory_command(Flags& flags) {
+  if (flags.boolean("help")) {
+    std::printf("%s%s  --json             one JSON object per strategy\n"
+                "  --plot=FILE.svg    stacked bars per strategy (gnuplot)\n",
+                kHelp, kModelFlagsHelp);
+    return 0;
+  }
+  const int ranks = static_cast<int>(flags.integer("ranks", 0, 1));
+  TS_CHECK(ranks >= 1, "--ranks is required");
+  const int stages = static_cast<int>(flags.integer("stages", 2, 1));
+  const int tp = static_cast<int>(flags.integer("tensor-parallel", 2, 1));
+  const bool json = flags.boolean("json");
+  const std::string plot = flags.text("plot", "");
+  ModelChoice c = read_model_flags(flags);
+  flags.check_all_used("memory");
+  if (!plot.empty()) check_plot_path(plot);
+
+  const int64_t psi = c.profile.parameters();
+  const auto rows = cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup, ranks,
+                                          stages, tp);
+  if (json) {
+    for (const cost::MemoryRow& r : rows) {
+      std::printf("%s\n", JsonLine()
+                              .add("model", c.name)
+                              .add("data", c.input.name)
+                              .add("psi", psi)
+                              .add("precision", cost::precision_name(c.setup.precision))
+                              .add("optimizer", cost::optimizer_name(c.setup.optimizer))
+                              .add("strategy", r.strategy)
+                              .add("divisor", r.divisor)
+                              .add("parameters_bytes", r.bytes.parameters)
+                              .add("gradients_bytes", r.bytes.gradients)
+                              .add("optimizer_bytes", r.bytes.optimizer)
+                              .add("total_bytes", r.bytes.total())
+                              .add("formula", r.formula)
+                              .str()
+                              .c_str());
+    }
+  } else {
+    std::printf("%s\nmodel states per rank: N = %d data-parallel ranks, K = %d pipeline stages, "
+                "T = %d tensor-parallel ranks (psi_s = %s split)\n",
+                describe(c).c_str(), ranks, stages, tp,
+                with_commas(c.profile.tensor_parallel_parameters).c_str());
+    Table t({"strategy", "over", "parameters", "gradients", "optimizer", "total", "formula"}, {0, 6});
+    for (const cost::MemoryRow& r : rows) {
+      t.add({r.strategy, std::to_string(r.divisor), megabytes(r.bytes.parameters),
+             megabytes(r.bytes.gradients), megabytes(r.bytes.optimizer), megabytes(r.bytes.total()),
+             r.formula});
+    }
+    std::fputs(t.str().c_str(), stdout);
+  }
+  if (!plot.empty()) {
+    std::string script = gnuplot_preamble(plot, 800, 450,
+                                          "Model states per rank: " + c.name + ", N=" +
+                                              std::to_string(ranks) + ", " +
+                                              cost::precision_name(c.setup.precision) + ", " +
+                                              cost::optimizer_name(c.setup.optimizer));
+    script += "$data << EOD\n";
+    for (const cost::MemoryRow& r : rows) {
+      script += r.strategy + " " + std::to_string(r.bytes.parameters / 1e6) + " " +
+                std::to_string(r.bytes.gradients / 1e6) + " " + std::to_string(r.bytes.optimizer / 1e6) + "\n";
+    }
+    script +=
+        "EOD\n"
+        "set style data histograms\nset style histogram rowstacked\n"
+        "set style fill solid 0.85 border -1\nset boxwidth 0.6\n"
+        "set ylabel 'MB per rank'\nset yrange [0:*]\nset key top right\n"
+        "plot $data using 2:xtic(1) title 'parameters', '' using 3 title 'gradients', "
+        "'' using 4 title 'optimizer state'\n";
+    run_gnuplot(script, plot);
+    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
+  }
+  return 0;
+}
+
+}  // namespace explain
+}  // namespace tessera

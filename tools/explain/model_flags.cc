@@ -1,0 +1,83 @@
+#include "tools/explain/model_flags.h"
+
+#include <algorithm>
+
+#include "tensor/check.h"
+
+namespace tessera {
+namespace explain {
+
+const char* const kModelFlagsHelp =
+    "  --model=M          logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50 (required)\n"
+    "  --data=D           fashion-mnist (1x28x28, 10 classes; default) | imagenet (3x224x224, 1000)\n"
+    "  --batch=B          examples per rank per step (default as tools/train: 128 ResNets, 64 others)\n"
+    "  --precision=P      f32 (default) | mixed (16-bit parameters, f32 master copy)\n"
+    "  --optimizer=O      sgd (with momentum) | adam (default as tools/train: sgd ResNets, adam others)\n";
+
+const char* const kTimeFlagsHelp =
+    "  --compute-ms=T     forward + backward of one batch takes T ms (e.g. on a GPU); the layers'\n"
+    "                     shares are measured on this machine at --profile-batch\n"
+    "  --layer-ms=a,b,..  forward + backward ms of each layer, given outright (no measuring)\n"
+    "  --profile-batch=b  batch of the measurement (default: --batch; at most 4 with --compute-ms)\n"
+    "  --repeats=r        timed passes of the measurement after a warm-up (default 1)\n"
+    "  (without --compute-ms or --layer-ms the times are measured here, at --batch)\n";
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ",";
+    out += digits[i];
+  }
+  return out;
+}
+
+ModelChoice read_model_flags(Flags& flags) {
+  ModelChoice c;
+  c.name = flags.required("model");
+  c.input = parsed("data", flags.text("data", "fashion-mnist"), cost::parse_model_input);
+  const bool resnet = c.name.rfind("resnet", 0) == 0;
+  c.batch = flags.integer("batch", resnet ? 128 : 64, 1);
+  c.setup.precision = parsed("precision", flags.text("precision", "f32"), cost::parse_precision);
+  c.setup.optimizer =
+      parsed("optimizer", flags.text("optimizer", resnet ? "sgd" : "adam"), cost::parse_optimizer);
+  c.model = parsed("model", c.name, [&](const std::string& name) { return cost::build_model(name, c.input); });
+  c.profile = cost::describe_model(c.name, *c.model, c.input, c.batch);
+  return c;
+}
+
+void add_times(Flags& flags, ModelChoice& c) {
+  const std::vector<double> layer_ms = flags.numbers("layer-ms", 0);
+  const double compute_ms = flags.number("compute-ms", 0, 0);
+  const int repeats = static_cast<int>(flags.integer("repeats", 1, 1));
+  const int64_t profile_batch =
+      flags.integer("profile-batch", compute_ms > 0 ? std::min<int64_t>(c.batch, 4) : c.batch, 1);
+  if (!layer_ms.empty()) {
+    TS_CHECK(compute_ms == 0, "--layer-ms and --compute-ms: give one of them");
+    std::vector<double> seconds;
+    for (double ms : layer_ms) seconds.push_back(ms / 1e3);
+    TS_CHECK(seconds.size() == c.profile.layers.size(), "--layer-ms: ", c.name, " has ",
+             c.profile.layers.size(), " layers, got ", seconds.size(), " times");
+    cost::set_layer_times(&c.profile, seconds, "given per layer by --layer-ms");
+    return;
+  }
+  cost::measure_layer_times(*c.model, c.input, profile_batch, repeats, &c.profile);
+  if (compute_ms > 0) {
+    cost::scale_compute_time(&c.profile, compute_ms / 1e3,
+                             "given by --compute-ms, split as measured here at batch " +
+                                 std::to_string(profile_batch));
+  } else if (profile_batch != c.batch) {
+    cost::scale_compute_time(&c.profile, c.profile.compute_seconds() * c.batch / profile_batch,
+                             "measured here at batch " + std::to_string(profile_batch) +
+                                 ", scaled to batch " + std::to_string(c.batch));
+  }
+}
+
+std::string describe(const ModelChoice& c) {
+  return c.name + " on " + c.input.name + ": psi = " + with_commas(c.profile.parameters()) +
+         " parameters, " + std::to_string(c.profile.layers.size()) + " layers, batch " +
+         std::to_string(c.batch) + ", " + cost::precision_name(c.setup.precision) + ", " +
+         cost::optimizer_name(c.setup.optimizer);
+}
+
+}  // namespace explain
+}  // namespace tessera

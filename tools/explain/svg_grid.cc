@@ -1,0 +1,78 @@
+#include "tools/explain/svg_grid.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace tessera {
+namespace explain {
+
+namespace {
+
+constexpr double kUnit = 32;  // pixels per forward time
+constexpr double kRow = 30, kLeft = 70, kTop = 40, kGap = 4;
+
+const char* colour(pipeline::ActionKind kind) {
+  switch (kind) {
+    case pipeline::ActionKind::kForward: return "#4e79a7";
+    case pipeline::ActionKind::kBackward: return "#59a14f";
+    default: return "#f28e2b";  // W
+  }
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool show_chunk,
+                         const std::string& title) {
+  double makespan = 0;
+  for (const TimedCell& c : cells) makespan = std::max(makespan, c.start + c.duration);
+  const double width = kLeft + makespan * kUnit + 20, height = kTop + stages * kRow + 40;
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+     << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"13\">" << escape(title) << "</text>\n";
+  for (int s = 0; s < stages; ++s) {
+    const double y = kTop + s * kRow;
+    os << "<text x=\"8\" y=\"" << y + kRow / 2 + 4 << "\">stage " << s << "</text>\n"
+       << "<line x1=\"" << kLeft << "\" y1=\"" << y + kRow - kGap / 2 << "\" x2=\""
+       << kLeft + makespan * kUnit << "\" y2=\"" << y + kRow - kGap / 2
+       << "\" stroke=\"#dddddd\"/>\n";
+  }
+  for (const TimedCell& c : cells) {
+    const double x = kLeft + c.start * kUnit, y = kTop + c.stage * kRow;
+    const double w = c.duration * kUnit;
+    os << "<rect x=\"" << x + 1 << "\" y=\"" << y << "\" width=\"" << std::max(1.0, w - 2)
+       << "\" height=\"" << kRow - kGap << "\" rx=\"3\" fill=\"" << colour(c.action.kind) << "\"/>\n"
+       << "<text x=\"" << x + w / 2 << "\" y=\"" << y + kRow / 2 + 2
+       << "\" fill=\"white\" text-anchor=\"middle\">"
+       << escape(pipeline::to_string(c.action, show_chunk)) << "</text>\n";
+  }
+  // Time axis: a tick per forward time.
+  const double axis = kTop + stages * kRow + 4;
+  os << "<line x1=\"" << kLeft << "\" y1=\"" << axis << "\" x2=\"" << kLeft + makespan * kUnit
+     << "\" y2=\"" << axis << "\" stroke=\"black\"/>\n";
+  const int step = makespan > 60 ? 10 : makespan > 20 ? 5 : 1;
+  for (int t = 0; t <= static_cast<int>(std::floor(makespan)); t += step) {
+    os << "<text x=\"" << kLeft + t * kUnit << "\" y=\"" << axis + 14 << "\" text-anchor=\"middle\">" << t
+       << "</text>\n";
+  }
+  os << "<text x=\"" << kLeft + makespan * kUnit / 2 << "\" y=\"" << axis + 30
+     << "\" text-anchor=\"middle\">time (one forward = 1)</text>\n</svg>\n";
+  return os.str();
+}
+
+}  // namespace explain
+}  // namespace tessera
