@@ -5,6 +5,7 @@
 #include "dist/straggler.h"
 #include "tools/train/fault_injection.h"
 #include "tools/train/flag_values.h"
+#include "tools/train/restart_count.h"
 
 namespace tessera {
 namespace train {
@@ -197,7 +198,10 @@ std::string check_against_world(const Config& c, int world_size) {
              std::to_string(c.servers) + " or above";
     }
   }
-  if (!c.inject_fault.empty() && FaultInjection::parse(c.inject_fault).rank() >= world_size) {
+  // (Not on a restart under tools/launch: the fault fires on the first attempt only, and a
+  // restart may run on fewer ranks.)
+  if (!c.inject_fault.empty() && restart_count().value_or(0) == 0 &&
+      FaultInjection::parse(c.inject_fault).rank() >= world_size) {
     return "--inject-fault=" + c.inject_fault + " names rank " +
            std::to_string(FaultInjection::parse(c.inject_fault).rank()) + ", but there are " +
            std::to_string(world_size) + " ranks";

@@ -11,6 +11,7 @@
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
+#include "tools/train/restart_count.h"
 
 namespace tessera {
 namespace train {
@@ -102,6 +103,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
     slurm.add("job_id", job->job_id).add("nodes", job->nodes);
     summary.add_raw("slurm", slurm.str());
   }
+  if (const auto restarts = restart_count()) summary.add("restarts", *restarts);  // tools/launch
   if (run.lead) {
     const std::vector<NamedGroup> groups = run.strategy.groups();
     for (const NamedGroup& g : groups) {

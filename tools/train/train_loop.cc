@@ -10,6 +10,7 @@
 #include "tensor/random.h"
 #include "tools/train/evaluate.h"
 #include "tools/train/guards.h"
+#include "tools/train/restart_count.h"
 
 namespace tessera {
 namespace train {
@@ -42,15 +43,16 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   const auto start = Clock::now();
   const int64_t comm_before = bytes_sent(run.strategy);
   EpochFigures f;
-  auto train_on = [&](const data::Batch& batch) {
+  // step_start: when the step began (before next_batch() when batches are assigned: it pulls).
+  auto train_on = [&](const data::Batch& batch, Clock::time_point step_start) {
     const bool measured = memory.measures();
     if (measured) memory.before_step(run);
-    const auto compute_start = Clock::now();
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
                                                 batch.targets.to(run.device));
     // --straggler: that rank's step takes FACTOR times as long (measured around train_step,
-    // which for DDP includes waiting for its buckets).
-    straggler.after_compute(run.world ? run.world->rank() : 0, seconds_since(compute_start));
+    // which for DDP includes waiting for its buckets and for async the pull, and around
+    // next_batch() too when it assigns the batch: the pull then happens there).
+    straggler.after_compute(run.world ? run.world->rank() : 0, seconds_since(step_start));
     if (measured) memory.after_backward(run);
     // Under loss scaling an inf gradient is the scaler's to skip; otherwise the guard's.
     const bool scaled = run.precision.scaler().is_enabled();
@@ -71,11 +73,14 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     if (run.lead) progress.update(f.batches, f.loss_sum / f.batches, f.images / seconds_since(start));
   };
   if (run.strategy.assigns_batches()) {
-    for (int64_t b; (b = run.strategy.next_batch(epoch, loader.num_batches())) != Strategy::kNoBatch;) {
-      train_on(loader.batch(epoch, b));
+    for (;;) {
+      const auto step_start = Clock::now();
+      const int64_t b = run.strategy.next_batch(epoch, loader.num_batches());
+      if (b == Strategy::kNoBatch) break;
+      train_on(loader.batch(epoch, b), step_start);
     }
   } else {
-    for (data::Batch& batch : loader.epoch(epoch)) train_on(batch);
+    for (data::Batch& batch : loader.epoch(epoch)) train_on(batch, Clock::now());
   }
   if (run.lead) progress.finish();
   f.seconds = seconds_since(start);
@@ -96,7 +101,15 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   for (const NamedGroup& g : run.strategy.groups()) g.group->ledger().reset();
   RunTotals totals;
   if (!c.straggler.empty()) totals.straggler = dist::StragglerEmulation::parse(c.straggler);
-  if (!c.inject_fault.empty()) totals.fault = FaultInjection::parse(c.inject_fault);
+  if (!c.inject_fault.empty()) {
+    // Under the elastic launcher, on the first attempt only: a restarted run finishes.
+    const int attempt = restart_count().value_or(0);
+    if (attempt == 0) {
+      totals.fault = FaultInjection::parse(c.inject_fault);
+    } else if (run.lead) {
+      std::printf("--inject-fault=%s: not fired on restart %d\n", c.inject_fault.c_str(), attempt);
+    }
+  }
   int64_t step = start.step;
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();

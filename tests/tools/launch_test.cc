@@ -1,0 +1,149 @@
+// The elastic launcher (tools/launch) over the train tool under mpirun, on 2 and 3 ranks:
+//   - a rank killed at step 20 (epoch 2 of 2) under --max-restarts=1: the job restarts from the
+//     epoch-1 checkpoint and ends with the uninterrupted run's checkpoint, byte for byte, and
+//     "restarts": 1 in the JSON;
+//   - a stalled rank ends the job through --collective-timeout, and the restart finishes;
+//   - a lost slot (the hostfile shrinks from 3 to 2 before the restart) with --min-ranks=2:
+//     the run resumes on 2 ranks and ends within 0.5 points of the uninterrupted 3-rank run;
+//   - no restarts left, too few slots and a usage error end the job with the reason.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tests/util/test_util.h"
+
+namespace {
+
+using tessera::testing::CommandResult;
+using tessera::testing::json_number;
+using tessera::testing::last_json_line;
+using tessera::testing::run_command;
+using tessera::testing::temp_path;
+
+std::string launch_binary, train_binary;
+
+const std::string kMpirun = "mpirun --oversubscribe --allow-run-as-root --bind-to none";
+const std::string kMlp = "--model=mlp --threads=1 --seed=3 --strategy=ddp ";
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = temp_path(name);
+  run_command("rm -rf " + dir);
+  return dir;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// mpirun -np RANKS [HOSTFILE] train FLAGS, directly or under the launcher with LAUNCH_FLAGS.
+std::string job(int ranks, const std::string& flags, const std::string& hostfile = "") {
+  return kMpirun + " -np " + std::to_string(ranks) +
+         (hostfile.empty() ? "" : " --hostfile " + hostfile) + " " + train_binary + " " + flags;
+}
+CommandResult launch(const std::string& launch_flags, const std::string& job_command) {
+  return run_command(launch_binary + " " + launch_flags + " -- " + job_command);
+}
+
+TEST(Launch, ACrashedRankRestartsFromTheCheckpointAndEndsAsTheUninterruptedRun) {
+  const std::string flags = kMlp + "--train-limit=2000 --epochs=2 ";
+  const std::string a = fresh_dir("launch_a"), b = fresh_dir("launch_b");
+  const CommandResult whole = run_command(job(2, flags + "--checkpoint-dir=" + a));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  // 1000 images per rank in batches of 64: 15 steps an epoch; step 20 is in epoch 2.
+  const CommandResult r =
+      launch("--max-restarts=1", job(2, flags + "--checkpoint-dir=" + b + " --inject-fault=crash:1:20"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1] --inject-fault: crashing at step 20"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launch: attempt 1 ended with exit code"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launch: attempt 2 on 2 ranks, resuming from " + b), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("resumed from " + b + "/last.safetensors after epoch 1"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("launch: finished after 1 restart"), std::string::npos) << r.output;
+  const std::string s = last_json_line(r.output);
+  EXPECT_EQ(json_number(s, "restarts"), 1) << s;
+  EXPECT_EQ(json_number(s, "train_loss"), json_number(last_json_line(whole.output), "train_loss"));
+  const std::string want = read_file(a + "/last.safetensors");
+  ASSERT_FALSE(want.empty());
+  EXPECT_TRUE(read_file(b + "/last.safetensors") == want) << "the checkpoints differ";
+}
+
+TEST(Launch, AStalledRankTimesOutAndTheRestartFinishes) {
+  const std::string dir = fresh_dir("launch_stall");
+  const CommandResult r = launch(
+      "--max-restarts=1", job(2, kMlp + "--train-limit=2000 --epochs=2 --checkpoint-dir=" + dir +
+                                     " --inject-fault=stall:0:20 --collective-timeout=3"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("error: collective timeout"), std::string::npos) << r.output;
+  EXPECT_EQ(json_number(last_json_line(r.output), "restarts"), 1) << r.output;
+}
+
+TEST(Launch, ALostSlotResumesOnFewerRanks) {
+  const std::string flags = kMlp + "--train-limit=6000 --epochs=3 ";
+  const std::string whole_dir = fresh_dir("launch_whole3"), dir = fresh_dir("launch_fewer");
+  const CommandResult whole = run_command(job(3, flags + "--checkpoint-dir=" + whole_dir));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string hosts = temp_path("launch_fewer_hosts");
+  { std::ofstream(hosts) << "localhost slots=3\n"; }
+  // 2000 images per rank: 31 steps an epoch; the crash at step 40 is in epoch 2. The health
+  // check between attempts finds one slot gone.
+  const CommandResult r = launch(
+      "--max-restarts=1 --min-ranks=2 --before-restart='sed -i s/slots=3/slots=2/ " + hosts + "'",
+      job(3, flags + "--checkpoint-dir=" + dir + " --inject-fault=crash:2:40", hosts));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("launch: attempt 2 on 2 ranks, resuming from " + dir), std::string::npos)
+      << r.output;
+  const std::string s = last_json_line(r.output);
+  EXPECT_EQ(json_number(s, "world_size"), 2) << s;
+  EXPECT_EQ(json_number(s, "restarts"), 1) << s;
+  EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(last_json_line(whole.output), "test_accuracy"),
+              0.005) << s;
+}
+
+TEST(Launch, EndsWithTheReasonWhenItCannotGoOn) {
+  const std::string dir = fresh_dir("launch_end");
+  const std::string flags = kMlp + "--train-limit=2000 --epochs=1 --checkpoint-dir=" + dir;
+  const CommandResult none = launch("--max-restarts=0", job(2, flags + " --inject-fault=crash:1:3"));
+  EXPECT_NE(none.exit_code, 0) << none.output;
+  EXPECT_NE(none.output.find("launch: no restarts left (--max-restarts=0)"), std::string::npos)
+      << none.output;
+  const std::string hosts = temp_path("launch_end_hosts");
+  { std::ofstream(hosts) << "localhost slots=1\n"; }
+  const CommandResult few = launch("", job(2, flags, hosts));
+  EXPECT_EQ(few.exit_code, 1) << few.output;
+  EXPECT_NE(few.output.find("offers 1 slot, fewer than --min-ranks=2"), std::string::npos)
+      << few.output;
+  const CommandResult usage = launch("--max-restarts=3", job(2, flags + " --epochs=0"));
+  EXPECT_EQ(usage.exit_code, 2) << usage.output;
+  EXPECT_NE(usage.output.find("exit code 2 is a usage error; not restarting"), std::string::npos)
+      << usage.output;
+  const CommandResult no_dir = launch("", job(2, kMlp));
+  EXPECT_EQ(no_dir.exit_code, 2) << no_dir.output;
+  EXPECT_NE(no_dir.output.find("no --checkpoint-dir=DIR"), std::string::npos) << no_dir.output;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s LAUNCH TRAIN\n", argv[0]);
+    return 2;
+  }
+  launch_binary = argv[1];
+  train_binary = argv[2];
+  // As tools/mpi_run.sh: shared memory on one machine, no ptrace copies, oversubscribed.
+  ::setenv("OMPI_MCA_btl", "self,vader", 1);
+  ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  ::unsetenv("TEST_PREMATURE_EXIT_FILE");
+  ::unsetenv("XML_OUTPUT_FILE");
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,58 @@
+// The command the elastic launcher runs (tools/launch/main.cc), and how it changes between
+// attempts. The user's command is a launcher and the train tool, e.g.
+//
+//   mpirun -np 4 --oversubscribe --hostfile hosts bazel-bin/tools/train --model=mlp --checkpoint-dir=ck
+//   srun -n 4 --mpi=pmix bazel-bin/tools/train ... --checkpoint-dir=ck
+//
+// and attempt k (0 the first) runs it as
+//
+//   mpirun -x TESSERA_RESTART_COUNT -np R ... train ... --checkpoint-dir=ck [--resume=ck]
+//
+// with R the ranks this attempt gets (the slots left, at most the original N), --resume when
+// ck holds a checkpoint, and the environment's TESSERA_RESTART_COUNT=k (the train tool reports
+// it as "restarts" and fires --inject-fault only when it is 0). mpirun's -x forwards the
+// variable to every node (srun forwards the whole environment by default).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+namespace launch {
+
+class LaunchCommand {
+ public:
+  // Throws, naming the argument, unless the command starts with mpirun/mpiexec/orterun or
+  // srun (any path) and has its rank count (-np N, -n N, --np N, --n N, --ntasks N, and the
+  // =N forms) and a --checkpoint-dir=DIR for the train tool; --resume is the launcher's own
+  // (refused in the command).
+  explicit LaunchCommand(std::vector<std::string> argv);
+
+  int ranks() const { return ranks_; }
+  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+  // The hostfile the command passes to mpirun (--hostfile F, -hostfile F, --machinefile F,
+  // -machinefile F), or none.
+  const std::optional<std::string>& hostfile() const { return hostfile_; }
+  bool is_mpirun() const { return mpirun_; }
+
+  // The argv of an attempt on `ranks` ranks, resuming from the checkpoint directory if asked.
+  std::vector<std::string> for_attempt(int ranks, bool resume) const;
+
+ private:
+  std::vector<std::string> argv_;
+  size_t ranks_at_ = 0;   // the index of the rank count's value in argv_
+  bool ranks_joined_ = false;  // "-np=4": the flag and value in one argument
+  std::string ranks_flag_;
+  int ranks_ = 0;
+  bool mpirun_ = false;
+  std::string checkpoint_dir_;
+  std::optional<std::string> hostfile_;
+};
+
+// Whether `dir` holds a checkpoint the train tool's --resume=dir would read (last.safetensors
+// or the sharded last-sharded/index.safetensors).
+bool has_checkpoint(const std::string& dir);
+
+}  // namespace launch
+}  // namespace tessera

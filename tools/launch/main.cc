@@ -1,0 +1,180 @@
+// launch: elastic restarts for the train tool (torchrun's --max-restarts, for mpirun and srun).
+//
+//   bazel-bin/tools/launch --max-restarts=2 [--min-ranks=M] [--before-restart=CMD]
+//       -- mpirun -np 4 --hostfile hosts bazel-bin/tools/train --model=resnet20 --checkpoint-dir=ck
+//
+// Runs the command; when it fails (a rank died, or a collective timed out and ended the job),
+// runs it again from the last checkpoint in --checkpoint-dir (the train tool's --resume, full
+// or sharded; the train tool checkpoints after every epoch, so the epoch that was interrupted
+// runs again from its start, with the same data order), up to --max-restarts times. Each
+// attempt runs on as many ranks as the command's hostfile offers then, at most the original N;
+// fewer than --min-ranks (default N) ends the job. Exit code 2 (the train tool's "bad flags")
+// is not retried: the same command would fail the same way. Every attempt is logged on stderr
+// with its command; the train tool's final JSON carries "restarts" (TESSERA_RESTART_COUNT).
+//
+// --before-restart=CMD runs CMD with /bin/sh before each restart (a node health check that
+// rewrites the hostfile, say); the restart is abandoned if it fails.
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tools/launch/command.h"
+#include "tools/launch/hostfile.h"
+
+namespace {
+
+using tessera::launch::LaunchCommand;
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: launch [--max-restarts=R (3)] [--min-ranks=M (the command's)] "
+               "[--before-restart=CMD] -- mpirun|srun ... train ... --checkpoint-dir=DIR\n");
+  return 2;
+}
+
+volatile sig_atomic_t child_pid = 0;
+
+// Ctrl-C or a scheduler's SIGTERM reach the job (mpirun passes them on to the ranks).
+void forward(int signal) {
+  if (child_pid > 0) ::kill(child_pid, signal);
+}
+
+struct Outcome {
+  int exit_code = 0;  // 128 + signal when killed
+  double seconds = 0;
+};
+
+Outcome run(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  TS_CHECK(pid >= 0, "launch: fork failed: ", std::strerror(errno));
+  if (pid == 0) {
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  child_pid = pid;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  child_pid = 0;
+  Outcome o;
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return o;
+}
+
+std::string joined(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+bool int_flag(const std::string& arg, const std::string& name, int* out) {
+  if (arg.compare(0, name.size() + 1, name + "=") != 0) return false;
+  const std::string v = arg.substr(name.size() + 1);
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  TS_CHECK(!v.empty() && *end == '\0' && n >= 0, "launch: ", name, "=", v,
+           ": expected a count >= 0");
+  *out = static_cast<int>(n);
+  return true;
+}
+
+int launch(int argc, char** argv) {
+  int max_restarts = 3, min_ranks = -1;
+  std::string before_restart;
+  int i = 1;
+  for (; i < argc && std::string(argv[i]) != "--"; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    }
+    if (int_flag(a, "--max-restarts", &max_restarts) || int_flag(a, "--min-ranks", &min_ranks)) {
+      continue;
+    }
+    if (a.compare(0, 17, "--before-restart=") == 0) {
+      before_restart = a.substr(17);
+      continue;
+    }
+    std::fprintf(stderr, "launch: unknown argument '%s'\n", a.c_str());
+    return usage();
+  }
+  if (i + 1 >= argc) return usage();
+  const LaunchCommand command(std::vector<std::string>(argv + i + 1, argv + argc));
+  if (min_ranks < 0) min_ranks = command.ranks();
+  TS_CHECK(min_ranks >= 1 && min_ranks <= command.ranks(), "launch: --min-ranks=", min_ranks,
+           " must be between 1 and the command's ", command.ranks(), " ranks");
+  ::signal(SIGINT, forward);
+  ::signal(SIGTERM, forward);
+  for (int attempt = 0;; ++attempt) {
+    int ranks = command.ranks();
+    if (command.hostfile()) {
+      const int slots = tessera::launch::hostfile_slots(*command.hostfile());
+      ranks = std::min(ranks, slots);
+      if (ranks < min_ranks) {
+        std::fprintf(stderr, "launch: the hostfile %s offers %d slot%s, fewer than --min-ranks=%d: "
+                     "giving up after %d restart%s\n", command.hostfile()->c_str(), slots,
+                     slots == 1 ? "" : "s", min_ranks, attempt, attempt == 1 ? "" : "s");
+        return 1;
+      }
+    }
+    const bool resume = tessera::launch::has_checkpoint(command.checkpoint_dir());
+    const std::vector<std::string> args = command.for_attempt(ranks, resume);
+    ::setenv("TESSERA_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+    std::fprintf(stderr, "launch: attempt %d on %d rank%s%s: %s\n", attempt + 1, ranks,
+                 ranks == 1 ? "" : "s",
+                 resume ? (", resuming from " + command.checkpoint_dir()).c_str() : "",
+                 joined(args).c_str());
+    std::fflush(stderr);
+    const Outcome o = run(args);
+    if (o.exit_code == 0) {
+      std::fprintf(stderr, "launch: finished after %d restart%s\n", attempt,
+                   attempt == 1 ? "" : "s");
+      return 0;
+    }
+    std::fprintf(stderr, "launch: attempt %d ended with exit code %d after %.1f s\n", attempt + 1,
+                 o.exit_code, o.seconds);
+    if (o.exit_code == 2) {
+      std::fprintf(stderr, "launch: exit code 2 is a usage error; not restarting\n");
+      return 2;
+    }
+    if (attempt >= max_restarts) {
+      std::fprintf(stderr, "launch: no restarts left (--max-restarts=%d)\n", max_restarts);
+      return o.exit_code;
+    }
+    if (!before_restart.empty()) {
+      const Outcome check = run({"/bin/sh", "-c", before_restart});
+      if (check.exit_code != 0) {
+        std::fprintf(stderr, "launch: --before-restart '%s' failed with exit code %d: not "
+                     "restarting\n", before_restart.c_str(), check.exit_code);
+        return o.exit_code;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return launch(argc, argv);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "%s\n", e.message().c_str());
+    return 2;
+  }
+}
