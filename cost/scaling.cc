@@ -44,6 +44,19 @@ struct Issued {
   }
 };
 
+// A data-parallel step's figures, once its timeline has been played (waits for the last collective).
+ScalingPoint data_parallel_point(OverlapTimeline& t, const Issued& issued, int ranks) {
+  t.wait_all();
+  ScalingPoint p;
+  p.replicas = ranks;
+  p.compute = t.compute_seconds();
+  p.communication = t.communication_seconds();
+  p.step = t.now();
+  p.collectives = issued.count;
+  p.algorithm = issued.algorithm;
+  return p;
+}
+
 ScalingPoint ddp_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
   const std::vector<int64_t> numels = model.parameter_numels();
   const std::vector<size_t> layer_of = model.parameter_layers();
@@ -69,15 +82,7 @@ ScalingPoint ddp_step(const ModelProfile& model, int ranks, const ScalingOptions
       if (ranks > 1) t.launch(issued(all_reduce_time(ranks, b, o.network), b));
     }
   }
-  t.wait_all();
-  ScalingPoint p;
-  p.replicas = ranks;
-  p.compute = t.compute_seconds();
-  p.communication = t.communication_seconds();
-  p.step = t.now();
-  p.collectives = issued.count;
-  p.algorithm = issued.algorithm;
-  return p;
+  return data_parallel_point(t, issued, ranks);
 }
 
 ScalingPoint zero3_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
@@ -128,15 +133,7 @@ ScalingPoint zero3_step(const ModelProfile& model, int ranks, const ScalingOptio
       --remaining;
     }
   }
-  t.wait_all();
-  ScalingPoint p;
-  p.replicas = ranks;
-  p.compute = t.compute_seconds();
-  p.communication = t.communication_seconds();
-  p.step = t.now();
-  p.collectives = issued.count;
-  p.algorithm = issued.algorithm;
-  return p;
+  return data_parallel_point(t, issued, ranks);
 }
 
 ScalingPoint pipeline_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {

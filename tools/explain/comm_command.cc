@@ -100,7 +100,6 @@ int comm_command(Flags& flags) {
         "set xtics rotate by -30 left\nset bmargin 6\n"
         "plot $data using 2:xtic(1) linecolor rgb '#4e79a7'\n";
     run_gnuplot(script, plot);
-    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
   }
   return 0;
 }

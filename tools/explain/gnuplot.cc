@@ -31,6 +31,7 @@ void run_gnuplot(const std::string& script, const std::string& path) {
   std::fwrite(script.data(), 1, script.size(), pipe);
   const int status = pclose(pipe);
   TS_CHECK(status == 0, "--plot=", path, ": gnuplot failed (exit status ", status, ")");
+  std::fprintf(stderr, "explain: wrote %s\n", path.c_str());
 }
 
 }  // namespace explain

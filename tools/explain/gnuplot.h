@@ -13,7 +13,8 @@ bool gnuplot_available();
 // The script's first lines: SVG terminal of width x height, output to `path` (which must end in
 // .svg), a title.
 std::string gnuplot_preamble(const std::string& path, int width, int height, const std::string& title);
-// Runs the script; throws naming the file when gnuplot is missing or fails.
+// Runs the script and says on stderr that it wrote `path`; throws naming the file when gnuplot
+// is missing or fails.
 void run_gnuplot(const std::string& script, const std::string& path);
 
 // The --plot flag's value checked: ends in .svg, no quotes.

@@ -98,7 +98,6 @@ int memory_command(Flags& flags) {
         "plot $data using 2:xtic(1) title 'parameters', '' using 3 title 'gradients', "
         "'' using 4 title 'optimizer state'\n";
     run_gnuplot(script, plot);
-    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
   }
   return 0;
 }

@@ -76,9 +76,11 @@ int pipeline_command(Flags& flags) {
     }
   }
   const std::vector<TimedCell> cells = timed_cells(lists, chunks, times);
+  const pipeline::ValidationReport report =
+      pipeline::validate(lists, microbatches, chunks, pipeline::transport_for(kind));
+  std::vector<int> peak;
+  for (const auto& s : report.stage) peak.push_back(s.peak_in_flight);
   if (json) {
-    const pipeline::ValidationReport report =
-        pipeline::validate(lists, microbatches, chunks, pipeline::transport_for(kind));
     double makespan = 0;
     for (const TimedCell& c : cells) {
       makespan = std::max(makespan, c.start + c.duration);
@@ -93,8 +95,6 @@ int pipeline_command(Flags& flags) {
                               .str()
                               .c_str());
     }
-    std::vector<int64_t> peak;
-    for (const auto& s : report.stage) peak.push_back(s.peak_in_flight);
     const pipeline::TimedStep step =
         pipeline::play_timed(lists, chunks, std::vector<pipeline::StageTimes>(stages, times));
     std::printf("%s\n", JsonLine()
@@ -110,7 +110,7 @@ int pipeline_command(Flags& flags) {
                             .add("bubble_theory", report.bubble_theory())
                             .add("bubble_simulated_slots", report.bubble_simulated())
                             .add("bubble_timed", step.bottleneck_idle())
-                            .add("peak_in_flight", peak)
+                            .add("peak_in_flight", std::vector<int64_t>(peak.begin(), peak.end()))
                             .str()
                             .c_str());
   }
@@ -122,7 +122,7 @@ int pipeline_command(Flags& flags) {
     if (split) std::snprintf(title + n, sizeof(title) - n, " W=%g", times.weight);
     std::ofstream out(plot);
     TS_CHECK(out.good(), "--plot=", plot, ": cannot write the file");
-    out << pipeline_svg(cells, stages, chunks > 1, title);
+    out << pipeline_svg(cells, stages, chunks > 1, title, peak);
     TS_CHECK(out.good(), "--plot=", plot, ": writing failed");
     std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
   }

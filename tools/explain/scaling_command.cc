@@ -144,7 +144,6 @@ int scaling_command(Flags& flags) {
         "plot $data using 1:2 with linespoints lw 2 pt 7 title 'efficiency', "
         "'' using 1:3 axes x1y2 with linespoints lw 1 dt 2 pt 6 title 'images/s'\n";
     run_gnuplot(script, plot);
-    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
   }
   return 0;
 }

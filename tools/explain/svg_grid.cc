@@ -34,10 +34,10 @@ std::string escape(const std::string& s) {
 }  // namespace
 
 std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool show_chunk,
-                         const std::string& title) {
+                         const std::string& title, const std::vector<int>& peak_in_flight) {
   double makespan = 0;
   for (const TimedCell& c : cells) makespan = std::max(makespan, c.start + c.duration);
-  const double width = kLeft + makespan * kUnit + 20, height = kTop + stages * kRow + 40;
+  const double width = kLeft + makespan * kUnit + 110, height = kTop + stages * kRow + 40;
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
@@ -50,6 +50,10 @@ std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool s
        << "<line x1=\"" << kLeft << "\" y1=\"" << y + kRow - kGap / 2 << "\" x2=\""
        << kLeft + makespan * kUnit << "\" y2=\"" << y + kRow - kGap / 2
        << "\" stroke=\"#dddddd\"/>\n";
+    if (s < static_cast<int>(peak_in_flight.size())) {
+      os << "<text x=\"" << kLeft + makespan * kUnit + 8 << "\" y=\"" << y + kRow / 2 + 4
+         << "\">in flight " << peak_in_flight[s] << "</text>\n";
+    }
   }
   for (const TimedCell& c : cells) {
     const double x = kLeft + c.start * kUnit, y = kTop + c.stage * kRow;

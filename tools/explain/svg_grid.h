@@ -14,8 +14,9 @@
 namespace tessera {
 namespace explain {
 
+// peak_in_flight[s]: stage s's peak micro-batches in flight, written at the end of its row.
 std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool show_chunk,
-                         const std::string& title);
+                         const std::string& title, const std::vector<int>& peak_in_flight);
 
 }  // namespace explain
 }  // namespace tessera
