@@ -9,8 +9,8 @@
 //   before it, or is at another collective
 //
 // Under run_or_abort (environment.h) the error ends the whole job on every rank, as PyTorch's
-// NCCL watchdog does. What each other rank was doing at that moment (c10d's desync report) is
-// not gathered: the message names the rank this one waited for.
+// NCCL watchdog does. Before that, the timed-out rank asks every other rank what it is doing
+// (desync_report.h, c10d's desync report) and the message ends with their answers.
 //
 //   dist::set_collective_timeout(600);   // the train tool's --collective-timeout (default 600)
 #pragma once
@@ -30,7 +30,8 @@ void set_collective_timeout(double seconds);
 double collective_timeout();
 
 // While one lives, waits on this thread are for `what` and rank `peer` (world rank; -1 when
-// unknown): the timeout's message says so. Scopes nest (the innermost wins).
+// unknown): the timeout's message says so, and so does this rank's answer to a desync query
+// (describe_waits). Scopes nest (the innermost wins).
 class WaitingFor {
  public:
   WaitingFor(const std::string& what, int peer);
@@ -45,6 +46,12 @@ class WaitingFor {
 
 // For wait loops: throws CollectiveTimeout once `waited_seconds` exceeds the timeout.
 void check_collective_timeout(double waited_seconds);
+
+// What this process's threads are waiting for now, one clause per waiting thread, e.g.
+//   "waiting 5.1 s in all_reduce #57 (...) for rank 1"
+// or, when no thread waits, "not waiting for any rank (computing, or between collectives);
+// its last wait, all_reduce #56 (...), ended 0.3 s ago" (or "no wait yet").
+std::string describe_waits();
 
 }  // namespace dist
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 
+#include "dist/desync_report.h"
 #include "dist/mpi_check.h"
 #include "dist/process_group_mpi.h"
 
@@ -58,6 +59,7 @@ std::shared_ptr<ProcessGroup> init(int* argc, char*** argv) {
   std::vector<int> ranks(size);
   for (int i = 0; i < size; ++i) ranks[i] = i;
   g_world = std::make_shared<ProcessGroupMPI>(MPI_COMM_WORLD, ranks);
+  start_desync_channel();  // desync_report.h: what each rank does when a wait times out
   g_groups.push_back(g_world);
   std::set_terminate(on_terminate);
   std::atexit(finalize);
@@ -111,6 +113,7 @@ void finalize() {
   }
   g_groups.clear();
   g_world.reset();
+  stop_desync_channel();
   MPI_Finalize();
 }
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "dist/collective_timeout.h"
+#include "dist/desync_report.h"
 #include "dist/environment.h"
 #include "dist/mpi_check.h"
 
@@ -24,8 +25,13 @@ int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& status
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     if (round % 256 == 255) {  // collective_timeout.h: a peer that never answers ends the job
-      check_collective_timeout(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      answer_desync_queries();   // another rank timed out and asks what this one is doing
+      try {
+        check_collective_timeout(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      } catch (const CollectiveTimeout& e) {
+        throw CollectiveTimeout(e.what() + desync_report());
+      }
     }
   }
 }

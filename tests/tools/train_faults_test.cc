@@ -1,7 +1,8 @@
 // Reliability of the train tool under mpirun with injected faults (--inject-fault): a rank that
 // stalls makes the others' next wait time out (--collective-timeout=5), which ends the whole job
 // within seconds with a message naming the collective (or transfer), its number and size, and
-// the rank waited for; a rank that dies ends the job; bad values exit 2 on every rank.
+// the rank waited for, and a desync report of what every rank was doing; a rank that dies ends
+// the job; bad values exit 2 on every rank.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -33,6 +34,25 @@ TEST(TrainFaults, AStalledRankMakesDdpsAllReduceTimeOut) {
   EXPECT_NE(out.find("[rank 0] error: collective timeout: all_reduce #"), std::string::npos) << out;
   EXPECT_NE(out.find("203530 elements of f32"), std::string::npos) << out;  // the size
   EXPECT_NE(out.find("for a message from rank 1 (timeout 5 s)"), std::string::npos) << out;
+}
+
+// On 3 ranks with rank 1 stalled, the rank that times out asks the others what they are doing
+// (the desync report): the other waiting rank answers from its wait in the same all-reduce, the
+// stalled rank does not answer.
+TEST(TrainFaults, TheTimeoutsDesyncReportNamesTheSilentRank) {
+  const Timed t = run_timed(kShortMlp + "--strategy=ddp --inject-fault=stall:1:3 --collective-timeout=3", 3);
+  const std::string& out = t.result.output;
+  EXPECT_NE(t.result.exit_code, 0) << out;
+  EXPECT_LT(t.seconds, 30) << out;
+  EXPECT_NE(out.find("desync report (each rank's answer within 2 s):"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1: no answer: computing, stalled outside tessera's waits, or dead"),
+            std::string::npos) << out;
+  // The reporting rank (0 or 2) and the other both wait in the all-reduce for rank 1.
+  const bool zero_waits = out.find("rank 0: waiting ") != std::string::npos;
+  const bool two_waits = out.find("rank 2: waiting ") != std::string::npos;
+  EXPECT_TRUE(zero_waits && two_waits) << out;
+  EXPECT_NE(out.find("in all_reduce #"), std::string::npos) << out;
+  EXPECT_NE(out.find("(this rank)"), std::string::npos) << out;
 }
 
 TEST(TrainFaults, AStalledStageMakesThePipelinesReceiveTimeOut) {
