@@ -5,15 +5,16 @@
 namespace tessera {
 namespace dist {
 
-std::shared_ptr<Work> hierarchical_all_reduce(const NodeGroups& nodes, const Tensor& buffer) {
+std::shared_ptr<Work> hierarchical_all_reduce(const NodeGroups& nodes, const Tensor& buffer,
+                                              ReduceOp op) {
   ProcessGroup& intra = *nodes.intra_node();
   const std::vector<int64_t> counts = balanced_counts(buffer.numel(), intra.size());
   const Tensor shard = empty({counts[intra.rank()]}, buffer.options());
-  auto scattered = intra.reduce_scatter(buffer, shard, counts);
+  auto scattered = intra.reduce_scatter(buffer, shard, counts, op);
   auto inter = nodes.inter_node();
   auto intra_group = nodes.intra_node();
-  return std::make_shared<ChainedWork>(scattered, [inter, intra_group, shard, buffer, counts] {
-    inter->all_reduce(shard)->wait();
+  return std::make_shared<ChainedWork>(scattered, [inter, intra_group, shard, buffer, counts, op] {
+    inter->all_reduce(shard, op)->wait();
     intra_group->all_gather(shard, buffer, counts)->wait();
   });
 }

@@ -25,8 +25,10 @@
 namespace tessera {
 namespace dist {
 
-// In place: `buffer` (flat, the same size on every rank) becomes its sum over the world.
-std::shared_ptr<Work> hierarchical_all_reduce(const NodeGroups& nodes, const Tensor& buffer);
+// In place: `buffer` (flat, the same size on every rank) becomes its reduction over the world
+// (kSum, kMean, kMax, kMin: each composes over the two levels).
+std::shared_ptr<Work> hierarchical_all_reduce(const NodeGroups& nodes, const Tensor& buffer,
+                                              ReduceOp op = ReduceOp::kSum);
 
 // DDP's buckets reduced hierarchically; DDP's group must be the world.
 class HierarchicalAllReduceHook : public CommunicationHook {

@@ -161,13 +161,36 @@ TEST(TrainAlgorithms, HierarchicalDdpTrainsAsFlatDdpWithHalfTheBytesAcrossNodes)
   const double bytes = 4 * json_number(b, "parameters");
   EXPECT_EQ(json_number(c, "intra_node_bytes_per_step"), bytes) << c;
   EXPECT_EQ(json_number(c, "inter_node_bytes_per_step"), bytes / 2) << c;
-  const auto bad = run(kShortMlp + "--strategy=zero1 --collectives=hierarchical", 4);
+  const auto bad = run(kShortMlp + "--strategy=ddp --tensor-parallel=2 --collectives=hierarchical", 4);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("needs --strategy=ddp"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("needs --strategy=ddp, zero1, zero2 or zero3 without --tensor-parallel"),
+            std::string::npos) << bad.output;
   const auto uneven = run(kShortMlp + "--strategy=ddp --collectives=hierarchical --ranks-per-node=3", 4);
   EXPECT_EQ(uneven.exit_code, 2) << uneven.output;
   EXPECT_NE(uneven.output.find("--ranks-per-node=3 does not divide the 4 ranks"), std::string::npos)
       << uneven.output;
+}
+
+// ZeRO-2 and ZeRO-3 with --collectives=hierarchical on 4 ranks as 2 nodes of 2: the same
+// training as over the flat world; across nodes half of what crosses inside them (each level's
+// ring over 2: (2-1)/2 of the buffer inside, of half the buffer across). ZeRO-2 per step: a
+// reduce-scatter and an all-gather of the 203,530 f32 parameters, n bytes inside and n/2 across.
+TEST(TrainAlgorithms, HierarchicalZeroTrainsAsFlatZero) {
+  for (const std::string strategy : {"zero2", "zero3"}) {
+    const auto flat = run(kShortMlp + "--strategy=" + strategy, 4);
+    ASSERT_EQ(flat.exit_code, 0) << flat.output;
+    const auto hier = run(kShortMlp + "--strategy=" + strategy +
+                          " --collectives=hierarchical --ranks-per-node=2", 4);
+    ASSERT_EQ(hier.exit_code, 0) << hier.output;
+    const std::string a = last_json_line(flat.output), b = last_json_line(hier.output);
+    EXPECT_NEAR(json_number(a, "train_loss"), json_number(b, "train_loss"), 1e-5) << b;
+    const std::string c = json_field(b, "collectives");
+    ASSERT_FALSE(c.empty()) << b;
+    const double intra = json_number(c, "intra_node_bytes_per_step");
+    const double inter = json_number(c, "inter_node_bytes_per_step");
+    EXPECT_NEAR(inter, intra / 2, 8) << c;
+    if (strategy == "zero2") EXPECT_EQ(intra, 4 * json_number(b, "parameters")) << c;
+  }
 }
 
 TEST(TrainAlgorithms, AsyncRefusesWhatItCannotDo) {

@@ -94,11 +94,15 @@ void check_combinations(const Config& c) {
     }
   }
   if (c.collectives == "hierarchical" &&
-      (c.strategy != "ddp" || c.tensor_parallel > 1 || c.compression != "none")) {
-    bad("--collectives=hierarchical reduces DDP's buckets over the world through a communication "
-        "hook: it needs --strategy=ddp without --tensor-parallel and without --compression (also a "
-        "hook); ZeRO's hierarchical reduce-scatter is not built (got --strategy=" + c.strategy +
-        (c.compression != "none" ? " --compression=" + c.compression : std::string()) + ")");
+      ((c.strategy != "ddp" && c.strategy != "zero1" && c.strategy != "zero2" &&
+        c.strategy != "zero3") ||
+       c.tensor_parallel > 1 || c.compression != "none")) {
+    bad("--collectives=hierarchical reduces over the world's nodes: DDP's buckets through a "
+        "communication hook, ZeRO's reduce-scatters and all-gathers through dist::HierarchicalGroup; "
+        "it needs --strategy=ddp, zero1, zero2 or zero3 without --tensor-parallel and without "
+        "--compression (got --strategy=" + c.strategy +
+        (c.compression != "none" ? " --compression=" + c.compression : std::string()) +
+        (c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : std::string()) + ")");
   }
   if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
     bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");

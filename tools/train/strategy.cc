@@ -77,6 +77,13 @@ class DataParallel : public Strategy {
     }
   }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_; }
+  // ZeRO's group: the data-parallel one, or with --collectives=hierarchical the world with its
+  // reduce-scatters and all-gathers over the nodes.
+  std::shared_ptr<dist::ProcessGroup> zero_group(const Config& c) {
+    if (c.collectives != "hierarchical") return data_parallel_;
+    hierarchical_.emplace(c);
+    return hierarchical_->group(world_);
+  }
   void set_optimizer(std::unique_ptr<optim::Optimizer> opt) { opt_ = std::move(opt); }
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
@@ -451,7 +458,12 @@ class FullySharded : public Strategy {
                MixedPrecision& precision)
       : model_(model),
         world_(world),
-        fsdp_(std::move(model), std::move(world),
+        hierarchical_(c.collectives == "hierarchical"
+                          ? std::optional<HierarchicalCollectives>(std::in_place, c)
+                          : std::nullopt),
+        fsdp_(std::move(model),
+              hierarchical_ ? std::shared_ptr<dist::ProcessGroup>(hierarchical_->group(world))
+                            : std::move(world),
               dist::FullyShardedOptions()
                   .min_num_params(c.zero3_min_params)
                   .wrap_layers(c.zero3_wrap_layers)
@@ -470,6 +482,7 @@ class FullySharded : public Strategy {
     }
     opt_->zero_grad();
     precision_.scaler().scale(loss).backward();
+    ++steps_;
     return loss.item();
   }
   Tensor predict(const Tensor& inputs) override {
@@ -477,6 +490,9 @@ class FullySharded : public Strategy {
     std::optional<AutocastGuard> autocast;
     precision_.autocast(autocast);
     return fsdp_.forward(Variable(inputs)).data();
+  }
+  void report(JsonObject& summary, bool lead) override {
+    if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
   int replicas() const override { return world_->size(); }
@@ -495,7 +511,12 @@ class FullySharded : public Strategy {
   TrainingProgress load_sharded(const std::string& dir, Metadata* extra) override {
     return dist::zero::load_sharded_checkpoint(dir, fsdp_, opt_.get(), extra);
   }
-  std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
+  std::vector<NamedGroup> groups() const override {
+    if (!hierarchical_) return {{"world", world_.get()}};
+    return {{"world", world_.get()},
+            {"intra-node", hierarchical_->intra_node()},
+            {"inter-node", hierarchical_->inter_node()}};
+  }
   // The shards, and the model's own parameters (released outside forward and backward: their
   // storages count only if a unit failed to free them).
   std::vector<Variable> model_state_parameters() const override {
@@ -507,10 +528,12 @@ class FullySharded : public Strategy {
  private:
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> world_;
+  std::optional<HierarchicalCollectives> hierarchical_;  // --collectives=hierarchical
   dist::FullyShardedDataParallel fsdp_;
   std::unique_ptr<optim::Optimizer> opt_;
   Criterion criterion_;
   MixedPrecision& precision_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace
@@ -552,7 +575,7 @@ std::unique_ptr<Strategy> make_strategy(const Config& config, std::shared_ptr<nn
   } else if (config.strategy == "zero1" || config.strategy == "zero2") {
     const int stage = config.strategy == "zero1" ? 1 : 2;
     s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
-        model->parameters(), s->data_parallel_group(),
+        model->parameters(), s->zero_group(config),
         [config](std::vector<Variable> shard) { return make_optimizer(config, std::move(shard)); },
         dist::ZeroOptions()
             .stage(stage)

@@ -44,7 +44,7 @@ data parallelism and ZeRO:
             1/W of the epoch; shared: the next batch from a queue on server 0 with each pull,
             so fast workers take more; needs --staleness-bound=none)]
   --straggler=RANK:FACTOR (that rank's training steps take FACTOR times as long: it sleeps)
-  --collectives=flat|hierarchical (ddp: one ring over the world, or reduce-scatter inside each
+  --collectives=flat|hierarchical (ddp, zero1-3: one ring over the world, or reduce-scatter inside each
             node, all-reduce across nodes, all-gather inside) [--ranks-per-node=G (MPI's nodes)
             --inter-node-latency-us=U --inter-node-bandwidth-gbps=B (the links between nodes)]
   --collective-timeout=SECONDS (600; 0: none): a wait for another rank longer than this ends the
