@@ -97,11 +97,16 @@ int64_t AsyncWorker::pull_batch(int64_t epoch) {
   request.clock = clock_;
   request.epoch = epoch;
   const Tensor message = request.encode();
-  // Server 0 answers with the batch number first; its shard follows unless the epoch is over.
+  // Server 0 answers with the batch number and its shard (sent with "epoch over" too, so both
+  // receives are posted before the request: see ParameterServer::assign_batch).
   Tensor batch = empty({1}, kI64);
   std::shared_ptr<Work> answer = group_->recv(batch, 0, kAssignmentTag);
+  std::shared_ptr<Work> shard0 =
+      group_->recv(flat_.narrow(0, layout_.shard_offset(0), layout_.shard_numel(0)), 0,
+                   kParametersTag);
   group_->send(message, 0, kRequestTag)->wait();
   answer->wait();
+  shard0->wait();
   const int64_t b = batch.data<int64_t>()[0];
   if (b == SharedBatchQueue::kEpochEnd) {
     request.kind = RequestKind::kEpochEnd;
@@ -109,7 +114,7 @@ int64_t AsyncWorker::pull_batch(int64_t epoch) {
     for (int s = 1; s < layout_.servers(); ++s) sends_.push_back(group_->send(end, s, kRequestTag));
     wait_for_sends();
   } else {
-    receive_shards(message, 1);  // server 0's is on its way; the others' on request
+    receive_shards(message, 1);  // server 0's is here; the others' on request
   }
   pull_seconds_ += steady_seconds() - start;
   return b;
@@ -117,11 +122,11 @@ int64_t AsyncWorker::pull_batch(int64_t epoch) {
 
 void AsyncWorker::receive_shards(const Tensor& message, int first_server) {
   std::vector<std::shared_ptr<Work>> works;
-  for (int s = 0; s < layout_.servers(); ++s) {
+  for (int s = first_server; s < layout_.servers(); ++s) {
     works.push_back(
         group_->recv(flat_.narrow(0, layout_.shard_offset(s), layout_.shard_numel(s)), s,
                      kParametersTag));
-    if (s >= first_server) works.push_back(group_->send(message, s, kRequestTag));
+    works.push_back(group_->send(message, s, kRequestTag));
   }
   for (const auto& w : works) w->wait();
   unflatten(flat_, params_);

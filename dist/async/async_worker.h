@@ -66,7 +66,8 @@ class AsyncWorker : public optim::Optimizer {
 
  private:
   void wait_for_sends();
-  // Receives every server's shard from `first_server` on, sending each `message` (the pull).
+  // Sends `message` (the pull) to every server from `first_server` on and receives their shards
+  // (posted before the requests); the parameters become the pulled ones.
   void receive_shards(const Tensor& message, int first_server);
   std::shared_ptr<ProcessGroup> group_;
   ParameterServerLayout layout_;

@@ -26,9 +26,10 @@
 // elements and receives psi (plus 2 S requests of 48 bytes).
 //
 // With shared batches (batch_queue.h) a worker's pull names the epoch and goes to server 0
-// first, which answers with the next batch's number (one i64, kAssignmentTag) and then the
-// shard; with a batch number the worker pulls from the other servers, with kEpochEnd it pulls
-// nothing and tells the other servers kEpochEnd (a request), and its epoch is over.
+// first, which answers with the next batch's number (one i64, kAssignmentTag) and its shard
+// (also with kEpochEnd, so the worker posts both receives before asking); with a batch number
+// the worker then pulls from the other servers, with kEpochEnd it tells them kEpochEnd (a
+// request), and its epoch is over.
 #pragma once
 
 #include <cstdint>

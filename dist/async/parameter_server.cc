@@ -110,6 +110,11 @@ bool ParameterServer::assign_batch(const Request& r) {
   const Tensor answer = from_vector<int64_t>({batch}, {1});
   replies_.push_back(group_->send(answer, layout_.worker_rank(r.worker), kAssignmentTag));
   if (batch != SharedBatchQueue::kEpochEnd) return true;
+  // The shard goes with "epoch over" too (not a pull: no iteration starts), so that the worker
+  // can post its receive with the request, before the answer says which one it is: a large
+  // message that finds no receive posted would hold this server's sends to everyone else.
+  replies_.push_back(group_->send(shard_.data().clone(), layout_.worker_rank(r.worker),
+                                  kParametersTag));
   ++epoch_ended_;
   return false;
 }
