@@ -2,7 +2,7 @@
 
 load("//tools:copts.bzl", "TESSERA_COPTS")
 
-def mpi_test(name, srcs, deps, ranks = [2, 4], size = "small", timeout = "moderate"):
+def mpi_test(name, srcs, deps, ranks = [2, 4], size = "small", timeout = "moderate", tags = []):
     """Builds `name`_bin and one test per entry of `ranks`: `name`_np2, `name`_np4, ...
 
     The tests carry the tag "mpi", so `bazel test --test_tag_filters=mpi //...` selects them
@@ -24,5 +24,5 @@ def mpi_test(name, srcs, deps, ranks = [2, 4], size = "small", timeout = "modera
             srcs = ["//tools:mpi_run.sh"],
             args = [str(n), "$(location :%s_bin)" % name],
             data = [":%s_bin" % name],
-            tags = ["mpi", "no-sandbox"],
+            tags = ["mpi", "no-sandbox"] + tags,
         )
