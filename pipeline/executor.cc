@@ -73,8 +73,8 @@ const char* checkpoint_name(Checkpoint mode) {
 StageExecutor::StageExecutor(std::vector<std::shared_ptr<nn::Sequential>> chunks,
                              std::shared_ptr<dist::ProcessGroup> group, LossFunction loss,
                              Checkpoint checkpoint)
-    : chunks_(std::move(chunks)), group_(std::move(group)), loss_(std::move(loss)),
-      checkpoint_(checkpoint) {
+    : chunks_(std::move(chunks)), group_(std::move(group)), mailbox_(group_),
+      loss_(std::move(loss)), checkpoint_(checkpoint) {
   TS_CHECK(group_ != nullptr, "StageExecutor: no process group");
   TS_CHECK(!chunks_.empty(), "StageExecutor: no model chunks");
   TS_CHECK(loss_ != nullptr, "StageExecutor: no loss function");
@@ -122,6 +122,7 @@ double StageExecutor::play(const std::vector<Action>& actions,
   stats_ = {};
   spans_.clear();
   if (outputs) outputs->assign(M, Tensor());
+  expect_messages(actions);
   const int64_t base_bytes = memory_stats(dev).current_bytes;
   const ListPeak list_peak(dev);
   const double start = dist::steady_seconds();
@@ -174,9 +175,20 @@ void StageExecutor::release_completed_sends() {
               sends.end());
 }
 
+void StageExecutor::expect_messages(const std::vector<Action>& actions) {
+  int activations = 0, gradients = 0;
+  for (const Action& a : actions) {
+    activations += a.kind == ActionKind::kRecvActivation;
+    gradients += a.kind == ActionKind::kRecvGradient;
+  }
+  // Posts the first receives now: the stage's first input may arrive before it asks for it.
+  if (activations) mailbox_.expect(previous_rank(), MessageKind::kActivation, activations);
+  if (gradients) mailbox_.expect(next_rank(), MessageKind::kGradient, gradients);
+}
+
 void StageExecutor::receive_activation(const Action& a) {
-  const Tensor x = recv_tensor(*group_, previous_rank(), MessageKind::kActivation, a.microbatch,
-                               virtual_stage(a.chunk) - 1, run_.device);
+  const Tensor x = mailbox_.recv_tensor(previous_rank(), MessageKind::kActivation, a.microbatch,
+                                        virtual_stage(a.chunk) - 1, run_.device);
   // A leaf, so backward leaves the gradient to send back in its grad.
   in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/run_.train);
 }
@@ -207,15 +219,18 @@ void StageExecutor::forward(const Action& a) {
 }
 
 void StageExecutor::send_activation(const Action& a) {
-  auto works = send_tensor(*group_, slot(a).output.data(), next_rank(), MessageKind::kActivation,
-                           a.microbatch, virtual_stage(a.chunk));
+  auto works = mailbox_.send_tensor(slot(a).output.data(), next_rank(), MessageKind::kActivation,
+                                    a.microbatch, virtual_stage(a.chunk));
   run_.sends.insert(run_.sends.end(), works.begin(), works.end());
   if (!run_.train) in_flight_.erase({a.chunk, a.microbatch});
 }
 
 void StageExecutor::receive_gradient(const Action& a) {
-  slot(a).output_grad = recv_tensor(*group_, next_rank(), MessageKind::kGradient, a.microbatch,
-                                    virtual_stage(a.chunk) + 1, run_.device);
+  InFlight& f = slot(a);
+  // The gradient of this stage's output: its shape and dtype are known.
+  const ExpectedTensor expected{f.output.shape(), f.output.dtype()};
+  f.output_grad = mailbox_.recv_tensor(next_rank(), MessageKind::kGradient, a.microbatch,
+                                       virtual_stage(a.chunk) + 1, run_.device, &expected);
 }
 
 void StageExecutor::backward_step(const Action& a) {
@@ -262,8 +277,8 @@ void StageExecutor::send_gradient(const Action& a) {
   InFlight& f = slot(a);
   // An input the chunk ignores has no gradient: it is zero.
   const Tensor g = f.input.grad().defined() ? f.input.grad() : zeros_like(f.input.data());
-  auto works = send_tensor(*group_, g, previous_rank(), MessageKind::kGradient, a.microbatch,
-                           virtual_stage(a.chunk));
+  auto works = mailbox_.send_tensor(g, previous_rank(), MessageKind::kGradient, a.microbatch,
+                                    virtual_stage(a.chunk));
   run_.sends.insert(run_.sends.end(), works.begin(), works.end());
   in_flight_.erase({a.chunk, a.microbatch});
 }

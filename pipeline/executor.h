@@ -30,7 +30,8 @@
 //   never
 //
 // Sends are non-blocking (the process group's send returns a Work); they are all waited for
-// at the end of the list. Time spent computing (F, B) is "busy"; the rest of the list's wall
+// at the end of the list. At its start the list's receives are announced to the stage's
+// Mailbox (p2p.h), which keeps the next ones posted, into buffers reused across lists. Time spent computing (F, B) is "busy"; the rest of the list's wall
 // time (waiting for messages, the bubble) is idle. Activation memory is the allocator's peak
 // during the list above what was allocated when it began (parameters, their grads from
 // earlier batches); each list resets the device's peak (reset_peak) to measure it and raises it
@@ -49,6 +50,7 @@
 #include "dist/process_group.h"
 #include "nn/sequential.h"
 #include "pipeline/microbatch.h"
+#include "pipeline/p2p.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
 
@@ -119,6 +121,8 @@ class StageExecutor {
   // action and measuring activation memory.
   double play(const std::vector<Action>& actions, const std::vector<Microbatch>& microbatches,
               bool train, std::vector<Tensor>* outputs);
+  // Announces the list's receives to the mailbox, which posts the first of them.
+  void expect_messages(const std::vector<Action>& actions);
   // One method per action kind.
   void receive_activation(const Action& a);
   void forward(const Action& a);
@@ -143,6 +147,7 @@ class StageExecutor {
 
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;
   std::shared_ptr<dist::ProcessGroup> group_;
+  Mailbox mailbox_;  // this stage's messages and their receive buffers, kept across lists
   LossFunction loss_;
   Checkpoint checkpoint_;
   int stages_, rank_;

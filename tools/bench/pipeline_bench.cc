@@ -39,6 +39,9 @@
 // --breakdown adds, per (schedule, M): each stage's idle, the last step's stage times and
 // message costs, the latency of messages a stage waited for, and each stage's last step by
 // kind of span (compute, recv, send, and the rest: between spans and after its list ended).
+//
+// --messages runs instead what one stage-to-stage message costs beside MPI's own ping-pong
+// (pipeline_bench_messages.h).
 
 #include <algorithm>
 #include <cmath>
@@ -58,6 +61,7 @@
 #include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
+#include "tools/bench/pipeline_bench_messages.h"
 
 using namespace tessera;
 using pipeline::median;
@@ -161,7 +165,8 @@ int main(int argc, char** argv) {
   int64_t width = 1024, batch = 2048;
   int layers = 64, steps = 7;
   std::string microbatches = "1,2,4,8,16", schedules = "gpipe,1f1b,interleaved";
-  bool breakdown = false;
+  bool breakdown = false, messages = false;
+  bench::MessageBenchOptions message_options;
   std::string balance = "uniform";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -184,15 +189,26 @@ int main(int argc, char** argv) {
       balance = value("--balance=");
     } else if (a == "--breakdown") {
       breakdown = true;
+    } else if (a == "--messages") {
+      messages = true;
+    } else if (!value("--sizes=").empty()) {
+      message_options.sizes = value("--sizes=");
+    } else if (!value("--batches=").empty()) {
+      message_options.batches = std::max(1, std::stoi(value("--batches=")));
     } else {
       if (world->rank() == 0) {
         std::fprintf(stderr, "pipeline_bench: unknown flag %s (--width=N --layers=N --batch=N "
-                     "--steps=N --microbatches=1,2,4 --schedules=gpipe,1f1b,interleaved)\n", argv[i]);
+                     "--steps=N --microbatches=1,2,4 --schedules=gpipe,1f1b,interleaved; --messages "
+                     "--sizes=4096,65536 --batches=N)\n", argv[i]);
       }
       return 2;
     }
   }
   set_num_threads(1);
+  if (messages) {
+    bench::run_message_bench(world, message_options);
+    return 0;
+  }
   const int K = world->size();
   if (world->rank() == 0) {
     std::printf("pipeline_bench: K = %d stages (one rank each, 1 thread), %d x Linear(%lld) + "
