@@ -107,6 +107,22 @@ TEST(TrainDistributed, PipelineEndsWhereOneProcessDoes) {
   }
 }
 
+// More micro-batches than rows in a batch: the pipeline runs min(M, B), and the start-up line,
+// the bubble line and the JSON all say that M (the JSON keeps the request beside it).
+TEST(TrainDistributed, FewerRowsThanMicroBatchesIsSaidOnce) {
+  const auto r = run("--model=mlp --train-limit=64 --epochs=1 --threads=1 --seed=3 "
+                     "--strategy=pipeline --micro-batches=8 --batch-size=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--micro-batches=8, but a batch of 4 rows per replica makes 4 "
+                          "micro-batches of one row: the pipeline runs M = 4"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(1f1b, M=4, v=1)"), std::string::npos) << r.output;
+  const std::string s = last_json_line(r.output);
+  EXPECT_EQ(json_number(s, "micro_batches"), 4) << s;
+  EXPECT_EQ(json_number(s, "micro_batches_requested"), 8) << s;
+  EXPECT_DOUBLE_EQ(json_number(s, "bubble_theory"), 0.2) << s;  // 1/(4+1), not 1/(8+1)
+}
+
 // 4 ranks as 2 stages x 2 replicas: --batch-size is per replica, so this trains on the same
 // global batch (2 x 32) as 2-rank DDP, and ends where it does (tolerances as above), whether
 // each stage's replicas average their gradients after the batch (--dp-strategy=ddp), shard

@@ -21,6 +21,7 @@
 #include "dist/zero/zero_optimizer.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "pipeline/microbatch.h"
 #include "pipeline/optimizer_state.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
@@ -250,9 +251,18 @@ class Pipeline : public Strategy {
                                       : dist::Topology(world, pipeline_stages(c, world->size()))),
         tensor_parallel_(topology != nullptr && topology->tensor_parallel_size() > 1),
         precision_(precision),
-        microbatches_(c.micro_batches),
+        microbatches_(static_cast<int>(pipeline::microbatch_sizes(c.batch_size, c.micro_batches).size())),
+        requested_microbatches_(c.micro_batches),
         dp_strategy_(c.dp_strategy),
         trace_file_(c.trace) {
+    // A batch of B rows makes min(M, B) micro-batches (pipeline/microbatch.h): one truth for
+    // the text, the JSON and the bubble's formula, said once here.
+    if (microbatches_ < c.micro_batches && world->rank() == 0) {
+      std::printf("pipeline: --micro-batches=%d, but a batch of %lld rows per replica makes %d "
+                  "micro-batches of one row: the pipeline runs M = %d\n",
+                  c.micro_batches, static_cast<long long>(c.batch_size), microbatches_,
+                  microbatches_);
+    }
     pipeline::PipeOptions options = pipeline::PipeOptions()
                                         .microbatches(c.micro_batches)
                                         .schedule(c.pipeline_schedule)
@@ -411,6 +421,7 @@ class Pipeline : public Strategy {
     summary.add_raw("pipeline", JsonObject()
                                     .add("stages", k)
                                     .add("micro_batches", m)
+                                    .add("micro_batches_requested", requested_microbatches_)
                                     .add("schedule", pipeline::schedule_name(pipe_->schedule()))
                                     .add("chunks", chunks)
                                     .add("dp_strategy", dp_strategy_)
@@ -434,7 +445,8 @@ class Pipeline : public Strategy {
   double step_seconds_ = 0, busy_seconds_ = 0;
   int64_t peak_activation_bytes_ = 0, peak_held_bytes_ = 0;
   std::string last_bubble_report_;
-  int microbatches_;  // M as asked (a batch of fewer rows runs fewer)
+  int microbatches_;            // M as run: min(--micro-batches, the batch's rows)
+  int requested_microbatches_;  // --micro-batches
   std::string dp_strategy_;  // --dp-strategy
   std::string trace_file_;                 // --trace
   std::vector<pipeline::Span> last_train_trace_;
