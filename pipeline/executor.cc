@@ -189,6 +189,20 @@ void StageExecutor::expect_messages(const std::vector<Action>& actions) {
 void StageExecutor::receive_activation(const Action& a) {
   const Tensor x = mailbox_.recv_tensor(previous_rank(), MessageKind::kActivation, a.microbatch,
                                         virtual_stage(a.chunk) - 1, run_.device);
+  // Every stage cuts the same batch the same way: a micro-batch of another size means the
+  // ranks were given different batches (said here, before a loss or a layer fails on it).
+  const std::vector<Microbatch>& mbs = *run_.microbatches;
+  const int64_t mine = mbs[a.microbatch].input.size(0);
+  if (x.dim() == 0 || x.size(0) != mine) {
+    int64_t rows = 0;
+    for (const Microbatch& m : mbs) rows += m.input.size(0);
+    TS_FAIL("pipeline: rank ", rank_, " (virtual stage ", virtual_stage(a.chunk),
+            ") received micro-batch ", a.microbatch, " with ", x.dim() ? x.size(0) : 0,
+            " rows from rank ", previous_rank(), ", but its own batch of ", rows, " rows in ",
+            mbs.size(), " micro-batches makes it ", mine, " rows: the stages were given "
+            "different batches (every rank of a pipeline must pass the same batch to "
+            "Pipe::train_step)");
+  }
   // A leaf, so backward leaves the gradient to send back in its grad.
   in_flight_[{a.chunk, a.microbatch}].input = Variable(x, /*requires_grad=*/run_.train);
 }
