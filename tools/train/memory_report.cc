@@ -67,7 +67,13 @@ void MemoryReport::after_step(const RunContext& run) {
   taken_ = true;
 }
 
-std::string MemoryReport::json(const RunContext& run) const {
+std::vector<int64_t> MemoryReport::figures() const {
+  return {taken_ ? 1 : 0, measured_.parameters, measured_.gradients, measured_.optimizer,
+          step_peak_};
+}
+
+std::string MemoryReport::json(const RunContext& run,
+                               const std::vector<std::vector<int64_t>>& per_rank) const {
   JsonObject m;
   m.add("params", measured_.parameters)
       .add("grads", measured_.gradients)
@@ -80,6 +86,22 @@ std::string MemoryReport::json(const RunContext& run) const {
         .add("optimizer_predicted", p->optimizer);
   }
   m.add("peak", step_peak_);
+  std::string ranks = "[";
+  bool any = false;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    const std::vector<int64_t>& f = per_rank[r];
+    if (f.size() < 5 || f[0] == 0) continue;
+    JsonObject one;
+    one.add("rank", static_cast<int64_t>(r))
+        .add("params", f[1])
+        .add("grads", f[2])
+        .add("optimizer", f[3])
+        .add("model_state", f[1] + f[2] + f[3])
+        .add("peak", f[4]);
+    ranks += (any ? ", " : "") + one.str();
+    any = true;
+  }
+  m.add_raw("per_rank", ranks + "]");
   return m.str();
 }
 

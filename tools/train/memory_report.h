@@ -5,8 +5,12 @@
 // peak during that step:
 //
 //   "memory": {"params": P, "grads": G, "optimizer": O, "model_state": P+G+O,
-//              "model_state_predicted": X, "peak": B}
+//              "model_state_predicted": X, "peak": B,
+//              "per_rank": [{"rank": 0, "params": ..., "grads": ..., "optimizer": ...,
+//                            "model_state": ..., "peak": ...}, ...]}
 //
+// The top-level figures are this rank's (rank 0's in the JSON); "per_rank" has every rank's
+// (a rank that never measured, a parameter server of --batch-assignment=shared, is left out).
 // Taken once, on the first step after the optimizer has stepped (its first step creates its
 // state; with loss scaling the first steps may be skipped). Pipelines and tensor-parallel runs
 // report the measured figures without a prediction.
@@ -45,8 +49,11 @@ class MemoryReport {
   bool taken() const { return taken_; }
   // The run's peak so far when the measured step began (the allocator's own peak restarts then).
   int64_t peak_before() const { return peak_before_; }
-  // {"params": ..., ...}; "model_state_predicted" only where a formula applies.
-  std::string json(const RunContext& run) const;
+  // {taken (0/1), params, grads, optimizer, peak}: what every rank sends for "per_rank".
+  std::vector<int64_t> figures() const;
+  // {"params": ..., ...}; "model_state_predicted" only where a formula applies; `per_rank`:
+  // every rank's figures(), in rank order.
+  std::string json(const RunContext& run, const std::vector<std::vector<int64_t>>& per_rank) const;
 
  private:
   bool taken_ = false, optimizer_stepped_ = false;

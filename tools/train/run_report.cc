@@ -69,16 +69,23 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
   std::vector<int64_t> peaks{
       std::max(memory_stats(run.device).peak_bytes, totals.memory.peak_before())};
   std::vector<int64_t> states{run.strategy.optimizer().state_bytes()};
+  // And every rank's measured model states (memory_report.h), for the JSON's "memory".
+  std::vector<std::vector<int64_t>> model_states{totals.memory.figures()};
   int64_t comm_bytes_per_step = 0;
   if (run.world) {
-    Tensor gathered = empty({2 * run.ranks}, kI64);
-    run.world->all_gather(from_vector<int64_t>({peaks[0], states[0]}, {2}), gathered)->wait();
+    std::vector<int64_t> mine{peaks[0], states[0]};
+    for (int64_t v : model_states[0]) mine.push_back(v);
+    const int64_t per = static_cast<int64_t>(mine.size());
+    Tensor gathered = empty({per * run.ranks}, kI64);
+    run.world->all_gather(from_vector<int64_t>(mine, {per}), gathered)->wait();
     const std::vector<int64_t> all = gathered.to_vector<int64_t>();
     peaks.clear();
     states.clear();
+    model_states.clear();
     for (int k = 0; k < run.ranks; ++k) {
-      peaks.push_back(all[2 * k]);
-      states.push_back(all[2 * k + 1]);
+      peaks.push_back(all[per * k]);
+      states.push_back(all[per * k + 1]);
+      model_states.emplace_back(all.begin() + per * k + 2, all.begin() + per * (k + 1));
     }
     comm_bytes_per_step = totals.train_comm_bytes / std::max<int64_t>(totals.train_steps, 1);
   }
@@ -124,7 +131,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add("amp", c.amp)
         .add("loss_scale", run.precision.scaler().get_scale())
         .add("skipped_steps", totals.skipped_steps);
-    if (totals.memory.taken()) summary.add_raw("memory", totals.memory.json(run));
+    if (totals.memory.taken()) summary.add_raw("memory", totals.memory.json(run, model_states));
     if (totals.straggler.enabled()) {
       JsonObject st;
       st.add("rank", totals.straggler.rank())
