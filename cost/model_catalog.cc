@@ -1,8 +1,14 @@
 #include "cost/model_catalog.h"
 
+#include <algorithm>
+#include <chrono>
+
+#include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "models/resnet.h"
 #include "models/simple.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
 #include "pipeline/balance.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -104,6 +110,33 @@ void measure_layer_times(nn::Sequential& model, const ModelInput& in, int64_t ba
   std::vector<double> seconds = pipeline::profile_layer_times(model, example_batch(in, batch), repeats);
   for (double& s : seconds) s /= repeats;
   set_layer_times(p, seconds, "measured on this machine, batch " + std::to_string(batch));
+}
+
+void measure_step_overhead(nn::Sequential& model, const ModelInput& in, const TrainingSetup& setup,
+                           int repeats, ModelProfile* p) {
+  TS_CHECK(p->compute_seconds() > 0, "measure_step_overhead: ", p->name,
+           " has no layer times (measure them first)");
+  TS_CHECK(repeats >= 1, "measure_step_overhead: repeats must be >= 1, got ", repeats);
+  const Tensor x = example_batch(in, p->batch);
+  const Tensor y = zeros({p->batch}, kI64);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (setup.optimizer == OptimizerKind::kAdam) {
+    opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions(1e-3));
+  } else {
+    opt = std::make_unique<optim::SGD>(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  }
+  model.train();
+  std::vector<double> seconds;
+  for (int r = 0; r <= repeats; ++r) {  // the first is the warm-up (the optimizer's state)
+    const auto start = std::chrono::steady_clock::now();
+    opt->zero_grad();
+    cross_entropy(model.forward(Variable(x)), y).backward();
+    opt->step();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) seconds.push_back(s);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  p->step_overhead_seconds = std::max(0.0, seconds[seconds.size() / 2] - p->compute_seconds());
 }
 
 void scale_compute_time(ModelProfile* p, double seconds, const std::string& source) {

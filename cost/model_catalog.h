@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "cost/model_profile.h"
+#include "cost/precision.h"
 #include "nn/sequential.h"
 
 namespace tessera {
@@ -48,6 +49,12 @@ ModelProfile describe_model(const std::string& name, nn::Sequential& model, cons
 // and splits each 1:2 between forward and backward.
 void measure_layer_times(nn::Sequential& model, const ModelInput& input, int64_t batch, int repeats,
                          ModelProfile* profile);
+// A whole training step of `model` at the profile's batch (forward, cross-entropy, backward and
+// an optimizer step as `setup` says: SGD with momentum or Adam), the median of `repeats` after a
+// warm-up, less the layers' measured times: the profile's step_overhead_seconds (>= 0). Steps
+// the model's parameters (a model built for profiling). Needs the layer times first.
+void measure_step_overhead(nn::Sequential& model, const ModelInput& input, const TrainingSetup& setup,
+                           int repeats, ModelProfile* profile);
 // The profile's times scaled so forward + backward add up to `seconds` (the layers keep their
 // shares); the profile must have times.
 void scale_compute_time(ModelProfile* profile, double seconds, const std::string& source);

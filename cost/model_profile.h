@@ -33,6 +33,10 @@ struct ModelProfile {
   std::vector<std::pair<std::string, int64_t>> tensor_parallel_all_reduces;
   // Where the times came from (measured here, scaled to a given total, given per layer).
   std::string times_source = "none";
+  // Per step, on one rank, outside the layers and not overlapped with communication: the loss,
+  // the autograd engine's own work and the optimizer step (measured: a whole training step less
+  // the layers' times; 0 when not measured).
+  double step_overhead_seconds = 0;
 
   int64_t parameters() const;  // psi
   double forward_seconds() const;

@@ -191,13 +191,32 @@ ScalingPoint predict_step(const ModelProfile& model, int ranks, const ScalingOpt
   TS_CHECK(ranks >= 1, "predict_step: ranks must be >= 1, got ", ranks);
   TS_CHECK(model.compute_seconds() > 0, "predict_step: ", model.name,
            " has no compute times (measure them, or give --compute-ms or --layer-ms)");
-  ScalingPoint p = o.strategy == Strategy::kDDP     ? ddp_step(model, ranks, o)
-                   : o.strategy == Strategy::kZeRO3 ? zero3_step(model, ranks, o)
-                                                    : pipeline_step(model, ranks, o);
+  TS_CHECK(o.cores >= 0 && o.step_all_reduces >= 0, "predict_step: cores ", o.cores,
+           " and step_all_reduces ", o.step_all_reduces, " must be >= 0");
+  // Ranks sharing cores: each computes N/C times as long (the layers and the step overhead).
+  const double share = o.cores > 0 ? std::max(1.0, static_cast<double>(ranks) / o.cores) : 1.0;
+  ModelProfile m = model;
+  for (LayerProfile& l : m.layers) {
+    l.forward_seconds *= share;
+    l.backward_seconds *= share;
+  }
+  ScalingPoint p = o.strategy == Strategy::kDDP     ? ddp_step(m, ranks, o)
+                   : o.strategy == Strategy::kZeRO3 ? zero3_step(m, ranks, o)
+                                                    : pipeline_step(m, ranks, o);
+  const double overhead = model.step_overhead_seconds * share;
+  p.compute += overhead;
+  p.step += overhead;
+  if (ranks > 1 && o.step_all_reduces > 0) {
+    const double checks = o.step_all_reduces * all_reduce_time(ranks, 8, o.network).seconds;
+    p.communication += checks;
+    p.step += checks;
+    p.collectives += o.step_all_reduces;
+  }
   p.ranks = ranks;
   p.exposed = p.step - p.compute;
   p.images_per_second = p.replicas * model.batch / p.step;
-  p.efficiency = p.images_per_second / (ranks * model.batch / model.compute_seconds());
+  p.efficiency = p.images_per_second /
+                 (ranks * model.batch / (model.compute_seconds() + model.step_overhead_seconds));
   return p;
 }
 
@@ -238,6 +257,22 @@ std::vector<std::string> scaling_assumptions(const ModelProfile& model, const Sc
               "; reduce-scatter and all-gather are rings (or two-level under hierarchical)");
   a.push_back("one communication stream: collectives run one at a time in issue order and do not "
               "slow the computation they overlap");
+  if (model.step_overhead_seconds > 0) {
+    std::snprintf(buf, sizeof(buf), "step overhead %.3f ms a step (the loss, the engine, the "
+                  "optimizer step: a whole step less the layers), not overlapped",
+                  model.step_overhead_seconds * 1e3);
+    a.push_back(buf);
+  }
+  if (o.cores > 0) {
+    std::snprintf(buf, sizeof(buf), "the ranks share %d cores: beyond %d ranks every rank "
+                  "computes N/%d times as long", o.cores, o.cores, o.cores);
+    a.push_back(buf);
+  }
+  if (o.step_all_reduces > 0) {
+    std::snprintf(buf, sizeof(buf), "%d all-reduce(s) of 8 bytes a step after backward (a loss or "
+                  "NaN check), not overlapped", o.step_all_reduces);
+    a.push_back(buf);
+  }
   if (o.strategy == Strategy::kDDP) {
     std::snprintf(buf, sizeof(buf),
                   "DDP: buckets of %g MB (the first %g MB) in reverse registration order; a layer's "
@@ -256,8 +291,10 @@ std::vector<std::string> scaling_assumptions(const ModelProfile& model, const Sc
                   o.stages, o.microbatches);
     a.push_back(buf);
   }
-  a.push_back("not counted: the optimizer step, data loading, the loss, gradient averaging; the "
-              "single-rank baseline computes without communicating");
+  a.push_back(std::string("not counted: ") +
+              (model.step_overhead_seconds > 0 ? "" : "the optimizer step, the loss, ") +
+              "data loading, gradient averaging; the single-rank baseline computes without "
+              "communicating");
   return a;
 }
 

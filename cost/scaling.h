@@ -23,9 +23,11 @@
 //
 // Per N: step = the compute stream's clock at the end; images/s = replicas x batch / step;
 // efficiency = images/s / (N x the single-rank images/s), the single rank computing without
-// any communication. Not modelled: the optimizer step, data loading, the loss, gradient
-// averaging, contention between ranks for links (every rank has its own full-duplex link) and
-// between computation and communication for memory bandwidth or cores.
+// any communication. Added after the timeline: the profile's step overhead (the loss, the
+// engine, the optimizer step: ModelProfile::step_overhead_seconds) and the options'
+// step_all_reduces, neither overlapped; with `cores`, computation slowed by N/C beyond C ranks.
+// Not modelled: data loading, gradient averaging, contention between ranks for links (every rank
+// has its own full-duplex link) and between computation and communication for memory bandwidth.
 #pragma once
 
 #include <string>
@@ -48,6 +50,12 @@ struct ScalingOptions {
   TrainingSetup setup;
   double first_bucket_mb = 1, bucket_cap_mb = 25;  // DDP's
   int stages = 4, microbatches = 8;                // the pipeline's K (at most N) and M
+  // Cores the N ranks share (0: a core per rank, as on a cluster). With N > C ranks on C cores
+  // (mpirun on a workstation) each rank's computation takes N/C times as long.
+  int cores = 0;
+  // Small all-reduces per step outside backward, each of one 8-byte value, not overlapped (a
+  // loss or NaN check: tools/train makes 1 a step over the world, 2 under loss scaling).
+  int step_all_reduces = 0;
 };
 
 struct ScalingPoint {

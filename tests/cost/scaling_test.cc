@@ -62,6 +62,40 @@ TEST(Scaling, DdpOverlapsTwoBuckets) {
   EXPECT_DOUBLE_EQ(one.efficiency, 1);
 }
 
+TEST(Scaling, OverheadSharedCoresAndStepAllReducesAddUp) {
+  // The DDP step above (16 s: compute 6, all-reduces 4..12 and 12..16), plus:
+  //   a step overhead of 1 s, not overlapped: 17 s, compute 7;
+  //   one 8-byte all-reduce a step: 2 (N-1)/N x 8 B / 1 MB/s = 8 us more;
+  //   4 ranks on 2 cores: every computation twice as long. Forward 0..2; backward of l1 2..8,
+  //   its 8 MB bucket all-reduced (ring over 4: 2 x 3/4 x 8 MB = 12 s) 8..20; backward of l0
+  //   8..12, its 4 MB bucket (6 s) 20..26; then the overhead, 2 s: 28 s, compute 14.
+  ModelProfile m = two_layers();
+  m.step_overhead_seconds = 1;
+  ScalingOptions o = slow_ring(Strategy::kDDP);
+  ScalingPoint p = predict_step(m, 2, o);
+  EXPECT_DOUBLE_EQ(p.step, 17);
+  EXPECT_DOUBLE_EQ(p.compute, 7);
+  o.step_all_reduces = 1;
+  p = predict_step(m, 2, o);
+  EXPECT_NEAR(p.step, 17 + 8e-6, 1e-12);
+  EXPECT_EQ(p.collectives, 3);
+  o.step_all_reduces = 0;
+  o.cores = 2;
+  EXPECT_DOUBLE_EQ(predict_step(m, 2, o).step, 17);  // 2 ranks, 2 cores: no sharing
+  p = predict_step(m, 4, o);
+  EXPECT_DOUBLE_EQ(p.step, 28);
+  EXPECT_DOUBLE_EQ(p.compute, 14);
+  // Efficiency against one uncontended rank: 4 x 8 / 28 images/s over 4 x 8 / 7.
+  EXPECT_DOUBLE_EQ(p.efficiency, 7.0 / 28);
+  const auto a = scaling_assumptions(m, o);
+  bool overhead = false, cores = false;
+  for (const std::string& s : a) {
+    overhead = overhead || s.find("step overhead 1000.000 ms") != std::string::npos;
+    cores = cores || s.find("the ranks share 2 cores") != std::string::npos;
+  }
+  EXPECT_TRUE(overhead && cores);
+}
+
 TEST(Scaling, ZeRO3GathersAndScatters) {
   // Units of 1000 and 2000 elements, f32, 2 ranks at 1 kB/s: gathers and scatters take 2 and 4 s.
   ModelProfile m;

@@ -20,6 +20,9 @@ const char* const kTimeFlagsHelp =
     "  --layer-ms=a,b,..  forward + backward ms of each layer, given outright (no measuring)\n"
     "  --profile-batch=b  batch of the measurement (default: --batch; at most 4 with --compute-ms)\n"
     "  --repeats=r        timed passes of the measurement after a warm-up (default 1)\n"
+    "  --overhead-ms=T    per step outside the layers: the loss, the engine, the optimizer step\n"
+    "                     (default: measured here with the layers, as a whole step less them;\n"
+    "                     0 with --compute-ms or --layer-ms)\n"
     "  (without --compute-ms or --layer-ms the times are measured here, at --batch)\n";
 
 std::string with_commas(int64_t n) {
@@ -49,6 +52,7 @@ void add_times(Flags& flags, ModelChoice& c) {
   const std::vector<double> layer_ms = flags.numbers("layer-ms", 0);
   const double compute_ms = flags.number("compute-ms", 0, 0);
   const int repeats = static_cast<int>(flags.integer("repeats", 1, 1));
+  const double overhead_ms = flags.number("overhead-ms", -1, 0);
   const int64_t profile_batch =
       flags.integer("profile-batch", compute_ms > 0 ? std::min<int64_t>(c.batch, 4) : c.batch, 1);
   if (!layer_ms.empty()) {
@@ -58,9 +62,17 @@ void add_times(Flags& flags, ModelChoice& c) {
     TS_CHECK(seconds.size() == c.profile.layers.size(), "--layer-ms: ", c.name, " has ",
              c.profile.layers.size(), " layers, got ", seconds.size(), " times");
     cost::set_layer_times(&c.profile, seconds, "given per layer by --layer-ms");
+    if (overhead_ms >= 0) c.profile.step_overhead_seconds = overhead_ms / 1e3;
     return;
   }
   cost::measure_layer_times(*c.model, c.input, profile_batch, repeats, &c.profile);
+  // The loss, the engine and the optimizer step: measured with the layers, given, or (for a
+  // total given by --compute-ms, another machine's) left out unless given.
+  if (overhead_ms >= 0) {
+    c.profile.step_overhead_seconds = overhead_ms / 1e3;
+  } else if (compute_ms == 0 && profile_batch == c.batch) {
+    cost::measure_step_overhead(*c.model, c.input, c.setup, repeats, &c.profile);
+  }
   if (compute_ms > 0) {
     cost::scale_compute_time(&c.profile, compute_ms / 1e3,
                              "given by --compute-ms, split as measured here at batch " +

@@ -30,7 +30,11 @@ const char* const kHelp =
     "  --ranks-per-node=G   ranks per node (default 1; 8 under --topology=hierarchical)\n"
     "  --intra-latency-us=a, --intra-bandwidth-gbps=b   inside a node (default 2 us, 1200 Gb/s)\n"
     "  --bucket-cap-mb=C, --first-bucket-mb=F          DDP's buckets (default 25 and 1)\n"
-    "  --stages=K, --micro-batches=M                   the pipeline's (default 4 and 8)\n";
+    "  --stages=K, --micro-batches=M                   the pipeline's (default 4 and 8)\n"
+    "  --cores=C            the ranks share C cores (0, default: a core per rank); beyond C ranks\n"
+    "                       each computes N/C times as long (mpirun on one machine)\n"
+    "  --step-all-reduces=k 8-byte all-reduces a step after backward (tools/train: 1, 2 with loss\n"
+    "                       scaling; default 0)\n";
 
 std::vector<int64_t> powers_of_two(int64_t up_to) {
   std::vector<int64_t> out;
@@ -60,6 +64,8 @@ int scaling_command(Flags& flags) {
   o.first_bucket_mb = flags.number("first-bucket-mb", 1, 1e-6);
   o.stages = static_cast<int>(flags.integer("stages", 4, 1));
   o.microbatches = static_cast<int>(flags.integer("micro-batches", 8, 1));
+  o.cores = static_cast<int>(flags.integer("cores", 0, 0));
+  o.step_all_reduces = static_cast<int>(flags.integer("step-all-reduces", 0, 0));
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
