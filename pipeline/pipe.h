@@ -55,13 +55,17 @@ class PipeOptions {
   // "gpipe", "1f1b", "interleaved", or the zero-bubble "zb-h1" and "zb-h2" (backward split into
   // B and W: autograd/weight_grad.h; the optimizer steps after the batch's last W, so gradient
   // clipping and the loss scaler see the whole batch's gradients).
+  // The typed form, ScheduleKind::kZBH1 and so on, is checked by the compiler; the string form
+  // (for command lines) when the Pipe is made.
   PipeOptions& schedule(const std::string& name) { schedule_ = name; return *this; }
+  PipeOptions& schedule(ScheduleKind kind) { schedule_ = schedule_name(kind); return *this; }
   // v, the model chunks per rank of the interleaved schedule.
   PipeOptions& chunks_per_rank(int v) { chunks_per_rank_ = v; return *this; }
   // "uniform", "params", "time" or an explicit list "3,4,3" (one entry per part: K*v of them).
   PipeOptions& balance(const std::string& spec) { balance_ = spec; return *this; }
   // Activation checkpointing per micro-batch: "never", "except_last" or "always" (executor.h).
   PipeOptions& checkpoint(const std::string& mode) { checkpoint_ = mode; return *this; }
+  PipeOptions& checkpoint(Checkpoint mode) { checkpoint_ = checkpoint_name(mode); return *this; }
   // One micro-batch of input for balance "time" to profile with; a floating-point one is
   // converted to the model's input dtype (model_input_dtype in balance.h: f16 for a model
   // converted with to(kF16), whatever the sample's dtype).
