@@ -49,7 +49,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   model->eval();
   int64_t correct = 0;
   for (data::Batch& b : test_loader.epoch(0)) {
-    correct += nn::num_correct(model->forward(Variable(b.inputs)).data(), b.targets);
+    correct += nn::num_correct((*model)(Variable(b.inputs)).data(), b.targets);
   }
   const double total = dist::all_reduce_scalar(static_cast<double>(correct), *world);
   if (world->rank() == 0) {

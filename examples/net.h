@@ -1,5 +1,6 @@
-// The small CNN the examples train on Fashion-MNIST: a user-defined module, which needs only a
-// constructor that registers its layers and forward().
+// The small CNN the examples train on Fashion-MNIST: a user-defined module, which needs only
+// forward() and its layers, each declared, named and registered in one line (register_module<M>),
+// and called as (*layer)(x), which runs the layer's forward hooks as PyTorch's layer(x) does.
 #pragma once
 
 #include <cstdlib>
@@ -13,41 +14,28 @@ namespace example {
 using namespace tessera;
 
 struct Net : nn::Module {
-  Net() {
-    using nn::Conv2dOptions;
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(Conv2dOptions(1, 16, 3).padding(1)));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(16));
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(Conv2dOptions(16, 32, 3).padding(1)));
-    pool = register_module("pool", std::make_shared<nn::MaxPool2d>(nn::Pool2dOptions(2)));
-    fc = register_module("fc", std::make_shared<nn::Linear>(32 * 7 * 7, 10));
-  }
   Variable forward(const Variable& x) override {
-    Variable h = pool->forward(relu(bn1->forward(conv1->forward(x))));  // 16 x 14 x 14
-    h = pool->forward(relu(conv2->forward(h)));                          // 32 x 7 x 7
-    return fc->forward(flatten(h, 1));
+    Variable h = (*pool)(relu((*bn1)((*conv1)(x))));  // 16 x 14 x 14
+    h = (*pool)(relu((*conv2)(h)));                    // 32 x 7 x 7
+    return (*fc)(flatten(h, 1));
   }
-  std::shared_ptr<nn::Conv2d> conv1, conv2;
-  std::shared_ptr<nn::BatchNorm2d> bn1;
-  std::shared_ptr<nn::MaxPool2d> pool;
-  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::Conv2d> conv1 = register_module<nn::Conv2d>("conv1", nn::Conv2dOptions(1, 16, 3).padding(1));
+  std::shared_ptr<nn::BatchNorm2d> bn1 = register_module<nn::BatchNorm2d>("bn1", 16);
+  std::shared_ptr<nn::Conv2d> conv2 = register_module<nn::Conv2d>("conv2", nn::Conv2dOptions(16, 32, 3).padding(1));
+  std::shared_ptr<nn::MaxPool2d> pool = register_module<nn::MaxPool2d>("pool", nn::Pool2dOptions(2));
+  std::shared_ptr<nn::Linear> fc = register_module<nn::Linear>("fc", 32 * 7 * 7, 10);
 };
 
-// --steps=N stops each epoch after N batches (CI runs the examples this way); 0 runs them all.
 inline int64_t steps_flag(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--steps=", 8) != 0) {
-      std::fprintf(stderr, "unknown argument '%s' (expected --steps=N)\n", argv[i]);
-      std::exit(2);
-    }
-    char* end = nullptr;
-    const long long n = std::strtoll(argv[i] + 8, &end, 10);
-    if (*end != '\0' || n < 0) {
-      std::fprintf(stderr, "--steps: expected a count >= 0, got '%s'\n", argv[i] + 8);
-      std::exit(2);
-    }
-    return n;
+  if (argc < 2) return 0;
+  char* end = nullptr;
+  const bool flag = argc == 2 && std::strncmp(argv[1], "--steps=", 8) == 0;
+  const long long n = flag ? std::strtoll(argv[1] + 8, &end, 10) : -1;
+  if (n < 0 || *end != '\0' || argv[1][8] == '\0') {
+    std::fprintf(stderr, "expected --steps=N (a count >= 0), got '%s'\n", argv[argc - 1]);
+    std::exit(2);
   }
-  return 0;
+  return n;
 }
 
 }  // namespace example

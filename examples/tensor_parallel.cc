@@ -78,8 +78,8 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   data::DataLoader test_loader(test_set, data::DataLoaderOptions(1000));
   int64_t correct = 0, total = 0, disagreements = 0;
   for (data::Batch& b : test_loader.epoch(0)) {
-    const Tensor classes = loss_fn.argmax(model->forward(Variable(b.inputs)).data());
-    const Tensor plain_classes = argmax(plain->forward(Variable(b.inputs)).data(), 1);
+    const Tensor classes = loss_fn.argmax((*model)(Variable(b.inputs)).data());
+    const Tensor plain_classes = argmax((*plain)(Variable(b.inputs)).data(), 1);
     disagreements += static_cast<int64_t>(sum(ne(classes, plain_classes)).item());
     correct += static_cast<int64_t>(sum(eq(classes, b.targets)).item());
     total += b.size();

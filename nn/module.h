@@ -10,10 +10,12 @@
 // A module of your own needs only a constructor that registers what it holds and forward():
 //
 //   struct Net : nn::Module {
-//     Net() { fc = register_module("fc", std::make_shared<nn::Linear>(784, 10)); }
-//     Variable forward(const Variable& x) override { return fc->forward(flatten(x, 1)); }
-//     std::shared_ptr<nn::Linear> fc;
+//     Variable forward(const Variable& x) override { return (*fc)(flatten(x, 1)); }
+//     std::shared_ptr<nn::Linear> fc = register_module<nn::Linear>("fc", 784, 10);
 //   };
+//
+// (*fc)(x) runs fc's forward hooks (operator() below); fc->forward(x) skips them, which breaks
+// what relies on them (FullyShardedDataParallel gathering a wrapped layer).
 //
 // Layers kept only as members, without register_module, have no parameters in parameters():
 // an optimizer or DDP given such a model reports that it has none.
@@ -22,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -30,6 +33,13 @@
 
 namespace tessera {
 namespace nn {
+
+// register_module<M>(name, args...) constructs; one argument that already is a pointer to an M
+// goes to register_module(name, pointer) instead.
+template <typename M, typename... Args>
+struct ModulePointerArgument : std::false_type {};
+template <typename M, typename A>
+struct ModulePointerArgument<M, A> : std::is_convertible<A, std::shared_ptr<M>> {};
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -65,6 +75,14 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
     return module;
+  }
+  // Makes an M from `args` and registers it: one line declares, names and registers a layer,
+  // as a member's initializer (members are initialized after Module itself):
+  //   std::shared_ptr<nn::Linear> fc = register_module<nn::Linear>("fc", 784, 10);
+  template <typename M, typename... Args,
+            typename = std::enable_if_t<!ModulePointerArgument<M, Args...>::value>>
+  std::shared_ptr<M> register_module(const std::string& name, Args&&... args) {
+    return register_module(name, std::make_shared<M>(std::forward<Args>(args)...));
   }
 
   // Recursive, registration order, dotted names; a parameter shared by two modules is listed

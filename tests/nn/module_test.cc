@@ -47,6 +47,31 @@ TEST(Module, NamedParametersAreRecursiveDottedAndInRegistrationOrder) {
   EXPECT_EQ(model.named_modules().size(), 6u);  // Sequential, Block, Conv2d, BN, Flatten, Linear
 }
 
+// register_module<M>(name, args...) as a member's initializer: made, named and registered in
+// declaration order; the pointer form still takes an already made module; calling a module runs
+// its forward hooks, calling forward() does not.
+struct MemberNet : nn::Module {
+  Variable forward(const Variable& x) override { return (*fc2)((*fc1)(x)); }
+  std::shared_ptr<nn::Linear> fc1 = register_module<nn::Linear>("fc1", 4, 3);
+  std::shared_ptr<nn::Linear> fc2 = register_module<nn::Linear>("fc2", 3, 2, /*bias=*/false);
+  std::shared_ptr<nn::ReLU> relu = register_module<nn::ReLU>("relu", std::make_shared<nn::ReLU>());
+};
+
+TEST(Module, RegisterModuleMakesNamesAndRegistersInOneLine) {
+  MemberNet net;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : net.named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"}));
+  EXPECT_EQ(net.fc2->weight().shape(), (Shape{2, 3}));
+  EXPECT_EQ(net.named_children().size(), 3u);
+  int calls = 0;
+  net.fc1->register_forward_pre_hook([&](nn::Module&) { ++calls; });
+  net(Variable(zeros({5, 4})));
+  EXPECT_EQ(calls, 1);  // (*fc1)(x) inside forward ran the hook
+  net.fc1->forward(Variable(zeros({5, 4})));
+  EXPECT_EQ(calls, 1);  // forward() alone skips it
+}
+
 TEST(Module, DuplicateAndDottedNamesAreRejected) {
   Block b;
   EXPECT_THROW(b.register_parameter("scale", ones({1})), Error);
