@@ -326,6 +326,31 @@ TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
   for (const Variable& p : by_size.module().parameters()) EXPECT_EQ(p.numel(), 0) << p.name();
 }
 
+// A model whose forward calls a wrapped layer's forward() directly skips the hooks that gather
+// it: the layer says so, naming the call to make instead (the same on every rank, before any
+// collective could mismatch).
+struct BypassingNet : nn::Module {
+  Variable forward(const Variable& x) override { return fc2->forward(relu((*fc1)(x))); }
+  std::shared_ptr<nn::Linear> fc1 = register_module<nn::Linear>("fc1", 8, 16);
+  std::shared_ptr<nn::Linear> fc2 = register_module<nn::Linear>("fc2", 16, 4);
+};
+
+TEST(FullyShardedOptionsTest, AWrappedLayerCalledWithoutItsHooksIsAnError) {
+  auto net = std::make_shared<BypassingNet>();
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(net);
+  FullyShardedDataParallel fsdp(seq, dist::world(), FullyShardedOptions().wrap_layers(true));
+  try {
+    fsdp.forward(Variable(zeros({2, 8})));
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("Linear(16, 4): its weight holds no values ([0]): "
+                                         "FullyShardedDataParallel released it"),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("call the layer as (*layer)(x)"), std::string::npos);
+  }
+}
+
 TEST(FullyShardedMemory, ParameterBytesPerRankAfterConstructionArePsiOverN) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
