@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "data/dataset.h"
@@ -58,6 +59,12 @@ class DataLoader {
   // sampler defaults to Sequential, or Random(seed) when options.shuffle().
   DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options,
              Transform transform = nullptr, std::shared_ptr<const Sampler> sampler = nullptr);
+  // A sampler without a transform (a DistributedSampler's shard of the data as it is).
+  template <typename S, typename = std::enable_if_t<std::is_base_of_v<Sampler, S>>>
+  DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options,
+             std::shared_ptr<S> sampler)
+      : DataLoader(std::move(dataset), options, nullptr,
+                   std::shared_ptr<const Sampler>(std::move(sampler))) {}
 
   int64_t num_batches() const;
   const DataLoaderOptions& options() const { return options_; }

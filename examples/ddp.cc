@@ -19,10 +19,10 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   auto test = std::make_shared<data::FashionMNISTDataset>("test");
   // Each rank visits its own shard of every epoch; the test set is split once, unpadded.
   const int r = world->rank(), n = world->size();
-  data::DataLoader train_loader(train, data::DataLoaderOptions(64), nullptr,
+  data::DataLoader train_loader(train, data::DataLoaderOptions(64),
                                 std::make_shared<data::DistributedSampler>(
                                     train->size(), data::DistributedSamplerOptions(n, r).seed(0)));
-  data::DataLoader test_loader(test, data::DataLoaderOptions(1000), nullptr,
+  data::DataLoader test_loader(test, data::DataLoaderOptions(1000),
                                std::make_shared<data::DistributedSampler>(
                                    test->size(),
                                    data::DistributedSamplerOptions(n, r).shuffle(false).pad(false)));

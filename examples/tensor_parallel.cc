@@ -49,7 +49,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
 
   auto train_set = std::make_shared<data::FashionMNISTDataset>("train");
   const int d = topology.replica(), replicas = topology.data_parallel_size();
-  data::DataLoader loader(train_set, data::DataLoaderOptions(64), nullptr,
+  data::DataLoader loader(train_set, data::DataLoaderOptions(64),
                           std::make_shared<data::DistributedSampler>(
                               train_set->size(),
                               data::DistributedSamplerOptions(replicas, d).seed(0)));

@@ -21,7 +21,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
 
   auto train = std::make_shared<data::FashionMNISTDataset>("train");
   const int r = world->rank(), n = world->size();
-  data::DataLoader loader(train, data::DataLoaderOptions(64), nullptr,
+  data::DataLoader loader(train, data::DataLoaderOptions(64),
                           std::make_shared<data::DistributedSampler>(
                               train->size(), data::DistributedSamplerOptions(n, r).seed(0)));
   double loss_value = 0;

@@ -116,6 +116,15 @@ TEST(DataLoader, OneBatchOnItsOwnEqualsTheSameBatchOfTheEpoch) {
   }
 }
 
+// A sampler without a positional nullptr transform: the same batches.
+TEST(DataLoader, ASamplerWithoutATransform) {
+  auto sampler = std::make_shared<DistributedSampler>(10, DistributedSamplerOptions(2, 1).seed(4));
+  DataLoader with(numbers(10), DataLoaderOptions(2), sampler);
+  DataLoader positional(numbers(10), DataLoaderOptions(2), nullptr, sampler);
+  EXPECT_EQ(visit(with, 3), visit(positional, 3));
+  EXPECT_EQ(visit(with, 3).size(), 5u);
+}
+
 class Failing : public Dataset {
  public:
   int64_t size() const override { return 100; }
