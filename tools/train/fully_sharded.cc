@@ -1,0 +1,124 @@
+#include "tools/train/fully_sharded.h"
+
+#include <optional>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "dist/module_sync.h"
+#include "dist/zero/fully_sharded.h"
+#include "dist/zero/sharded_checkpoint.h"
+#include "tools/train/collectives.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// Under --amp, ZeRO-3 gathers its units in the autocast dtype (so autocast caches no casts of
+// them) and averages gradients in f32, as DDP's f32 gradients are.
+dist::MixedPrecision unit_precision(const MixedPrecision& precision) {
+  if (!precision.autocast_enabled()) return dist::MixedPrecision();
+  return dist::MixedPrecision().param_dtype(precision.autocast_dtype()).reduce_dtype(kF32);
+}
+
+// ZeRO-3: the model's parameters live as flat shards (dist::FullyShardedDataParallel gathers
+// each unit around its forward and backward); the optimizer is an ordinary one over this
+// rank's shards. Checkpoints hold the whole model (gathered); the optimizer's state stays
+// per shard, so a resume starts it fresh.
+class FullySharded : public Strategy {
+ public:
+  FullySharded(const Config& c, std::shared_ptr<nn::Sequential> model,
+               std::shared_ptr<dist::ProcessGroup> world, Criterion criterion,
+               MixedPrecision& precision)
+      : model_(model),
+        world_(world),
+        hierarchical_(c.collectives == "hierarchical"
+                          ? std::optional<HierarchicalCollectives>(std::in_place, c)
+                          : std::nullopt),
+        fsdp_(std::move(model),
+              hierarchical_ ? std::shared_ptr<dist::ProcessGroup>(hierarchical_->group(world))
+                            : std::move(world),
+              dist::FullyShardedOptions()
+                  .min_num_params(c.zero3_min_params)
+                  .wrap_layers(c.zero3_wrap_layers)
+                  .prefetch_limit(c.zero3_prefetch ? 1 : 0)
+                  .mixed_precision(unit_precision(precision))),
+        opt_(make_optimizer(c, fsdp_.shard_parameters())),
+        criterion_(std::move(criterion)),
+        precision_(precision) {}
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      loss = criterion_(fsdp_.forward(Variable(inputs)), targets);
+    }
+    opt_->zero_grad();
+    precision_.scaler().scale(loss).backward();
+    ++steps_;
+    return loss.item();
+  }
+  Tensor predict(const Tensor& inputs) override {
+    NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return fsdp_.forward(Variable(inputs)).data();
+  }
+  void report(JsonObject& summary, bool lead) override {
+    if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
+  }
+  optim::Optimizer& optimizer() override { return *opt_; }
+  int replicas() const override { return world_->size(); }
+  int replica() const override { return world_->rank(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }
+  void sync_buffers() override { dist::sync_buffers(*model_, *world_); }
+  StateDict model_state(const nn::Module&) override { return fsdp_.state_dict(); }
+  void load_model_state(nn::Module&, const Checkpoint& checkpoint) override {
+    fsdp_.load_state_dict(checkpoint.model);
+  }
+  bool checkpoints_optimizer() const override { return false; }
+  void save_sharded(const std::string& dir, const TrainingProgress& progress,
+                    const Metadata& extra) override {
+    dist::zero::save_sharded_checkpoint(dir, fsdp_, opt_.get(), progress, extra);
+  }
+  TrainingProgress load_sharded(const std::string& dir, Metadata* extra) override {
+    return dist::zero::load_sharded_checkpoint(dir, fsdp_, opt_.get(), extra);
+  }
+  std::vector<NamedGroup> groups() const override {
+    if (!hierarchical_) return {{"world", world_.get()}};
+    return {{"world", world_.get()},
+            {"intra-node", hierarchical_->intra_node()},
+            {"inter-node", hierarchical_->inter_node()}};
+  }
+  // The shards, and the model's own parameters (released outside forward and backward: their
+  // storages count only if a unit failed to free them).
+  std::vector<Variable> model_state_parameters() const override {
+    std::vector<Variable> all = fsdp_.shard_parameters();
+    for (const Variable& p : model_->parameters()) all.push_back(p);
+    return all;
+  }
+
+ private:
+  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<dist::ProcessGroup> world_;
+  std::optional<HierarchicalCollectives> hierarchical_;  // --collectives=hierarchical
+  dist::FullyShardedDataParallel fsdp_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  Criterion criterion_;
+  MixedPrecision& precision_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_fully_sharded(const Config& config,
+                                             std::shared_ptr<nn::Sequential> model,
+                                             std::shared_ptr<dist::ProcessGroup> world,
+                                             Criterion criterion, MixedPrecision& precision) {
+  return std::make_unique<FullySharded>(config, std::move(model), std::move(world),
+                                        std::move(criterion), precision);
+}
+
+}  // namespace train
+}  // namespace tessera

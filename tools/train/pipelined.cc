@@ -1,0 +1,251 @@
+#include "tools/train/pipelined.h"
+
+#include <fstream>
+#include <optional>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "dist/module_sync.h"
+#include "dist/tensor_parallel/optimizer_state.h"
+#include "dist/zero/zero_optimizer.h"
+#include "pipeline/microbatch.h"
+#include "pipeline/optimizer_state.h"
+#include "pipeline/pipe.h"
+#include "pipeline/schedule.h"
+#include "pipeline/trace.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// A pipeline of K stages; the world's N ranks are K stages x N/K data-parallel replicas
+// (dist::Topology). Every rank of a pipeline passes the same batch to Pipe::train_step, which
+// runs the schedule over its micro-batches and leaves this stage's gradients (averaged over
+// the stage's data-parallel group); each rank's optimizer steps its own stage.
+class Pipeline : public Strategy {
+ public:
+  // `topology`: with --tensor-parallel, the P x T x D layout whose tensor-parallel group the
+  // model's layers were split over; otherwise null (K stages x N/K replicas).
+  Pipeline(const Config& c, std::shared_ptr<nn::Sequential> model,
+           std::shared_ptr<dist::ProcessGroup> world, const dist::Topology* topology,
+           Criterion criterion, MixedPrecision& precision, Device device)
+      : model_(std::move(model)),
+        topology_(topology != nullptr ? *topology
+                                      : dist::Topology(world, pipeline_stages(c, world->size()))),
+        tensor_parallel_(topology != nullptr && topology->tensor_parallel_size() > 1),
+        precision_(precision),
+        microbatches_(static_cast<int>(pipeline::microbatch_sizes(c.batch_size, c.micro_batches).size())),
+        requested_microbatches_(c.micro_batches),
+        dp_strategy_(c.dp_strategy),
+        trace_file_(c.trace) {
+    // A batch of B rows makes min(M, B) micro-batches (pipeline/microbatch.h): one truth for
+    // the text, the JSON and the bubble's formula, said once here.
+    if (microbatches_ < c.micro_batches && world->rank() == 0) {
+      std::printf("pipeline: --micro-batches=%d, but a batch of %lld rows per replica makes %d "
+                  "micro-batches of one row: the pipeline runs M = %d\n",
+                  c.micro_batches, static_cast<long long>(c.batch_size), microbatches_,
+                  microbatches_);
+    }
+    pipeline::PipeOptions options = pipeline::PipeOptions()
+                                        .microbatches(c.micro_batches)
+                                        .schedule(c.pipeline_schedule)
+                                        .chunks_per_rank(c.chunks)
+                                        .balance(c.balance)
+                                        .checkpoint(c.checkpoint_activations)
+                                        .deferred_batch_norm(c.deferred_batch_norm);
+    // --dp-strategy=ddp: Pipe averages each stage's gradients over its replicas after the last
+    // backward; zero1: a ZeRO-1 optimizer over the stage's parameters does (reduce-scatter) and
+    // shards the stage's optimizer state over the replicas; zero2: the gradients too, reduced
+    // during each micro-batch's backward.
+    const int zero_stage = topology_.data_parallel_size() == 1 ? 0
+                           : c.dp_strategy == "zero1"          ? 1
+                           : c.dp_strategy == "zero2"          ? 2
+                                                               : 0;
+    if (zero_stage == 0) options.data_parallel_group(topology_.data_parallel_group());
+    if (c.balance == "time") {
+      // Layer times do not depend on the pixel values: a micro-batch of zeros of the data's shape.
+      const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
+      options.sample(zeros({rows, 1, 28, 28}, TensorOptions(kF32).device(device)));
+    }
+    // The micro-batch loss: scaled for fp16 inside the pipeline, where backward starts.
+    MixedPrecision* amp = &precision_;
+    auto loss = [criterion = std::move(criterion), amp](const Variable& out, const Tensor& y) {
+      return amp->scaler().scale(criterion(out, y));
+    };
+    try {
+      pipe_ = std::make_unique<pipeline::Pipe>(model_, topology_.pipeline_group(), loss, options);
+    } catch (const std::exception& e) {
+      // Pipe checks its options identically on every rank before any message (pipe.h).
+      throw FlagError(pipeline_flags(c, world->size() / c.tensor_parallel) + ": " + e.what());
+    }
+    if (zero_stage > 0) {
+      opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
+          pipe_->parameters(), topology_.data_parallel_group(),
+          [c](std::vector<Variable> shard) { return make_optimizer(c, std::move(shard)); },
+          dist::ZeroOptions().stage(zero_stage).bucket_cap_mb(c.bucket_cap_mb));
+    } else {
+      opt_ = make_optimizer(c, pipe_->parameters());
+    }
+  }
+
+  double train_step(const Tensor& inputs, const Tensor& targets) override {
+    opt_->zero_grad();
+    double scaled_loss;
+    {
+      // The schedule interleaves forwards and backwards, so backward runs inside the guard
+      // too; it computes on plain tensors, which autocast does not touch.
+      std::optional<AutocastGuard> autocast;
+      precision_.autocast(autocast);
+      scaled_loss = pipe_->train_step(inputs, targets);
+    }
+    return scaled_loss / precision_.scaler().get_scale();
+  }
+  void after_step() override {
+    const pipeline::StageStats& s = pipe_->stats();
+    step_seconds_ += s.step_seconds;
+    busy_seconds_ += s.busy_seconds;
+    peak_activation_bytes_ = std::max(peak_activation_bytes_, s.peak_activation_bytes);
+    peak_held_bytes_ = std::max(peak_held_bytes_, s.peak_held_bytes);
+    last_bubble_report_ = pipe_->bubble_report();  // before evaluation replaces the stats
+    if (!trace_file_.empty()) last_train_trace_ = pipe_->trace();
+  }
+  Tensor predict(const Tensor& inputs) override {
+    std::optional<AutocastGuard> autocast;
+    precision_.autocast(autocast);
+    return pipe_->forward(inputs);
+  }
+  optim::Optimizer& optimizer() override { return *opt_; }
+  int replicas() const override { return topology_.data_parallel_size(); }
+  int replica() const override { return topology_.replica(); }
+  std::shared_ptr<dist::ProcessGroup> replica_group() const override {
+    return topology_.data_parallel_group();
+  }
+  void sync_buffers() override {
+    // The replicas of a stage agree on its BatchNorm statistics; other stages' parts of the
+    // model are not used here (gather_model brings them).
+    if (topology_.data_parallel_size() > 1) {
+      dist::sync_buffers(*model_, *topology_.data_parallel_group());
+    }
+  }
+  StateDict model_state(const nn::Module& model) override {
+    pipe_->gather_model();
+    return model.state_dict();
+  }
+  std::vector<NamedGroup> groups() const override {
+    std::vector<NamedGroup> out = {{"world", topology_.world().get()},
+                                   {"pipeline", topology_.pipeline_group().get()},
+                                   {"data-parallel", topology_.data_parallel_group().get()}};
+    if (tensor_parallel_) out.push_back({"tensor-parallel", topology_.tensor_parallel_group().get()});
+    return out;
+  }
+  // Collective over the pipeline group (and, for ZeRO, the data-parallel group): every
+  // stage's optimizer state, renumbered into the unpipelined model's (optimizer_state.h).
+  // With --tensor-parallel the renumbered state holds this rank's slices of the split layers:
+  // gathered over the tensor-parallel group too, so the checkpoint is the unsplit model's.
+  StateDict optimizer_state() override {
+    const StateDict whole = pipeline::gather_optimizer_state(*pipe_, opt_->state_dict());
+    return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(whole, *model_) : whole;
+  }
+  void load_optimizer_state(const Checkpoint& checkpoint) override {
+    Checkpoint stage = checkpoint;
+    const StateDict mine =
+        tensor_parallel_ ? dist::tensor_parallel::slice_optimizer_state(checkpoint.optimizer, *model_)
+                         : checkpoint.optimizer;
+    stage.optimizer = pipeline::slice_optimizer_state(*pipe_, mine);
+    tessera::load_optimizer_state(stage, *opt_);
+  }
+  std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
+
+  void report(JsonObject& summary, bool lead) override {
+    // Each rank's idle fraction over all training steps, its peak activation bytes and the most
+    // it held between two actions.
+    const double idle = step_seconds_ > 0 ? 1.0 - busy_seconds_ / step_seconds_ : 0.0;
+    dist::ProcessGroup& world = *topology_.world();
+    const int n = world.size();
+    Tensor mine = from_vector<double>({idle, static_cast<double>(peak_activation_bytes_),
+                                       static_cast<double>(peak_held_bytes_)}, {3});
+    Tensor all = empty({3 * n}, kF64);
+    world.all_gather(mine, all)->wait();
+    // --trace: the last training step of every stage of this rank's pipeline (collective over
+    // the pipeline group), one track per stage; rank 0 writes its pipeline's.
+    std::string trace;
+    if (!trace_file_.empty()) {
+      trace = pipeline::chrome_trace_json(
+          pipeline::gather_trace(last_train_trace_, *topology_.pipeline_group()),
+          pipe_->chunks().size() > 1);
+    }
+    if (!lead) return;
+    if (!trace_file_.empty()) {
+      std::ofstream out(trace_file_);
+      out << trace;
+      out.flush();
+      TS_CHECK(out.good(), "train: cannot write the --trace file '", trace_file_, "'");
+      std::printf("pipeline trace of the last training step: %s (chrome://tracing, Perfetto)\n",
+                  trace_file_.c_str());
+    }
+    const std::vector<double> v = all.to_vector<double>();
+    std::string idles = "[", peaks = "[", held = "[";
+    double idle_sum = 0;
+    for (int r = 0; r < n; ++r) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.4f", v[3 * r]);
+      idles += (r ? ", " : "") + std::string(buf);
+      peaks += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[3 * r + 1]));
+      held += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[3 * r + 2]));
+      idle_sum += v[3 * r];
+    }
+    const int k = pipe_->stages(), m = microbatches_;
+    const int chunks = static_cast<int>(pipe_->chunks().size());
+    std::string balance = "[";
+    for (size_t i = 0; i < pipe_->balance().size(); ++i) {
+      balance += (i ? ", " : "") + std::to_string(pipe_->balance()[i]);
+    }
+    std::printf("pipeline (rank 0, last step): %s\n", last_bubble_report_.c_str());
+    summary.add_raw("pipeline", JsonObject()
+                                    .add("stages", k)
+                                    .add("micro_batches", m)
+                                    .add("micro_batches_requested", requested_microbatches_)
+                                    .add("schedule", pipeline::schedule_name(pipe_->schedule()))
+                                    .add("chunks", chunks)
+                                    .add("dp_strategy", dp_strategy_)
+                                    .add_raw("balance", balance + "]")
+                                    .add("bubble_formula", "(K-1)/(vM+K-1)")
+                                    .add("bubble_theory", pipeline::bubble_fraction(k, m, chunks))
+                                    .add("bubble_measured", idle_sum / n)
+                                    .add_raw("idle_fraction_per_rank", idles + "]")
+                                    .add_raw("peak_activation_bytes", peaks + "]")
+                                    .add_raw("peak_held_bytes", held + "]")
+                                    .str());
+  }
+
+ private:
+  std::shared_ptr<nn::Sequential> model_;
+  dist::Topology topology_;
+  bool tensor_parallel_;
+  MixedPrecision& precision_;
+  std::unique_ptr<pipeline::Pipe> pipe_;
+  std::unique_ptr<optim::Optimizer> opt_;
+  double step_seconds_ = 0, busy_seconds_ = 0;
+  int64_t peak_activation_bytes_ = 0, peak_held_bytes_ = 0;
+  std::string last_bubble_report_;
+  int microbatches_;            // M as run: min(--micro-batches, the batch's rows)
+  int requested_microbatches_;  // --micro-batches
+  std::string dp_strategy_;  // --dp-strategy
+  std::string trace_file_;                 // --trace
+  std::vector<pipeline::Span> last_train_trace_;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_pipelined(const Config& config, std::shared_ptr<nn::Sequential> model,
+                                         std::shared_ptr<dist::ProcessGroup> world,
+                                         const dist::Topology* topology, Criterion criterion,
+                                         MixedPrecision& precision, Device device) {
+  return std::make_unique<Pipeline>(config, std::move(model), std::move(world), topology,
+                                    std::move(criterion), precision, device);
+}
+
+}  // namespace train
+}  // namespace tessera
