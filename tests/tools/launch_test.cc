@@ -2,6 +2,7 @@
 //   - a rank killed at step 20 (epoch 2 of 2) under --max-restarts=1: the job restarts from the
 //     epoch-1 checkpoint and ends with the uninterrupted run's checkpoint, byte for byte, and
 //     "restarts": 1 in the JSON;
+//   - the same for ZeRO-2 with sharded checkpoints, file for file;
 //   - a stalled rank ends the job through --collective-timeout, and the restart finishes;
 //   - a lost slot (the hostfile shrinks from 3 to 2 before the restart) with --min-ranks=2:
 //     the run resumes on 2 ranks and ends within 0.5 points of the uninterrupted 3-rank run;
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <string>
 
+#include "tensor/ops.h"
+#include "tensor/safetensors.h"
 #include "tests/util/test_util.h"
 
 namespace {
@@ -73,6 +76,38 @@ TEST(Launch, ACrashedRankRestartsFromTheCheckpointAndEndsAsTheUninterruptedRun) 
   const std::string want = read_file(a + "/last.safetensors");
   ASSERT_FALSE(want.empty());
   EXPECT_TRUE(read_file(b + "/last.safetensors") == want) << "the checkpoints differ";
+}
+
+// The same with ZeRO-2's sharded checkpoints (each rank its shard of Adam's state): the restart
+// reads last-sharded/, and every tensor of every file of it ends as the uninterrupted run's
+// (all but "id", the random identity each save gives its index and shards to match them).
+TEST(Launch, AZeroRunRestartsFromItsShardedCheckpoint) {
+  const std::string flags = "--model=mlp --threads=1 --seed=3 --strategy=zero2 "
+                            "--checkpoint-format=sharded --train-limit=2000 --epochs=2 ";
+  const std::string a = fresh_dir("launch_zero_a"), b = fresh_dir("launch_zero_b");
+  const CommandResult whole = run_command(job(2, flags + "--checkpoint-dir=" + a));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const CommandResult r =
+      launch("--max-restarts=1", job(2, flags + "--checkpoint-dir=" + b + " --inject-fault=crash:0:20"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + b + "/last-sharded after epoch 1"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(json_number(last_json_line(r.output), "restarts"), 1) << r.output;
+  const CommandResult files = run_command("cd " + a + "/last-sharded && ls");
+  ASSERT_FALSE(files.output.empty());
+  std::istringstream names(files.output);
+  int compared = 0;
+  for (std::string name; names >> name; ++compared) {
+    const tessera::SafetensorsFile want = tessera::load_safetensors(a + "/last-sharded/" + name);
+    const tessera::SafetensorsFile got = tessera::load_safetensors(b + "/last-sharded/" + name);
+    ASSERT_EQ(got.tensors.size(), want.tensors.size()) << name;
+    for (const auto& [key, t] : want.tensors) {
+      if (key == "id") continue;
+      EXPECT_EQ(tessera::max_abs_diff(got.tensors.at(key).to(tessera::kF64),
+                                      t.to(tessera::kF64)), 0.0) << name << " " << key;
+    }
+  }
+  EXPECT_GE(compared, 3) << files.output;  // an index and a shard per rank
 }
 
 TEST(Launch, AStalledRankTimesOutAndTheRestartFinishes) {

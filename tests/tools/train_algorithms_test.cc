@@ -171,12 +171,12 @@ TEST(TrainAlgorithms, HierarchicalDdpTrainsAsFlatDdpWithHalfTheBytesAcrossNodes)
       << uneven.output;
 }
 
-// ZeRO-2 and ZeRO-3 with --collectives=hierarchical on 4 ranks as 2 nodes of 2: the same
-// training as over the flat world; across nodes half of what crosses inside them (each level's
+// ZeRO-2 and ZeRO-3 with --collectives=hierarchical on 4 ranks as 2 nodes of 2 (and ZeRO-2
+// under bf16 autocast): the same training as over the flat world; across nodes half of what crosses inside them (each level's
 // ring over 2: (2-1)/2 of the buffer inside, of half the buffer across). ZeRO-2 per step: a
 // reduce-scatter and an all-gather of the 203,530 f32 parameters, n bytes inside and n/2 across.
 TEST(TrainAlgorithms, HierarchicalZeroTrainsAsFlatZero) {
-  for (const std::string strategy : {"zero2", "zero3"}) {
+  for (const std::string strategy : {"zero2", "zero3", "zero2 --amp=bf16"}) {
     const auto flat = run(kShortMlp + "--strategy=" + strategy, 4);
     ASSERT_EQ(flat.exit_code, 0) << flat.output;
     const auto hier = run(kShortMlp + "--strategy=" + strategy +
