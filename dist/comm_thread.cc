@@ -5,7 +5,8 @@
 namespace tessera {
 namespace dist {
 
-CommThread::CommThread() : thread_([this] { loop(); }) {}
+CommThread::CommThread()
+    : track_(trace::TraceRecorder::global().add_comm_track()), thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() { shutdown(); }
 
@@ -20,13 +21,29 @@ void CommThread::shutdown() {
 
 std::shared_ptr<Work> CommThread::submit(Task task) {
   auto work = std::make_shared<FutureWork>();
+  Item item{std::move(task), work};
+  if (trace::recording()) {
+    item.traced = true;
+    const trace::CollectiveLabel* label = trace::CollectiveLabel::current();
+    item.event.name = label ? label->name() : "collective";
+    item.event.category = label ? label->category() : "collective";
+    if (label) item.event.args = label->args();
+    item.event.track = track_;
+    item.event.step = trace::TraceRecorder::global().step();
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     TS_CHECK(!stop_, "CommThread: the process group has been shut down");
-    queue_.push_back({std::move(task), work});
+    queue_.push_back(std::move(item));
   }
   wake_.notify_all();
   return work;
+}
+
+void CommThread::record(Item& item, double started, double finished) {
+  item.event.start = started;
+  item.event.end = finished;
+  trace::TraceRecorder::global().record(std::move(item.event));
 }
 
 void CommThread::loop() {
@@ -45,6 +62,7 @@ void CommThread::loop() {
       // Drop the task (and the tensors it captured) before anyone can see the work done:
       // a waiter that frees its buffers must really free them (allocator counts included).
       item.task = nullptr;
+      if (item.traced) record(item, item.work->started_at(), steady_seconds());
       item.work->mark_done();
     } catch (...) {
       item.task = nullptr;

@@ -5,6 +5,10 @@
 // its Work and re-raised by wait() on the caller's thread. Point-to-point transfers do not
 // come here: they are posted on the caller's thread and completed by their waiter
 // (mpi_request.h).
+//
+// While a trace is recording (trace_recorder.h), each task is stamped on this thread's own track
+// from the moment it starts to the moment it finishes, under the CollectiveLabel alive on the
+// thread that submitted it, and counted in the step it was submitted in.
 #pragma once
 
 #include <condition_variable>
@@ -12,8 +16,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
+#include "dist/trace_recorder.h"
 #include "dist/work.h"
 
 namespace tessera {
@@ -38,12 +44,16 @@ class CommThread {
   struct Item {
     Task task;
     std::shared_ptr<FutureWork> work;
+    bool traced = false;  // submitted while a trace was recording
+    trace::Event event;   // its name, category, args and step, when traced
   };
+  static void record(Item& item, double started, double finished);
 
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Item> queue_;
   bool stop_ = false;
+  int track_;  // this thread's track in a trace
   std::thread thread_;
 };
 

@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "dist/device_groups.h"
 #include "dist/module_sync.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -33,6 +34,15 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   verify_same_parameters(*module_, *group_);
   broadcast_module_states(*module_, *group_, 0, /*buffers=*/true);
   build_buckets();
+  for (const auto& [name, p] : module_->named_parameters()) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!p.is_same(params_[i])) continue;
+      const size_t dot = name.rfind('.');
+      layer_of_.resize(params_.size());
+      layer_of_[i] = dot == std::string::npos ? name : name.substr(0, dot);
+    }
+  }
+  layer_of_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     hook_handles_.push_back(
         params_[i].register_grad_ready_hook([this, i](Variable&) { on_grad_ready(i); }));
@@ -115,7 +125,9 @@ Variable DistributedDataParallel::forward(const Variable& x) {
             "loss of every DDP forward");
   }
   if (options_.broadcast_buffers()) broadcast_buffers(*module_, *comm_, 0);
+  const double start = steady_seconds();
   Variable out = module_->forward(x);
+  if (trace::recording()) trace::TraceRecorder::global().span("forward", "forward", start, steady_seconds());
   if (GradMode::is_enabled() && !no_sync_ && out.requires_grad()) prepare_for_backward(out);
   return out;
 }
@@ -129,6 +141,11 @@ void DistributedDataParallel::prepare_for_backward(const Variable& output) {
   for (const Bucket& b : buckets_) bucket_pending_.push_back(static_cast<int64_t>(b.params.size()));
   bucket_work_.assign(buckets_.size(), nullptr);
   trace_.clear();
+  backward_start_ = 0;
+  if (trace::recording()) {
+    // The output's gradient arrives first in backward: the first layer's span starts there.
+    output.register_hook([this](Tensor&) { backward_start_ = steady_seconds(); });
+  }
   if (options_.gradient_as_bucket_view()) {
     // Gradients accumulate straight into the buckets.
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -202,7 +219,16 @@ void DistributedDataParallel::mark_ready(size_t index) {
 void DistributedDataParallel::launch_ready_buckets() {
   // Strictly in bucket order, so all ranks issue the same collectives in the same sequence.
   while (next_launch_ < buckets_.size() && bucket_pending_[next_launch_] == 0) {
-    bucket_work_[next_launch_] = hook_->reduce(*comm_, grad_buckets_[next_launch_]);
+    if (trace::recording()) {
+      const std::string b = std::to_string(next_launch_);
+      const std::string args =
+          "\"bucket\":" + b + ",\"elements\":" + std::to_string(buckets_[next_launch_].numel);
+      trace::TraceRecorder::global().instant("launch bucket " + b, "launch", args);
+      trace::CollectiveLabel label("all_reduce bucket " + b, "all_reduce", args);
+      bucket_work_[next_launch_] = hook_->reduce(*comm_, grad_buckets_[next_launch_]);
+    } else {
+      bucket_work_[next_launch_] = hook_->reduce(*comm_, grad_buckets_[next_launch_]);
+    }
     trace_.push_back({DDPEvent::kLaunch, next_launch_, steady_seconds()});
     ++next_launch_;
   }
@@ -241,6 +267,31 @@ void DistributedDataParallel::finish_reduction() {
   }
   timing_.done = steady_seconds();
   expecting_ = false;
+  if (trace::recording()) {
+    record_backward_layers();
+    trace::TraceRecorder::global().span("wait for buckets", "wait", timing_.last_gradient,
+                                        timing_.done);
+  }
+}
+
+void DistributedDataParallel::record_backward_layers() const {
+  // Consecutive gradients of one module make one span; it starts where the previous ended.
+  std::vector<const DDPEvent*> ready;
+  for (const DDPEvent& e : trace_) {
+    if (e.kind == DDPEvent::kGradReady) ready.push_back(&e);
+  }
+  if (ready.empty()) return;
+  double from = backward_start_ > 0 ? backward_start_ : ready.front()->time;
+  for (size_t k = 0; k < ready.size();) {
+    const std::string& layer = layer_of_[ready[k]->index];
+    size_t next = k;
+    while (next < ready.size() && layer_of_[ready[next]->index] == layer) ++next;
+    const double to = ready[next - 1]->time;
+    trace::TraceRecorder::global().span("backward " + layer, "backward", from, to,
+                                        "\"layer\":\"" + layer + "\"");
+    from = to;
+    k = next;
+  }
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)

@@ -24,6 +24,12 @@
 // gradient_as_bucket_view makes each grad a view into its bucket (no copies, less memory);
 // broadcast_buffers copies rank 0's buffers (BatchNorm statistics) at every forward;
 // a communication hook replaces the all-reduce (fp16 compression is built in).
+//
+// While a trace records (dist/trace_recorder.h), DDP adds to the compute track the forward,
+// the backward of each layer (from the previous layer's last gradient, or the output's gradient,
+// to its own last gradient: what the grad-ready hooks can see), each bucket's launch and the
+// wait for the buckets at the end; the communication thread records each bucket's all-reduce
+// ("all_reduce bucket B", args bucket and elements).
 #pragma once
 
 #include <memory>
@@ -135,6 +141,7 @@ class DistributedDataParallel : public nn::Module {
   void mark_ready(size_t index);
   void launch_ready_buckets();
   void finish_reduction();
+  void record_backward_layers() const;  // the trace's per-layer backward spans
   Tensor bucket_view(size_t index) const;
 
   std::shared_ptr<nn::Module> module_;
@@ -149,6 +156,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<int> hook_handles_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_, slot_of_;  // parameter -> (bucket, position)
+  std::vector<std::string> layer_of_;        // parameter -> its module's name ("fc1")
 
   // Per-iteration state.
   bool expecting_ = false;  // a forward prepared a reduction that has not finished
@@ -160,6 +168,7 @@ class DistributedDataParallel : public nn::Module {
   size_t next_launch_ = 0, ready_count_ = 0;
   std::vector<DDPEvent> trace_;
   ReductionTiming timing_;
+  double backward_start_ = 0;  // when the output's gradient arrived (while tracing)
 };
 
 }  // namespace dist

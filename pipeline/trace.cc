@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "dist/trace_recorder.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -105,6 +106,15 @@ std::string chrome_trace_json(const std::vector<std::vector<Span>>& spans, bool 
   }
   os << "\n],\"displayTimeUnit\":\"ms\"}\n";
   return os.str();
+}
+
+void record_spans(const std::vector<Span>& spans, bool show_chunk) {
+  auto& recorder = dist::trace::TraceRecorder::global();
+  for (const Span& s : spans) {
+    std::string args;
+    if (!s.reduction) args = "\"microbatch\":" + std::to_string(s.action.microbatch);
+    recorder.span(span_name(s, show_chunk), span_category(s), s.start, s.end, args);
+  }
 }
 
 }  // namespace pipeline

@@ -11,6 +11,10 @@
 //
 // Ranks on one machine share the steady clock; across machines the tracks are aligned at each
 // rank's first span instead.
+//
+// record_spans() hands a step's spans to the process's trace recorder (dist/trace_recorder.h)
+// instead, on this rank's compute track: the train tool's --trace, where every rank's events of
+// the selected steps go into one file beside the communication threads' collectives.
 #pragma once
 
 #include <string>
@@ -40,6 +44,10 @@ std::vector<std::vector<Span>> gather_trace(const std::vector<Span>& mine, dist:
 // ranks share one steady clock (one machine); otherwise each track starts at its first span.
 std::string chrome_trace_json(const std::vector<std::vector<Span>>& spans_per_stage,
                               bool show_chunk = false, bool same_clock = true);
+
+// Adds `spans` (one step's, this rank's) to dist::trace::TraceRecorder::global() in its
+// current step, named and categorized as above.
+void record_spans(const std::vector<Span>& spans, bool show_chunk = false);
 
 }  // namespace pipeline
 }  // namespace tessera

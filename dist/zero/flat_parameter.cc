@@ -1,8 +1,10 @@
 #include "dist/zero/flat_parameter.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "autograd/grad_mode.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -73,7 +75,16 @@ void FlatParameter::launch_gather_in(DType dtype) {
   full_ = empty({padded_}, TensorOptions(dtype).device(device_));
   // The master shard is cast before the all-gather: what travels is what the unit computes in.
   const Tensor mine = shard_.data().to(dtype).contiguous();
-  gather_work_ = group_->all_gather(mine, full_, counts());
+  if (trace::recording()) {
+    trace::CollectiveLabel label("all_gather " + name_, "all_gather", trace_args());
+    gather_work_ = group_->all_gather(mine, full_, counts());
+  } else {
+    gather_work_ = group_->all_gather(mine, full_, counts());
+  }
+}
+
+std::string FlatParameter::trace_args() const {
+  return "\"unit\":\"" + name_ + "\",\"elements\":" + std::to_string(padded_);
 }
 
 void FlatParameter::launch_gather() {
@@ -117,6 +128,7 @@ void FlatParameter::reshard() {
   }
   full_ = Tensor();
   full_precision_ = false;
+  if (trace::recording()) trace::TraceRecorder::global().instant("free " + name_, "free", trace_args());
 }
 
 void FlatParameter::update_shard_from_gathered() {
@@ -158,6 +170,8 @@ void FlatParameter::launch_reduce_scatter() {
     grad_flat_ = zeros({padded_}, TensorOptions(reduce_dtype_).device(device_));
   }
   reduced_ = empty({shard_numel()}, TensorOptions(reduce_dtype_).device(device_));
+  std::optional<trace::CollectiveLabel> label;
+  if (trace::recording()) label.emplace("reduce_scatter " + name_, "reduce_scatter", trace_args());
   if (reduce_dtype_ == kF16 || reduce_dtype_ == kBF16) {
     // Divided before the half-precision sum, so N ranks' (loss-scaled) gradients stay in range.
     mul_(grad_flat_, 1.0 / group_->size());

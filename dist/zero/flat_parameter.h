@@ -35,6 +35,10 @@
 // reduce-scattered with averaging, (N-1) S elements sent per rank, and this rank's part is
 // added to the shard's gradient, so gradients accumulate across backward calls until the
 // optimizer's zero_grad().
+//
+// While a trace records (dist/trace_recorder.h), the communication thread records each
+// "all_gather NAME" and "reduce_scatter NAME", and reshard() marks "free NAME" on the compute
+// track (args: the unit's name and padded elements).
 #pragma once
 
 #include <memory>
@@ -117,6 +121,7 @@ class FlatParameter {
 
  private:
   std::vector<int64_t> counts() const;
+  std::string trace_args() const;  // "unit" and "elements", for a trace's events
   void launch_gather_in(DType dtype);
 
   std::vector<std::pair<std::string, Variable>> params_;

@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/grad_norm.h"
 #include "dist/module_sync.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -40,6 +41,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
     if (unit_module_[u] != nullptr) hook_nested_unit(u);
   }
   reduced_.assign(units_.size(), false);
+  started_.assign(units_.size(), 0.0);
   for (size_t u = 0; u < units_.size(); ++u) {
     hook_handles_.emplace_back();
     const auto& params = units_[u]->params();
@@ -193,11 +195,13 @@ void FullyShardedDataParallel::hook_nested_unit(size_t u) {
   // Before the module's forward: its parameters whole (and the next units' gathers started).
   forward_hooks_[u].push_back(m->register_forward_pre_hook([this, u](nn::Module&) {
     start_unit_forward(u);
+    started_[u] = steady_seconds();
   }));
   // After it: as for a top-level unit, re-gather when the gradient of its output arrives, and
   // free the parameters now.
   forward_hooks_[u].push_back(m->register_forward_hook([this, u](nn::Module&, const Variable& out) {
     const bool recording = GradMode::is_enabled();
+    record_compute(u, "forward ");
     if (recording && out.requires_grad()) {
       Variable(out).register_hook([this, u](Tensor&) { on_pre_backward(u); });
     }
@@ -218,12 +222,14 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
     if (u >= 0) {
       if (c == unit_children_[u].front()) {
         start_unit_forward(static_cast<size_t>(u));
+        started_[u] = steady_seconds();
       } else {
         units_[u]->gather();  // the root, gathered again if one of its children resharded it
       }
     }
     h = (*(*model_)[c])(h);  // nested units' hooks run inside
     if (u < 0 || c != unit_children_[u].back()) continue;
+    record_compute(static_cast<size_t>(u), "forward ");
     // The unit's last child has run. When the gradient w.r.t. its output arrives, the unit's
     // backward is next: re-gather first.
     if (recording && h.requires_grad()) {
@@ -273,6 +279,14 @@ void FullyShardedDataParallel::on_pre_backward(size_t unit) {
   start_backward();
   units_[unit]->gather();
   prefetch(backward_order_, unit);
+  started_[unit] = steady_seconds();
+}
+
+void FullyShardedDataParallel::record_compute(size_t unit, const char* what) const {
+  if (!trace::recording()) return;
+  trace::TraceRecorder::global().span(what + units_[unit]->name(), what[0] == 'f' ? "forward" : "backward",
+                                      started_[unit], steady_seconds(),
+                                      "\"unit\":\"" + units_[unit]->name() + "\"");
 }
 
 void FullyShardedDataParallel::on_grad_ready(size_t unit, size_t index) {
@@ -283,6 +297,7 @@ void FullyShardedDataParallel::on_grad_ready(size_t unit, size_t index) {
   // complete in the same order on every rank (the same graph), so the collectives pair up.
   // The previous unit's reduce-scatter, issued earlier on the same communication thread, is
   // done or nearly: finish it so at most two gradient buffers are alive.
+  record_compute(unit, "backward ");
   if (pending_ >= 0) units_[pending_]->finish_reduce_scatter();
   units_[unit]->launch_reduce_scatter();
   reduced_[unit] = true;

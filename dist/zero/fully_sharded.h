@@ -41,6 +41,11 @@
 //   comm:     [gather u0][gather u1]     [gather u2]
 //   compute:             [ u0 forward ][ u1 forward ][ u2 forward ]
 //
+// While a trace records (dist/trace_recorder.h), each unit's forward and backward computation
+// are spans on the compute track ("forward unit0", from its parameters whole to its output;
+// "backward unit0", from its re-gather to its last gradient), beside FlatParameter's gathers,
+// frees and reduce-scatters.
+//
 // Buffers (BatchNorm statistics) are not sharded: rank 0's are broadcast at construction and
 // each rank updates its own afterwards, as with ZeRO-1/2.
 #pragma once
@@ -158,6 +163,8 @@ class FullyShardedDataParallel {
   void on_grad_ready(size_t unit, size_t index);
   void start_backward();
   void finish_backward();
+  // While a trace records: the span "forward unitK" / "backward unitK" since started_[unit].
+  void record_compute(size_t unit, const char* what) const;
 
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<ProcessGroup> group_;
@@ -178,6 +185,7 @@ class FullyShardedDataParallel {
   std::vector<size_t> executed_;
   std::vector<std::vector<int>> hook_handles_;  // per unit, per parameter
   std::vector<bool> reduced_;                   // per unit, in the current backward
+  std::vector<double> started_;  // per unit: when its forward or backward computation began
   int pending_ = -1;  // the unit whose reduce-scatter is in flight during backward
   bool in_backward_ = false;
 };

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "dist/device_groups.h"
 #include "dist/grad_norm.h"
 #include "dist/module_sync.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -168,6 +170,12 @@ void ZeroRedundancyOptimizer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
     Bucket& b = buckets_[next_launch_];
     b.reduced = empty({b.counts[group_->rank()]}, flat_options());
+    std::optional<trace::CollectiveLabel> label;  // names the collective in a trace
+    if (trace::recording()) {
+      label.emplace("reduce_scatter bucket " + std::to_string(next_launch_), "reduce_scatter",
+                    "\"bucket\":" + std::to_string(next_launch_) +
+                        ",\"elements\":" + std::to_string(b.range.size()));
+    }
     b.work = launch_reduce_scatter(b.buffer, b.reduced, b.counts);
     // Bound the memory in flight: the bucket launched two before this one is done by now (the
     // communication thread runs them in order), so wait for it and free it.
@@ -237,6 +245,8 @@ std::shared_ptr<Work> ZeroRedundancyOptimizer::launch_reduce_scatter(
 
 void ZeroRedundancyOptimizer::reduce_scatter_grads() {
   Tensor shard_grad = empty({shard_numel()}, flat_options());
+  std::optional<trace::CollectiveLabel> label;  // names the collective in a trace
+  if (trace::recording()) label.emplace("reduce_scatter gradients", "reduce_scatter");
   launch_reduce_scatter(flatten_grads(), shard_grad, sizes_of(shards_))->wait();
   shard_.set_grad(shard_grad);
   shard_grad_reduced_ = true;

@@ -440,23 +440,23 @@ TEST(TrainDistributed, ANonFiniteGradientNormStopsEveryRank) {
   EXPECT_EQ(r.output.find("the training loss is not finite"), std::string::npos) << r.output;
 }
 
-// --trace: rank 0 writes the last training step of every stage as a Chrome trace, one track
-// per stage, each with M forwards and M backwards.
+// --trace: rank 0 writes the last training step of every stage (one process per rank, its
+// actions on its compute track, tid 0) as a Chrome trace, each with M forwards and M backwards.
 TEST(TrainDistributed, PipelineTraceHasEveryStagesMicroBatches) {
   const std::string file = temp_path("pipeline_trace.json");
   const auto r = run(kShortMlp + "--strategy=pipeline --micro-batches=4 --trace=" + file);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // One event per line: {"name":"F0","cat":"forward",...,"tid":0}, and each track's name:
-  // {"name":"thread_name",...,"args":{"name":"stage 0"}}
+  // One event per line: {"name":"F0","cat":"forward",...,"pid":1,"tid":0,"args":{...}}, and
+  // each rank's name: {"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"rank 1"}}
   std::ifstream in(file);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_FALSE(lines.empty()) << file;
   for (int stage = 0; stage < 2; ++stage) {
-    const std::string track = "\"tid\":" + std::to_string(stage) + "}";
+    const std::string track = "\"pid\":" + std::to_string(stage) + ",\"tid\":0,";
     int names = 0, forwards = 0, backwards = 0;
     for (const std::string& line : lines) {
-      names += line.find("\"args\":{\"name\":\"stage " + std::to_string(stage) + "\"}") !=
+      names += line.find("\"args\":{\"name\":\"rank " + std::to_string(stage) + "\"}") !=
                std::string::npos;
       if (line.find(track) == std::string::npos) continue;
       forwards += line.find("\"cat\":\"forward\"") != std::string::npos;

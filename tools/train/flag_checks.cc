@@ -13,7 +13,7 @@ namespace train {
 void check_combinations(const Config& c) {
   if (c.strategy != "pipeline") {
     for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
-                             "checkpoint-activations", "trace", "dp-strategy",
+                             "checkpoint-activations", "dp-strategy",
                              "deferred-batch-norm"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
@@ -30,6 +30,13 @@ void check_combinations(const Config& c) {
     bad("--pipeline-schedule=interleaved needs --batch-size (" + std::to_string(c.batch_size) +
         ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
         "): a smaller batch gives fewer micro-batches than the schedule runs");
+  }
+  if (c.given.count("trace-steps") != 0 && c.trace.empty()) {
+    bad("--trace-steps=" + c.trace_steps + " selects the steps --trace=FILE records: give --trace too");
+  }
+  if (c.given.count("first-bucket-mb") != 0 && c.strategy != "ddp") {
+    bad("--first-bucket-mb sizes DDP's first gradient bucket: it needs --strategy=ddp (got "
+        "--strategy=" + c.strategy + ")");
   }
   const bool buckets = c.strategy == "ddp" || c.strategy == "zero2" ||
                        (c.strategy == "pipeline" && c.dp_strategy == "zero2");

@@ -9,6 +9,7 @@
 
 #include "dist/compression/make_hook.h"
 #include "dist/straggler.h"
+#include "dist/trace_recorder.h"
 #include "tensor/check.h"
 #include "tensor/device.h"
 #include "tools/train/fault_injection.h"
@@ -51,6 +52,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"balance", c.balance},
           {"checkpoint-activations", c.checkpoint_activations},
           {"tracing", c.trace.empty() ? "off" : "on"},
+          {"trace-steps", c.trace_steps},
           {"dp-strategy", c.dp_strategy},
           {"deferred-batch-norm", c.deferred_batch_norm ? "true" : "false"},
           {"amp", c.amp},
@@ -60,6 +62,7 @@ std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const 
           {"loss-scale-hysteresis", std::to_string(c.loss_scale_hysteresis)},
           {"min-loss-scale", number(c.min_loss_scale)},
           {"bucket-cap-mb", number(c.bucket_cap_mb)},
+          {"first-bucket-mb", number(c.first_bucket_mb)},
           {"compression", c.compression},
           {"error-feedback", c.error_feedback},
           {"gossip-topology", c.gossip_topology},
@@ -210,6 +213,14 @@ Config parse_flags(int argc, char** argv) {
          if (v.empty()) bad("--trace needs a file name, got an empty value");
          c.trace = v;
        }},
+      {"trace-steps", [&](const std::string& v) {
+         try {
+           dist::trace::TraceSteps::parse(v);
+         } catch (const Error& e) {
+           bad(e.message());
+         }
+         c.trace_steps = v;
+       }},
       {"compression", [&](const std::string& v) {
          try {
            dist::compression::parse_compression(v);
@@ -285,6 +296,10 @@ Config parse_flags(int argc, char** argv) {
       {"bucket-cap-mb", [&](const std::string& v) {
          c.bucket_cap_mb = to_double("bucket-cap-mb", v, 0);
          if (c.bucket_cap_mb == 0) bad("--bucket-cap-mb must be positive, got '" + v + "'");
+       }},
+      {"first-bucket-mb", [&](const std::string& v) {
+         c.first_bucket_mb = to_double("first-bucket-mb", v, 0);
+         if (c.first_bucket_mb == 0) bad("--first-bucket-mb must be positive, got '" + v + "'");
        }},
       {"zero3-wrap", [&](const std::string& v) {
          if (v == "block") {

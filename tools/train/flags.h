@@ -45,12 +45,14 @@ struct Config {
   int chunks = 1;                                // model chunks per rank (interleaved)
   std::string balance = "uniform";               // uniform|params|time|3,4,3
   std::string checkpoint_activations = "never";  // never|except_last|always
-  std::string trace;                             // Chrome trace of the last step (rank 0 writes)
+  std::string trace;          // --trace: Chrome trace of the selected steps, every rank's (rank 0 writes)
+  std::string trace_steps = "last";  // --trace-steps: FIRST:LAST, STEP or last
   std::string dp_strategy = "ddp";               // ddp|zero1|zero2: each stage's data parallelism
   bool deferred_batch_norm = false;              // BatchNorm statistics once per batch
 
   // DDP's and ZeRO-2's gradient buckets, and ZeRO-3's units (dist::FullyShardedOptions).
   double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;  // DDP's first bucket (small, so communication starts early)
   // DDP gradient compression (dist/compression/make_hook.h): none|fp16|bf16|topk:R|randomk:R|
   // qsgd:S|sign; error feedback "default" (on for the biased compressors), "true" or "false".
   std::string compression = "none";

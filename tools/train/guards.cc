@@ -1,10 +1,12 @@
 #include "tools/train/guards.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "dist/reduce_scalar.h"
 #include "dist/settings_check.h"
+#include "dist/trace_recorder.h"
 #include "optim/clip_grad.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"
@@ -33,7 +35,11 @@ void check_finite_step(double loss, const optim::Optimizer* gradients, int64_t e
   // so the loss (whose gradients are bad too) is the one named when both are.
   const double bad_loss = 2, bad_gradients = 1;
   double bad = !std::isfinite(loss) ? bad_loss : !std::isfinite(norm) ? bad_gradients : 0;
-  if (world != nullptr) bad = dist::all_reduce_scalar(bad, *world, dist::ReduceOp::kMax);
+  if (world != nullptr) {
+    std::optional<dist::trace::CollectiveLabel> label;  // --trace: names it on the comm track
+    if (dist::trace::recording()) label.emplace("all_reduce finite check", "all_reduce");
+    bad = dist::all_reduce_scalar(bad, *world, dist::ReduceOp::kMax);
+  }
   if (bad == 0) return;
   const bool is_loss = bad == bad_loss;
   const double value = is_loss ? loss : norm;

@@ -31,6 +31,7 @@
 #include "tools/train/run_report.h"
 #include "tools/train/strategy.h"
 #include "tools/train/tensor_parallel.h"
+#include "tools/train/tracing.h"
 #include "tools/train/train_loop.h"
 
 namespace tessera {
@@ -129,6 +130,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   print_run_header(run, d);
   const RunTotals totals = train_epochs(run, loaders, schedule.get(), start, metrics);
+  write_trace(run);
   print_run_summary(run, totals, wall_start);
   return 0;
 }

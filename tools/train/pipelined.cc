@@ -1,11 +1,11 @@
 #include "tools/train/pipelined.h"
 
-#include <fstream>
 #include <optional>
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "dist/module_sync.h"
+#include "dist/trace_recorder.h"
 #include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/zero/zero_optimizer.h"
 #include "pipeline/microbatch.h"
@@ -38,8 +38,7 @@ class Pipeline : public Strategy {
         precision_(precision),
         microbatches_(static_cast<int>(pipeline::microbatch_sizes(c.batch_size, c.micro_batches).size())),
         requested_microbatches_(c.micro_batches),
-        dp_strategy_(c.dp_strategy),
-        trace_file_(c.trace) {
+        dp_strategy_(c.dp_strategy) {
     // A batch of B rows makes min(M, B) micro-batches (pipeline/microbatch.h): one truth for
     // the text, the JSON and the bubble's formula, said once here.
     if (microbatches_ < c.micro_batches && world->rank() == 0) {
@@ -109,7 +108,8 @@ class Pipeline : public Strategy {
     peak_activation_bytes_ = std::max(peak_activation_bytes_, s.peak_activation_bytes);
     peak_held_bytes_ = std::max(peak_held_bytes_, s.peak_held_bytes);
     last_bubble_report_ = pipe_->bubble_report();  // before evaluation replaces the stats
-    if (!trace_file_.empty()) last_train_trace_ = pipe_->trace();
+    // --trace: this stage's actions of the step (the recorder gathers every rank's at the end).
+    if (dist::trace::recording()) pipeline::record_spans(pipe_->trace(), pipe_->chunks().size() > 1);
   }
   Tensor predict(const Tensor& inputs) override {
     std::optional<AutocastGuard> autocast;
@@ -168,23 +168,7 @@ class Pipeline : public Strategy {
                                        static_cast<double>(peak_held_bytes_)}, {3});
     Tensor all = empty({3 * n}, kF64);
     world.all_gather(mine, all)->wait();
-    // --trace: the last training step of every stage of this rank's pipeline (collective over
-    // the pipeline group), one track per stage; rank 0 writes its pipeline's.
-    std::string trace;
-    if (!trace_file_.empty()) {
-      trace = pipeline::chrome_trace_json(
-          pipeline::gather_trace(last_train_trace_, *topology_.pipeline_group()),
-          pipe_->chunks().size() > 1);
-    }
     if (!lead) return;
-    if (!trace_file_.empty()) {
-      std::ofstream out(trace_file_);
-      out << trace;
-      out.flush();
-      TS_CHECK(out.good(), "train: cannot write the --trace file '", trace_file_, "'");
-      std::printf("pipeline trace of the last training step: %s (chrome://tracing, Perfetto)\n",
-                  trace_file_.c_str());
-    }
     const std::vector<double> v = all.to_vector<double>();
     std::string idles = "[", peaks = "[", held = "[";
     double idle_sum = 0;
@@ -233,8 +217,6 @@ class Pipeline : public Strategy {
   int microbatches_;            // M as run: min(--micro-batches, the batch's rows)
   int requested_microbatches_;  // --micro-batches
   std::string dp_strategy_;  // --dp-strategy
-  std::string trace_file_;                 // --trace
-  std::vector<pipeline::Span> last_train_trace_;
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "dist/compression/powersgd.h"
 #include "dist/ddp.h"
 #include "dist/module_sync.h"
+#include "dist/trace_recorder.h"
 #include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/topology.h"
 #include "dist/zero/sharded_checkpoint.h"
@@ -61,7 +62,7 @@ class DataParallel : public Strategy {
   // --compression: a communication hook compresses every bucket (dist/compression/).
   void wrap_in_ddp(const Config& c) {
     ddp_ = std::make_unique<dist::DistributedDataParallel>(
-        model_, data_parallel_, dist::DDPOptions().bucket_cap_mb(c.bucket_cap_mb));
+        model_, data_parallel_, dist::DDPOptions().bucket_cap_mb(c.bucket_cap_mb).first_bucket_mb(c.first_bucket_mb));
     const std::optional<bool> error_feedback =
         c.error_feedback == "default" ? std::nullopt : std::optional<bool>(c.error_feedback == "true");
     dist::compression::CompressionSpec spec = dist::compression::parse_compression(c.compression);
@@ -84,6 +85,9 @@ class DataParallel : public Strategy {
   void set_optimizer(std::unique_ptr<optim::Optimizer> opt) { opt_ = std::move(opt); }
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
+    // --trace: DDP records its forward and each layer's backward; otherwise the whole of each.
+    const bool traced = dist::trace::recording() && !ddp_;
+    const double forward_start = dist::steady_seconds();
     Variable loss;
     {
       std::optional<AutocastGuard> autocast;
@@ -94,7 +98,13 @@ class DataParallel : public Strategy {
     opt_->zero_grad();
     // The buckets' traffic is what backward sends (DDP waits for it at its end).
     const int64_t before = data_parallel_ ? data_parallel_->ledger().total_bytes() : 0;
+    const double backward_start = dist::steady_seconds();
     precision_.scaler().scale(loss).backward();
+    if (traced) {
+      auto& recorder = dist::trace::TraceRecorder::global();
+      recorder.span("forward", "forward", forward_start, backward_start);
+      recorder.span("backward", "backward", backward_start, dist::steady_seconds());
+    }
     if (data_parallel_) bucket_bytes_ += data_parallel_->ledger().total_bytes() - before;
     ++steps_;
     return loss.item();

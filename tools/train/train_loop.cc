@@ -4,13 +4,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "dist/reduce_scalar.h"
+#include "dist/trace_recorder.h"
 #include "tensor/allocator.h"
 #include "tensor/random.h"
 #include "tools/train/evaluate.h"
 #include "tools/train/guards.h"
 #include "tools/train/restart_count.h"
+#include "tools/train/tracing.h"
 
 namespace tessera {
 namespace train {
@@ -45,6 +48,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   EpochFigures f;
   // step_start: when the step began (before next_batch() when batches are assigned: it pulls).
   auto train_on = [&](const data::Batch& batch, Clock::time_point step_start) {
+    begin_traced_step(step + 1);  // --trace: the library records while a selected step runs
     const bool measured = memory.measures();
     if (measured) memory.before_step(run);
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
@@ -59,11 +63,18 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
                       loader.num_batches(), run.config,
                       run.strategy.checks_steps_over_world() ? run.world : nullptr);
-    const bool stepped = run.precision.step(run.strategy.optimizer());  // the same on every rank
+    bool stepped;
+    {
+      // --trace: what the optimizer step sends (ZeRO-1/2's parameter all-gather) is named so.
+      std::optional<dist::trace::CollectiveLabel> label;
+      if (dist::trace::recording()) label.emplace("optimizer step", "optimizer");
+      stepped = run.precision.step(run.strategy.optimizer());  // the same on every rank
+    }
     if (!stepped) ++f.skipped_steps;
     if (measured) memory.after_step(run);
     memory.stepped(stepped);
     run.strategy.after_step();
+    end_traced_step();
     ++step;
     fault.after_step(run.world ? run.world->rank() : 0, step);
     f.loss_sum += loss;
@@ -111,6 +122,10 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
     }
   }
   int64_t step = start.step;
+  start_tracing(c, step + 1,
+                run.strategy.assigns_batches()
+                    ? 0
+                    : step + (c.epochs - start.first_epoch + 1) * loaders.train.num_batches());
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
     EpochFigures f =

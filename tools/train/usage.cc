@@ -24,9 +24,13 @@ flags (defaults depend on --model; see below):
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
   --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors, or
             DIR/last-sharded, or DIR itself when it is a sharded checkpoint)  --metrics=FILE (JSON lines per epoch)
+  --trace=FILE (a Chrome trace, every rank's events in one file written by rank 0: per rank a
+            compute track and one per communication thread; DDP's layers and buckets, ZeRO's
+            gathers, frees and reduce-scatters, pipeline actions; explain ddp|zero3 read it)
+  --trace-steps=FIRST:LAST|STEP|last (the optimizer steps --trace records, from 1; last)
 
 data parallelism and ZeRO:
-  --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)
+  --bucket-cap-mb=X (25: gradient buckets of ddp and zero2)  --first-bucket-mb=X (1: ddp's first)
   --compression=none|fp16|bf16|topk:RATIO|randomk:RATIO|qsgd:LEVELS|sign|powersgd:RANK (ddp:
             each gradient bucket compressed by a communication hook; docs/COMPRESSION.md)
   --error-feedback=true|false (default: on for topk, sign and powersgd, off for the others)
@@ -69,7 +73,6 @@ pipeline (--strategy=pipeline; N ranks = K stages x N/K data-parallel replicas):
   --chunks=v (model chunks per rank, interleaved only; M a multiple of K)
   --balance=uniform|params|time|3,4,3 (layers per stage; K*v entries)
   --checkpoint-activations=never|except_last|always (recompute activations in backward; never)
-  --trace=FILE (a Chrome trace of the last training step: one track per stage; rank 0 writes)
   --deferred-batch-norm=true|false (false; true: BatchNorm's running statistics updated once
             per batch from all its micro-batches instead of once per micro-batch)
   --dp-strategy=ddp|zero1|zero2 (ddp: each stage's gradients averaged over its replicas after
