@@ -11,6 +11,8 @@ int pipeline_command(Flags& flags);  // pipeline_command.cc: schedule grids
 int memory_command(Flags& flags);    // memory_command.cc: model-state bytes per rank
 int comm_command(Flags& flags);      // comm_command.cc: bytes per step per collective
 int scaling_command(Flags& flags);   // scaling_command.cc: step time and efficiency per N
+int ddp_command(Flags& flags);       // ddp_command.cc: a traced DDP step's timeline and overlap
+int zero3_command(Flags& flags);     // zero3_command.cc: a traced ZeRO-3 step's unit flow
 
 }  // namespace explain
 }  // namespace tessera

@@ -5,6 +5,8 @@
 //   bazel run //tools:explain -- memory --model=resnet50 --ranks=64 --precision=mixed --optimizer=adam
 //   bazel run //tools:explain -- comm --model=mlp --ranks=4
 //   bazel run //tools:explain -- scaling --model=resnet50 --strategy=ddp --latency-us=5 --bandwidth-gbps=100
+//   bazel run //tools:explain -- ddp --trace=/tmp/ddp.json        (train --strategy=ddp --trace=...)
+//   bazel run //tools:explain -- zero3 --trace=/tmp/zero3.json    (train --strategy=zero3 --trace=...)
 //
 // Each subcommand lives in its own file (commands.h); every one has --help, a readable table,
 // --json (one JSON object per line) and --plot=FILE.svg. The models behind them are cost/'s.
@@ -21,7 +23,9 @@ const char* const kUsage =
     "  pipeline   a schedule's grid, peak in flight and bubble (GPipe, 1F1B, interleaved, ZB-H1/H2)\n"
     "  memory     model-state bytes per rank: DDP, ZeRO-1/2/3, a pipeline stage, a tensor-parallel rank\n"
     "  comm       bytes each rank sends per step, per strategy and collective\n"
-    "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n";
+    "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n"
+    "  ddp        a traced DDP step: backward per layer, each bucket's all-reduce, overlap\n"
+    "  zero3      a traced ZeRO-3 step: each unit's all-gather, free and reduce-scatter in order\n";
 
 }  // namespace
 
@@ -42,6 +46,8 @@ int main(int argc, char** argv) {
     if (command == "memory") return memory_command(flags);
     if (command == "comm") return comm_command(flags);
     if (command == "scaling") return scaling_command(flags);
+    if (command == "ddp") return ddp_command(flags);
+    if (command == "zero3") return zero3_command(flags);
     std::fprintf(stderr, "explain: unknown subcommand '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const tessera::Error& e) {

@@ -20,7 +20,9 @@ const char* colour(pipeline::ActionKind kind) {
   }
 }
 
-std::string escape(const std::string& s) {
+}  // namespace
+
+std::string xml_escaped(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '<') out += "&lt;";
@@ -30,8 +32,6 @@ std::string escape(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool show_chunk,
                          const std::string& title, const std::vector<int>& peak_in_flight) {
@@ -43,7 +43,7 @@ std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool s
      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
      << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"13\">" << escape(title) << "</text>\n";
+     << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"13\">" << xml_escaped(title) << "</text>\n";
   for (int s = 0; s < stages; ++s) {
     const double y = kTop + s * kRow;
     os << "<text x=\"8\" y=\"" << y + kRow / 2 + 4 << "\">stage " << s << "</text>\n"
@@ -62,7 +62,7 @@ std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool s
        << "\" height=\"" << kRow - kGap << "\" rx=\"3\" fill=\"" << colour(c.action.kind) << "\"/>\n"
        << "<text x=\"" << x + w / 2 << "\" y=\"" << y + kRow / 2 + 2
        << "\" fill=\"white\" text-anchor=\"middle\">"
-       << escape(pipeline::to_string(c.action, show_chunk)) << "</text>\n";
+       << xml_escaped(pipeline::to_string(c.action, show_chunk)) << "</text>\n";
   }
   // Time axis: a tick per forward time.
   const double axis = kTop + stages * kRow + 4;

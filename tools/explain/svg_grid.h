@@ -14,6 +14,9 @@
 namespace tessera {
 namespace explain {
 
+// `s` with <, > and & as XML entities.
+std::string xml_escaped(const std::string& s);
+
 // peak_in_flight[s]: stage s's peak micro-batches in flight, written at the end of its row.
 std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool show_chunk,
                          const std::string& title, const std::vector<int>& peak_in_flight);

@@ -1,0 +1,76 @@
+#include "tools/explain/trace_view.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "tensor/check.h"
+#include "tools/explain/json_line.h"
+#include "tools/explain/svg_timeline.h"
+
+namespace tessera {
+namespace explain {
+
+std::vector<const TraceEvent*> step_events(const Trace& trace, int rank, int64_t step) {
+  std::vector<const TraceEvent*> out;
+  for (const TraceEvent& e : trace.events) {
+    if (e.rank == rank && e.step == step && e.category != "step") out.push_back(&e);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const TraceEvent* a, const TraceEvent* b) { return a->start_ms < b->start_ms; });
+  return out;
+}
+
+Table events_table(const Trace& trace, const std::vector<const TraceEvent*>& events, double origin_ms) {
+  Table table({"start ms", "ms", "track", "event"}, {2, 3});
+  for (const TraceEvent* e : events) {
+    table.add({fixed(e->start_ms - origin_ms, 3), e->end_ms > e->start_ms ? fixed(e->ms(), 3) : "-",
+               trace.track_name(e->rank, e->track), e->name});
+  }
+  return table;
+}
+
+void print_event_lines(const Trace& trace, const std::vector<const TraceEvent*>& events,
+                       double origin_ms) {
+  for (const TraceEvent* e : events) {
+    JsonLine line;
+    line.add("step", e->step)
+        .add("rank", e->rank)
+        .add("track", trace.track_name(e->rank, e->track))
+        .add("event", e->name)
+        .add("kind", e->category)
+        .add("start_ms", e->start_ms - origin_ms)
+        .add("ms", e->ms());
+    if (e->bucket >= 0) line.add("bucket", e->bucket);
+    if (e->elements > 0) line.add("elements", e->elements);
+    if (!e->unit.empty()) line.add("unit", e->unit);
+    if (!e->layer.empty()) line.add("layer", e->layer);
+    std::printf("%s\n", line.str().c_str());
+  }
+}
+
+void write_step_plot(const Trace& trace, int64_t step, const std::string& path, const std::string& title) {
+  std::map<std::pair<int, int>, int> lane_of;  // (rank, track) -> lane, ranks then tracks
+  for (const TraceEvent& e : trace.events) {
+    if (e.step == step && e.category != "step") lane_of[{e.rank, e.track}] = 0;
+  }
+  std::vector<std::string> lanes;
+  for (auto& [key, lane] : lane_of) {
+    lane = static_cast<int>(lanes.size());
+    lanes.push_back("rank " + std::to_string(key.first) + " " + trace.track_name(key.first, key.second));
+  }
+  std::vector<TimelineBox> boxes;
+  for (const TraceEvent& e : trace.events) {
+    if (e.step != step || e.category == "step") continue;
+    boxes.push_back({lane_of[{e.rank, e.track}], e.start_ms, e.end_ms, e.name, e.category});
+  }
+  std::ofstream out(path);
+  TS_CHECK(out.good(), "--plot=", path, ": cannot write the file");
+  out << timeline_svg(lanes, boxes, title);
+  TS_CHECK(out.good(), "--plot=", path, ": writing failed");
+  std::fprintf(stderr, "explain: wrote %s\n", path.c_str());
+}
+
+}  // namespace explain
+}  // namespace tessera
