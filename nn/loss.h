@@ -35,6 +35,10 @@ class MSELoss {
   Variable operator()(const Variable& input, const Variable& target) const {
     return mse_loss(input, target, reduction_);
   }
+  // A target as data (a batch's): the form a pipeline's loss function takes.
+  Variable operator()(const Variable& input, const Tensor& target) const {
+    return mse_loss(input, Variable(target), reduction_);
+  }
 
  private:
   Reduction reduction_;

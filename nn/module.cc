@@ -12,6 +12,18 @@
 namespace tessera {
 namespace nn {
 
+Module::Module(Module&& other) {
+  const bool shared = !other.weak_from_this().expired();
+  TS_CHECK(!shared && other.forward_pre_hooks_.empty() && other.forward_hooks_.empty(),
+           "Module: a ", other.type_name(), " ", shared ? "held by a shared_ptr" : "with forward hooks",
+           " cannot be moved (others refer to it); move only a layer made as a temporary");
+  next_hook_handle_ = other.next_hook_handle_;
+  parameters_ = std::move(other.parameters_);
+  buffers_ = std::move(other.buffers_);
+  children_ = std::move(other.children_);
+  training_ = other.training_;
+}
+
 Variable Module::forward(const Variable&) {
   TS_FAIL(type_name(), " has no forward(const Variable&): define it to use the module as a layer "
           "(in Sequential, DDP or a pipeline)");

@@ -48,6 +48,14 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
+ protected:
+  // Moving lets a layer made as a temporary, nn::Linear(784, 128), go into the Sequential that
+  // will hold it (sequential.h). Only a module nothing refers to yet may move: one owned by a
+  // shared_ptr, or with forward hooks (which may point at it), is an error to move.
+  Module(Module&& other);
+
+ public:
+
   // One input, one output: what Sequential chains, DDP wraps and the pipeline cuts into stages.
   // A module that is only a container need not define it (calling it is then an error).
   virtual Variable forward(const Variable& x);
@@ -57,6 +65,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // gathers a unit nested inside a block around the unit's own forward. Calling forward()
   // directly skips the hooks, as in PyTorch.
   Variable operator()(const Variable& x);
+  // A tensor (a batch's inputs) called as a Variable that needs no gradient.
+  Variable operator()(const Tensor& x) { return (*this)(Variable(x)); }
   using ForwardPreHook = std::function<void(Module&)>;
   using ForwardHook = std::function<Variable(Module&, const Variable& output)>;
   // Returns a handle for remove_forward_hook.
