@@ -1,5 +1,6 @@
 #include "dist/ddp.h"
 
+#include <optional>
 #include <unordered_set>
 
 #include "autograd/engine.h"
@@ -124,7 +125,11 @@ Variable DistributedDataParallel::forward(const Variable& x) {
             "DDP with DDPOptions().find_unused_parameters(true); otherwise call backward() on the "
             "loss of every DDP forward");
   }
-  if (options_.broadcast_buffers()) broadcast_buffers(*module_, *comm_, 0);
+  if (options_.broadcast_buffers()) {
+    std::optional<trace::CollectiveLabel> label;
+    if (trace::recording()) label.emplace("broadcast buffers", "broadcast");
+    broadcast_buffers(*module_, *comm_, 0);
+  }
   const double start = steady_seconds();
   Variable out = module_->forward(x);
   if (trace::recording()) trace::TraceRecorder::global().span("forward", "forward", start, steady_seconds());

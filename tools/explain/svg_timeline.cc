@@ -36,7 +36,7 @@ std::string timeline_svg(const std::vector<std::string>& lanes, const std::vecto
   if (boxes.empty()) t0 = t1 = 0;
   const double span = std::max(t1 - t0, 1e-3), scale = kWidth / span;  // pixels per ms
   auto x_of = [&](double ms) { return kLeft + (ms - t0) * scale; };
-  const double height = kTop + lanes.size() * kRow + 44;
+  const double height = kTop + lanes.size() * kRow + 64;
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
      << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kLeft + kWidth + 20 << "\" height=\""
@@ -79,7 +79,20 @@ std::string timeline_svg(const std::vector<std::string>& lanes, const std::vecto
        << "\" text-anchor=\"middle\">" << label.str() << "</text>\n";
   }
   os << "<text x=\"" << kLeft + kWidth / 2 << "\" y=\"" << axis + 30
-     << "\" text-anchor=\"middle\">milliseconds from the step's first event</text>\n</svg>\n";
+     << "\" text-anchor=\"middle\">milliseconds from the step's first event</text>\n";
+  // Legend: the kinds drawn, in order of first appearance (an instant's as a tick).
+  std::vector<std::string> kinds;
+  for (const TimelineBox& b : boxes) {
+    if (std::find(kinds.begin(), kinds.end(), b.kind) == kinds.end()) kinds.push_back(b.kind);
+  }
+  double x = kLeft;
+  for (const std::string& kind : kinds) {
+    os << "<rect x=\"" << x << "\" y=\"" << axis + 40 << "\" width=\"10\" height=\"10\" fill=\""
+       << colour(kind) << "\"/><text x=\"" << x + 14 << "\" y=\"" << axis + 49 << "\">"
+       << xml_escaped(kind) << "</text>\n";
+    x += 24 + 6.5 * kind.size();
+  }
+  os << "</svg>\n";
   return os.str();
 }
 
