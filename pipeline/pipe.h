@@ -3,9 +3,8 @@
 //   auto world = dist::init(&argc, &argv);                  // mpirun -np 4 ./my_program
 //   manual_seed(0);
 //   auto model = models::MLP(784, 256, 10);                 // the same full model on every rank
-//   pipeline::Pipe pipe(model, world, [](const Variable& out, const Tensor& y) {
-//     return cross_entropy(out, y);
-//   }, pipeline::PipeOptions().microbatches(8).schedule("1f1b").balance("params"));
+//   pipeline::Pipe pipe(model, world, nn::CrossEntropyLoss(),    // or any (out, y) -> loss
+//       pipeline::PipeOptions().microbatches(8).schedule(ScheduleKind::kOneFOneB).balance("params"));
 //   optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.1));   // this rank's stage only
 //   for (auto [x, y] : batches) {                           // every rank passes the same batch
 //     opt.zero_grad();
@@ -104,7 +103,9 @@ class PipeOptions {
 class Pipe {
  public:
   // Collective over the pipeline group (and the data-parallel group for balance "time"):
-  // every rank passes the same model, built from the same seed.
+  // every rank passes the same model, built from the same seed. `loss` is a loss module
+  // (nn::CrossEntropyLoss(), nn::MSELoss()) or any function (output, target) -> loss; the last
+  // stage calls it on each micro-batch.
   Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessGroup> pipeline_group,
        LossFunction loss, const PipeOptions& options = PipeOptions());
 
