@@ -72,6 +72,7 @@
 #include "dist/state_dict_gather.h"
 #include "dist/straggler.h"
 #include "dist/tensor_parallel/class_parallel_cross_entropy.h"
+#include "dist/tensor_parallel/class_parallel_head.h"
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/norm_counted.h"
 #include "dist/tensor_parallel/parallel_region.h"

@@ -28,6 +28,22 @@ ClassParallelCrossEntropy::ClassParallelCrossEntropy(std::shared_ptr<ProcessGrou
            "ClassParallelCrossEntropy: label_smoothing must be in [0, 1], got ", label_smoothing);
 }
 
+namespace {
+
+const ColumnParallelLinear& split_head(const ColumnParallelLinear& head) {
+  TS_CHECK(!head.gathers_output(), "ClassParallelCrossEntropy: the head (", head.in_features(),
+           " -> ", head.out_features(), ") gathers its output, so its logits are not split by "
+           "class; make it with gather_output false (Style::kClassParallelHead)");
+  return head;
+}
+
+}  // namespace
+
+ClassParallelCrossEntropy::ClassParallelCrossEntropy(const ColumnParallelLinear& head,
+                                                     Reduction reduction, double label_smoothing)
+    : ClassParallelCrossEntropy(split_head(head).group(), head.output_slice(),
+                                head.out_features(), reduction, label_smoothing) {}
+
 void ClassParallelCrossEntropy::check(const Tensor& logits, const Tensor* target,
                                       const char* op) const {
   TS_CHECK(logits.dim() == 2 && logits.size(1) == classes_.length, op,

@@ -26,6 +26,7 @@
 
 #include "autograd/functions.h"
 #include "dist/process_group.h"
+#include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/slices.h"
 
 namespace tessera {
@@ -38,6 +39,11 @@ class ClassParallelCrossEntropy {
   ClassParallelCrossEntropy(std::shared_ptr<ProcessGroup> group, Slice classes,
                             int64_t num_classes, Reduction reduction = Reduction::kMean,
                             double label_smoothing = 0.0);
+  // The loss over `head`'s split logits: its group, its slice of its out_features() classes
+  // (a head that gathers its output is an error: its logits are not split).
+  explicit ClassParallelCrossEntropy(const ColumnParallelLinear& head,
+                                     Reduction reduction = Reduction::kMean,
+                                     double label_smoothing = 0.0);
 
   // logits [N, classes.length] (this rank's classes), target [N] of class indices in
   // [0, num_classes), the same on every rank.
@@ -45,7 +51,11 @@ class ClassParallelCrossEntropy {
 
   // The predicted class of each row, [N] i64, over all num_classes (collective).
   Tensor argmax(const Tensor& logits) const;
+  Tensor argmax(const Variable& logits) const { return argmax(logits.data()); }
   int64_t num_correct(const Tensor& logits, const Tensor& target) const;
+  int64_t num_correct(const Variable& logits, const Tensor& target) const {
+    return num_correct(logits.data(), target);
+  }
 
   Slice classes() const { return classes_; }
   int64_t num_classes() const { return num_classes_; }

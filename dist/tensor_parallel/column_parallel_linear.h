@@ -49,6 +49,8 @@ class ColumnParallelLinear : public nn::Module {
   const Variable& weight() const { return weight_; }  // [length, in]
   const Variable& bias() const { return bias_; }      // [length], undefined without bias
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
+  // True when the output is all-gathered (full on every rank), false when it stays split.
+  bool gathers_output() const { return gather_output_; }
 
  protected:
   std::vector<StateEntry> own_state_entries() const override;
