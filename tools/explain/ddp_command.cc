@@ -6,7 +6,6 @@
 
 #include "tools/explain/commands.h"
 #include "tools/explain/ddp_timeline.h"
-#include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
 #include "tools/explain/trace_view.h"
 
@@ -36,23 +35,16 @@ int ddp_command(Flags& flags) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  const std::string path = flags.required("trace");
-  const int rank = static_cast<int>(flags.integer("rank", 0, 0));
-  const int64_t wanted = flags.integer("step", 0, 1);
-  const bool json = flags.boolean("json");
-  const std::string plot = flags.text("plot", "");
-  flags.check_all_used("ddp");
-  if (!plot.empty()) check_plot_path(plot);
-
-  const Trace trace = read_trace(path);
-  check_rank(trace, rank);
-  const std::vector<int64_t> steps = select_steps(trace, wanted);
+  const TracedSteps t = read_traced_steps(flags, "ddp");
+  const Trace& trace = t.trace;
+  const int rank = t.rank;
+  const std::vector<int64_t>& steps = t.steps;
   for (int64_t step : steps) {
     const DdpStep s = ddp_step(trace, rank, step);
     const std::vector<const TraceEvent*> events = step_events(trace, rank, step);
     const double origin = events.front()->start_ms;
     const double backward_ms = s.backward_end_ms - s.backward_start_ms;
-    if (json) {
+    if (t.json) {
       print_event_lines(trace, events, origin);
       std::printf("%s\n", JsonLine()
                               .add("summary", "ddp")
@@ -70,7 +62,7 @@ int ddp_command(Flags& flags) {
       continue;
     }
     std::printf("DDP step %lld, rank %d of %d (%s)\n", static_cast<long long>(step), rank,
-                trace.ranks, path.c_str());
+                trace.ranks, trace.path.c_str());
     std::fputs(events_table(trace, events, origin).str().c_str(), stdout);
     Table buckets({"bucket", "elements", "launched ms", "all-reduce ms", "hidden ms"}, {});
     for (const DdpBucket& b : s.buckets) {
@@ -83,13 +75,13 @@ int ddp_command(Flags& flags) {
                 backward_ms, s.layers(), s.buckets.size(), s.communication_ms(), s.hidden_ms(),
                 100 * s.overlap_fraction(), s.exposed_ms);
   }
-  if (!plot.empty()) {
+  if (!t.plot.empty()) {
     const DdpStep s = ddp_step(trace, rank, steps.back());
     char title[200];
     std::snprintf(title, sizeof(title), "DDP step %lld: %zu buckets, all-reduce %.3f ms, %.0f%% hidden behind backward (rank %d)",
                   static_cast<long long>(steps.back()), s.buckets.size(), s.communication_ms(),
                   100 * s.overlap_fraction(), rank);
-    write_step_plot(trace, steps.back(), plot, title);
+    write_step_plot(trace, steps.back(), t.plot, title);
   }
   return 0;
 }

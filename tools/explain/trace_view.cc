@@ -6,11 +6,27 @@
 #include <map>
 
 #include "tensor/check.h"
+#include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
 #include "tools/explain/svg_timeline.h"
 
 namespace tessera {
 namespace explain {
+
+TracedSteps read_traced_steps(Flags& flags, const std::string& command) {
+  TracedSteps t;
+  const std::string path = flags.required("trace");
+  t.rank = static_cast<int>(flags.integer("rank", 0, 0));
+  const int64_t step = flags.integer("step", 0, 1);
+  t.json = flags.boolean("json");
+  t.plot = flags.text("plot", "");
+  flags.check_all_used(command);
+  if (!t.plot.empty()) check_plot_path(t.plot);
+  t.trace = read_trace(path);
+  check_rank(t.trace, t.rank);
+  t.steps = select_steps(t.trace, step);
+  return t;
+}
 
 std::vector<const TraceEvent*> step_events(const Trace& trace, int rank, int64_t step) {
   std::vector<const TraceEvent*> out;

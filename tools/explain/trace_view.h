@@ -5,11 +5,23 @@
 #include <string>
 #include <vector>
 
+#include "tools/explain/flags.h"
 #include "tools/explain/table.h"
 #include "tools/explain/trace_events.h"
 
 namespace tessera {
 namespace explain {
+
+// The flags of a traced view (--trace=FILE [--rank=R] [--step=S] [--json] [--plot=FILE.svg]),
+// checked, and the trace they name, read.
+struct TracedSteps {
+  Trace trace;
+  int rank = 0;
+  std::vector<int64_t> steps;  // --step, or every step of the trace
+  bool json = false;
+  std::string plot;
+};
+TracedSteps read_traced_steps(Flags& flags, const std::string& command);
 
 // Every event of `rank` in `step` by start time (the step's own span left out).
 std::vector<const TraceEvent*> step_events(const Trace& trace, int rank, int64_t step);

@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "tools/explain/commands.h"
-#include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
 #include "tools/explain/trace_view.h"
 #include "tools/explain/zero3_flow.h"
@@ -35,17 +34,10 @@ int zero3_command(Flags& flags) {
     std::fputs(kHelp, stdout);
     return 0;
   }
-  const std::string path = flags.required("trace");
-  const int rank = static_cast<int>(flags.integer("rank", 0, 0));
-  const int64_t wanted = flags.integer("step", 0, 1);
-  const bool json = flags.boolean("json");
-  const std::string plot = flags.text("plot", "");
-  flags.check_all_used("zero3");
-  if (!plot.empty()) check_plot_path(plot);
-
-  const Trace trace = read_trace(path);
-  check_rank(trace, rank);
-  const std::vector<int64_t> steps = select_steps(trace, wanted);
+  const TracedSteps t = read_traced_steps(flags, "zero3");
+  const Trace& trace = t.trace;
+  const int rank = t.rank;
+  const std::vector<int64_t>& steps = t.steps;
   for (int64_t step : steps) {
     const Zero3Step s = zero3_step(trace, rank, step);
     int gathers = 0, frees = 0, reduce_scatters = 0;
@@ -57,7 +49,7 @@ int zero3_command(Flags& flags) {
       gather_ms += u.gather_ms;
       reduce_scatter_ms += u.reduce_scatter_ms;
     }
-    if (json) {
+    if (t.json) {
       print_event_lines(trace, s.flow, s.step_start_ms);
       for (const Zero3Unit& u : s.units) {
         std::printf("%s\n", JsonLine()
@@ -90,7 +82,7 @@ int zero3_command(Flags& flags) {
       continue;
     }
     std::printf("ZeRO-3 step %lld, rank %d of %d (%s)\n", static_cast<long long>(step), rank,
-                trace.ranks, path.c_str());
+                trace.ranks, trace.path.c_str());
     std::fputs(events_table(trace, s.flow, s.step_start_ms).str().c_str(), stdout);
     Table units({"unit", "elements", "all-gathers", "frees", "reduce-scatters", "all-gather ms",
                  "reduce-scatter ms", "forward ms", "backward ms"});
@@ -103,11 +95,11 @@ int zero3_command(Flags& flags) {
     std::printf("%zu units: %d all-gathers (%.3f ms), %d frees, %d reduce-scatters (%.3f ms)\n\n",
                 s.units.size(), gathers, gather_ms, frees, reduce_scatters, reduce_scatter_ms);
   }
-  if (!plot.empty()) {
+  if (!t.plot.empty()) {
     char title[200];
     std::snprintf(title, sizeof(title), "ZeRO-3 step %lld: each unit gathered, computed, freed, reduce-scattered",
                   static_cast<long long>(steps.back()));
-    write_step_plot(trace, steps.back(), plot, title);
+    write_step_plot(trace, steps.back(), t.plot, title);
   }
   return 0;
 }
