@@ -84,6 +84,7 @@
 #include "dist/zero/zero_optimizer.h"
 
 // Pipeline parallelism: Pipe (GPipe, 1F1B, interleaved 1F1B), schedules and their validator.
+#include "pipeline/balance.h"
 #include "pipeline/optimizer_state.h"
 #include "pipeline/pipe.h"
 #include "pipeline/schedule_grid.h"

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     Variable loss;
     {
       AutocastGuard autocast(kF16);
-      loss = cross_entropy((*model)(Variable(b.inputs)), b.targets);  // f32 (a loss)
+      loss = cross_entropy((*model)(b.inputs), b.targets);  // f32 (a loss)
     }
     opt.zero_grad();
     scaler.scale(loss).backward();  // gradients of loss * scale

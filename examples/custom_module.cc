@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     model->train();
     int64_t step = 0;
     for (data::Batch& b : train_loader.epoch(epoch)) {
-      Variable loss = cross_entropy((*model)(Variable(b.inputs)), b.targets);
+      Variable loss = cross_entropy((*model)(b.inputs), b.targets);
       opt.zero_grad();
       loss.backward();
       opt.step();
@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     m.eval();
     int64_t correct = 0;
     for (data::Batch& b : test_loader.epoch(0)) {
-      correct += nn::num_correct(m(Variable(b.inputs)).data(), b.targets);
+      correct += nn::num_correct(m(b.inputs), b.targets);
     }
     return static_cast<double>(correct) / test->size();
   };

@@ -30,7 +30,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     int64_t step = 0;
     for (data::Batch& b : train_loader.epoch(epoch)) {
-      Variable loss = cross_entropy(ddp.forward(Variable(b.inputs)), b.targets);
+      Variable loss = cross_entropy(ddp(b.inputs), b.targets);
       opt.zero_grad();
       loss.backward();  // gradients are averaged across ranks when this returns
       opt.step();
@@ -49,7 +49,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   model->eval();
   int64_t correct = 0;
   for (data::Batch& b : test_loader.epoch(0)) {
-    correct += nn::num_correct((*model)(Variable(b.inputs)).data(), b.targets);
+    correct += nn::num_correct((*model)(b.inputs), b.targets);
   }
   const double total = dist::all_reduce_scalar(static_cast<double>(correct), *world);
   if (world->rank() == 0) {

@@ -11,30 +11,18 @@
 
 using namespace tessera;
 
-// example::Net's layers in a row, so the pipeline can cut between any two of them.
-std::shared_ptr<nn::Sequential> sequential_net() {
-  using nn::Conv2dOptions;
-  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(Conv2dOptions(1, 16, 3).padding(1)),
-      std::make_shared<nn::BatchNorm2d>(16), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(nn::Pool2dOptions(2)),
-      std::make_shared<nn::Conv2d>(Conv2dOptions(16, 32, 3).padding(1)), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(nn::Pool2dOptions(2)), std::make_shared<nn::Flatten>(),
-      std::make_shared<nn::Linear>(32 * 7 * 7, 10)});
-}
-
 int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   manual_seed(0);  // the same full model on every rank; each trains its stage of it
-  auto model = sequential_net();
+  // example::Net's layers in a row, so the pipeline can cut between any two of them.
+  auto model = std::make_shared<nn::Sequential>(
+      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::BatchNorm2d(16), nn::ReLU(),
+      nn::MaxPool2d(nn::Pool2dOptions(2)), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
+      nn::ReLU(), nn::MaxPool2d(nn::Pool2dOptions(2)), nn::Flatten(), nn::Linear(32 * 7 * 7, 10));
   // Cut where forward + backward time splits evenly, profiled on one micro-batch of 16 images
   // (the convolutions hold few parameters but most of the work: "params" would misplace them).
-  pipeline::Pipe pipe(model, world,
-                      [](const Variable& out, const Tensor& y) { return cross_entropy(out, y); },
-                      pipeline::PipeOptions()
-                          .microbatches(4)
-                          .schedule(pipeline::ScheduleKind::kOneFOneB)
-                          .balance("time")
-                          .sample(randn({16, 1, 28, 28})));
+  pipeline::Pipe pipe(model, world, nn::CrossEntropyLoss(),
+      pipeline::PipeOptions().microbatches(4).schedule(pipeline::ScheduleKind::kOneFOneB)
+          .balance("time").sample(randn({16, 1, 28, 28})));
   optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
 
   auto train = std::make_shared<data::FashionMNISTDataset>("train");
@@ -56,9 +44,8 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
       if (step == steps) break;
     }
   }
-  std::string balance;
-  for (int n : pipe.balance()) balance += (balance.empty() ? "" : ",") + std::to_string(n);
-  std::printf("balance %s; %s\n", balance.c_str(), pipe.bubble_report().c_str());
+  std::printf("balance %s; %s\n", pipeline::balance_spec(pipe.balance()).c_str(),
+              pipe.bubble_report().c_str());
 
   // Evaluation runs the forward-only schedule; every rank gets the logits.
   model->eval();
@@ -67,8 +54,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   // The trained stages gathered into the whole model on every rank: saved as any model is.
   pipe.gather_model();
   if (world->rank() == 0) {
-    std::printf("%d stages: test accuracy %.4f\n", world->size(),
-                static_cast<double>(correct) / test->size());
+    std::printf("%d stages: test accuracy %.4f\n", world->size(), double(correct) / test->size());
     nn::save_weights(*model, "/tmp/pipeline_example.safetensors");
   }
   return 0;

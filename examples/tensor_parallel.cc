@@ -17,21 +17,13 @@
 using namespace tessera;
 namespace tp = tessera::dist::tensor_parallel;
 
-// The examples' small CNN as a Sequential, so that parallelize_module can swap its classifier.
+// The examples' small CNN as a Sequential, so that its classifier can be swapped.
 std::shared_ptr<nn::Sequential> make_net() {
   manual_seed(0);  // the same full weights whether the classifier is split or not
-  using nn::Conv2dOptions;
-  auto net = std::make_shared<nn::Sequential>();
-  net->push_back("conv1", std::make_shared<nn::Conv2d>(Conv2dOptions(1, 16, 3).padding(1)));
-  net->push_back("bn1", std::make_shared<nn::BatchNorm2d>(16));
-  net->push_back("relu1", std::make_shared<nn::ReLU>());
-  net->push_back("pool1", std::make_shared<nn::MaxPool2d>(nn::Pool2dOptions(2)));
-  net->push_back("conv2", std::make_shared<nn::Conv2d>(Conv2dOptions(16, 32, 3).padding(1)));
-  net->push_back("relu2", std::make_shared<nn::ReLU>());
-  net->push_back("pool2", std::make_shared<nn::MaxPool2d>(nn::Pool2dOptions(2)));
-  net->push_back("flatten", std::make_shared<nn::Flatten>());
-  net->push_back("fc", std::make_shared<nn::Linear>(32 * 7 * 7, 10));
-  return net;
+  return std::make_shared<nn::Sequential>(
+      nn::Conv2d(nn::Conv2dOptions(1, 16, 3).padding(1)), nn::BatchNorm2d(16), nn::ReLU(),
+      nn::MaxPool2d(nn::Pool2dOptions(2)), nn::Conv2d(nn::Conv2dOptions(16, 32, 3).padding(1)),
+      nn::ReLU(), nn::MaxPool2d(nn::Pool2dOptions(2)), nn::Flatten(), nn::Linear(32 * 7 * 7, 10));
 }
 
 int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
@@ -41,9 +33,8 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   const auto& tp_group = topology.tensor_parallel_group();
 
   auto model = make_net();
-  auto head = std::dynamic_pointer_cast<tp::ColumnParallelLinear>(
-      tp::parallelize_module(*model, tp_group, {{"fc", tp::Style::kClassParallelHead}})[0]);
-  tp::ClassParallelCrossEntropy loss_fn(tp_group, head->output_slice(), head->out_features());
+  // The classifier (the last Linear) split by class, with the loss over its split logits.
+  tp::ClassParallelHead head = tp::parallelize_classifier(*model, tp_group);
   dist::DistributedDataParallel ddp(model, topology.data_parallel_group());
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
 
@@ -55,7 +46,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
                               data::DistributedSamplerOptions(replicas, d).seed(0)));
   int64_t step = 0;
   for (data::Batch& b : loader.epoch(0)) {
-    Variable loss = loss_fn(ddp.forward(Variable(b.inputs)), b.targets);
+    Variable loss = head.loss(ddp(b.inputs), b.targets);
     opt.zero_grad();
     loss.backward();  // the head's gradient is local; the features' is summed over the TP group
     opt.step();
@@ -78,8 +69,8 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   data::DataLoader test_loader(test_set, data::DataLoaderOptions(1000));
   int64_t correct = 0, total = 0, disagreements = 0;
   for (data::Batch& b : test_loader.epoch(0)) {
-    const Tensor classes = loss_fn.argmax((*model)(Variable(b.inputs)).data());
-    const Tensor plain_classes = argmax((*plain)(Variable(b.inputs)).data(), 1);
+    const Tensor classes = head.loss.argmax((*model)(b.inputs));
+    const Tensor plain_classes = argmax((*plain)(b.inputs).data(), 1);
     disagreements += static_cast<int64_t>(sum(ne(classes, plain_classes)).item());
     correct += static_cast<int64_t>(sum(eq(classes, b.targets)).item());
     total += b.size();
@@ -89,7 +80,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
                 "holds %lld of 10 classes on this rank; the plain network disagrees on %lld "
                 "images\n",
                 world->size(), replicas, static_cast<double>(correct) / total,
-                static_cast<long long>(head->output_slice().length),
+                static_cast<long long>(head.linear->output_slice().length),
                 static_cast<long long>(disagreements));
   }
   TS_CHECK(disagreements == 0, "the tensor-parallel and the plain network disagree on ",

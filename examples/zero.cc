@@ -28,7 +28,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     int64_t step = 0;
     for (data::Batch& b : loader.epoch(epoch)) {
-      Variable loss = cross_entropy((*model)(Variable(b.inputs)), b.targets);
+      Variable loss = cross_entropy((*model)(b.inputs), b.targets);
       opt.zero_grad();
       loss.backward();             // gradient buckets are reduce-scattered as they fill
       opt.clip_grad_norm(5.0);     // the norm of the whole gradient, reduced across shards

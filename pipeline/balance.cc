@@ -179,5 +179,11 @@ std::vector<int> parse_balance(const std::string& text) {
   return out;
 }
 
+std::string balance_spec(const std::vector<int>& balance) {
+  std::string out;
+  for (int n : balance) out += (out.empty() ? "" : ",") + std::to_string(n);
+  return out;
+}
+
 }  // namespace pipeline
 }  // namespace tessera

@@ -54,6 +54,9 @@ std::vector<int> balance_by_time(nn::Sequential& model, int stages, const Tensor
                                  int repeats = 3);
 // "3,4,3" -> {3, 4, 3}; anything else is an error quoting the text.
 std::vector<int> parse_balance(const std::string& text);
+// {3, 4, 3} -> "3,4,3": a balance as PipeOptions().balance() takes it, to print a cut (one found
+// by time, say) and to make the same cut again without profiling.
+std::string balance_spec(const std::vector<int>& balance);
 
 }  // namespace pipeline
 }  // namespace tessera

@@ -126,6 +126,14 @@ TEST(Balance, ErrorsNameTheValues) {
   EXPECT_EQ(parse_balance("3,4,3"), (std::vector<int>{3, 4, 3}));
 }
 
+TEST(Balance, SpecIsWhatParseBalanceReads) {
+  EXPECT_EQ(balance_spec({5, 4}), "5,4");
+  EXPECT_EQ(balance_spec({7}), "7");
+  for (const std::vector<int>& b : {std::vector<int>{3, 4, 3}, {1}, {12, 1, 1, 30}}) {
+    EXPECT_EQ(parse_balance(balance_spec(b)), b);
+  }
+}
+
 TEST(Partition, StagesAreSlicesOfTheSameModelUnderTheirOriginalNames) {
   auto m = model();
   const auto stages = partition(*m, {2, 3, 1});
