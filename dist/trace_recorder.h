@@ -3,9 +3,10 @@
 // into it, a training loop marks the steps, and trace_file.h gathers every rank's events into
 // one file.
 //
-//   recorder.enable(TraceSteps{3, 4});      steps 3 and 4 (or TraceSteps{}: the last step run)
-//   for each step s:  recorder.begin_step(s) ... forward, backward, optimizer ... end_step()
-//   write_chrome_trace("trace.json", world)   collective; rank 0 writes
+//   auto& recorder = TraceRecorder::global();
+//   recorder.enable(TraceSteps::parse("3:4"));   steps 3 and 4 (TraceSteps{}: the last step run)
+//   for each step s = 1, 2, ...:  recorder.begin_step(s); forward, backward, step; recorder.end_step();
+//   write_chrome_trace("trace.json", recorder, world.get());   collective; rank 0 writes
 //
 // Two kinds of track per rank:
 //
