@@ -32,9 +32,10 @@ void write_trace(const RunContext& run) {
   recorder.disable();
   const size_t events = dist::trace::write_chrome_trace(c.trace, recorder, run.world);
   if (run.lead) {
-    std::printf("trace: %s (%zu events of %d ranks, steps %s; chrome://tracing or "
+    std::printf("trace: %s (%zu events of %d rank%s, steps %s; chrome://tracing or "
                 "ui.perfetto.dev; explain ddp|zero3 --trace=%s)\n",
-                c.trace.c_str(), events, run.ranks, c.trace_steps.c_str(), c.trace.c_str());
+                c.trace.c_str(), events, run.ranks, run.ranks == 1 ? "" : "s",
+                c.trace_steps.c_str(), c.trace.c_str());
   }
 }
 
