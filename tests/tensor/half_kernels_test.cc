@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tensor/ops.h"
@@ -200,6 +201,37 @@ TYPED_TEST(HalfOps, BatchNormComputesInF32) {
   EXPECT_LT(max_abs_diff(gl.bias, gr.bias), 1e-3);
   const Tensor gdiff = abs(sub(gl.input.to(kF32), gr.input));
   EXPECT_EQ(sum(gt(gdiff, add(mul(abs(gr.input), 2 * ulp), 1e-4)).to(kF32)).item(), 0.0);
+}
+
+// Max pooling on half input picks among its inputs, so it equals f32 pooling of the same values
+// exactly (indices too, ties keeping the first, a NaN window giving a NaN); its backward sums
+// each input's gradients in f32 and rounds once: the f32 backward rounded, bit for bit.
+TYPED_TEST(HalfOps, MaxPoolIsExactAndItsBackwardRoundsOnce) {
+  using T = TypeParam;
+  const DType dt = TestFixture::kType;
+  Generator g(6);
+  // Few distinct values make ties common; one NaN and one infinity.
+  Tensor xf = empty({2, 3, 11, 13}, kF32);
+  for (int64_t i = 0; i < xf.numel(); ++i) xf.data<float>()[i] = 0.5f * ((i * 7919) % 9) - 2.0f;
+  xf.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
+  xf.data<float>()[200] = std::numeric_limits<float>::infinity();
+  const Tensor x = xf.to(dt), xw = x.to(kF32);
+  for (const auto& [k, s, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 2, 1}, {2, 1, 0},
+                                  {3, 1, 1}}) {
+    Pool2dParams p;
+    p.kernel = {k, k};
+    p.stride = {s, s};
+    p.padding = {pad, pad};
+    const std::string what = "max_pool2d " + std::to_string(k) + "/" + std::to_string(s);
+    const auto [y, idx] = max_pool2d_with_indices(x, p);
+    const auto [yw, idxw] = max_pool2d_with_indices(xw, p);
+    expect_same_bits<T>(y, round_each<T>(yw), what.c_str());
+    EXPECT_EQ(max_abs_diff(idx.to(kF64), idxw.to(kF64)), 0.0) << what;
+    const Tensor dy = randn(y.shape(), kF32, &g).to(dt);
+    expect_same_bits<T>(max_pool2d_backward(dy, idx, x.shape()),
+                        round_each<T>(max_pool2d_backward(dy.to(kF32), idxw, x.shape())),
+                        (what + " backward").c_str());
+  }
 }
 
 }  // namespace
