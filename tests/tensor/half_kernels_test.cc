@@ -11,11 +11,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "tensor/accelerator.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -231,6 +234,32 @@ TYPED_TEST(HalfOps, MaxPoolIsExactAndItsBackwardRoundsOnce) {
     expect_same_bits<T>(max_pool2d_backward(dy, idx, x.shape()),
                         round_each<T>(max_pool2d_backward(dy.to(kF32), idxw, x.shape())),
                         (what + " backward").c_str());
+  }
+}
+
+// No CPU here multiplies f16 natively (fp16 autocast widens to f32): the advice says so and
+// names what to choose; bf16 is native exactly where oneDNN runs it (AVX-512 BF16 or AMX, as
+// the CPU's flags say), and then has no advice.
+TEST(LowPrecisionAdvice, NamesWhatTheCpuComputesNatively) {
+  const Device cpu = Device::cpu();
+  EXPECT_FALSE(computes_natively(cpu, kF16));
+  const std::string f16 = low_precision_advice(cpu, kF16);
+  EXPECT_NE(f16.find("fp16 autocast on cpu"), std::string::npos) << f16;
+  EXPECT_NE(f16.find(computes_natively(cpu, kBF16) ? "choose it" : "choose f32"),
+            std::string::npos)
+      << f16;
+  EXPECT_EQ(low_precision_advice(cpu, kBF16).empty(), computes_natively(cpu, kBF16));
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  const std::string flags((std::istreambuf_iterator<char>(cpuinfo)),
+                          std::istreambuf_iterator<char>());
+  const bool has_bf16 = flags.find("avx512_bf16") != std::string::npos ||
+                        flags.find("amx_bf16") != std::string::npos;
+  if (!flags.empty()) EXPECT_EQ(computes_natively(cpu, kBF16), has_bf16);
+  try {
+    computes_natively(cpu, kF32);
+    ADD_FAILURE() << "f32 is not a low precision";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("got f32"), std::string::npos) << e.what();
   }
 }
 
