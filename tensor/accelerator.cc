@@ -34,6 +34,26 @@ void check_device_exists(Device device) {
 
 void synchronize(Device device) { backend(device).synchronize(device.index()); }
 
+bool computes_natively(Device device, DType low_precision) {
+  TS_CHECK(low_precision == kF16 || low_precision == kBF16,
+           "computes_natively: expected f16 or bf16, got ", low_precision);
+  return backend(device).computes_natively(low_precision);
+}
+
+std::string low_precision_advice(Device device, DType low_precision) {
+  if (computes_natively(device, low_precision)) return "";
+  const bool bf16_native = computes_natively(device, kBF16);
+  std::string text = std::string(low_precision == kF16 ? "fp16" : "bf16") + " autocast on " +
+                     device.str() + ": this CPU has no native " +
+                     (low_precision == kF16 ? "fp16" : "bf16") +
+                     " arithmetic, so matrix products and convolutions widen their operands and "
+                     "compute in f32; it saves activation memory but not time (a step costs "
+                     "about what f32 does). ";
+  text += bf16_native ? "bf16 autocast is computed natively here and is faster; choose it."
+                      : "For speed, choose f32 on this CPU.";
+  return text;
+}
+
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 
 namespace tessera {
 
@@ -23,6 +24,14 @@ void check_device_exists(Device device);
 
 // Waits until all work queued on `device` has finished (a no-op on the CPU).
 void synchronize(Device device);
+
+// Whether autocast to `low_precision` (kF16 or kBF16) makes `device`'s matrix products and
+// convolutions faster than f32 (it computes that dtype natively), and if not, what to choose:
+// one sentence for users, empty when the device computes it natively. A CPU computes bf16
+// natively where oneDNN finds AVX-512 BF16 or AMX; no CPU here computes f16 (fp16 autocast
+// widens to f32, docs/AMP.md "What to choose on a CPU"). CUDA devices compute both.
+bool computes_natively(Device device, DType low_precision);
+std::string low_precision_advice(Device device, DType low_precision);
 
 // Whether f32 matrix products and convolutions on CUDA may use TF32 tensor cores (10-bit
 // mantissa inputs, f32 accumulation). Off by default, so f32 means f32 unless asked.

@@ -47,6 +47,9 @@ class Backend {
   virtual void synchronize(int /*index*/) {}
   // Streams and events (tensor/stream.h); null for a device without them (the CPU).
   virtual StreamBackend* streams() { return nullptr; }
+  // Whether this device multiplies f16 or bf16 operands natively (true), or widens them to f32
+  // and computes what f32 does (saving memory but not time).
+  virtual bool computes_natively(DType /*low_precision*/) { return true; }
 
   // dst and src have the same shape; dtypes may differ (converted); either may be strided.
   // A Backend whose device is not the CPU also copies between its device and the CPU.

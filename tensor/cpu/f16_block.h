@@ -14,9 +14,16 @@
 //
 // Eigen converts one element at a time through branches GCC does not vectorize, which made
 // fp16 autocast's casts, ReLUs and adds several times slower than f32 (a ResNet-20 step 3.2x
-// f32's). Bit for bit Eigen's software results (tests/tensor/half_kernels_test.cc); built with
-// -march=native, Eigen uses the F16C instructions instead, which agree except in the bits of
-// a NaN's payload.
+// f32's). Bit for bit Eigen's software results (tests/tensor/half_kernels_test.cc).
+//
+// widen_f16 and narrow_to_f16 run the CPU's own conversion instructions where it has them
+// (f16_convert.cc: AVX-512's 16-lane vcvtph2ps/vcvtps2ph, or F16C's 8-lane ones on AVX2
+// machines), and the portable loops below otherwise (or with TESSERA_SIMD=none). The
+// instructions round the same way (to nearest even, overflow to infinity, subnormals exact);
+// they differ only in a NaN's payload bits, which they keep where the loops make the quiet NaN
+// 0x7E00 (as Eigen built with -march=native does). On the AMD EPYC here the instructions took
+// fp16 autocast's conversions from the largest cost an fp16 step adds over f32 to a small one
+// (docs/BENCHMARKS.md, issue 31).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +33,7 @@
 namespace tessera {
 namespace cpu {
 
-inline void widen_f16(const Half* in, float* out, int64_t n) {
+inline void widen_f16_portable(const Half* in, float* out, int64_t n) {
   const uint16_t* h = reinterpret_cast<const uint16_t*>(in);
   uint32_t* u = reinterpret_cast<uint32_t*>(out);
   constexpr uint32_t kShiftedExponent = 0x7C00u << 13;
@@ -46,7 +53,7 @@ inline void widen_f16(const Half* in, float* out, int64_t n) {
   }
 }
 
-inline void narrow_to_f16(const float* in, Half* out, int64_t n) {
+inline void narrow_to_f16_portable(const float* in, Half* out, int64_t n) {
   const uint32_t* u = reinterpret_cast<const uint32_t*>(in);
   uint16_t* h = reinterpret_cast<uint16_t*>(out);
   constexpr uint32_t kInfinity = 255u << 23;
@@ -68,6 +75,10 @@ inline void narrow_to_f16(const float* in, Half* out, int64_t n) {
     h[j] = static_cast<uint16_t>(magnitude | (sign >> 16));
   }
 }
+
+// The same conversions, by the CPU's instructions where it has them (f16_convert.cc).
+void widen_f16(const Half* in, float* out, int64_t n);
+void narrow_to_f16(const float* in, Half* out, int64_t n);
 
 }  // namespace cpu
 }  // namespace tessera

@@ -11,10 +11,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "tensor/accelerator.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -200,6 +204,63 @@ TYPED_TEST(HalfOps, BatchNormComputesInF32) {
   EXPECT_LT(max_abs_diff(gl.bias, gr.bias), 1e-3);
   const Tensor gdiff = abs(sub(gl.input.to(kF32), gr.input));
   EXPECT_EQ(sum(gt(gdiff, add(mul(abs(gr.input), 2 * ulp), 1e-4)).to(kF32)).item(), 0.0);
+}
+
+// Max pooling on half input picks among its inputs, so it equals f32 pooling of the same values
+// exactly (indices too, ties keeping the first, a NaN window giving a NaN); its backward sums
+// each input's gradients in f32 and rounds once: the f32 backward rounded, bit for bit.
+TYPED_TEST(HalfOps, MaxPoolIsExactAndItsBackwardRoundsOnce) {
+  using T = TypeParam;
+  const DType dt = TestFixture::kType;
+  Generator g(6);
+  // Few distinct values make ties common; one NaN and one infinity.
+  Tensor xf = empty({2, 3, 11, 13}, kF32);
+  for (int64_t i = 0; i < xf.numel(); ++i) xf.data<float>()[i] = 0.5f * ((i * 7919) % 9) - 2.0f;
+  xf.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
+  xf.data<float>()[200] = std::numeric_limits<float>::infinity();
+  const Tensor x = xf.to(dt), xw = x.to(kF32);
+  for (const auto& [k, s, pad] : {std::tuple<int64_t, int64_t, int64_t>{3, 2, 1}, {2, 1, 0},
+                                  {3, 1, 1}}) {
+    Pool2dParams p;
+    p.kernel = {k, k};
+    p.stride = {s, s};
+    p.padding = {pad, pad};
+    const std::string what = "max_pool2d " + std::to_string(k) + "/" + std::to_string(s);
+    const auto [y, idx] = max_pool2d_with_indices(x, p);
+    const auto [yw, idxw] = max_pool2d_with_indices(xw, p);
+    expect_same_bits<T>(y, round_each<T>(yw), what.c_str());
+    EXPECT_EQ(max_abs_diff(idx.to(kF64), idxw.to(kF64)), 0.0) << what;
+    const Tensor dy = randn(y.shape(), kF32, &g).to(dt);
+    expect_same_bits<T>(max_pool2d_backward(dy, idx, x.shape()),
+                        round_each<T>(max_pool2d_backward(dy.to(kF32), idxw, x.shape())),
+                        (what + " backward").c_str());
+  }
+}
+
+// No CPU here multiplies f16 natively (fp16 autocast widens to f32): the advice says so and
+// names what to choose; bf16 is native exactly where oneDNN runs it (AVX-512 BF16 or AMX, as
+// the CPU's flags say), and then has no advice.
+TEST(LowPrecisionAdvice, NamesWhatTheCpuComputesNatively) {
+  const Device cpu = Device::cpu();
+  EXPECT_FALSE(computes_natively(cpu, kF16));
+  const std::string f16 = low_precision_advice(cpu, kF16);
+  EXPECT_NE(f16.find("fp16 autocast on cpu"), std::string::npos) << f16;
+  EXPECT_NE(f16.find(computes_natively(cpu, kBF16) ? "choose it" : "choose f32"),
+            std::string::npos)
+      << f16;
+  EXPECT_EQ(low_precision_advice(cpu, kBF16).empty(), computes_natively(cpu, kBF16));
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  const std::string flags((std::istreambuf_iterator<char>(cpuinfo)),
+                          std::istreambuf_iterator<char>());
+  const bool has_bf16 = flags.find("avx512_bf16") != std::string::npos ||
+                        flags.find("amx_bf16") != std::string::npos;
+  if (!flags.empty()) EXPECT_EQ(computes_natively(cpu, kBF16), has_bf16);
+  try {
+    computes_natively(cpu, kF32);
+    ADD_FAILURE() << "f32 is not a low precision";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("got f32"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -203,9 +203,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(batch), cpu_clock ? "process CPU time" : "wall clock", reps);
   for (int t : threads) std::printf(" %d", t);
   set_num_threads(1);
+  const double peak = fma_peak_gflops();
   std::printf("\nsingle-core FMA peak (16-float vectors, measured, %s): %.0f GFLOP/s\n\n",
-              cpu_clock ? "CPU time" : "wall clock",
-              fma_peak_gflops());
+              cpu_clock ? "CPU time" : "wall clock", peak);
 
   // Every row: a name, how often one step runs it, its GFLOP (0: memory-bound), and fn.
   struct Row {
@@ -316,6 +316,16 @@ int main(int argc, char** argv) {
   for (double c : conv_total) std::printf(" | %26.1f", c);
   std::printf("\n%-50s", "sum of all rows (ms per step)");
   for (double c : total) std::printf(" | %26.1f", c);
+  // The step's work is its convolutions' (the rest is memory-bound): against one core's peak
+  // at one thread, against t cores' at t threads (issue 31's target: 70% at one thread).
+  double step_gflop = 0;
+  for (const Row& r : rows) step_gflop += r.gflop * r.count;
+  std::printf("\n%-50s", "step GFLOP / all rows' time, % of peak");
+  for (size_t j = 0; j < threads.size(); ++j) {
+    const double rate = total[j] > 0 ? step_gflop / total[j] * 1e3 : 0;
+    std::printf(" | %8.1f GFLOP %6.1f/s %3.0f%%", step_gflop, rate,
+                100 * rate / (peak * threads[j]));
+  }
   std::printf("\n");
   return 0;
 }

@@ -8,9 +8,15 @@
 #   tools/bench/side_by_side.sh [--models=resnet18,resnet50] [--threads=1,2] [--steps=10]
 #                               [--rounds=2] [--tessera=path/to/train_bench]
 #                               [--baseline=path/to/an/older/train_bench] [--amp=off,bf16]
+#                               [--clock=wall|cpu]
 #
 # --amp: f32 (off) and/or bf16 autocast, each timed in every round on both sides (issue 12:
 # bf16 against f32 in one run); the models may include resnet20 (batch 128, 1x28x28).
+#
+# --clock=cpu: both sides time each step in the process's CPU time, not the wall clock. At one
+# thread on a machine shared with other work (a build, another benchmark) this leaves out the
+# slices each process spent waiting for a core; at two threads it also counts spinning at
+# barriers, so use it at one thread only.
 #
 # Builds //tools/bench:train_bench with --config=native unless --tessera names a binary.
 # --baseline adds a third contender (say, the train_bench of the commit before a change), timed
@@ -19,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline= amps=off
+models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline= amps=off clock=wall
 for arg in "$@"; do
   case "$arg" in
     --models=*) models=${arg#*=} ;;
@@ -29,6 +35,7 @@ for arg in "$@"; do
     --tessera=*) tessera=${arg#*=} ;;
     --baseline=*) baseline=${arg#*=} ;;
     --amp=*) amps=${arg#*=} ;;
+    --clock=*) clock=${arg#*=} ;;
     *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -60,10 +67,11 @@ for ((round = 1; round <= rounds; round++)); do
         # An older baseline binary may not know --amp: pass it only when it is not "off".
         amp_flag=()
         [[ "$amp" != off ]] && amp_flag=(--amp="$amp")
+        [[ "$clock" != wall ]] && amp_flag+=(--clock="$clock")
         read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" \
           "${amp_flag[@]}" | median_min)
         read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
-          --models="$model" --threads="$t" --steps="$steps" --amp="$amp" | median_min)
+          --models="$model" --threads="$t" --steps="$steps" --amp="$amp" --clock="$clock" | median_min)
         printf '%-9s %-7s %-4s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$amp" \
           "$round" "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
         if [[ -n "$baseline" ]]; then

@@ -1,5 +1,6 @@
 #include "tools/train/run_report.h"
 
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "dist/reduce_scalar.h"
+#include "tensor/accelerator.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -54,6 +56,10 @@ void print_run_header(const RunContext& run, const Data& d) {
               c.strategy.c_str(), run.ranks, run.ranks == 1 ? "" : "s", run.device.str().c_str(),
               num_threads());
   std::printf("precision: %s\n", run.precision.describe().c_str());
+  if (run.precision.autocast_enabled()) {
+    const std::string advice = low_precision_advice(run.device, run.precision.autocast_dtype());
+    if (!advice.empty()) std::printf("note: %s\n", advice.c_str());
+  }
   if (const auto job = slurm_job()) {
     std::printf("slurm: job %s on %s\n", job->job_id.c_str(), job->nodes.c_str());
   }
