@@ -115,20 +115,10 @@ void write_index(const CheckpointIndex& index) {
   save_safetensors(index_file_name(index.dir), t, m);
 }
 
-CheckpointIndex read_index(const std::string& dir) {
-  const std::string path = index_file_name(dir);
-  struct stat st;
-  TS_CHECK(::stat(path.c_str(), &st) == 0, "load_sharded_checkpoint: no index '", path,
-           "' (not a sharded checkpoint directory, or its save did not finish: the index is "
-           "written last)");
-  const SafetensorsFile file = load_safetensors(path);
-  TS_CHECK(meta(file, "format", path) == kFormat, "load_sharded_checkpoint: '", path,
-           "' has format '", meta(file, "format", path), "', expected '", kFormat, "'");
-  CheckpointIndex index;
-  index.dir = dir;
-  index.strategy = meta(file, "strategy", path);
-  index.id = i64_values(file, "id", {1}, path)[0];
+namespace {
 
+// The index's "vectors" table: each flat vector's name, total and padded size.
+void read_vectors(const SafetensorsFile& file, const std::string& path, CheckpointIndex& index) {
   const Tensor* vt = file.tensors.find("vectors");
   TS_CHECK(vt != nullptr && vt->dim() == 2, "load_sharded_checkpoint: '", path,
            "': 'vectors' missing or not [V, 2]");
@@ -141,7 +131,12 @@ CheckpointIndex read_index(const std::string& dir) {
              "load_sharded_checkpoint: '", path, "': vector ", v, " has total ", vectors[2 * v],
              " and padded size ", vectors[2 * v + 1]);
   }
+}
 
+// The "params" table: each parameter's name, dtype, shape, vector and offset, laid end to end
+// in its vector and covering it exactly.
+void read_params(const SafetensorsFile& file, const std::string& path, CheckpointIndex& index) {
+  const int64_t V = static_cast<int64_t>(index.vectors.size());
   const Tensor* pt = file.tensors.find("params");
   TS_CHECK(pt != nullptr && pt->dim() == 2, "load_sharded_checkpoint: '", path,
            "': 'params' missing or not [P, 2]");
@@ -175,7 +170,11 @@ CheckpointIndex read_index(const std::string& dir) {
              "': the parameters of vector ", v, " ('", index.vectors[v].name, "') hold ",
              covered[v], " elements but its total is ", index.vectors[v].total);
   }
+}
 
+// The "files" table: each rank's file's range of each vector, tiling it in rank order.
+void read_files(const SafetensorsFile& file, const std::string& path, CheckpointIndex& index) {
+  const int64_t V = static_cast<int64_t>(index.vectors.size());
   const Tensor* ft = file.tensors.find("files");
   TS_CHECK(ft != nullptr && ft->dim() == 3 && ft->size(0) >= 1, "load_sharded_checkpoint: '",
            path, "': 'files' missing or not [N, V, 2]");
@@ -196,7 +195,12 @@ CheckpointIndex read_index(const std::string& dir) {
              "': the files hold ", next, " elements of vector ", v, ", its total is ",
              index.vectors[v].total);
   }
+}
 
+// The progress, the optimizer's step, state keys and options, the buffers and the caller's
+// strings.
+void read_progress_and_state(const SafetensorsFile& file, const std::string& path,
+                             CheckpointIndex& index) {
   const std::vector<int64_t> progress = i64_values(file, "progress", {4}, path);
   index.progress.epoch = progress[0];
   index.progress.step = progress[1];
@@ -216,6 +220,27 @@ CheckpointIndex read_index(const std::string& dir) {
   for (const auto& [key, value] : file.metadata) {
     if (key.compare(0, 6, "extra.") == 0) index.extra[key.substr(6)] = value;
   }
+}
+
+}  // namespace
+
+CheckpointIndex read_index(const std::string& dir) {
+  const std::string path = index_file_name(dir);
+  struct stat st;
+  TS_CHECK(::stat(path.c_str(), &st) == 0, "load_sharded_checkpoint: no index '", path,
+           "' (not a sharded checkpoint directory, or its save did not finish: the index is "
+           "written last)");
+  const SafetensorsFile file = load_safetensors(path);
+  TS_CHECK(meta(file, "format", path) == kFormat, "load_sharded_checkpoint: '", path,
+           "' has format '", meta(file, "format", path), "', expected '", kFormat, "'");
+  CheckpointIndex index;
+  index.dir = dir;
+  index.strategy = meta(file, "strategy", path);
+  index.id = i64_values(file, "id", {1}, path)[0];
+  read_vectors(file, path, index);
+  read_params(file, path, index);
+  read_files(file, path, index);
+  read_progress_and_state(file, path, index);
   return index;
 }
 
