@@ -130,9 +130,10 @@ Variable DistributedDataParallel::forward(const Variable& x) {
     if (trace::recording()) label.emplace("broadcast buffers", "broadcast");
     broadcast_buffers(*module_, *comm_, 0);
   }
-  const double start = steady_seconds();
+  const bool traced = trace::recording();
+  const double start = traced ? steady_seconds() : 0.0;
   Variable out = module_->forward(x);
-  if (trace::recording()) trace::TraceRecorder::global().span("forward", "forward", start, steady_seconds());
+  if (traced) trace::TraceRecorder::global().span("forward", "forward", start, steady_seconds());
   if (GradMode::is_enabled() && !no_sync_ && out.requires_grad()) prepare_for_backward(out);
   return out;
 }

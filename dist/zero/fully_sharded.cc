@@ -195,7 +195,7 @@ void FullyShardedDataParallel::hook_nested_unit(size_t u) {
   // Before the module's forward: its parameters whole (and the next units' gathers started).
   forward_hooks_[u].push_back(m->register_forward_pre_hook([this, u](nn::Module&) {
     start_unit_forward(u);
-    started_[u] = steady_seconds();
+    if (trace::recording()) started_[u] = steady_seconds();
   }));
   // After it: as for a top-level unit, re-gather when the gradient of its output arrives, and
   // free the parameters now.
@@ -222,7 +222,7 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
     if (u >= 0) {
       if (c == unit_children_[u].front()) {
         start_unit_forward(static_cast<size_t>(u));
-        started_[u] = steady_seconds();
+        if (trace::recording()) started_[u] = steady_seconds();
       } else {
         units_[u]->gather();  // the root, gathered again if one of its children resharded it
       }
@@ -279,7 +279,7 @@ void FullyShardedDataParallel::on_pre_backward(size_t unit) {
   start_backward();
   units_[unit]->gather();
   prefetch(backward_order_, unit);
-  started_[unit] = steady_seconds();
+  if (trace::recording()) started_[unit] = steady_seconds();
 }
 
 void FullyShardedDataParallel::record_compute(size_t unit, const char* what) const {
