@@ -79,22 +79,20 @@ void set(DeviceType type, Setting s) {
   slot = s;
 }
 
-bool is_low(DType t) { return t == kF16 || t == kBF16; }
-
 void check_dtype(DType dtype) {
-  TS_CHECK(is_low(dtype), "AutocastGuard: dtype must be f16 or bf16, got ", dtype);
+  TS_CHECK(is_half(dtype), "AutocastGuard: dtype must be f16 or bf16, got ", dtype);
 }
 
 // Autocast casts f32, f16 and bf16 tensors; f64 and integer tensors are left alone.
 bool eligible(const Variable& v) {
-  return v.defined() && (v.dtype() == kF32 || is_low(v.dtype()));
+  return v.defined() && (v.dtype() == kF32 || is_half(v.dtype()));
 }
 
 // A parameter is cast once per outermost guard; other Variables (activations) every time.
 Variable cached_cast(const Variable& v, DType to) {
   if (v.dtype() == to) return v;
   const bool cacheable = v.is_leaf() && v.requires_grad() && GradMode::is_enabled() &&
-                         v.dtype() == kF32 && is_low(to);
+                         v.dtype() == kF32 && is_half(to);
   if (!cacheable) return tessera::to(v, to);
   CacheEntry& entry = g_state.cache[v.impl()][to == kF16 ? 0 : 1];
   if (!entry.cast.defined()) entry = {v, tessera::to(v, to)};

@@ -169,7 +169,7 @@ void Module::train(bool on) {
 }
 
 void Module::to(DType dtype) {
-  const bool half = dtype == kF16 || dtype == kBF16;
+  const bool half = is_half(dtype);
   const DType mine = half && keep_f32_under_half() ? kF32 : dtype;
   for (auto* list : {&parameters_, &buffers_}) {
     for (auto& [name, v] : *list) {

@@ -35,7 +35,7 @@ void ElementwiseOptimizer::step() {
       const Variable& p = group.params[pi];
       if (!p.grad().defined()) continue;
       ParamState& state = state_[gi][pi];
-      const bool low = p.dtype() == kF16 || p.dtype() == kBF16;
+      const bool low = is_half(p.dtype());
       if (low && !state.tensors.count("master")) {
         state.tensors["master"] = p.data().to(kF32).contiguous().clone();
       }
@@ -118,8 +118,7 @@ void ElementwiseOptimizer::load_state_dict(const StateDict& state) {
              " tensor, expected a floating-point one (", param, " is ", p.dtype(), ")");
     TS_CHECK(t.shape() == p.shape(), where, "'", key, "' has shape ", t.shape(), " but ", param,
              " has ", p.shape());
-    const DType dtype = name == "master" || p.dtype() == kF16 || p.dtype() == kBF16 ? kF32
-                                                                                    : p.dtype();
+    const DType dtype = name == "master" || is_half(p.dtype()) ? kF32 : p.dtype();
     fresh.tensors[name] = t.to(dtype).to(p.device()).contiguous().clone();
   }
   for (size_t i = 0; i < total; ++i) {

@@ -116,7 +116,7 @@ DType model_input_dtype(const nn::Sequential& model, DType otherwise) {
   DType first = otherwise;
   bool found = false;
   for (const Variable& p : model.parameters()) {
-    if (p.dtype() == kF16 || p.dtype() == kBF16) return p.dtype();
+    if (is_half(p.dtype())) return p.dtype();
     if (!found && is_floating(p.dtype())) first = p.dtype(), found = true;
   }
   return first;

@@ -35,7 +35,7 @@ void check_device_exists(Device device) {
 void synchronize(Device device) { backend(device).synchronize(device.index()); }
 
 bool computes_natively(Device device, DType low_precision) {
-  TS_CHECK(low_precision == kF16 || low_precision == kBF16,
+  TS_CHECK(is_half(low_precision),
            "computes_natively: expected f16 or bf16, got ", low_precision);
   return backend(device).computes_natively(low_precision);
 }

@@ -32,6 +32,8 @@ const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
+bool is_half(DType dtype) { return dtype == kF16 || dtype == kBF16; }
+
 bool is_floating(DType dtype) {
   return dtype == kF32 || dtype == kF64 || dtype == kF16 || dtype == kBF16;
 }

@@ -30,6 +30,8 @@ using BFloat16 = Eigen::bfloat16;
 size_t element_size(DType dtype);
 const char* dtype_name(DType dtype);
 bool is_floating(DType dtype);
+// f16 or bf16: the half-width floats autocast computes in and masters are kept for.
+bool is_half(DType dtype);
 // "floating-point", "integer" or "bool". Loading a saved tensor converts its precision within a
 // kind (f16 into f32, i32 into i64) but never across kinds: an f32 tensor relabelled i32 is the
 // same bytes read as garbage, so loaders compare kinds.

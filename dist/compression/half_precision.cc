@@ -7,7 +7,7 @@ namespace dist {
 namespace compression {
 
 HalfPrecision::HalfPrecision(DType dtype) : dtype_(dtype) {
-  TS_CHECK(dtype == kF16 || dtype == kBF16, "HalfPrecision: dtype must be f16 or bf16, got ", dtype);
+  TS_CHECK(is_half(dtype), "HalfPrecision: dtype must be f16 or bf16, got ", dtype);
 }
 
 Tensor HalfPrecision::compress(const Tensor& x, const CompressContext& ctx) {

@@ -172,7 +172,7 @@ void FlatParameter::launch_reduce_scatter() {
   reduced_ = empty({shard_numel()}, TensorOptions(reduce_dtype_).device(device_));
   std::optional<trace::CollectiveLabel> label;
   if (trace::recording()) label.emplace("reduce_scatter " + name_, "reduce_scatter", trace_args());
-  if (reduce_dtype_ == kF16 || reduce_dtype_ == kBF16) {
+  if (is_half(reduce_dtype_)) {
     // Divided before the half-precision sum, so N ranks' (loss-scaled) gradients stay in range.
     mul_(grad_flat_, 1.0 / group_->size());
     work_ = group_->reduce_scatter(grad_flat_, reduced_, counts(), ReduceOp::kSum);

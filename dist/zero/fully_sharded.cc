@@ -163,7 +163,7 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
   // (BatchNorm's) compute in their own dtype.
   std::vector<const VariableImpl*> keep_f32;
   const std::optional<DType> low = mixed_precision_.param_dtype();
-  if (low && (*low == kF16 || *low == kBF16)) {
+  if (low && is_half(*low)) {
     for (const auto& [path, module] : model_->named_modules()) {
       if (!module->keep_f32_under_half()) continue;
       for (const auto& [name, p] : module->named_parameters(/*recurse=*/false)) {

@@ -22,8 +22,6 @@ namespace dist {
 namespace zero {
 namespace checkpoint_parts {
 
-inline bool is_half(DType d) { return d == kF16 || d == kBF16; }
-
 // The precision a parameter's values are saved and assembled in: its master's.
 inline DType master_dtype(DType d) { return d == kF64 ? kF64 : kF32; }
 

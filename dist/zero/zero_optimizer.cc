@@ -23,8 +23,6 @@ std::vector<int64_t> sizes_of(const std::vector<zero::Range>& ranges) {
   return sizes;
 }
 
-bool is_half(DType d) { return d == kF16 || d == kBF16; }
-
 }  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
