@@ -55,7 +55,7 @@
 #include "dist/compression/error_feedback.h"
 #include "dist/compression/make_hook.h"
 #include "dist/compression/powersgd.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/collective_timeout.h"
 #include "dist/environment.h"
 #include "dist/gossip/gossip.h"

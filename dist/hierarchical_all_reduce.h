@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/comm_hooks.h"
+#include "dist/ddp/comm_hooks.h"
 #include "dist/node_groups.h"
 
 namespace tessera {

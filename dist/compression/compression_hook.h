@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "dist/comm_hooks.h"
+#include "dist/ddp/comm_hooks.h"
 #include "dist/compression/compressor.h"
 
 namespace tessera {

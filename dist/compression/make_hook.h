@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "dist/comm_hooks.h"
+#include "dist/ddp/comm_hooks.h"
 #include "dist/compression/compressor.h"
 
 namespace tessera {

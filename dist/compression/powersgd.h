@@ -88,7 +88,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm_hooks.h"
+#include "dist/ddp/comm_hooks.h"
 #include "dist/process_group.h"
 #include "tensor/state_dict.h"
 #include "tensor/tensor.h"

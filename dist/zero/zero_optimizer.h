@@ -66,7 +66,7 @@ class ZeroOptions {
   // The gradients' reduce-scatter in half precision (kF16 or kBF16; kF32, the default, is
   // uncompressed): each rank's flat gradient divided by N and rounded, summed in that dtype,
   // widened into the f32 shard gradient. Half the bytes of the f32 reduce-scatter, as DDP's
-  // fp16 communication hook (dist/comm_hooks.h); the all-gather of parameters is unchanged.
+  // fp16 communication hook (dist/ddp/comm_hooks.h); the all-gather of parameters is unchanged.
   ZeroOptions& reduce_dtype(DType d) { reduce_dtype_ = d; return *this; }
   int stage() const { return stage_; }
   DType reduce_dtype() const { return reduce_dtype_; }

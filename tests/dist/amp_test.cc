@@ -9,7 +9,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/module_sync.h"
 #include "dist/zero/zero_optimizer.h"

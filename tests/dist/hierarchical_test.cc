@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/hierarchical_all_reduce.h"
 #include "dist/hierarchical_reduce_scatter.h"

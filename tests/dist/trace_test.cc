@@ -12,7 +12,7 @@
 #include <map>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/trace_recorder.h"
 #include "dist/zero/fully_sharded.h"

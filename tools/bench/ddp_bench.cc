@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/reduce_scalar.h"
 #include "models/resnet.h"

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/tensor_parallel/class_parallel_cross_entropy.h"
 #include "dist/tensor_parallel/column_parallel_linear.h"

@@ -5,7 +5,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/local_sgd/diloco.h"
 #include "dist/local_sgd/periodic_model_averager.h"
 #include "dist/local_sgd/post_local_sgd_optimizer.h"

@@ -13,7 +13,7 @@
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/make_hook.h"
 #include "dist/compression/powersgd.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/module_sync.h"
 #include "dist/trace_recorder.h"
 #include "dist/tensor_parallel/optimizer_state.h"

@@ -15,7 +15,7 @@
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/error_feedback.h"
 #include "dist/compression/make_hook.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "models/simple.h"
 #include "optim/sgd.h"

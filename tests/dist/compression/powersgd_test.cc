@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "nn/nn.h"
 #include "optim/sgd.h"

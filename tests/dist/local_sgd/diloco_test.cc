@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/local_sgd/diloco.h"
 #include "dist/local_sgd/periodic_model_averager.h"

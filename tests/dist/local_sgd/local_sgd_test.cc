@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/local_sgd/periodic_model_averager.h"
 #include "dist/local_sgd/post_local_sgd_optimizer.h"

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/local_sgd/consensus_distance.h"
 #include "dist/local_sgd/diloco.h"

@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/zero/fully_sharded.h"
 #include "models/resnet.h"

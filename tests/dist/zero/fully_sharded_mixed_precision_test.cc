@@ -20,7 +20,7 @@
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/zero/fully_sharded.h"
 #include "models/resnet.h"

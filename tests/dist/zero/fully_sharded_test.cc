@@ -19,7 +19,7 @@
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "dist/amp.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/module_sync.h"
 #include "nn/activation.h"

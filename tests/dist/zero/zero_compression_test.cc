@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/zero/zero_optimizer.h"
 #include "models/simple.h"

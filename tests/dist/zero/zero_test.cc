@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/functions.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "dist/module_sync.h"
 #include "models/simple.h"

@@ -6,7 +6,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/weight_grad.h"
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 #include "dist/environment.h"
 #include "models/simple.h"
 #include "tensor/ops.h"

@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm_hooks.h"
+#include "dist/ddp/comm_hooks.h"
 #include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
 #include "nn/module.h"

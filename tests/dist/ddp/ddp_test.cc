@@ -2,7 +2,7 @@
 // steps), BatchNorm with per-rank statistics, no_sync, buckets (identical on every rank, and
 // launched before backward ends), unused parameters, bucket views, the fp16 hook, the byte
 // ledger, and mismatched models.
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 
 #include <gtest/gtest.h>
 

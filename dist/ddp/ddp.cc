@@ -1,4 +1,4 @@
-#include "dist/ddp.h"
+#include "dist/ddp/ddp.h"
 
 #include <optional>
 #include <unordered_set>
