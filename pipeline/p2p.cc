@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "pipeline/tensor_header.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"
 
@@ -9,12 +10,11 @@ namespace tessera {
 namespace pipeline {
 namespace {
 
-constexpr int kMaxDims = 8;
 constexpr int64_t kHeaderLength = 16;  // i64 values
 constexpr int64_t kHeaderBytes = kHeaderLength * 8;
-// Header fields.
-constexpr int kMicrobatch = 0, kVirtualStage = 1, kDType = 2, kNdim = 3, kDims = 4,
-              kPayloadBytes = kDims + kMaxDims, kRoute = kPayloadBytes + 1;
+// Header fields: the tensor's dtype and shape are a tensor header (tensor_header.h) at kTensor.
+constexpr int kMicrobatch = 0, kVirtualStage = 1, kTensor = 2,
+              kPayloadBytes = kTensor + kTensorHeaderLength, kRoute = kPayloadBytes + 1;
 // Where the payload went: into the posted room (T+1), or on its own tag (T+2) after an empty T+1.
 constexpr int64_t kInPostedRoom = 0, kOnItsOwnTag = 1;
 // Tags: activations and gradients travel on their own: header T, payload T+1, oversized T+2.
@@ -80,8 +80,8 @@ void Mailbox::post(int src, MessageKind kind, Inbox& inbox) {
 std::vector<std::shared_ptr<dist::Work>> Mailbox::send_tensor(const Tensor& tensor, int dst,
                                                               MessageKind kind, int microbatch,
                                                               int virtual_stage) {
-  TS_CHECK(tensor.dim() <= kMaxDims, "pipeline send: a ", kind_name(kind), " of shape ",
-           tensor.shape(), " has more than ", kMaxDims, " dimensions");
+  TS_CHECK(tensor.dim() <= kTensorHeaderMaxDims, "pipeline send: a ", kind_name(kind), " of shape ",
+           tensor.shape(), " has more than ", kTensorHeaderMaxDims, " dimensions");
   const Tensor payload = tensor.contiguous().view({tensor.numel()});
   const int64_t bytes = static_cast<int64_t>(payload.nbytes());
   Outbox& out = outboxes_[{dst, kind}];
@@ -96,9 +96,7 @@ std::vector<std::shared_ptr<dist::Work>> Mailbox::send_tensor(const Tensor& tens
   int64_t* h = header.data<int64_t>();
   h[kMicrobatch] = microbatch;
   h[kVirtualStage] = virtual_stage;
-  h[kDType] = static_cast<int64_t>(tensor.dtype());
-  h[kNdim] = tensor.dim();
-  for (int64_t d = 0; d < tensor.dim(); ++d) h[kDims + d] = tensor.size(d);
+  write_tensor_header(tensor, h + kTensor);
   h[kPayloadBytes] = bytes;
   h[kRoute] = fits ? kInPostedRoom : kOnItsOwnTag;
   const int tag = header_tag(kind);
@@ -121,13 +119,11 @@ Tensor Mailbox::recv_tensor(int src, MessageKind kind, int microbatch, int virtu
            " from virtual stage ", virtual_stage, " (rank ", src, "), got micro-batch ",
            h[kMicrobatch], " from virtual stage ", h[kVirtualStage],
            ": the two ranks run different schedules");
-  TS_CHECK(h[kNdim] >= 0 && h[kNdim] <= kMaxDims && h[kDType] >= 0 &&
-               h[kDType] <= static_cast<int64_t>(DType::kBool) &&
-               (h[kRoute] == kInPostedRoom || h[kRoute] == kOnItsOwnTag),
-           "pipeline recv: bad header from rank ", src, " (", h[kNdim], " dimensions, dtype ",
-           h[kDType], ", route ", h[kRoute], ")");
-  const Shape shape(h + kDims, h + kDims + h[kNdim]);
-  const DType dtype = static_cast<DType>(h[kDType]);
+  TS_CHECK(is_tensor_header(h + kTensor) && (h[kRoute] == kInPostedRoom || h[kRoute] == kOnItsOwnTag),
+           "pipeline recv: bad header from rank ", src, " (", h[kTensor + kTensorHeaderNdim],
+           " dimensions, dtype ", h[kTensor + kTensorHeaderDType], ", route ", h[kRoute], ")");
+  const Shape shape = tensor_header_shape(h + kTensor);
+  const DType dtype = tensor_header_dtype(h + kTensor);
   const int64_t bytes = h[kPayloadBytes];
   TS_CHECK(bytes == numel(shape) * static_cast<int64_t>(element_size(dtype)),
            "pipeline recv: bad header from rank ", src, ": ", bytes, " payload bytes for ",

@@ -9,6 +9,7 @@
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
 #include "pipeline/partition.h"
+#include "pipeline/tensor_header.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -172,19 +173,17 @@ Tensor Pipe::forward(const Tensor& input) {
   // The last stage has the output; its shape and dtype go first so the others can allocate.
   const int last = stages_ - 1;
   Tensor out;
-  Tensor header = zeros({10}, kI64);
+  Tensor header = zeros({kTensorHeaderLength}, kI64);
   if (stage_ == last) {
     out = cat(outputs, 0).contiguous();
-    TS_CHECK(out.dim() <= 8, "Pipe::forward: an output of shape ", out.shape(), " has more than 8 dimensions");
-    int64_t* h = header.data<int64_t>();
-    h[0] = static_cast<int64_t>(out.dtype());
-    h[1] = out.dim();
-    for (int64_t d = 0; d < out.dim(); ++d) h[2 + d] = out.size(d);
+    TS_CHECK(out.dim() <= kTensorHeaderMaxDims, "Pipe::forward: an output of shape ", out.shape(),
+             " has more than ", kTensorHeaderMaxDims, " dimensions");
+    write_tensor_header(out, header.data<int64_t>());
   }
   group_->broadcast(header, last)->wait();
   if (stage_ != last) {
     const int64_t* h = header.data<int64_t>();
-    out = empty(Shape(h + 2, h + 2 + h[1]), static_cast<DType>(h[0]));
+    out = empty(tensor_header_shape(h), tensor_header_dtype(h));
   }
   group_->broadcast(out.view({out.numel()}), last)->wait();
   return out;
