@@ -1,6 +1,9 @@
 #include "optim/elementwise_optimizer.h"
 
+#include <optional>
+
 #include "autograd/grad_mode.h"
+#include "optim/state_keys.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -67,7 +70,7 @@ StateDict ElementwiseOptimizer::state_dict() const {
     for (size_t pi = 0; pi < groups[gi].params.size(); ++pi, ++index) {
       const ParamState& s = state_[gi][pi];
       if (s.step == 0) continue;
-      const std::string prefix = "state." + std::to_string(index) + ".";
+      const std::string prefix = state_key_prefix(index);
       out.set(prefix + "step", scalar_tensor(static_cast<double>(s.step), kI64));
       for (const auto& [name, t] : s.tensors) out.set(prefix + name, t);
     }
@@ -89,21 +92,16 @@ void ElementwiseOptimizer::load_state_dict(const StateDict& state) {
   // Every key and value is checked before anything changes.
   for (const auto& [key, t] : state) {
     if (key.rfind("param_groups.", 0) == 0) continue;  // load_param_groups checks these
-    TS_CHECK(key.rfind("state.", 0) == 0, where, "unexpected key '", key,
+    TS_CHECK(has_state_prefix(key), where, "unexpected key '", key,
              "': expected 'param_groups.G.NAME' or 'state.I.NAME'");
-    const size_t dot = key.find('.', 6);
-    const std::string index = key.substr(6, dot == std::string::npos ? std::string::npos : dot - 6);
-    const bool numbered = dot != std::string::npos && dot + 1 < key.size() && !index.empty() &&
-                          index.size() <= 18 &&
-                          index.find_first_not_of("0123456789") == std::string::npos &&
-                          (index.size() == 1 || index[0] != '0') && std::stoull(index) < total;
-    TS_CHECK(numbered, where, "key '", key,
+    const std::optional<StateKey> parsed = parse_state_key(key, total);
+    TS_CHECK(parsed.has_value(), where, "key '", key,
              "' is not of the form 'state.I.NAME' with I a parameter index in [0, ", total, ")");
-    const std::string name = key.substr(dot + 1);
-    const auto [gi, pi] = slots[std::stoull(index)];
+    const std::string& name = parsed->name;
+    const auto [gi, pi] = slots[parsed->index];
     const Variable& p = groups[gi].params[pi];
-    const std::string param =
-        "parameter " + index + (p.name().empty() ? "" : " (" + p.name() + ")");
+    const std::string param = "parameter " + std::to_string(parsed->index) +
+                              (p.name().empty() ? "" : " (" + p.name() + ")");
     ParamState& fresh = loaded[gi][pi];
     if (name == "step") {
       TS_CHECK(!is_floating(t.dtype()) && t.dtype() != kBool && t.numel() == 1, where, "'", key,
@@ -123,9 +121,9 @@ void ElementwiseOptimizer::load_state_dict(const StateDict& state) {
   }
   for (size_t i = 0; i < total; ++i) {
     const ParamState& s = loaded[slots[i].first][slots[i].second];
-    TS_CHECK(s.tensors.empty() || state.contains("state." + std::to_string(i) + ".step"), where,
-             "'state.", i, ".", s.tensors.begin()->first, "' is present but 'state.", i,
-             ".step' is not");
+    TS_CHECK(s.tensors.empty() || state.contains(state_key(i, "step")), where,
+             "'", state_key(i, s.tensors.begin()->first), "' is present but '", state_key(i, "step"),
+             "' is not");
   }
   load_param_groups(state);
   state_ = std::move(loaded);

@@ -2,12 +2,14 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/parallel_region.h"
 #include "dist/tensor_parallel/row_parallel_linear.h"
+#include "optim/state_keys.h"
 
 namespace tessera {
 namespace dist {
@@ -50,18 +52,10 @@ std::vector<Split> splits_of(nn::Module& model) {
   return out;
 }
 
-// The parameter index of "state.I.NAME", or -1 for other keys.
+// The parameter index of "state.I.NAME" (optim/state_keys.h), or -1 for other keys.
 int64_t parameter_index(const std::string& key, size_t count) {
-  if (key.rfind("state.", 0) != 0) return -1;
-  const size_t dot = key.find('.', 6);
-  if (dot == std::string::npos) return -1;
-  const std::string digits = key.substr(6, dot - 6);
-  if (digits.empty() || digits.size() > 18 ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
-    return -1;
-  }
-  const int64_t i = std::stoll(digits);
-  return i < static_cast<int64_t>(count) ? i : -1;
+  const std::optional<optim::StateKey> parsed = optim::parse_state_key(key, count);
+  return parsed ? parsed->index : -1;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // so that load_sharded_checkpoint reads either kind through one path.
 #include "dist/zero/sharded_checkpoint_parts.h"
 
+#include "optim/state_keys.h"
+
 namespace tessera {
 namespace dist {
 namespace zero {
@@ -23,7 +25,7 @@ std::unique_ptr<Source> open_full_checkpoint(const std::string& path,
     const Tensor* value = c.model.find(names[i]);
     TS_CHECK(value != nullptr, "load_sharded_checkpoint: '", path, "' has no 'model.", names[i],
              "'");
-    const std::string prefix = "state." + std::to_string(i) + ".";
+    const std::string prefix = optim::state_key_prefix(i);
     const Tensor* master = c.optimizer.find(prefix + "master");
     const int v = static_cast<int>(i);
     index.vectors.push_back({names[i], value->numel(), value->numel()});

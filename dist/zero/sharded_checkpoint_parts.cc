@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dist/reduce_scalar.h"
+#include "optim/state_keys.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -63,7 +64,7 @@ std::string name_in(const std::vector<std::pair<std::string, Variable>>& named, 
 }
 
 void take_state(const StateDict& state, int64_t i, int64_t count, SavedVector& out) {
-  const std::string prefix = "state." + std::to_string(i) + ".";
+  const std::string prefix = optim::state_key_prefix(i);
   const Tensor* step = state.find(prefix + "step");
   if (step == nullptr) return;
   out.has_state = true;
@@ -189,7 +190,7 @@ StateDict optimizer_state(const Source& source, const std::vector<OptimizerSlot>
   if (!index.has_state) return state;  // saved before the first step
   for (size_t i = 0; i < slots.size(); ++i) {
     const OptimizerSlot& s = slots[i];
-    const std::string prefix = "state." + std::to_string(i) + ".";
+    const std::string prefix = optim::state_key_prefix(i);
     state.set(prefix + "step", scalar_tensor(static_cast<double>(index.step), kI64));
     for (const std::string& key : index.state_keys) {
       state.set(prefix + key, assemble(*source.reader, s.params, s.range, key, s.options).view(s.shape));

@@ -10,6 +10,7 @@
 #include "dist/grad_norm.h"
 #include "dist/module_sync.h"
 #include "dist/trace_recorder.h"
+#include "optim/state_keys.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -368,18 +369,19 @@ StateDict ZeroRedundancyOptimizer::state_dict() const {
   StateDict full;
   save_param_groups(full);
   // Ranks that have not stepped yet have no state entries; all ranks step together, so the
-  // presence of "state.0.step" is the same everywhere.
-  const Tensor* step = local.find("state.0.step");
+  // presence of "state.0.step" is the same everywhere. The inner optimizer has one parameter,
+  // the flat shard: parameter 0.
+  const Tensor* step = local.find(optim::state_key(0, "step"));
   if (step == nullptr) return full;
   std::vector<std::string> names;
-  for (const auto& [name, t] : local) {
-    if (name.rfind("state.0.", 0) == 0 && name != "state.0.step") names.push_back(name.substr(8));
+  for (const auto& [name, t] : local.with_prefix_removed(optim::state_key_prefix(0))) {
+    if (name != "step") names.push_back(name);
   }
   const std::vector<int64_t> counts = sizes_of(shards_);
   std::vector<std::pair<std::string, Tensor>> gathered;
   for (const std::string& name : names) {
     Tensor flat = empty({layout_.total}, flat_options());
-    group_->all_gather(local.at("state.0." + name).to(flat_dtype_).contiguous(), flat, counts)->wait();
+    group_->all_gather(local.at(optim::state_key(0, name)).to(flat_dtype_).contiguous(), flat, counts)->wait();
     gathered.emplace_back(name, flat);
   }
   Tensor master;
@@ -390,7 +392,7 @@ StateDict ZeroRedundancyOptimizer::state_dict() const {
     group_->all_gather(shard_.data(), master, counts)->wait();
   }
   for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string prefix = "state." + std::to_string(i) + ".";
+    const std::string prefix = optim::state_key_prefix(i);
     const zero::Range& r = layout_.ranges[i];
     full.set(prefix + "step", step->clone());
     for (const auto& [name, flat] : gathered) {
@@ -410,16 +412,17 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
   for (const auto& [name, t] : full) {
     if (name.rfind("param_groups.", 0) == 0) local.set(name, t);
   }
-  if (full.contains("state.0.step")) {
-    local.set("state.0.step", full.at("state.0.step"));
+  const std::string step_key = optim::state_key(0, "step");
+  if (full.contains(step_key)) {
+    local.set(step_key, full.at(step_key));
     std::vector<std::string> names;
-    for (const auto& [name, t] : full.with_prefix_removed("state.0.")) {
+    for (const auto& [name, t] : full.with_prefix_removed(optim::state_key_prefix(0))) {
       if (name != "step" && name != "master") names.push_back(name);
     }
     for (const std::string& name : names) {
       Tensor flat = empty({layout_.total}, flat_options());
       for (size_t i = 0; i < params_.size(); ++i) {
-        const std::string key = "state." + std::to_string(i) + "." + name;
+        const std::string key = optim::state_key(i, name);
         TS_CHECK(full.contains(key), "ZeroRedundancyOptimizer::load_state_dict: missing '", key, "'");
         const Tensor& t = full.at(key);
         TS_CHECK(t.numel() == params_[i].numel(), "ZeroRedundancyOptimizer::load_state_dict: '",
@@ -427,18 +430,18 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
         const zero::Range& r = layout_.ranges[i];
         flat.narrow(0, r.begin, r.size()).copy_(t.reshape({-1}));
       }
-      local.set("state.0." + name, flat.narrow(0, shard_offset(), shard_numel()).clone());
+      local.set(optim::state_key(0, name), flat.narrow(0, shard_offset(), shard_numel()).clone());
     }
     // Masters are kept for f16/bf16 parameters only, wherever they sit (a model may start with
     // an f32 BatchNorm): look for any.
     bool has_master = false;
     for (size_t i = 0; i < params_.size() && !has_master; ++i) {
-      has_master = full.contains("state." + std::to_string(i) + ".master");
+      has_master = full.contains(optim::state_key(i, "master"));
     }
     if (has_master) {
       Tensor flat = empty({layout_.total}, TensorOptions(kF32).device(device_));
       for (size_t i = 0; i < params_.size(); ++i) {
-        const std::string key = "state." + std::to_string(i) + ".master";
+        const std::string key = optim::state_key(i, "master");
         const Tensor* t = full.find(key);
         TS_CHECK(t != nullptr || !is_half(params_[i].dtype()),
                  "ZeroRedundancyOptimizer::load_state_dict: '", key, "' is missing for ",
