@@ -3,7 +3,8 @@
 // under autocast, with the bytes the forward leaves for backward.
 //
 //   bazel run -c opt --config=native //tools/bench:train_bench [-- --models=resnet20 --steps=N
-//       --threads=N (1 and 2 by default) --amp=off,bf16,fp16 (off by default) --clock=cpu]
+//       --threads=N (1 and 2 by default) --amp=off,bf16,fp16 (off by default) --clock=cpu
+//       --param-dtype=f32|bf16|f16]
 //
 // Shapes as the LibTorch reference figures in issue 3: logistic b=64, MLP b=64, ResNet-20
 // b=128 (CIFAR-style, option-A shortcuts, 1 input channel, 28x28), SGD with momentum; and as
@@ -74,11 +75,15 @@ double now_ms() {
   return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
 }
 
-// amp: "off", "bf16" or "fp16".
+// amp: "off", "bf16" or "fp16". param_dtype: "f32", or "bf16"/"f16" for parameters kept in that
+// dtype between steps (model->to; the optimizer keeps f32 masters, BatchNorm stays f32), so
+// autocast has no per-forward casts of the weights to make.
+DType param_dtype = kF32;
 Timing time_steps(const Case& c, int threads, const std::string& amp) {
   set_num_threads(threads);
   manual_seed(0);
   auto model = build(c.model);
+  if (param_dtype != kF32) model->to(param_dtype);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
   const Tensor x = randn({c.batch, c.channels, c.size, c.size});
   const Tensor y = arange(c.batch, kI64);
@@ -122,6 +127,14 @@ int main(int argc, char** argv) {
       only = argv[i] + 9;
     } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
       thread_counts = {std::max(1, std::atoi(argv[i] + 10))};
+    } else if (std::strncmp(argv[i], "--param-dtype=", 14) == 0) {
+      const std::string d = argv[i] + 14;
+      if (d != "f32" && d != "bf16" && d != "f16") {
+        std::fprintf(stderr, "train_bench: --param-dtype takes f32, bf16 or f16, got '%s'\n",
+                     d.c_str());
+        return 2;
+      }
+      param_dtype = d == "bf16" ? kBF16 : d == "f16" ? kF16 : kF32;
     } else if (std::strcmp(argv[i], "--clock=cpu") == 0) {
       cpu_clock = true;
     } else if (std::strncmp(argv[i], "--steps=", 8) == 0) {
@@ -143,7 +156,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "train_bench: unknown flag %s (--models=a,b --steps=N --threads=N --amp=off,bf16,fp16 --clock=cpu)\n",
+                   "train_bench: unknown flag %s (--models=a,b --steps=N --threads=N --amp=off,bf16,fp16 --param-dtype=f32|bf16|f16 --clock=cpu)\n",
                    argv[i]);
       return 2;
     }
