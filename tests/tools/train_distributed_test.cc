@@ -28,11 +28,14 @@ tessera::testing::CommandResult run_single(const std::string& flags) {
   return tessera::testing::run_train_single(flags);
 }
 
-// The per-epoch train_loss values of a --metrics file.
+// The per-epoch train_loss values of a --metrics file (its epoch lines; the others are steps').
 std::vector<double> epoch_losses(const std::string& metrics) {
   std::vector<double> out;
   std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) out.push_back(json_number(line, "train_loss"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"kind\": \"epoch\"") != std::string::npos)
+      out.push_back(json_number(line, "train_loss"));
+  }
   return out;
 }
 

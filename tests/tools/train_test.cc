@@ -37,13 +37,22 @@ TEST(Train, ShortLogisticRunLearnsFashionMnist) {
   }
   EXPECT_GT(json_number(summary, "test_accuracy"), 0.75) << summary;
   EXPECT_GT(json_number(summary, "peak_bytes"), 0);
+  // One line per step (4000 images in batches of 64: 62 whole batches an epoch), one per epoch
+  // with the accuracy.
   std::ifstream in(metrics);
-  int lines = 0;
+  int steps = 0, epochs = 0;
   for (std::string line; std::getline(in, line);) {
-    EXPECT_NE(line.find("\"test_accuracy\""), std::string::npos);
-    ++lines;
+    if (line.find("\"kind\": \"epoch\"") != std::string::npos) {
+      EXPECT_NE(line.find("\"test_accuracy\""), std::string::npos) << line;
+      ++epochs;
+    } else {
+      EXPECT_NE(line.find("\"kind\": \"step\""), std::string::npos) << line;
+      EXPECT_NE(line.find("\"loss\""), std::string::npos) << line;
+      ++steps;
+    }
   }
-  EXPECT_EQ(lines, 2);
+  EXPECT_EQ(epochs, 2);
+  EXPECT_EQ(steps, 2 * 62);
 }
 
 // On a GPU the same short run learns as well; without one (or without --config=cuda) the tool
@@ -100,8 +109,10 @@ TEST(Train, MixedPrecisionLearnsAndReportsItsLossScale) {
     }
     std::ifstream in(metrics);
     std::vector<double> losses;
-    for (std::string line; std::getline(in, line);)
-      losses.push_back(json_number(line, "train_loss"));
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"kind\": \"epoch\"") != std::string::npos)
+        losses.push_back(json_number(line, "train_loss"));
+    }
     ASSERT_EQ(losses.size(), 2u) << amp;
     EXPECT_LT(losses[1], losses[0]) << amp;
   }
@@ -299,7 +310,7 @@ TEST(TrainReliability, AnImpossibleAllocationNamesWhatAndHowBig) {
 TEST(TrainReliability, AFailedMetricsWriteIsAnError) {
   const auto r = run("--model=logistic --train-limit=500 --epochs=1 --metrics=/dev/full");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("writing the --metrics file '/dev/full' failed after epoch 1"),
+  EXPECT_NE(r.output.find("writing the --metrics file '/dev/full' failed after step 1"),
             std::string::npos) << r.output;
 }
 

@@ -9,9 +9,9 @@
 //   bazel-bin/tools/train --model=mlp --amp=bf16                         mixed precision
 //
 // Output (rank 0): a progress bar (plain lines when stdout is not a terminal), one line per
-// epoch, JSON lines per epoch to --metrics, and as the last line on stdout one JSON object with
-// the run's figures. Exit codes: 0 done, 1 runtime error (an error on any rank ends the whole
-// job), 2 bad flags.
+// epoch, JSON lines per step and per epoch to --metrics (metrics.h), and as the last line on
+// stdout one JSON object with the run's figures. Exit codes: 0 done, 1 runtime error (an error
+// on any rank ends the whole job), 2 bad flags.
 #include <cstdio>
 #include <memory>
 #include <optional>

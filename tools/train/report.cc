@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 
-#include "tensor/check.h"
 
 namespace tessera {
 namespace train {
@@ -92,19 +91,6 @@ void Progress::update(int64_t step, double loss, double images_per_second) {
 
 void Progress::finish() {
   if (tty_) std::printf("\r\033[K");
-}
-
-MetricsFile::MetricsFile(const std::string& path) : path_(path) {
-  if (path_.empty()) return;
-  out_.open(path_, std::ios::app);
-  TS_CHECK(out_.good(), "train: cannot open --metrics file '", path_, "'");
-}
-
-void MetricsFile::write(const JsonObject& line, int64_t epoch) {
-  if (!out_.is_open()) return;
-  out_ << line.str() << std::endl;
-  TS_CHECK(out_.good(), "train: writing the --metrics file '", path_, "' failed after epoch ",
-           epoch, " (disk full?)");
 }
 
 }  // namespace train

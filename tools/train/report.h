@@ -1,10 +1,9 @@
 // What the train tool prints: a progress bar on a terminal (plain lines otherwise), one line per
-// epoch, JSON-lines metrics, and a final JSON summary.
+// epoch, and a final JSON summary (JsonObject; the --metrics lines are metrics.h's).
 #pragma once
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <string>
 #include <variant>
@@ -44,19 +43,6 @@ class Progress {
   bool tty_;
   int64_t next_line_ = 0;
   double last_draw_ = -1;
-};
-
-// --metrics: one JSON object per epoch, one per line, appended to the file. A file that cannot
-// be opened or written (a full disk) is an error naming it, not metrics lost silently.
-class MetricsFile {
- public:
-  // An empty path writes nothing (ranks other than 0, or no --metrics).
-  explicit MetricsFile(const std::string& path);
-  void write(const JsonObject& line, int64_t epoch);
-
- private:
-  std::string path_;
-  std::ofstream out_;
 };
 
 }  // namespace train

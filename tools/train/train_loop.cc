@@ -40,7 +40,7 @@ struct EpochFigures {
 // One epoch's training steps; `step` counts the optimizer steps of the whole run.
 EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, int64_t epoch,
                          int64_t& step, MemoryReport& memory, dist::StragglerEmulation& straggler,
-                         const FaultInjection& fault, bool tty) {
+                         const FaultInjection& fault, MetricsFile& metrics, bool tty) {
   run.model.train();
   Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
   const auto start = Clock::now();
@@ -80,7 +80,11 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     f.loss_sum += loss;
     ++f.batches;
     // Batches assigned at run time: each rank counts its own (summed over ranks after).
-    f.images += batch.size() * (run.strategy.assigns_batches() ? 1 : run.strategy.replicas());
+    const int64_t images = batch.size() * (run.strategy.assigns_batches() ? 1 : run.strategy.replicas());
+    f.images += images;
+    metrics.step({step, epoch, loss, run.strategy.optimizer().param_groups()[0].options->lr(),
+                  images, seconds_since(step_start)},
+                 run.precision.scaler());
     if (run.lead) progress.update(f.batches, f.loss_sum / f.batches, f.images / seconds_since(start));
   };
   if (run.strategy.assigns_batches()) {
@@ -128,9 +132,8 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
                     : step + (c.epochs - start.first_epoch + 1) * loaders.train.num_batches());
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
-    EpochFigures f =
-        train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler, totals.fault,
-                    tty);
+    EpochFigures f = train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler,
+                                 totals.fault, metrics, tty);
     totals.train_comm_bytes += f.comm_bytes;
     totals.skipped_steps += f.skipped_steps;
     if (schedule) schedule->step();
@@ -166,16 +169,8 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
                   totals.train_loss, totals.accuracy, images_per_second, f.seconds, lr);
       std::fflush(stdout);
     }
-    metrics.write(JsonObject()
-                      .add("epoch", epoch)
-                      .add("train_loss", totals.train_loss)
-                      .add("test_accuracy", totals.accuracy)
-                      .add("images_per_second", images_per_second)
-                      .add("seconds", f.seconds)
-                      .add("lr", lr)
-                      .add("step", step)
-                      .add("loss_scale", run.precision.scaler().get_scale()),
-                  epoch);
+    metrics.epoch({epoch, step, totals.train_loss, totals.accuracy, images_per_second, f.seconds, lr},
+                  run.precision.scaler());
     if (!c.checkpoint_dir.empty()) {
       save_epoch_checkpoint(run, {epoch, step, default_generator().state()});
     }

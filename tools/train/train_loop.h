@@ -3,8 +3,8 @@
 // the loss, evaluates, rank 0 prints the epoch's line and metrics, and the checkpoint is saved:
 //
 //   for epoch in first..--epochs:
-//     for batch:  train_step -> check_finite_step -> precision.step -> after_step
-//     schedule.step, average loss, sync_buffers, evaluate, epoch line, metrics, checkpoint
+//     for batch:  train_step -> check_finite_step -> precision.step -> after_step -> step metrics
+//     schedule.step, average loss, sync_buffers, evaluate, epoch line, epoch metrics, checkpoint
 #pragma once
 
 #include "dist/straggler.h"
@@ -17,6 +17,7 @@
 #include "tools/train/data.h"
 #include "tools/train/fault_injection.h"
 #include "tools/train/memory_report.h"
+#include "tools/train/metrics.h"
 #include "tools/train/report.h"
 
 namespace tessera {

@@ -23,7 +23,9 @@ flags (defaults depend on --model; see below):
   --train-limit=N (first N training images only)  --synthetic-size=N
   --checkpoint-dir=DIR (saves DIR/last.safetensors after every epoch)
   --resume=FILE|DIR (continues from a checkpoint; a directory means DIR/last.safetensors, or
-            DIR/last-sharded, or DIR itself when it is a sharded checkpoint)  --metrics=FILE (JSON lines per epoch)
+            DIR/last-sharded, or DIR itself when it is a sharded checkpoint)
+  --metrics=FILE (rank 0 appends JSON lines: one per step, loss, lr, images/s, loss scale, and one
+            per epoch with test accuracy; explain curves draws them)
   --trace=FILE (a Chrome trace, every rank's events in one file written by rank 0: per rank a
             compute track and one per communication thread; DDP's layers and buckets, ZeRO's
             gathers, frees and reduce-scatters, pipeline actions; explain ddp|zero3 read it)
