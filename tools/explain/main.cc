@@ -7,6 +7,7 @@
 //   bazel run //tools:explain -- scaling --model=resnet50 --strategy=ddp --latency-us=5 --bandwidth-gbps=100
 //   bazel run //tools:explain -- ddp --trace=/tmp/ddp.json        (train --strategy=ddp --trace=...)
 //   bazel run //tools:explain -- zero3 --trace=/tmp/zero3.json    (train --strategy=zero3 --trace=...)
+//   bazel run //tools:explain -- curves --metrics=/tmp/a.jsonl,/tmp/b.jsonl --plot=/tmp/curves.svg
 //
 // Each subcommand lives in its own file (commands.h); every one has --help, a readable table,
 // --json (one JSON object per line) and --plot=FILE.svg. The models behind them are cost/'s.
@@ -25,7 +26,8 @@ const char* const kUsage =
     "  comm       bytes each rank sends per step, per strategy and collective\n"
     "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n"
     "  ddp        a traced DDP step: backward per layer, each bucket's all-reduce, overlap\n"
-    "  zero3      a traced ZeRO-3 step: each unit's all-gather, free and reduce-scatter in order\n";
+    "  zero3      a traced ZeRO-3 step: each unit's all-gather, free and reduce-scatter in order\n"
+    "  curves     training curves of train --metrics files: loss, accuracy, loss scale, images/s\n";
 
 }  // namespace
 
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
     if (command == "scaling") return scaling_command(flags);
     if (command == "ddp") return ddp_command(flags);
     if (command == "zero3") return zero3_command(flags);
+    if (command == "curves") return curves_command(flags);
     std::fprintf(stderr, "explain: unknown subcommand '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const tessera::Error& e) {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# train --metrics read back by explain curves: two short MLP runs on synthetic data (8 steps of
+# 32 images an epoch; one f32 for 1 epoch, one fp16 with its loss scale for 2), their files
+# against what the tool printed, explain curves --json against curves_check.py's figures from the
+# files, the picture as SVG, and bad input named by file, line and value.
+# Args: EXPLAIN LIB TRAIN CHECK.
+source "$2"
+TRAIN="$3"
+CHECK="$4"
+SHORT="--model=mlp --data=synthetic --synthetic-size=256 --batch-size=32 --threads=1 --seed=3"
+
+A="$TMP/f32.jsonl"
+B="$TMP/fp16.jsonl"
+rm -f "$A" "$B"
+"$TRAIN" $SHORT --epochs=1 --metrics="$A" > "$TMP/f32.out" 2>&1 || { fail "f32 run"; cat "$TMP/f32.out"; }
+"$TRAIN" $SHORT --epochs=2 --amp=fp16 --metrics="$B" > "$TMP/fp16.out" 2>&1 || { fail "fp16 run"; cat "$TMP/fp16.out"; }
+if python3 "$CHECK" metrics "$A" "$TMP/f32.out" 8 1; then pass; else fail "f32 metrics file"; fi
+if python3 "$CHECK" metrics "$B" "$TMP/fp16.out" 8 2; then pass; else fail "fp16 metrics file"; fi
+if grep -q '"loss_scale"' "$A"; then fail "an f32 run wrote a loss scale"; else pass; fi
+if [ "$(grep -c '"loss_scale": ' "$B")" -eq 18 ]; then pass; else fail "fp16 lines without a loss_scale"; fi
+
+# The table and --json, against the files.
+"$EXPLAIN" curves --metrics="$A,$B" --json > "$TMP/curves.jsonl" || fail "explain curves --json"
+if json_ok "$TMP/curves.jsonl"; then pass; else fail "explain curves --json does not parse"; fi
+if python3 "$CHECK" summary "$TMP/curves.jsonl" "$A" "$B"; then pass; else fail "curves figures"; fi
+out=$("$EXPLAIN" curves --metrics="$A,$B")
+expect_contains "$out" "best accuracy" "table header"
+expect_contains "$out" "$B" "table row of the fp16 run"
+expect_contains "$("$EXPLAIN" curves --help)" "--x=step|time" "--help"
+
+# Pictures: every panel against steps, and against time with the loss scale of the fp16 run.
+if have_gnuplot; then
+  "$EXPLAIN" curves --metrics="$A,$B" --plot="$TMP/curves.svg" > /dev/null 2>&1 || fail "explain curves --plot"
+  if svg_ok "$TMP/curves.svg"; then pass; else fail "curves.svg is not SVG"; fi
+  "$EXPLAIN" curves --metrics="$B" --x=time --show=loss,loss-scale --plot="$TMP/time.svg" > /dev/null 2>&1 \
+    || fail "explain curves --x=time --plot"
+  if svg_ok "$TMP/time.svg"; then pass; else fail "time.svg is not SVG"; fi
+else
+  echo "SKIP: gnuplot is not installed; explain curves --plot not checked"
+fi
+
+# Bad input names the file, the line and the value.
+expect_error "$TMP/none.jsonl: cannot read the file" curves --metrics="$TMP/none.jsonl"
+{ head -2 "$A"; echo "loss 0.5"; } > "$TMP/text.jsonl"
+expect_error "$TMP/text.jsonl:3: not a JSON object" curves --metrics="$A,$TMP/text.jsonl"
+expect_error "'loss 0.5'" curves --metrics="$TMP/text.jsonl"
+{ head -1 "$A"; sed -n 2p "$A" | sed 's/"loss": [0-9.e-]*/"loss": null/'; } > "$TMP/null.jsonl"
+expect_error "$TMP/null.jsonl:2: \"loss\" is null, expected a number" curves --metrics="$TMP/null.jsonl"
+echo '{"epoch": 1, "train_loss": 0.5}' > "$TMP/old.jsonl"
+expect_error "$TMP/old.jsonl:1: \"kind\" is missing" curves --metrics="$TMP/old.jsonl"
+: > "$TMP/empty.jsonl"
+expect_error "$TMP/empty.jsonl: no step lines" curves --metrics="$TMP/empty.jsonl"
+expect_error "--show=loss-scale: $A has no loss scale" curves --metrics="$A,$B" --show=loss-scale
+expect_error "--show=loss,speed: expected loss, accuracy, loss-scale or throughput, got 'speed'" \
+  curves --metrics="$A" --show=loss,speed
+expect_error "--x=epoch: expected step or time" curves --metrics="$A" --x=epoch
+expect_error "--metrics is required" curves
+expect_error "unknown flag --metric " curves --metrics="$A" --metric="$A"
+
+finish

@@ -1,0 +1,74 @@
+#include "tools/explain/curves_plot.h"
+
+#include <cstdio>
+
+#include "tensor/check.h"
+#include "tools/explain/gnuplot.h"
+
+namespace tessera {
+namespace explain {
+
+namespace {
+
+// A run's name in a legend: its file name, without quotes gnuplot would end a string at.
+std::string legend(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  for (char& c : name) {
+    if (c == '\'' || c == '"') c = '_';
+  }
+  return name;
+}
+
+std::string datablock(const std::string& name, const std::vector<CurvePoint>& points) {
+  std::string out = "$" + name + " << EOD\n";
+  char row[64];
+  for (const CurvePoint& p : points) {
+    std::snprintf(row, sizeof row, "%.9g %.9g\n", p.x, p.y);
+    out += row;
+  }
+  return out + "EOD\n";
+}
+
+}  // namespace
+
+void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity>& quantities,
+                 bool by_time, const std::string& path) {
+  TS_CHECK(!quantities.empty(), "--plot=", path, ": no quantity every run has to draw");
+  const int columns = quantities.size() > 1 ? 2 : 1;
+  const int rows = static_cast<int>((quantities.size() + 1) / 2);
+  std::string title = "training curves:";
+  for (const MetricsRun& r : runs) title += " " + legend(r.path);
+  std::string script = gnuplot_preamble(path, 1000, 360 * rows, title);
+  for (size_t q = 0; q < quantities.size(); ++q) {
+    for (size_t r = 0; r < runs.size(); ++r) {
+      script += datablock("q" + std::to_string(q) + "r" + std::to_string(r),
+                          runs[r].curve(quantities[q], by_time));
+    }
+  }
+  script += "set multiplot layout " + std::to_string(rows) + "," + std::to_string(columns) +
+            " title \"" + title + "\" noenhanced\n";
+  script += std::string("set xlabel '") + (by_time ? "seconds since training began" : "step") + "'\n";
+  script += by_time ? "set xrange [0:*]\n" : "set xrange [0:*]\nset format x '%.0f'\n";
+  script += "set key top right\n";
+  for (size_t q = 0; q < quantities.size(); ++q) {
+    const Quantity quantity = quantities[q];
+    script += std::string("set title '") + quantity_label(quantity) + "'\n";
+    script += std::string("set ylabel '") + quantity_label(quantity) + "'\n";
+    script += quantity == Quantity::kLossScale ? "set logscale y 2\n" : "unset logscale y\n";
+    // Accuracy has a point per epoch: marked; the per-step curves are plain lines.
+    const std::string style =
+        quantity == Quantity::kAccuracy ? "linespoints pt 7 ps 0.6" : "lines";
+    script += "plot ";
+    for (size_t r = 0; r < runs.size(); ++r) {
+      script += (r ? ", " : "") + std::string("$q") + std::to_string(q) + "r" + std::to_string(r) +
+                " using 1:2 with " + style + " lw 1.5 lc " + std::to_string(r + 1) + " title '" +
+                legend(runs[r].path) + "'";
+    }
+    script += "\n";
+  }
+  script += "unset multiplot\n";
+  run_gnuplot(script, path);
+}
+
+}  // namespace explain
+}  // namespace tessera

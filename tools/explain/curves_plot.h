@@ -1,0 +1,23 @@
+// explain curves --plot: one SVG through gnuplot (gnuplot.h), a panel per quantity (loss, test
+// accuracy, loss scale on a log axis, images/s) in a grid of two columns, each run a line of its
+// own colour in every panel, its data inline as datablocks:
+//
+//   +---------- loss ----------+------ test accuracy -----+
+//   | run A \__                |            __.-- run A   |
+//   | run B    \____           |      __.--'  __.- run B  |
+//   +------ loss scale --------+-------- images/s --------+
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tools/explain/metrics_runs.h"
+
+namespace tessera {
+namespace explain {
+
+void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity>& quantities,
+                 bool by_time, const std::string& path);
+
+}  // namespace explain
+}  // namespace tessera
