@@ -26,10 +26,10 @@ ImageSet load_mnist_format(const std::string& root, bool train) {
   const std::string label_path = find_file(root, prefix + "-labels-idx1-ubyte");
   Tensor images = read_idx(image_path);
   Tensor labels = read_idx(label_path);
-  TS_CHECK(images.dtype() == kU8 && images.dim() == 3 && images.size(1) == 28 &&
-               images.size(2) == 28,
+  TS_CHECK(images.dtype() == kU8 && images.dim() == 3 && images.size(1) == kMnistImage.height &&
+               images.size(2) == kMnistImage.width,
            "MNIST: '", image_path, "' holds ", images.dtype(), " ", images.shape(),
-           ", expected u8 [N, 28, 28]");
+           ", expected u8 [N, ", kMnistImage.height, ", ", kMnistImage.width, "]");
   TS_CHECK(labels.dtype() == kU8 && labels.dim() == 1, "MNIST: '", label_path, "' holds ",
            labels.dtype(), " ", labels.shape(), ", expected u8 [N]");
   TS_CHECK(images.size(0) == labels.size(0), "MNIST: ", images.size(0), " images in '",

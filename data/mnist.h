@@ -10,6 +10,14 @@ namespace data {
 
 inline constexpr const char* kFashionMnistRoot = "/usr/share/datasets/fashion-mnist";
 
+// The shape of one image, channels x height x width.
+struct ImageShape {
+  int64_t channels, height, width;
+};
+// MNIST's and Fashion-MNIST's images: one grey channel of 28 x 28 pixels. Synthetic stand-ins
+// for them, and models sized for them, take their shape from here.
+inline constexpr ImageShape kMnistImage{1, 28, 28};
+
 struct ImageSet {
   Tensor images;  // [N, 1, 28, 28] u8
   Tensor labels;  // [N] i64, 0..9

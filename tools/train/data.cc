@@ -32,10 +32,12 @@ data::Transform make_transform(const Config& c, bool augment) {
 Data load_data(const Config& c) {
   Data d;
   if (c.data == "synthetic") {
-    d.train = std::make_shared<data::SyntheticImages>(c.synthetic_size, 1, 28, 28, c.num_classes,
-                                                      c.seed);
+    const data::ImageShape& s = data::kMnistImage;  // shaped as Fashion-MNIST
+    d.train = std::make_shared<data::SyntheticImages>(c.synthetic_size, s.channels, s.height,
+                                                      s.width, c.num_classes, c.seed);
     d.test = std::make_shared<data::SyntheticImages>(std::max<int64_t>(c.synthetic_size / 5, 1),
-                                                     1, 28, 28, c.num_classes, c.seed + 1);
+                                                     s.channels, s.height, s.width, c.num_classes,
+                                                     c.seed + 1);
     return d;
   }
   data::ImageSet train = data::FashionMNIST(c.data_dir, true);

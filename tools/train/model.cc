@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "data/mnist.h"
 #include "models/resnet.h"
 #include "models/simple.h"
 
@@ -10,8 +11,9 @@ namespace train {
 
 std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels) {
   const int64_t k = c.num_classes;  // 10 for Fashion-MNIST
-  if (c.model == "logistic") return models::LogisticRegression(channels * 28 * 28, k);
-  if (c.model == "mlp") return models::MLP(channels * 28 * 28, 256, k);
+  const int64_t pixels = data::kMnistImage.height * data::kMnistImage.width;
+  if (c.model == "logistic") return models::LogisticRegression(channels * pixels, k);
+  if (c.model == "mlp") return models::MLP(channels * pixels, 256, k);
   if (c.model == "resnet20") return models::ResNet20(channels, k);
   if (c.model == "resnet32") return models::ResNet32(channels, k);
   if (c.model == "resnet56") return models::ResNet56(channels, k);

@@ -4,6 +4,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "data/mnist.h"
 #include "dist/module_sync.h"
 #include "dist/trace_recorder.h"
 #include "dist/tensor_parallel/optimizer_state.h"
@@ -66,7 +67,8 @@ class Pipeline : public Strategy {
     if (c.balance == "time") {
       // Layer times do not depend on the pixel values: a micro-batch of zeros of the data's shape.
       const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
-      options.sample(zeros({rows, 1, 28, 28}, TensorOptions(kF32).device(device)));
+      const data::ImageShape& s = data::kMnistImage;
+      options.sample(zeros({rows, s.channels, s.height, s.width}, TensorOptions(kF32).device(device)));
     }
     // The micro-batch loss: scaled for fp16 inside the pipeline, where backward starts.
     MixedPrecision* amp = &precision_;
