@@ -43,12 +43,20 @@ std::shared_ptr<nn::Sequential> build_model(const std::string& name, const Model
   return models::ResNet50(in.channels, k);
 }
 
-namespace {
-
 Tensor example_batch(const ModelInput& in, int64_t batch) {
   Generator gen(0);
   return randn({batch, in.channels, in.image_size, in.image_size}, {}, &gen);
 }
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingSetup& setup,
+                                                 std::vector<Variable> parameters) {
+  if (setup.optimizer == OptimizerKind::kAdam) {
+    return std::make_unique<optim::Adam>(std::move(parameters), optim::AdamOptions(1e-3));
+  }
+  return std::make_unique<optim::SGD>(std::move(parameters), optim::SGDOptions(0.01).momentum(0.9));
+}
+
+namespace {
 
 // Tensor parallelism as tools/train applies it (see the header).
 void add_tensor_parallel(const std::string& name, nn::Sequential& model, const ModelInput& in,
@@ -119,12 +127,7 @@ void measure_step_overhead(nn::Sequential& model, const ModelInput& in, const Tr
   TS_CHECK(repeats >= 1, "measure_step_overhead: repeats must be >= 1, got ", repeats);
   const Tensor x = example_batch(in, p->batch);
   const Tensor y = zeros({p->batch}, kI64);
-  std::unique_ptr<optim::Optimizer> opt;
-  if (setup.optimizer == OptimizerKind::kAdam) {
-    opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions(1e-3));
-  } else {
-    opt = std::make_unique<optim::SGD>(model.parameters(), optim::SGDOptions(0.01).momentum(0.9));
-  }
+  const std::unique_ptr<optim::Optimizer> opt = make_optimizer(setup, model.parameters());
   model.train();
   std::vector<double> seconds;
   for (int r = 0; r <= repeats; ++r) {  // the first is the warm-up (the optimizer's state)

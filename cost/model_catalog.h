@@ -26,6 +26,7 @@
 #include "cost/model_profile.h"
 #include "cost/precision.h"
 #include "nn/sequential.h"
+#include "optim/optimizer.h"
 
 namespace tessera {
 namespace cost {
@@ -39,6 +40,12 @@ const std::vector<std::string>& model_names();
 
 // An error names the model otherwise.
 std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& input);
+// `batch` examples of the input's shape, the same on every call (normal, seed 0).
+Tensor example_batch(const ModelInput& input, int64_t batch);
+// The optimizer `setup` names over `parameters`: Adam (lr 1e-3) or SGD with momentum 0.9 (lr
+// 0.01), the moments tools/train's defaults keep (8 and 4 bytes per parameter).
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingSetup& setup,
+                                                 std::vector<Variable> parameters);
 
 // Parameters, output sizes and tensor-parallel figures of `model` (built by build_model(name,
 // input)), for a batch of `batch` per rank; no times yet.

@@ -9,6 +9,7 @@ namespace explain {
 
 int pipeline_command(Flags& flags);  // pipeline_command.cc: schedule grids
 int memory_command(Flags& flags);    // memory_command.cc: model-state bytes per rank
+int memory_measure_command(Flags& flags);  // memory_measure_command.cc: --measure, per rank
 int comm_command(Flags& flags);      // comm_command.cc: bytes per step per collective
 int scaling_command(Flags& flags);   // scaling_command.cc: step time and efficiency per N
 int ddp_command(Flags& flags);       // ddp_command.cc: a traced DDP step's timeline and overlap

@@ -3,6 +3,7 @@
 //   bazel run //tools:explain -- pipeline --stages=4 --micro-batches=8 --schedule=1f1b
 //   bazel run //tools:explain -- pipeline --stages=4 --micro-batches=8 --schedule=zb-h1 --backward-ratio=2
 //   bazel run //tools:explain -- memory --model=resnet50 --ranks=64 --precision=mixed --optimizer=adam
+//   mpirun -np 2 bazel-bin/tools/explain memory --measure --model=mlp   (measured beside predicted)
 //   bazel run //tools:explain -- comm --model=mlp --ranks=4
 //   bazel run //tools:explain -- scaling --model=resnet50 --strategy=ddp --latency-us=5 --bandwidth-gbps=100
 //   bazel run //tools:explain -- ddp --trace=/tmp/ddp.json        (train --strategy=ddp --trace=...)

@@ -18,23 +18,29 @@ namespace {
 const char* const kHelp =
     "usage: explain memory --model=M --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
     "                      [--stages=K] [--tensor-parallel=T] [--json] [--plot=FILE.svg]\n"
+    "       [mpirun -np N] explain memory --measure --model=M [--optimizer=sgd|adam] [--json]\n"
     "Model-state bytes per rank (parameters, gradients, optimizer state; activations not counted):\n"
     "DDP and ZeRO-1/2/3 over N data-parallel ranks, one stage of a K-stage pipeline (stages\n"
     "balanced by parameters), one rank of T-way tensor parallelism, each beside its formula\n"
     "(psi parameters; the ZeRO paper's table; dist/zero/memory_model.h).\n"
     "  --ranks=N          data-parallel ranks (required)\n"
     "  --stages=K         pipeline stages (default 2)\n"
-    "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n";
+    "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
+    "  --measure          one real training step of DDP, ZeRO-1, ZeRO-2 and ZeRO-3 on the ranks\n"
+    "                     started (f32; --batch examples per rank): per rank the counting\n"
+    "                     allocator's parameters, gradients, optimizer state and peak beside the\n"
+    "                     prediction\n";
 
 }  // namespace
 
 int memory_command(Flags& flags) {
   if (flags.boolean("help")) {
-    std::printf("%s%s  --json             one JSON object per strategy\n"
+    std::printf("%s%s  --json             one JSON object per strategy (--measure: and rank)\n"
                 "  --plot=FILE.svg    stacked bars per strategy (gnuplot)\n",
                 kHelp, kModelFlagsHelp);
     return 0;
   }
+  if (flags.boolean("measure")) return memory_measure_command(flags);
   const int ranks = static_cast<int>(flags.integer("ranks", 0, 1));
   TS_CHECK(ranks >= 1, "--ranks is required");
   const int stages = static_cast<int>(flags.integer("stages", 2, 1));

@@ -1,0 +1,57 @@
+"""Checks explain memory --measure --json (the MLP, Adam, f32) on N ranks.
+
+  memory_measure_check.py JSONL N [TRAIN_JSON_DIR]
+      one line per strategy (ddp, zero1, zero2, zero3) and rank; each rank's parameters,
+      gradients and optimizer state equal the ZeRO paper's formula computed here for
+      psi = 203,530 (784*256 + 256 + 256*10 + 10) and N, to the byte, and equal the predicted
+      figures explain prints beside them. With TRAIN_JSON_DIR (files STRATEGY.json: the train
+      tool's last JSON line of a run on the same ranks), equal the train tool's own counting-
+      allocator figures for every rank too.
+"""
+import json
+import sys
+
+PSI = 784 * 256 + 256 + 256 * 10 + 10
+ADAM = 8  # two f32 moments per parameter
+
+
+def formula(strategy, n):
+    p = 4 * PSI
+    if strategy == "ddp":
+        return p, p, ADAM * PSI
+    if strategy == "zero1":
+        return p, p, (ADAM + 4) * PSI // n
+    if strategy == "zero2":
+        return p, 4 * PSI // n, (ADAM + 4) * PSI // n
+    # ZeRO-3: each unit (fc1: 200,960 parameters, fc2: 2,570) split evenly over N = 1 or 2
+    return 4 * PSI // n, 4 * PSI // n, ADAM * PSI // n
+
+
+def main():
+    path, n = sys.argv[1], int(sys.argv[2])
+    train_dir = sys.argv[3] if len(sys.argv) > 3 else None
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    seen = [(r["strategy"], r["rank"]) for r in rows]
+    want = [(s, k) for s in ("ddp", "zero1", "zero2", "zero3") for k in range(n)]
+    assert seen == want, (seen, want)
+    for r in rows:
+        assert r["psi"] == PSI and r["ranks"] == n, r
+        got = (r["parameters_bytes"], r["gradients_bytes"], r["optimizer_bytes"])
+        expected = formula(r["strategy"], n)
+        assert got == expected, (r["strategy"], r["rank"], got, expected)
+        predicted = (r["predicted_parameters_bytes"], r["predicted_gradients_bytes"],
+                     r["predicted_optimizer_bytes"])
+        assert predicted == expected, (r["strategy"], predicted, expected)
+        assert r["total_bytes"] == sum(got)
+        assert r["peak_bytes"] > r["total_bytes"], r  # activations and the batch on top
+        if train_dir:
+            summary = json.loads(open(f"{train_dir}/{r['strategy']}.json").read())
+            mine = summary["memory"]["per_rank"][r["rank"]]
+            assert mine["rank"] == r["rank"]
+            train = (mine["params"], mine["grads"], mine["optimizer"])
+            assert got == train, (r["strategy"], r["rank"], got, "train tool:", train)
+    print(f"{path}: {len(rows)} rows equal the formula" + (" and the train tool's" if train_dir else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+#include "tools/explain/memory_measure.h"
+
+#include <memory>
+#include <optional>
+
+#include "autograd/functions.h"
+#include "dist/ddp/ddp.h"
+#include "dist/zero/fully_sharded.h"
+#include "dist/zero/zero_optimizer.h"
+#include "tensor/allocator.h"
+#include "tensor/ops.h"
+#include "tensor/random.h"
+
+namespace tessera {
+namespace explain {
+
+namespace {
+
+// One strategy's two steps on this rank: {parameters, gradients, optimizer, peak}.
+std::vector<int64_t> measure_one(const std::string& strategy, const std::string& name,
+                                 const cost::ModelInput& input, int64_t batch,
+                                 const cost::TrainingSetup& setup,
+                                 const std::shared_ptr<dist::ProcessGroup>& world) {
+  manual_seed(0);
+  std::shared_ptr<nn::Sequential> model = cost::build_model(name, input);
+  model->train();
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  std::unique_ptr<dist::FullyShardedDataParallel> fsdp;
+  std::unique_ptr<optim::Optimizer> opt;
+  // The Variables whose data and gradients are this rank's model states (as the train tool's).
+  std::vector<Variable> states = model->parameters();
+  if (strategy == "ddp") {
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, world);
+    opt = cost::make_optimizer(setup, model->parameters());
+  } else if (strategy == "zero1" || strategy == "zero2") {
+    opt = std::make_unique<dist::ZeroRedundancyOptimizer>(
+        model->parameters(), world,
+        [&](std::vector<Variable> shard) { return cost::make_optimizer(setup, std::move(shard)); },
+        dist::ZeroOptions().stage(strategy == "zero1" ? 1 : 2));
+  } else {
+    fsdp = std::make_unique<dist::FullyShardedDataParallel>(model, world);
+    opt = cost::make_optimizer(setup, fsdp->shard_parameters());
+    states = fsdp->shard_parameters();  // and the model's own, released outside forward/backward
+    for (const Variable& p : model->parameters()) states.push_back(p);
+  }
+  const Tensor x = cost::example_batch(input, batch);
+  const Tensor y = zeros({batch}, kI64);
+  dist::zero::ModelStateBytes measured;
+  auto step = [&](bool measure) {
+    const Variable in(x);
+    const Variable out = ddp ? ddp->forward(in) : fsdp ? fsdp->forward(in) : model->forward(in);
+    const Variable loss = cross_entropy(out, y);
+    opt->zero_grad();
+    loss.backward();
+    if (measure) measured = dist::zero::measured_model_state(states, *opt);
+    opt->step();
+  };
+  step(false);
+  reset_peak(Device::cpu());
+  step(true);
+  return {measured.parameters, measured.gradients, measured.optimizer,
+          memory_stats(Device::cpu()).peak_bytes};
+}
+
+}  // namespace
+
+std::vector<MeasuredStrategy> measure_model_states(const std::string& model,
+                                                   const cost::ModelInput& input, int64_t batch,
+                                                   const cost::TrainingSetup& setup,
+                                                   const std::shared_ptr<dist::ProcessGroup>& world) {
+  TS_CHECK(setup.precision == cost::Precision::kF32,
+           "--measure runs f32 parameters only (give --precision=f32)");
+  std::vector<MeasuredStrategy> out;
+  const int n = world->size();
+  for (const char* strategy : {"ddp", "zero1", "zero2", "zero3"}) {
+    const std::vector<int64_t> mine = measure_one(strategy, model, input, batch, setup, world);
+    const int64_t per = static_cast<int64_t>(mine.size());
+    Tensor gathered = empty({per * n}, kI64);
+    world->all_gather(from_vector<int64_t>(mine, {per}), gathered)->wait();
+    const std::vector<int64_t> all = gathered.to_vector<int64_t>();
+    MeasuredStrategy s{strategy, {}};
+    for (int r = 0; r < n; ++r) {
+      const int64_t* f = &all[r * per];
+      s.ranks.push_back({{f[0], f[1], f[2]}, f[3]});
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace explain
+}  // namespace tessera

@@ -1,0 +1,45 @@
+// explain memory --measure: one real training step of each data-parallel strategy (DDP, ZeRO-1,
+// ZeRO-2, ZeRO-3) on the ranks the tool was started with, each rank's model states as the
+// counting allocator holds them, for printing beside the ZeRO paper's prediction:
+//
+//   for strategy in ddp, zero1, zero2, zero3:          (a fresh model each, seed 0)
+//     build: DDP wraps the model | ZeroRedundancyOptimizer(stage 1|2) | FullyShardedDataParallel
+//     step 1: forward, loss, backward, optimizer step  (creates the optimizer's state)
+//     step 2: reset_peak; forward, loss, backward; measure (dist::zero::measured_model_state:
+//             parameters, gradients, optimizer state); optimizer step; the step's peak
+//     every rank's figures all-gathered
+//
+// Measured after backward and before the step, as the train tool's memory report does
+// (tools/train/memory_report.h): the gradients exist and the optimizer's state has been made.
+// f32 parameters only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cost/model_catalog.h"
+#include "cost/precision.h"
+#include "dist/process_group.h"
+#include "dist/zero/memory_model.h"
+
+namespace tessera {
+namespace explain {
+
+struct RankMemory {
+  dist::zero::ModelStateBytes model_states;
+  int64_t peak_bytes = 0;  // the allocator's peak during the measured step
+};
+
+struct MeasuredStrategy {
+  std::string strategy;          // ddp, zero1, zero2, zero3 (cost::MemoryRow's names)
+  std::vector<RankMemory> ranks;  // every rank's, in rank order (on every rank)
+};
+
+// Collective over `world`: every rank must call it with the same arguments.
+std::vector<MeasuredStrategy> measure_model_states(const std::string& model,
+                                                   const cost::ModelInput& input, int64_t batch,
+                                                   const cost::TrainingSetup& setup,
+                                                   const std::shared_ptr<dist::ProcessGroup>& world);
+
+}  // namespace explain
+}  // namespace tessera

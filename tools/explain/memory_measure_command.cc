@@ -1,0 +1,110 @@
+// explain memory --measure: under mpirun (or one process without), one training step of DDP and
+// ZeRO-1/2/3 on these ranks (memory_measure.h), and per strategy and rank the counting
+// allocator's parameters, gradients and optimizer state beside cost/memory.h's prediction for
+// this world size, and the step's peak.
+#include <cstdio>
+
+#include "cost/memory.h"
+#include "dist/environment.h"
+#include "tools/explain/commands.h"
+#include "tools/explain/json_line.h"
+#include "tools/explain/memory_measure.h"
+#include "tools/explain/model_flags.h"
+#include "tools/explain/table.h"
+
+namespace tessera {
+namespace explain {
+
+namespace {
+
+const cost::MemoryRow& predicted_row(const std::vector<cost::MemoryRow>& rows, const std::string& strategy) {
+  for (const cost::MemoryRow& r : rows) {
+    if (r.strategy == strategy) return r;
+  }
+  TS_CHECK(false, "no prediction for ", strategy);
+  return rows.front();
+}
+
+void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>& measured,
+           const std::vector<cost::MemoryRow>& rows, bool json) {
+  if (json) {
+    for (const MeasuredStrategy& s : measured) {
+      const cost::MemoryRow& p = predicted_row(rows, s.strategy);
+      for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
+        const RankMemory& m = s.ranks[rank];
+        std::printf("%s\n", JsonLine()
+                                .add("model", c.name)
+                                .add("data", c.input.name)
+                                .add("psi", c.profile.parameters())
+                                .add("optimizer", cost::optimizer_name(c.setup.optimizer))
+                                .add("ranks", world)
+                                .add("strategy", s.strategy)
+                                .add("rank", static_cast<int64_t>(rank))
+                                .add("parameters_bytes", m.model_states.parameters)
+                                .add("gradients_bytes", m.model_states.gradients)
+                                .add("optimizer_bytes", m.model_states.optimizer)
+                                .add("total_bytes", m.model_states.total())
+                                .add("peak_bytes", m.peak_bytes)
+                                .add("predicted_parameters_bytes", p.bytes.parameters)
+                                .add("predicted_gradients_bytes", p.bytes.gradients)
+                                .add("predicted_optimizer_bytes", p.bytes.optimizer)
+                                .add("predicted_total_bytes", p.bytes.total())
+                                .add("formula", p.formula)
+                                .str()
+                                .c_str());
+      }
+    }
+    return;
+  }
+  std::printf("%s\nmodel states per rank on N = %d rank%s, measured (the counting allocator, after "
+              "backward in the second step) / predicted (the formula); peak: the allocator's during "
+              "that step, activations included\n",
+              describe(c).c_str(), world, world == 1 ? "" : "s");
+  Table t({"strategy", "rank", "parameters", "gradients", "optimizer", "total", "peak", "formula"},
+          {0, 7});
+  auto pair = [](int64_t measured, int64_t predicted) {
+    return megabytes(static_cast<double>(measured)) + " / " + megabytes(static_cast<double>(predicted));
+  };
+  for (const MeasuredStrategy& s : measured) {
+    const cost::MemoryRow& p = predicted_row(rows, s.strategy);
+    for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
+      const RankMemory& m = s.ranks[rank];
+      t.add({s.strategy, std::to_string(rank), pair(m.model_states.parameters, p.bytes.parameters),
+             pair(m.model_states.gradients, p.bytes.gradients),
+             pair(m.model_states.optimizer, p.bytes.optimizer),
+             pair(m.model_states.total(), p.bytes.total()),
+             megabytes(static_cast<double>(m.peak_bytes)), p.formula});
+    }
+  }
+  std::fputs(t.str().c_str(), stdout);
+}
+
+}  // namespace
+
+int memory_measure_command(Flags& flags) {
+  const bool json = flags.boolean("json");
+  const int64_t ranks = flags.integer("ranks", 0, 1);
+  TS_CHECK(flags.text("plot", "").empty(), "--plot draws the predicted table: give it without --measure");
+  ModelChoice c = read_model_flags(flags);
+  flags.check_all_used("memory --measure");
+  TS_CHECK(c.setup.precision == cost::Precision::kF32, "--precision=",
+           cost::precision_name(c.setup.precision), ": --measure runs f32 parameters only");
+  c.model.reset();  // not counted in the measured steps' peaks
+  const std::shared_ptr<dist::ProcessGroup> world = dist::init();
+  const int code = dist::run_or_abort([&] {
+    TS_CHECK(ranks == 0 || ranks == world->size(), "--ranks=", ranks, ": --measure runs on the ",
+             world->size(), " rank", world->size() == 1 ? "" : "s", " it was started on (mpirun -np N "
+             "explain memory --measure ...; leave out --ranks)");
+    const std::vector<MeasuredStrategy> measured =
+        measure_model_states(c.name, c.input, c.batch, c.setup, world);
+    const std::vector<cost::MemoryRow> rows = cost::memory_per_rank(
+        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.setup, world->size(), 2, 2);
+    if (world->rank() == 0) print(c, world->size(), measured, rows, json);
+    return 0;
+  });
+  dist::finalize();
+  return code;
+}
+
+}  // namespace explain
+}  // namespace tessera
