@@ -1,5 +1,6 @@
 #include "tools/explain/curves_plot.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "tensor/check.h"
@@ -29,6 +30,21 @@ std::string datablock(const std::string& name, const std::vector<CurvePoint>& po
   return out + "EOD\n";
 }
 
+// A log2 axis from half the smallest scale to twice the largest: a scale that never changed
+// (the common case) sits mid-panel instead of on an empty range.
+std::string loss_scale_axis(const std::vector<MetricsRun>& runs, bool by_time) {
+  double low = 0, high = 0;
+  for (const MetricsRun& r : runs) {
+    for (const CurvePoint& p : r.curve(Quantity::kLossScale, by_time)) {
+      low = low == 0 ? p.y : std::min(low, p.y);
+      high = std::max(high, p.y);
+    }
+  }
+  char text[96];
+  std::snprintf(text, sizeof text, "set logscale y 2\nset yrange [%.9g:%.9g]\n", low / 2, high * 2);
+  return text;
+}
+
 }  // namespace
 
 void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity>& quantities,
@@ -48,13 +64,22 @@ void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity
   script += "set multiplot layout " + std::to_string(rows) + "," + std::to_string(columns) +
             " title \"" + title + "\" noenhanced\n";
   script += std::string("set xlabel '") + (by_time ? "seconds since training began" : "step") + "'\n";
-  script += by_time ? "set xrange [0:*]\n" : "set xrange [0:*]\nset format x '%.0f'\n";
-  script += "set key top right\n";
+  // Every panel on the same horizontal axis: from 0 to the last point of any run.
+  double last = 0;
+  for (Quantity quantity : quantities) {
+    for (const MetricsRun& r : runs) {
+      for (const CurvePoint& p : r.curve(quantity, by_time)) last = std::max(last, p.x);
+    }
+  }
+  char range[64];
+  std::snprintf(range, sizeof range, "set xrange [0:%.9g]\n", last);
+  script += range;
+  script += "set key below\n";
   for (size_t q = 0; q < quantities.size(); ++q) {
     const Quantity quantity = quantities[q];
     script += std::string("set title '") + quantity_label(quantity) + "'\n";
     script += std::string("set ylabel '") + quantity_label(quantity) + "'\n";
-    script += quantity == Quantity::kLossScale ? "set logscale y 2\n" : "unset logscale y\n";
+    script += quantity == Quantity::kLossScale ? loss_scale_axis(runs, by_time) : "unset logscale y\nset yrange [*:*]\n";
     // Accuracy has a point per epoch: marked; the per-step curves are plain lines.
     const std::string style =
         quantity == Quantity::kAccuracy ? "linespoints pt 7 ps 0.6" : "lines";
