@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "dist/trace_recorder.h"
+#include "dist/zero/flat_gradients.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -152,11 +153,7 @@ bool FlatParameter::grad_ready(size_t index) {
     grad_flat_ = zeros({padded_}, TensorOptions(reduce_dtype_).device(device_));
   }
   const zero::Range& r = layout_.ranges[index];
-  if (p.grad().defined()) {
-    grad_flat_.narrow(0, r.begin, r.size()).copy_(p.grad().reshape({-1}));
-  }
-  // The gradient lives in the flat buffer now: release the parameter's own copy.
-  p.zero_grad(/*set_to_none=*/true);
+  zero::move_grad_into(p, grad_flat_.narrow(0, r.begin, r.size()));
   ready_[index] = true;
   return ++ready_count_ == params_.size();
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "dist/grad_norm.h"
@@ -211,7 +210,7 @@ void FullyShardedDataParallel::hook_nested_unit(size_t u) {
 }
 
 Variable FullyShardedDataParallel::forward(const Variable& x) {
-  TS_CHECK(!in_backward_, "FullyShardedDataParallel::forward: called while a backward is running");
+  TS_CHECK(!end_of_backward_.in_backward(), "FullyShardedDataParallel::forward: called while a backward is running");
   const bool recording = GradMode::is_enabled();
   executed_.clear();
   Variable h = x;
@@ -251,18 +250,11 @@ void FullyShardedDataParallel::start_unit_forward(size_t unit) {
   units_[unit]->gather();  // a no-op while the unit is still gathered; waits for a prefetch
   // A forward run again inside backward (activation checkpointing's recomputation) neither
   // records an order nor prefetches: the units after it in forward order already ran backward.
-  if (in_backward_) return;
+  if (end_of_backward_.in_backward()) return;
   if (std::find(executed_.begin(), executed_.end(), unit) == executed_.end()) {
     executed_.push_back(unit);
   }
   prefetch(forward_order_, unit);
-}
-
-void FullyShardedDataParallel::start_backward() {
-  if (in_backward_) return;
-  in_backward_ = true;
-  // Runs once the engine has walked the whole graph, after the last grad-ready hook.
-  queue_callback([this] { finish_backward(); });
 }
 
 void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t unit) {
@@ -276,7 +268,7 @@ void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t
 }
 
 void FullyShardedDataParallel::on_pre_backward(size_t unit) {
-  start_backward();
+  end_of_backward_.start();
   units_[unit]->gather();
   prefetch(backward_order_, unit);
   if (trace::recording()) started_[unit] = steady_seconds();
@@ -290,7 +282,7 @@ void FullyShardedDataParallel::record_compute(size_t unit, const char* what) con
 }
 
 void FullyShardedDataParallel::on_grad_ready(size_t unit, size_t index) {
-  start_backward();
+  end_of_backward_.start();
   if (!units_[unit]->grad_ready(index)) return;
   // Every parameter of the unit has its gradient, so every node that reads the unit's
   // parameters has run: reduce-scatter the gradients and free the full parameters. Units
@@ -321,7 +313,6 @@ void FullyShardedDataParallel::finish_backward() {
   }
   reduced_.assign(units_.size(), false);
   pending_ = -1;
-  in_backward_ = false;
 }
 
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
@@ -333,7 +324,7 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
 }
 
 StateDict FullyShardedDataParallel::state_dict() {
-  TS_CHECK(!in_backward_, "FullyShardedDataParallel::state_dict: called during a backward");
+  TS_CHECK(!end_of_backward_.in_backward(), "FullyShardedDataParallel::state_dict: called during a backward");
   StateDict out;
   for (auto& unit : units_) unit->gather(GatherPrecision::kFull);
   for (const auto& [name, t] : model_->state_dict()) out.set(name, t.clone());
@@ -342,7 +333,7 @@ StateDict FullyShardedDataParallel::state_dict() {
 }
 
 void FullyShardedDataParallel::load_state_dict(const StateDict& state) {
-  TS_CHECK(!in_backward_, "FullyShardedDataParallel::load_state_dict: called during a backward");
+  TS_CHECK(!end_of_backward_.in_backward(), "FullyShardedDataParallel::load_state_dict: called during a backward");
   for (auto& unit : units_) unit->gather(GatherPrecision::kFull);
   model_->load_state_dict(state);
   for (auto& unit : units_) {

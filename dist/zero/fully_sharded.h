@@ -56,6 +56,7 @@
 
 #include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
+#include "dist/zero/flat_gradients.h"
 #include "dist/zero/flat_parameter.h"
 #include "dist/zero/mixed_precision.h"
 #include "nn/sequential.h"
@@ -161,7 +162,6 @@ class FullyShardedDataParallel {
   void prefetch(const std::vector<size_t>& order, size_t unit);
   void on_pre_backward(size_t unit);
   void on_grad_ready(size_t unit, size_t index);
-  void start_backward();
   void finish_backward();
   // While a trace records: the span "forward unitK" / "backward unitK" since started_[unit].
   void record_compute(size_t unit, const char* what) const;
@@ -187,7 +187,9 @@ class FullyShardedDataParallel {
   std::vector<bool> reduced_;                   // per unit, in the current backward
   std::vector<double> started_;  // per unit: when its forward or backward computation began
   int pending_ = -1;  // the unit whose reduce-scatter is in flight during backward
-  bool in_backward_ = false;
+  // Queued by a backward's first pre-backward or grad-ready hook: finish_backward, which runs
+  // once the engine has walked the whole graph, after the last grad-ready hook.
+  zero::EndOfBackward end_of_backward_{[this] { finish_backward(); }};
 };
 
 }  // namespace dist

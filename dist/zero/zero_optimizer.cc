@@ -4,7 +4,6 @@
 #include <cmath>
 #include <optional>
 
-#include "autograd/engine.h"
 #include "autograd/grad_mode.h"
 #include "dist/device_groups.h"
 #include "dist/grad_norm.h"
@@ -138,12 +137,9 @@ void ZeroRedundancyOptimizer::build_buckets() {
 }
 
 void ZeroRedundancyOptimizer::on_grad_ready(size_t index) {
-  if (!in_backward_) {
-    // The first gradient of this backward: finish_backward runs once the whole backward is
-    // done (autograd/engine.h), after the last grad-ready hook.
-    in_backward_ = true;
-    queue_callback([this] { finish_backward(); });
-  }
+  // The first gradient of this backward: finish_backward runs once the whole backward is done,
+  // after the last grad-ready hook.
+  end_of_backward_.start();
   TS_CHECK(!param_ready_[index], "ZeroRedundancyOptimizer (stage 2): parameter ", index, " ('",
            params_[index].name(), "') received a second gradient in one backward after its "
            "bucket was reduced");
@@ -156,12 +152,7 @@ void ZeroRedundancyOptimizer::copy_into_bucket(size_t index) {
   Bucket& b = buckets_[bucket_of_[index]];
   if (!b.buffer.defined()) b.buffer = zeros({b.range.size()}, flat_options());
   const zero::Range& r = layout_.ranges[index];
-  const Tensor& grad = params_[index].grad();
-  if (grad.defined()) {
-    b.buffer.narrow(0, r.begin - b.range.begin, r.size()).copy_(grad.reshape({-1}));
-  }
-  // The full gradient is in the bucket now: release the parameter's own copy.
-  params_[index].zero_grad(/*set_to_none=*/true);
+  zero::move_grad_into(params_[index], b.buffer.narrow(0, r.begin - b.range.begin, r.size()));
 }
 
 void ZeroRedundancyOptimizer::launch_ready_buckets() {
@@ -208,7 +199,6 @@ void ZeroRedundancyOptimizer::finish_backward() {
   }
   param_ready_.assign(params_.size(), false);
   next_launch_ = 0;
-  in_backward_ = false;
 }
 
 void ZeroRedundancyOptimizer::accumulate_shard_grad(const zero::Range& part, const Tensor& grad) {
@@ -295,7 +285,7 @@ void ZeroRedundancyOptimizer::sync_inner_options() {
 
 void ZeroRedundancyOptimizer::step() {
   NoGradGuard no_grad;
-  TS_CHECK(!in_backward_, "ZeroRedundancyOptimizer::step: called while a backward is running");
+  TS_CHECK(!end_of_backward_.in_backward(), "ZeroRedundancyOptimizer::step: called while a backward is running");
   refresh_shard_from_params();
   // 1. This rank's shard of the averaged gradient (stage 2 reduced it during backward).
   if (options_.stage() == 1 && !shard_grad_reduced_) reduce_scatter_grads();

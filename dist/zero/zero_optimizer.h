@@ -48,6 +48,7 @@
 #include "dist/grad_reduction_claim.h"
 #include "dist/process_group.h"
 #include "dist/work.h"
+#include "dist/zero/flat_gradients.h"
 #include "dist/zero/partition.h"
 #include "optim/elementwise_optimizer.h"
 
@@ -193,7 +194,8 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // loaded with the state), it is refreshed from the parameters like an f32 shard, so parameters
   // loaded after construction (a checkpoint without optimizer state) are not overwritten.
   bool shard_is_master_ = false;
-  bool in_backward_ = false;  // a backward has delivered gradients and queued finish_backward
+  // Queued by a backward's first gradient: finish_backward.
+  zero::EndOfBackward end_of_backward_{[this] { finish_backward(); }};
 };
 
 // A factory for ZeroRedundancyOptimizer: the inner optimizer of type Opt with these options.
