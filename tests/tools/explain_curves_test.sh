@@ -39,6 +39,19 @@ else
   echo "SKIP: gnuplot is not installed; explain curves --plot not checked"
 fi
 
+# Without gnuplot (none on the PATH) the picture is written directly: a polyline per run and
+# panel, with a point per step line (8 and 16) or epoch line (1 and 2).
+PATH=/nonexistent "$EXPLAIN" curves --metrics="$A,$B" --show=loss,accuracy,throughput \
+  --plot="$TMP/direct.svg" > /dev/null 2> "$TMP/direct.err" || fail "explain curves --plot without gnuplot"
+expect_contains "$(cat "$TMP/direct.err")" "gnuplot is not installed: written directly" "direct SVG said so"
+if svg_ok "$TMP/direct.svg"; then pass; else fail "direct.svg is not SVG"; fi
+if python3 -c '
+import sys, xml.etree.ElementTree as E
+lines = E.parse(sys.argv[1]).getroot().findall("{http://www.w3.org/2000/svg}polyline")
+points = [len(l.get("points").split()) for l in lines]
+assert points == [8, 16, 1, 2, 8, 16], points
+' "$TMP/direct.svg"; then pass; else fail "direct.svg's polylines"; fi
+
 # Bad input names the file, the line and the value.
 expect_error "$TMP/none.jsonl: cannot read the file" curves --metrics="$TMP/none.jsonl"
 { head -2 "$A"; echo "loss 0.5"; } > "$TMP/text.jsonl"

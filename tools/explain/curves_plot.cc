@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 
 #include "tensor/check.h"
 #include "tools/explain/gnuplot.h"
+#include "tools/explain/svg_curves.h"
 
 namespace tessera {
 namespace explain {
@@ -45,15 +47,33 @@ std::string loss_scale_axis(const std::vector<MetricsRun>& runs, bool by_time) {
   return text;
 }
 
+// Without gnuplot: the same panels written as SVG directly (svg_curves.h).
+void write_svg(const std::vector<MetricsRun>& runs, const std::vector<Quantity>& quantities,
+               bool by_time, const std::string& path, const std::string& title) {
+  std::vector<CurvePanel> panels;
+  for (Quantity q : quantities) {
+    CurvePanel panel{quantity_label(q), q == Quantity::kLossScale, {}};
+    for (const MetricsRun& r : runs) panel.lines.push_back(r.curve(q, by_time));
+    panels.push_back(panel);
+  }
+  std::vector<std::string> names;
+  for (const MetricsRun& r : runs) names.push_back(legend(r.path));
+  std::ofstream out(path);
+  out << curves_svg(panels, names, by_time ? "seconds since training began" : "step", title);
+  TS_CHECK(out.good(), "--plot=", path, ": cannot write the file");
+  std::fprintf(stderr, "explain: wrote %s (gnuplot is not installed: written directly)\n", path.c_str());
+}
+
 }  // namespace
 
 void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity>& quantities,
                  bool by_time, const std::string& path) {
   TS_CHECK(!quantities.empty(), "--plot=", path, ": no quantity every run has to draw");
-  const int columns = quantities.size() > 1 ? 2 : 1;
-  const int rows = static_cast<int>((quantities.size() + 1) / 2);
   std::string title = "training curves:";
   for (const MetricsRun& r : runs) title += " " + legend(r.path);
+  if (!gnuplot_available()) return write_svg(runs, quantities, by_time, path, title);
+  const int columns = quantities.size() > 1 ? 2 : 1;
+  const int rows = static_cast<int>((quantities.size() + 1) / 2);
   std::string script = gnuplot_preamble(path, 1000, 360 * rows, title);
   for (size_t q = 0; q < quantities.size(); ++q) {
     for (size_t r = 0; r < runs.size(); ++r) {

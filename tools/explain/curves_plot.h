@@ -1,4 +1,5 @@
-// explain curves --plot: one SVG through gnuplot (gnuplot.h), a panel per quantity (loss, test
+// explain curves --plot: one SVG through gnuplot (gnuplot.h; without it, written directly by
+// svg_curves.h), a panel per quantity (loss, test
 // accuracy, loss scale on a log axis, images/s) in a grid of two columns, each run a line of its
 // own colour in every panel, its data inline as datablocks:
 //
