@@ -2,8 +2,8 @@
 # explain memory --measure on the MLP (Adam, f32): on 2 ranks under mpirun and on 1 without,
 # every rank's measured parameters, gradients and optimizer state per strategy equal the ZeRO
 # formula memory_measure_check.py computes, to the byte, and on 2 ranks the train tool's own
-# counting-allocator figures (its final JSON's memory.per_rank) for the same strategies; bad
-# flags are named. Args: EXPLAIN LIB MPI_RUN TRAIN CHECK.
+# counting-allocator figures (its final JSON's memory.per_rank) for DDP and ZeRO-1/2/3, and the
+# pipeline's stages their layers' parameters; bad flags are named. Args: EXPLAIN LIB MPI_RUN TRAIN CHECK.
 source "$2"
 MPI_RUN="$3"
 TRAIN="$4"
@@ -27,6 +27,7 @@ if python3 "$CHECK" "$TMP/one.jsonl" 1; then pass; else fail "1-rank figures"; f
 out=$("$MPI_RUN" 2 "$EXPLAIN" memory --measure --model=mlp 2>&1)
 expect_contains "$out" "model states per rank on N = 2 ranks, measured" "table title"
 expect_contains "$out" "zero3        1  0.407 MB / 0.407 MB" "zero3 row of rank 1"
+expect_contains "$out" "pipeline     1  0.010 MB / 0.407 MB" "pipeline row of rank 1 (fc2's stage)"
 expect_contains "$("$EXPLAIN" memory --help)" "--measure" "--help"
 
 expect_error "--precision=mixed: --measure runs f32 parameters only" memory --measure --model=mlp --precision=mixed

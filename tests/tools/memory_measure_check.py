@@ -1,10 +1,12 @@
 """Checks explain memory --measure --json (the MLP, Adam, f32) on N ranks.
 
   memory_measure_check.py JSONL N [TRAIN_JSON_DIR]
-      one line per strategy (ddp, zero1, zero2, zero3) and rank; each rank's parameters,
-      gradients and optimizer state equal the ZeRO paper's formula computed here for
-      psi = 203,530 (784*256 + 256 + 256*10 + 10) and N, to the byte, and equal the predicted
-      figures explain prints beside them. With TRAIN_JSON_DIR (files STRATEGY.json: the train
+      one line per strategy (ddp, zero1, zero2, zero3, and for N = 2 pipeline) and rank; each
+      rank's parameters, gradients and optimizer state equal the ZeRO paper's formula computed
+      here for psi = 203,530 (784*256 + 256 + 256*10 + 10) and N, to the byte, and equal the
+      predicted figures explain prints beside them. The pipeline's stages hold what the split
+      by parameters gives them (fc1's 200,960 on rank 0, fc2's 2,570 on rank 1), beside the
+      formula's even psi/K. With TRAIN_JSON_DIR (files STRATEGY.json: the train
       tool's last JSON line of a run on the same ranks), equal the train tool's own counting-
       allocator figures for every rank too.
 """
@@ -15,8 +17,13 @@ PSI = 784 * 256 + 256 + 256 * 10 + 10
 ADAM = 8  # two f32 moments per parameter
 
 
+FC1, FC2 = 784 * 256 + 256, 256 * 10 + 10
+
+
 def formula(strategy, n):
     p = 4 * PSI
+    if strategy == "pipeline":
+        return p // n, p // n, ADAM * PSI // n
     if strategy == "ddp":
         return p, p, ADAM * PSI
     if strategy == "zero1":
@@ -32,19 +39,23 @@ def main():
     train_dir = sys.argv[3] if len(sys.argv) > 3 else None
     rows = [json.loads(l) for l in open(path) if l.strip()]
     seen = [(r["strategy"], r["rank"]) for r in rows]
-    want = [(s, k) for s in ("ddp", "zero1", "zero2", "zero3") for k in range(n)]
+    strategies = ("ddp", "zero1", "zero2", "zero3") + (("pipeline",) if n > 1 else ())
+    want = [(s, k) for s in strategies for k in range(n)]
     assert seen == want, (seen, want)
     for r in rows:
         assert r["psi"] == PSI and r["ranks"] == n, r
         got = (r["parameters_bytes"], r["gradients_bytes"], r["optimizer_bytes"])
         expected = formula(r["strategy"], n)
-        assert got == expected, (r["strategy"], r["rank"], got, expected)
         predicted = (r["predicted_parameters_bytes"], r["predicted_gradients_bytes"],
                      r["predicted_optimizer_bytes"])
         assert predicted == expected, (r["strategy"], predicted, expected)
+        if r["strategy"] == "pipeline":
+            stage = (FC1, FC2)[r["rank"]]
+            expected = (4 * stage, 4 * stage, ADAM * stage)
+        assert got == expected, (r["strategy"], r["rank"], got, expected)
         assert r["total_bytes"] == sum(got)
         assert r["peak_bytes"] > r["total_bytes"], r  # activations and the batch on top
-        if train_dir:
+        if train_dir and r["strategy"] != "pipeline":
             summary = json.loads(open(f"{train_dir}/{r['strategy']}.json").read())
             mine = summary["memory"]["per_rank"][r["rank"]]
             assert mine["rank"] == r["rank"]

@@ -24,7 +24,7 @@ const char* const kUsage =
     "usage: explain <subcommand> [--flags] (explain <subcommand> --help for its flags)\n"
     "  pipeline   a schedule's grid, peak in flight and bubble (GPipe, 1F1B, interleaved, ZB-H1/H2)\n"
     "  memory     model-state bytes per rank: DDP, ZeRO-1/2/3, a pipeline stage, a tensor-parallel rank\n"
-    "             (--measure: one real step of each on the ranks started, measured beside predicted)\n"
+    "             (--measure: a real step of DDP, ZeRO-1/2/3, a pipeline on these ranks: measured)\n"
     "  comm       bytes each rank sends per step, per strategy and collective\n"
     "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n"
     "  ddp        a traced DDP step: backward per layer, each bucket's all-reduce, overlap\n"

@@ -26,10 +26,10 @@ const char* const kHelp =
     "  --ranks=N          data-parallel ranks (required)\n"
     "  --stages=K         pipeline stages (default 2)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
-    "  --measure          one real training step of DDP, ZeRO-1, ZeRO-2 and ZeRO-3 on the ranks\n"
-    "                     started (f32; --batch examples per rank): per rank the counting\n"
-    "                     allocator's parameters, gradients, optimizer state and peak beside the\n"
-    "                     prediction\n";
+    "  --measure          one real training step of DDP, ZeRO-1, ZeRO-2, ZeRO-3 and (N > 1) a\n"
+    "                     pipeline of N stages on the N ranks started (f32; --batch examples per\n"
+    "                     rank): per rank the counting allocator's parameters, gradients,\n"
+    "                     optimizer state and peak beside the prediction\n";
 
 }  // namespace
 

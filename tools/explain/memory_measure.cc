@@ -7,6 +7,8 @@
 #include "dist/ddp/ddp.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
+#include "nn/loss.h"
+#include "pipeline/pipe.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
@@ -26,6 +28,7 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
   model->train();
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   std::unique_ptr<dist::FullyShardedDataParallel> fsdp;
+  std::unique_ptr<pipeline::Pipe> pipe;
   std::unique_ptr<optim::Optimizer> opt;
   // The Variables whose data and gradients are this rank's model states (as the train tool's).
   std::vector<Variable> states = model->parameters();
@@ -37,6 +40,12 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
         model->parameters(), world,
         [&](std::vector<Variable> shard) { return cost::make_optimizer(setup, std::move(shard)); },
         dist::ZeroOptions().stage(strategy == "zero1" ? 1 : 2));
+  } else if (strategy == "pipeline") {
+    // One stage a rank, balanced by parameters (as cost/memory.h's row assumes), 4 micro-batches.
+    pipe = std::make_unique<pipeline::Pipe>(
+        model, world, nn::CrossEntropyLoss(), pipeline::PipeOptions().microbatches(4).balance("params"));
+    opt = cost::make_optimizer(setup, pipe->parameters());
+    states = pipe->parameters();
   } else {
     fsdp = std::make_unique<dist::FullyShardedDataParallel>(model, world);
     opt = cost::make_optimizer(setup, fsdp->shard_parameters());
@@ -47,6 +56,13 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
   const Tensor y = zeros({batch}, kI64);
   dist::zero::ModelStateBytes measured;
   auto step = [&](bool measure) {
+    if (pipe) {  // forward and backward of every micro-batch, as the schedule runs them
+      opt->zero_grad();
+      pipe->train_step(x, y);
+      if (measure) measured = dist::zero::measured_model_state(states, *opt);
+      opt->step();
+      return;
+    }
     const Variable in(x);
     const Variable out = ddp ? ddp->forward(in) : fsdp ? fsdp->forward(in) : model->forward(in);
     const Variable loss = cross_entropy(out, y);
@@ -72,7 +88,9 @@ std::vector<MeasuredStrategy> measure_model_states(const std::string& model,
            "--measure runs f32 parameters only (give --precision=f32)");
   std::vector<MeasuredStrategy> out;
   const int n = world->size();
-  for (const char* strategy : {"ddp", "zero1", "zero2", "zero3"}) {
+  std::vector<std::string> strategies = {"ddp", "zero1", "zero2", "zero3"};
+  if (n > 1) strategies.push_back("pipeline");  // a stage per rank
+  for (const std::string& strategy : strategies) {
     const std::vector<int64_t> mine = measure_one(strategy, model, input, batch, setup, world);
     const int64_t per = static_cast<int64_t>(mine.size());
     Tensor gathered = empty({per * n}, kI64);

@@ -1,9 +1,11 @@
 // explain memory --measure: one real training step of each data-parallel strategy (DDP, ZeRO-1,
-// ZeRO-2, ZeRO-3) on the ranks the tool was started with, each rank's model states as the
-// counting allocator holds them, for printing beside the ZeRO paper's prediction:
+// ZeRO-2, ZeRO-3) and, on more than one rank, of a pipeline (a stage per rank) on the ranks the
+// tool was started with, each rank's model states as the counting allocator holds them, for
+// printing beside the ZeRO paper's prediction:
 //
-//   for strategy in ddp, zero1, zero2, zero3:          (a fresh model each, seed 0)
+//   for strategy in ddp, zero1, zero2, zero3[, pipeline]:   (a fresh model each, seed 0)
 //     build: DDP wraps the model | ZeroRedundancyOptimizer(stage 1|2) | FullyShardedDataParallel
+//            | pipeline::Pipe (stages balanced by parameters, 4 micro-batches)
 //     step 1: forward, loss, backward, optimizer step  (creates the optimizer's state)
 //     step 2: reset_peak; forward, loss, backward; measure (dist::zero::measured_model_state:
 //             parameters, gradients, optimizer state); optimizer step; the step's peak
@@ -31,7 +33,7 @@ struct RankMemory {
 };
 
 struct MeasuredStrategy {
-  std::string strategy;          // ddp, zero1, zero2, zero3 (cost::MemoryRow's names)
+  std::string strategy;           // ddp, zero1, zero2, zero3, pipeline (cost::MemoryRow's names)
   std::vector<RankMemory> ranks;  // every rank's, in rank order (on every rank)
 };
 

@@ -1,7 +1,7 @@
-// explain memory --measure: under mpirun (or one process without), one training step of DDP and
-// ZeRO-1/2/3 on these ranks (memory_measure.h), and per strategy and rank the counting
-// allocator's parameters, gradients and optimizer state beside cost/memory.h's prediction for
-// this world size, and the step's peak.
+// explain memory --measure: under mpirun (or one process without), one training step of DDP,
+// ZeRO-1/2/3 and (N > 1) a pipeline of N stages on these ranks (memory_measure.h), and per
+// strategy and rank the counting allocator's parameters, gradients and optimizer state beside
+// cost/memory.h's prediction for this world size (K = N stages), and the step's peak.
 #include <cstdio>
 
 #include "cost/memory.h"
@@ -98,7 +98,7 @@ int memory_measure_command(Flags& flags) {
     const std::vector<MeasuredStrategy> measured =
         measure_model_states(c.name, c.input, c.batch, c.setup, world);
     const std::vector<cost::MemoryRow> rows = cost::memory_per_rank(
-        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.setup, world->size(), 2, 2);
+        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.setup, world->size(), world->size(), 2);
     if (world->rank() == 0) print(c, world->size(), measured, rows, json);
     return 0;
   });
