@@ -1,7 +1,7 @@
-// explain curves --plot: one SVG through gnuplot (gnuplot.h; without it, written directly by
-// svg_curves.h), a panel per quantity (loss, test
-// accuracy, loss scale on a log axis, images/s) in a grid of two columns, each run a line of its
-// own colour in every panel, its data inline as datablocks:
+// explain curves --plot: one SVG, a panel per quantity (loss, test accuracy, loss scale on a log
+// axis, images/s) in a grid of two columns, each run a line of its own colour in every panel, all
+// on one axis of steps or seconds. gnuplot draws it (gnuplot.h; the data inline as datablocks);
+// without gnuplot svg_curves.h writes the same panels directly:
 //
 //   +---------- loss ----------+------ test accuracy -----+
 //   | run A \__                |            __.-- run A   |
