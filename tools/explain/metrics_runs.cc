@@ -149,7 +149,7 @@ MetricsRun read_metrics(const std::string& path) {
   TS_CHECK(!run.steps.empty(), path, ": no step lines (", number_of_line, " lines",
            run.epochs.empty() ? "; write one with train --metrics=FILE)"
                               : ", epoch lines only: rank 0 trained no batch, as the parameter "
-                                "server of --strategy=async does)");
+                                "server of --strategy=async --batch-assignment=shared does)");
   return run;
 }
 
