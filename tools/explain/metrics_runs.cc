@@ -146,7 +146,8 @@ MetricsRun read_metrics(const std::string& path) {
       run.epochs.push_back(m);
     }
   }
-  TS_CHECK(!run.steps.empty(), path, ": no step lines (", number_of_line, " lines",
+  TS_CHECK(!run.steps.empty(), path, ": no step lines (", number_of_line,
+           number_of_line == 1 ? " line" : " lines",
            run.epochs.empty() ? "; write one with train --metrics=FILE)"
                               : ", epoch lines only: rank 0 trained no batch, as the parameter "
                                 "server of --strategy=async --batch-assignment=shared does)");
