@@ -80,7 +80,7 @@ out, names = sys.argv[1], sys.argv[2:]
 labels = ["DDP", "local SGD H=4", "local SGD H=16", "gossip (ring)", "async bound 0", "async bound 4"]
 runs = []
 for n in names:
-    epochs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
+    epochs = [e for e in map(json.loads, open(f"{out}/{n}.jsonl")) if e.get("kind") != "step"]
     final = json.loads(open(f"{out}/{n}.out").read().strip().splitlines()[-1])
     runs.append((epochs, final))
 ddp = runs[0][0]
@@ -119,7 +119,8 @@ latency)
 import json, sys
 out, L, n, steps = sys.argv[1], float(sys.argv[2]) / 1000, int(sys.argv[3]), int(sys.argv[4])
 def ms(kind):
-    epochs = [json.loads(l) for l in open(f"{out}/latency-{sys.argv[2]}-n{n}-{kind}.jsonl")]
+    epochs = [e for e in map(json.loads, open(f"{out}/latency-{sys.argv[2]}-n{n}-{kind}.jsonl"))
+              if e.get("kind") != "step"]
     return 1000 * epochs[-1]["seconds"] / steps
 print(f"| {n} | {ms('ddp'):.1f} | {4 * (n - 1) * L:.0f} | {ms('gossip'):.1f} | {L + 2 * (n - 1) * L:.0f}"
       f" | {ms('async'):.1f} | {2 * L:.0f} |")
@@ -171,7 +172,7 @@ for name in names:
         secs, acc, slept, pull, held, smean, smax, share = [], [], [], [], [], [], [], []
         for r in range(1, repeats + 1):
             path = f"{out}/straggler-{model}-{name}-{s}-r{r}"
-            epochs = [json.loads(l) for l in open(path + ".jsonl")]
+            epochs = [e for e in map(json.loads, open(path + ".jsonl")) if e.get("kind") != "step"]
             f = json.loads(open(path + ".out").read().strip().splitlines()[-1])
             secs.append(statistics.mean(e["seconds"] for e in epochs))
             acc.append(f["test_accuracy"])
