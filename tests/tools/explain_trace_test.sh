@@ -36,6 +36,33 @@ if python3 "$CHECK" zero3 "$TMP/zero3.json" "$TMP/zero3.jsonl" 1,2,3; then pass;
 expect_contains "$(cat "$TMP/zero3.txt")" "2 units: 4 all-gathers" "zero3 table summary"
 if svg_ok "$TMP/zero3.svg"; then pass; else fail "zero3.svg is not SVG"; fi
 
+# explain comm --run: the same two runs' byte ledgers beside the formulas. ZeRO-3's gathers and
+# reduce-scatters are the formula's to the byte; DDP's all-reduces are its two buckets plus the
+# NaN guard's one f64 scalar per step (2 (N-1)/N x 8 = 8 bytes on 2 ranks), which ZeRO-3 shows
+# as an all-reduce no formula predicts.
+"$EXPLAIN" comm --model=mlp --first-bucket-mb=0.01 --bucket-cap-mb=0.5 --run="$TMP/ddp.out" --json \
+  > "$TMP/comm_ddp.jsonl" || fail "explain comm --run (ddp)"
+"$EXPLAIN" comm --model=mlp --run="$TMP/zero3.out" --json > "$TMP/comm_zero3.jsonl" \
+  || fail "explain comm --run (zero3)"
+if python3 -c '
+import json, sys
+ddp = {r["collective"]: r for r in map(json.loads, open(sys.argv[1]))}
+z3 = {r["collective"]: r for r in map(json.loads, open(sys.argv[2]))}
+psi, P = 203530, 200960 + 2570  # on 2 ranks neither unit is padded
+r = ddp["all_reduce"]
+assert r["calls"] == 2 and r["bytes"] == 4 * psi, r
+assert r["measured_calls"] == 3 and r["measured_bytes"] == 4 * psi + 8, r
+for c, calls, b in (("all_gather", 4, 4 * P), ("reduce_scatter", 2, 2 * P)):
+    assert z3[c]["calls"] == calls == z3[c]["measured_calls"], z3[c]
+    assert z3[c]["bytes"] == b == z3[c]["measured_bytes"], z3[c]
+assert z3["all_reduce"]["formula"] == "none" and z3["all_reduce"]["measured_calls"] == 1, z3
+' "$TMP/comm_ddp.jsonl" "$TMP/comm_zero3.jsonl"; then pass; else fail "explain comm --run figures"; fi
+out=$("$EXPLAIN" comm --model=mlp --run="$TMP/zero3.out")
+expect_contains "$out" "zero3 on 2 ranks, bytes rank 0 sent per training step" "comm --run title"
+expect_error "--ranks=4 but the run in '$TMP/zero3.out' had 2 ranks" comm --model=mlp --ranks=4 --run="$TMP/zero3.out"
+expect_error "--model=resnet20 but the run in '$TMP/zero3.out' trained mlp" comm --model=resnet20 --run="$TMP/zero3.out"
+expect_error "has no line of the train tool's final JSON" comm --model=mlp --run="$TMP/zero3.jsonl"
+
 # The default: the last step only.
 "$MPI_RUN" 2 "$TRAIN" $SHORT --strategy=ddp --trace="$TMP/last.json" > "$TMP/last.out" 2>&1 \
   || { fail "default trace-steps run"; cat "$TMP/last.out"; }

@@ -2,8 +2,10 @@
 // the process groups' ByteLedger counts them (cost/traffic.h), each beside its formula.
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "cost/traffic.h"
+#include "tools/explain/comm_run.h"
 #include "tools/explain/commands.h"
 #include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
@@ -26,7 +28,73 @@ const char* const kHelp =
     "  --stages=K           pipeline stages (default 2), cut by parameters\n"
     "  --micro-batches=M    pipeline micro-batches per batch (default 4)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
-    "  --bucket-cap-mb=C    DDP's bucket cap (default 25); --first-bucket-mb=F its first (default 1)\n";
+    "  --bucket-cap-mb=C    DDP's bucket cap (default 25); --first-bucket-mb=F its first (default 1)\n"
+    "  --run=FILE           a real run's train output (its final JSON line): that strategy's rows,\n"
+    "                       each formula beside the calls and bytes rank 0's byte ledgers counted\n"
+    "                       per training step (ddp, zero1, zero2, zero3 runs; pass the run's\n"
+    "                       --model and bucket flags; --ranks defaults to the run's)\n";
+
+// The run's strategy's rows beside what its ledgers counted, and what they counted that no
+// formula predicts (the NaN guard's one-scalar all-reduce per step, a ResNet's buffer broadcast).
+void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& rows,
+                      const MeasuredComm& m, bool json) {
+  const auto measured = [&](const std::string& collective) -> const MeasuredCollective* {
+    for (const MeasuredCollective& x : m.per_step) {
+      if (x.collective == collective) return &x;
+    }
+    return nullptr;
+  };
+  Table t({"collective", "calls", "measured calls", "sent", "measured sent", "formula"},
+          {0, 5});
+  std::vector<std::string> predicted;
+  for (const cost::Transfer& x : rows) {
+    if (x.strategy != m.strategy) continue;
+    predicted.push_back(x.collective);
+    const MeasuredCollective* got = measured(x.collective);
+    const double calls = got ? got->calls : 0, bytes = got ? got->bytes : 0;
+    if (json) {
+      std::printf("%s\n", JsonLine()
+                              .add("run", m.path)
+                              .add("strategy", m.strategy)
+                              .add("collective", x.collective)
+                              .add("calls", x.calls)
+                              .add("measured_calls", calls)
+                              .add("bytes", x.bytes)
+                              .add("measured_bytes", bytes)
+                              .add("formula", x.formula)
+                              .str()
+                              .c_str());
+    } else {
+      t.add({x.collective, std::to_string(x.calls), fixed(calls, 2), megabytes(x.bytes),
+             megabytes(bytes), x.formula});
+    }
+  }
+  for (const MeasuredCollective& x : m.per_step) {
+    bool known = false;
+    for (const std::string& p : predicted) known = known || p == x.collective;
+    if (known) continue;
+    if (json) {
+      std::printf("%s\n", JsonLine()
+                              .add("run", m.path)
+                              .add("strategy", m.strategy)
+                              .add("collective", x.collective)
+                              .add("measured_calls", x.calls)
+                              .add("measured_bytes", x.bytes)
+                              .add("formula", "none")
+                              .str()
+                              .c_str());
+    } else {
+      t.add({x.collective, "-", fixed(x.calls, 2), "-", megabytes(x.bytes),
+             "not in the formulas (the NaN guard's scalar, buffers)"});
+    }
+  }
+  if (!json) {
+    std::printf("%s\n%s on %d ranks, bytes rank 0 sent per training step: the formula beside "
+                "the byte ledgers of %s\n",
+                describe(c).c_str(), m.strategy.c_str(), m.ranks, m.path.c_str());
+    std::fputs(t.str().c_str(), stdout);
+  }
+}
 
 }  // namespace
 
@@ -38,8 +106,19 @@ int comm_command(Flags& flags) {
     return 0;
   }
   cost::TrafficOptions o;
-  o.ranks = static_cast<int>(flags.integer("ranks", 0, 1));
+  const std::string run_path = flags.text("run", "");
+  std::optional<MeasuredComm> run;
+  if (!run_path.empty()) run = read_measured_comm(run_path);
+  o.ranks = static_cast<int>(flags.integer("ranks", run ? run->ranks : 0, 1));
   TS_CHECK(o.ranks >= 1, "--ranks is required");
+  if (run) {
+    TS_CHECK(o.ranks == run->ranks, "explain comm: --ranks=", o.ranks, " but the run in '",
+             run_path, "' had ", run->ranks, " ranks");
+    TS_CHECK(run->strategy == "ddp" || run->strategy == "zero1" || run->strategy == "zero2" ||
+                 run->strategy == "zero3",
+             "explain comm: --run compares ddp and zero1-3 runs; '", run_path, "' is a ",
+             run->strategy, " run");
+  }
   o.stages = static_cast<int>(flags.integer("stages", 2, 1));
   o.microbatches = static_cast<int>(flags.integer("micro-batches", 4, 1));
   o.tensor_parallel = static_cast<int>(flags.integer("tensor-parallel", 2, 1));
@@ -50,8 +129,17 @@ int comm_command(Flags& flags) {
   ModelChoice c = read_model_flags(flags);
   flags.check_all_used("comm");
   if (!plot.empty()) check_plot_path(plot);
+  if (run) {
+    TS_CHECK(c.name == run->model, "explain comm: --model=", c.name, " but the run in '",
+             run_path, "' trained ", run->model);
+    TS_CHECK(plot.empty(), "explain comm: --plot draws the formulas only; drop it with --run");
+  }
 
   const auto rows = cost::traffic_per_step(c.profile, c.setup, o);
+  if (run) {
+    compare_with_run(c, rows, *run, json);
+    return 0;
+  }
   if (json) {
     for (const cost::Transfer& t : rows) {
       std::printf("%s\n", JsonLine()

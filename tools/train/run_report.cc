@@ -128,6 +128,21 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add_raw("peak_bytes_per_rank", json_list(peaks))
         .add_raw("optimizer_state_bytes_per_rank", json_list(states))
         .add("comm_bytes_per_step", comm_bytes_per_step);
+    if (run.world) {
+      // Per kind of collective, per training step (rank 0, all groups): explain comm --run.
+      std::string kinds = "[";
+      const double steps = static_cast<double>(std::max<int64_t>(totals.train_steps, 1));
+      for (size_t k = 0; k < totals.train_comm.size(); ++k) {
+        const dist::LedgerEntry& e = totals.train_comm[k];
+        if (e.calls == 0) continue;
+        JsonObject o;
+        o.add("collective", dist::collective_name(static_cast<dist::CollectiveKind>(k)))
+            .add("calls", e.calls / steps)
+            .add("bytes", e.bytes / steps);
+        kinds += (kinds.size() > 1 ? "," : "") + o.str();
+      }
+      summary.add_raw("comm_per_step", kinds + "]");
+    }
     if (const auto theory = predicted_comm_bytes_per_step(run)) {
       summary.add("comm_bytes_per_step_theory", *theory);
     }

@@ -27,6 +27,21 @@ int64_t bytes_sent(const Strategy& strategy) {
   return total;
 }
 
+using PerKind = std::array<dist::LedgerEntry, static_cast<size_t>(dist::CollectiveKind::kCount)>;
+
+// Calls and bytes per kind of collective so far, summed over the strategy's groups.
+PerKind sent_per_kind(const Strategy& strategy) {
+  PerKind out{};
+  for (const NamedGroup& g : strategy.groups()) {
+    for (size_t k = 0; k < out.size(); ++k) {
+      const dist::LedgerEntry e = g.group->ledger().entry(static_cast<dist::CollectiveKind>(k));
+      out[k].calls += e.calls;
+      out[k].bytes += e.bytes;
+    }
+  }
+  return out;
+}
+
 double average_over_ranks(double value, dist::ProcessGroup* group) {
   return group == nullptr ? value : dist::all_reduce_scalar(value, *group, dist::ReduceOp::kMean);
 }
@@ -34,6 +49,7 @@ double average_over_ranks(double value, dist::ProcessGroup* group) {
 struct EpochFigures {
   double loss_sum = 0;
   int64_t batches = 0, images = 0, skipped_steps = 0, comm_bytes = 0;
+  PerKind comm{};  // per kind of collective
   double seconds = 0;
 };
 
@@ -45,6 +61,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
   const auto start = Clock::now();
   const int64_t comm_before = bytes_sent(run.strategy);
+  const PerKind comm_kinds_before = sent_per_kind(run.strategy);
   EpochFigures f;
   // step_start: when the step began (before next_batch() when batches are assigned: it pulls).
   auto train_on = [&](const data::Batch& batch, Clock::time_point step_start) {
@@ -101,6 +118,11 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   f.seconds = seconds_since(start);
   // Only the training steps' traffic counts toward bytes per step (not evaluation's).
   f.comm_bytes = bytes_sent(run.strategy) - comm_before;
+  const PerKind after = sent_per_kind(run.strategy);
+  for (size_t k = 0; k < after.size(); ++k) {
+    f.comm[k].calls = after[k].calls - comm_kinds_before[k].calls;
+    f.comm[k].bytes = after[k].bytes - comm_kinds_before[k].bytes;
+  }
   return f;
 }
 
@@ -135,6 +157,10 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
     EpochFigures f = train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler,
                                  totals.fault, metrics, tty);
     totals.train_comm_bytes += f.comm_bytes;
+    for (size_t k = 0; k < f.comm.size(); ++k) {
+      totals.train_comm[k].calls += f.comm[k].calls;
+      totals.train_comm[k].bytes += f.comm[k].bytes;
+    }
     totals.skipped_steps += f.skipped_steps;
     if (schedule) schedule->step();
     if (run.strategy.assigns_batches() && run.world) {

@@ -7,10 +7,11 @@
 //     schedule.step, average loss, sync_buffers, evaluate, epoch line, epoch metrics, checkpoint
 #pragma once
 
-#include "dist/straggler.h"
-
+#include <array>
 #include <cstdint>
 
+#include "dist/byte_ledger.h"
+#include "dist/straggler.h"
 #include "optim/lr_scheduler.h"
 #include "tools/train/checkpoints.h"
 #include "tools/train/context.h"
@@ -30,6 +31,9 @@ struct RunTotals {
   double train_seconds = 0;
   int64_t train_images = 0, train_steps = 0;
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
+  // The same per kind of collective (calls and bytes, summed over groups), for the JSON's
+  // "comm_per_step" and `explain comm --run` (dist/byte_ledger.h's kinds, in its order).
+  std::array<dist::LedgerEntry, static_cast<size_t>(dist::CollectiveKind::kCount)> train_comm{};
   int64_t skipped_steps = 0;     // fp16 steps the loss scaler skipped
   MemoryReport memory;           // model states, measured once the optimizer has stepped
   dist::StragglerEmulation straggler;  // --straggler: the sleeps of this rank, if it is the one
