@@ -26,11 +26,14 @@
 
 #include "autograd/functions.h"
 #include "models/resnet.h"
+#include "tools/bench/bench_clock.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
 using namespace tessera;
+using bench::cpu_clock;
+using bench::now_ms;
 
 namespace {
 
@@ -111,22 +114,6 @@ std::vector<std::pair<T, int>> counted(const std::vector<T>& v) {
   return out;
 }
 
-// Milliseconds on the wall clock, or (cpu_clock) of CPU time used by the whole process: on a
-// machine shared with other work, a one-thread run's CPU time leaves out the time slices the
-// process spent waiting for the core (its caches still suffer), so one-thread figures taken
-// under load stay comparable. At two threads CPU time also counts the threads' spinning at
-// barriers, so it is not a step time there.
-bool cpu_clock = false;
-double now_ms() {
-  if (!cpu_clock) {
-    return std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
 
 double median_ms(int reps, const std::function<void()>& fn) {
   fn();  // warm-up: allocator, caches, primitives

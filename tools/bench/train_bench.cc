@@ -29,6 +29,7 @@
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "models/resnet.h"
+#include "tools/bench/bench_clock.h"
 #include "models/simple.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
@@ -36,6 +37,8 @@
 #include "tensor/parallel.h"
 
 using namespace tessera;
+using bench::cpu_clock;
+using bench::now_ms;
 
 namespace {
 
@@ -59,21 +62,6 @@ struct Timing {
   std::vector<double> ms;       // per step after warm-up
   int64_t activation_bytes = 0;  // left by the last step's forward for its backward
 };
-
-// Milliseconds on the wall clock or (--clock=cpu) of CPU time used by the whole process: at one
-// thread on a machine shared with other work, CPU time leaves out the slices spent waiting for
-// the core, so one-thread figures taken under load stay comparable (layer_bench has the same).
-bool cpu_clock = false;
-double now_ms() {
-  if (!cpu_clock) {
-    return std::chrono::duration<double, std::milli>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
 
 // amp: "off", "bf16" or "fp16". param_dtype: "f32", or "bf16"/"f16" for parameters kept in that
 // dtype between steps (model->to; the optimizer keeps f32 masters, BatchNorm stays f32), so
