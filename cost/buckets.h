@@ -1,5 +1,5 @@
 // DDP's gradient buckets from parameter sizes alone: the same assignment as
-// dist/ddp.cc (DistributedDataParallel::build_buckets) makes from the Variables, so the models
+// dist/ddp/ddp.cc (DistributedDataParallel::build_buckets) makes from the Variables, so the models
 // can price a bucket order without building the model. Reverse registration order; a bucket
 // closes once it reaches its cap, the first one's smaller (1 MB) so communication starts early:
 //

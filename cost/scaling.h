@@ -3,7 +3,7 @@
 // strategy issues its collectives, played on two clocks (cost/overlap.h). Weak scaling: every
 // rank keeps its batch, so N ranks process N times the examples per step.
 //
-// DDP (dist/ddp.h). Forward, then backward layer by layer from the last; when a layer's
+// DDP (dist/ddp/ddp.h). Forward, then backward layer by layer from the last; when a layer's
 // backward ends its parameters' gradients are ready; a bucket (cost/buckets.h) whose gradients
 // are all ready is all-reduced, buckets strictly in order; the step ends when backward and
 // the last all-reduce have:
