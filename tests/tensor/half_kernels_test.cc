@@ -254,7 +254,9 @@ TEST(LowPrecisionAdvice, NamesWhatTheCpuComputesNatively) {
                           std::istreambuf_iterator<char>());
   const bool has_bf16 = flags.find("avx512_bf16") != std::string::npos ||
                         flags.find("amx_bf16") != std::string::npos;
-  if (!flags.empty()) EXPECT_EQ(computes_natively(cpu, kBF16), has_bf16);
+  if (!flags.empty()) {
+    EXPECT_EQ(computes_natively(cpu, kBF16), has_bf16);
+  }
   try {
     computes_natively(cpu, kF32);
     ADD_FAILURE() << "f32 is not a low precision";
