@@ -20,16 +20,10 @@ namespace train {
 
 namespace {
 
-// Bytes sent over every group of the strategy (the ledgers are per group).
-int64_t bytes_sent(const Strategy& strategy) {
-  int64_t total = 0;
-  for (const NamedGroup& g : strategy.groups()) total += g.group->ledger().total_bytes();
-  return total;
-}
-
 using PerKind = std::array<dist::LedgerEntry, static_cast<size_t>(dist::CollectiveKind::kCount)>;
 
-// Calls and bytes per kind of collective so far, summed over the strategy's groups.
+// Calls and bytes sent per kind of collective so far, summed over the strategy's groups (the
+// ledgers are per group).
 PerKind sent_per_kind(const Strategy& strategy) {
   PerKind out{};
   for (const NamedGroup& g : strategy.groups()) {
@@ -60,8 +54,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   run.model.train();
   Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
   const auto start = Clock::now();
-  const int64_t comm_before = bytes_sent(run.strategy);
-  const PerKind comm_kinds_before = sent_per_kind(run.strategy);
+  const PerKind comm_before = sent_per_kind(run.strategy);
   EpochFigures f;
   // step_start: when the step began (before next_batch() when batches are assigned: it pulls).
   auto train_on = [&](const data::Batch& batch, Clock::time_point step_start) {
@@ -117,11 +110,11 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   if (run.lead) progress.finish();
   f.seconds = seconds_since(start);
   // Only the training steps' traffic counts toward bytes per step (not evaluation's).
-  f.comm_bytes = bytes_sent(run.strategy) - comm_before;
   const PerKind after = sent_per_kind(run.strategy);
   for (size_t k = 0; k < after.size(); ++k) {
-    f.comm[k].calls = after[k].calls - comm_kinds_before[k].calls;
-    f.comm[k].bytes = after[k].bytes - comm_kinds_before[k].bytes;
+    f.comm[k].calls = after[k].calls - comm_before[k].calls;
+    f.comm[k].bytes = after[k].bytes - comm_before[k].bytes;
+    f.comm_bytes += f.comm[k].bytes;
   }
   return f;
 }
