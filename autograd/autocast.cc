@@ -40,6 +40,7 @@ constexpr PolicyEntry kPolicyTable[] = {
     {"mse_loss", CastPolicy::kF32},
     // f32 statistics: normalization over long sums, in the input's dtype (autocast.h)
     {"batch_norm", CastPolicy::kF32Statistics},
+    {"batch_norm_relu", CastPolicy::kF32Statistics},
     // promote: ops combining several tensors run in the widest input dtype
     {"add", CastPolicy::kPromote},
     {"sub", CastPolicy::kPromote},

@@ -97,6 +97,15 @@ Variable log_softmax(const Variable& a, int64_t dim);
 Variable batch_norm(const Variable& input, const Variable& weight, const Variable& bias,
                     const Tensor& running_mean, const Tensor& running_var, bool training,
                     double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(input) + residual) as one op, the tail of a residual block: one pass over
+// the activation forward, and batch norm's two passes backward with the ReLU's mask inside
+// (tensor/ops.h). residual may be undefined (relu(batch_norm(input))); one of another dtype
+// than the input falls back to the unfused ops, whose add promotes. Autocast treats it as
+// batch_norm (f32 statistics, the input's dtype kept).
+Variable batch_norm_relu(const Variable& input, const Variable& weight, const Variable& bias,
+                         const Variable& residual, const Tensor& running_mean,
+                         const Tensor& running_var, bool training, double momentum = 0.1,
+                         double eps = 1e-5);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) (training only).
 Variable dropout(const Variable& a, double p, bool training, Generator* gen = nullptr);
 

@@ -1,4 +1,5 @@
-// Differentiable neural-network ops: convolution, pooling, softmax, batch norm, dropout.
+// Differentiable neural-network ops: convolution, pooling, softmax, batch norm (and batch norm
+// + ReLU, a residual block's fused tail), dropout.
 #include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
@@ -92,6 +93,38 @@ Variable batch_norm(const Variable& input_in, const Variable& weight_in, const V
                       batch_norm_backward(g, x, w.defined() ? w.data() : Tensor(), mean, invstd,
                                           training, need_x, need_affine);
                   return {grads.input, grads.weight, grads.bias};
+                });
+}
+
+Variable batch_norm_relu(const Variable& input_in, const Variable& weight_in,
+                         const Variable& bias_in, const Variable& residual,
+                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                         double momentum, double eps) {
+  const auto in = autocast_args("batch_norm_relu", input_in, weight_in, bias_in);
+  const Variable &input = in[0], &weight = in[1], &bias = in[2];
+  if (residual.defined() && residual.dtype() != input.dtype()) {
+    // The sum would promote (f16 + f32 is f32): the unfused ops say how, autocast included.
+    return relu(add(batch_norm(input, weight, bias, running_mean, running_var, training,
+                               momentum, eps),
+                    residual));
+  }
+  BatchNormResult r = batch_norm_relu(
+      input.data(), weight.defined() ? weight.data() : Tensor(),
+      bias.defined() ? bias.data() : Tensor(), residual.defined() ? residual.data() : Tensor(),
+      running_mean, running_var, training, momentum, eps);
+  const bool need_x = input.requires_grad();
+  const bool need_affine = weight.defined() && (weight.requires_grad() ||
+                                                (bias.defined() && bias.requires_grad()));
+  const bool need_residual = residual.defined() && residual.requires_grad();
+  const Tensor x = input.data();
+  const Variable w = weight;
+  // The output is saved as the ReLU's mask (y > 0), as relu's backward does.
+  return record("BatchNormReluBackward", r.output, {input, weight, bias, residual},
+                [=, y = r.output, mean = r.mean, invstd = r.invstd](const Tensor& g) -> Grads {
+                  BatchNormReluGrads grads = batch_norm_relu_backward(
+                      g, y, x, w.defined() ? w.data() : Tensor(), mean, invstd, training, need_x,
+                      need_affine, need_residual);
+                  return {grads.input, grads.weight, grads.bias, grads.residual};
                 });
 }
 

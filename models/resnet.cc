@@ -39,8 +39,7 @@ std::shared_ptr<nn::Sequential> ResNetCifar(int64_t depth, int64_t in_channels, 
   auto stem = std::make_shared<nn::Sequential>();
   stem->push_back("conv", std::make_shared<nn::Conv2d>(
                               nn::Conv2dOptions(in_channels, 16, 3).padding(1).bias(false)));
-  stem->push_back("bn", std::make_shared<nn::BatchNorm2d>(16));
-  stem->push_back("relu", std::make_shared<nn::ReLU>());
+  stem->push_back("bn", std::make_shared<nn::BNReLU2d>(16));  // BN and ReLU, fused
   model->push_back("stem", stem);
   int64_t channels = 16;
   for (int stage = 1; stage <= 3; ++stage) {
@@ -68,8 +67,7 @@ std::shared_ptr<nn::Sequential> ResNetImageNet(int64_t depth, int64_t in_channel
   auto stem = std::make_shared<nn::Sequential>();
   stem->push_back("conv", std::make_shared<nn::Conv2d>(
                               nn::Conv2dOptions(in_channels, 64, 7).stride(2).padding(3).bias(false)));
-  stem->push_back("bn", std::make_shared<nn::BatchNorm2d>(64));
-  stem->push_back("relu", std::make_shared<nn::ReLU>());
+  stem->push_back("bn", std::make_shared<nn::BNReLU2d>(64));  // BN and ReLU, fused
   stem->push_back("pool", std::make_shared<nn::MaxPool2d>(nn::Pool2dOptions(3).stride(2).padding(1)));
   model->push_back("stem", stem);
   int64_t channels = 64;

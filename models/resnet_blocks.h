@@ -8,6 +8,10 @@
 //   option A (the paper's CIFAR networks): take every stride-th pixel and pad the new channels
 //            with zeros: no parameters;
 //   option B (ImageNet networks): a 1x1 convolution with stride, then BN.
+//
+// Every BN -> ReLU and BN -> (+ shortcut) -> ReLU runs as one fused op
+// (nn::BatchNorm2d::forward_relu): one pass over the activation forward, the ReLU's mask
+// inside batch norm's backward passes.
 #pragma once
 
 #include <memory>

@@ -32,9 +32,21 @@ std::string BatchNorm2d::extra_repr() const {
                      options_.momentum(), options_.affine() ? "" : ", affine=false");
 }
 
-Variable BatchNorm2d::forward(const Variable& x) {
+Variable BatchNorm2d::forward(const Variable& x) { return normalize(x, false, Variable()); }
+
+Variable BatchNorm2d::forward_relu(const Variable& x, const Variable& residual) {
+  return call_with_hooks([&] { return normalize(x, true, residual); });
+}
+
+Variable BatchNorm2d::normalize(const Variable& x, bool relu, const Variable& residual) {
   TS_CHECK(x.dim() == 4 && x.size(1) == options_.num_features(), "BatchNorm2d: expected input [N, ",
            options_.num_features(), ", H, W], got ", x.shape());
+  const auto op = [&](const Tensor& running_mean, const Tensor& running_var, bool training) {
+    return relu ? batch_norm_relu(x, weight_, bias_, residual, running_mean, running_var,
+                                  training, options_.momentum(), options_.eps())
+                : batch_norm(x, weight_, bias_, running_mean, running_var, training,
+                             options_.momentum(), options_.eps());
+  };
   const bool track = options_.track_running_stats();
   if (is_training() && track && deferred_) {
     if (!in_backward()) {  // a recomputation inside a backward is not counted again
@@ -45,8 +57,7 @@ Variable BatchNorm2d::forward(const Variable& x) {
       sum_of_squares_ = sum_of_squares_.defined() ? add(sum_of_squares_, ss) : ss;
       count_ += x.numel() / options_.num_features();
     }
-    return batch_norm(x, weight_, bias_, Tensor(), Tensor(), true, options_.momentum(),
-                      options_.eps());
+    return op(Tensor(), Tensor(), true);
   }
   if (is_training() && track) {
     NoGradGuard no_grad;
@@ -55,9 +66,8 @@ Variable BatchNorm2d::forward(const Variable& x) {
   }
   // Training normalizes with batch statistics and updates the running ones; eval uses the
   // running ones, or the batch's own when none are tracked (as PyTorch does).
-  return batch_norm(x, weight_, bias_, track ? running_mean_.data() : Tensor(),
-                    track ? running_var_.data() : Tensor(), is_training() || !track,
-                    options_.momentum(), options_.eps());
+  return op(track ? running_mean_.data() : Tensor(), track ? running_var_.data() : Tensor(),
+            is_training() || !track);
 }
 
 void BatchNorm2d::defer_running_statistics(bool on) {

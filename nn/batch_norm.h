@@ -1,7 +1,8 @@
 // BatchNorm2d (Ioffe and Szegedy): normalizes each channel of NCHW input with the batch's
 // statistics in training (updating running_mean/running_var with `momentum`) and with the
 // running statistics in eval. Buffers as PyTorch's: running_mean, running_var,
-// num_batches_tracked.
+// num_batches_tracked. forward_relu and BNReLU2d fuse the ReLU (and a residual block's
+// addition) that follows it into its pass over the activation.
 #pragma once
 
 #include "nn/module.h"
@@ -36,6 +37,11 @@ class BatchNorm2d : public Module {
   std::string type_name() const override { return "BatchNorm2d"; }
   std::string extra_repr() const override;
   Variable forward(const Variable& x) override;
+  // relu(forward(x) + residual) in one fused op (autograd's batch_norm_relu), the tail of a
+  // residual block; residual may be undefined: relu(forward(x)). Statistics, running
+  // statistics, eval mode and deferral as forward's. Runs the forward hooks as (*bn)(x) does
+  // (they see the ReLU's output), so a block calls it in place of (*bn)(x).
+  Variable forward_relu(const Variable& x, const Variable& residual = Variable());
 
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }
@@ -58,12 +64,26 @@ class BatchNorm2d : public Module {
   // model->to(kF16 / kBF16) leaves BatchNorm in f32 (Module::to).
   bool keep_f32_under_half() const override { return true; }
 
+ protected:
+  // forward (relu = false) and forward_relu, without the hooks.
+  Variable normalize(const Variable& x, bool relu, const Variable& residual);
+
  private:
   BatchNorm2dOptions options_;
   Variable weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
   bool deferred_ = false;
   Tensor sum_, sum_of_squares_;  // f64 [C], deferred mode's accumulator
   int64_t count_ = 0;            // values per channel accumulated
+};
+
+// BatchNorm2d followed by ReLU as one layer (PyTorch's fused BNReLU2d): forward is
+// forward_relu(x), for a Sequential such as a ResNet's stem. Its parameters, buffers and state
+// dict entries are BatchNorm2d's.
+class BNReLU2d : public BatchNorm2d {
+ public:
+  using BatchNorm2d::BatchNorm2d;
+  std::string type_name() const override { return "BNReLU2d"; }
+  Variable forward(const Variable& x) override { return normalize(x, true, Variable()); }
 };
 
 }  // namespace nn

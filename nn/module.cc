@@ -31,10 +31,14 @@ Variable Module::forward(const Variable&) {
 
 Variable Module::operator()(const Variable& x) {
   if (forward_pre_hooks_.empty() && forward_hooks_.empty()) return forward(x);
+  return call_with_hooks([&] { return forward(x); });
+}
+
+Variable Module::call_with_hooks(const std::function<Variable()>& body) {
   // Copies: a hook may remove itself (or another) while running.
   const auto pre_hooks = forward_pre_hooks_;
   for (const auto& [handle, hook] : pre_hooks) hook(*this);
-  Variable out = forward(x);
+  Variable out = body();
   const auto hooks = forward_hooks_;
   for (const auto& [handle, hook] : hooks) out = hook(*this, out);
   return out;

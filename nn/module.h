@@ -67,6 +67,9 @@ class Module : public std::enable_shared_from_this<Module> {
   Variable operator()(const Variable& x);
   // A tensor (a batch's inputs) called as a Variable that needs no gradient.
   Variable operator()(const Tensor& x) { return (*this)(Variable(x)); }
+  // `body`, a forward of another signature (BatchNorm2d::forward_relu), between the forward
+  // hooks as operator() runs forward(): such a call is still the module's forward to its hooks.
+  Variable call_with_hooks(const std::function<Variable()>& body);
   using ForwardPreHook = std::function<void(Module&)>;
   using ForwardHook = std::function<Variable(Module&, const Variable& output)>;
   // Returns a handle for remove_forward_hook.

@@ -8,6 +8,25 @@ namespace {
 Backend* g_backends[kNumDeviceTypes] = {nullptr, nullptr};
 }
 
+void Backend::batch_norm_apply_relu(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                    const Tensor& weight, const Tensor& bias,
+                                    const Tensor& residual, const Tensor& out) {
+  batch_norm_apply(x, mean, invstd, weight, bias, out);
+  // In place: each element of out is read before it is written, by the same thread.
+  if (residual.defined()) binary(BinaryOp::kAdd, out, residual, out);
+  unary(UnaryOp::kRelu, out, out, 0, 0);
+}
+
+void Backend::batch_norm_relu_backward(const Tensor& grad_out, const Tensor& out,
+                                       const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                       const Tensor& weight, bool training,
+                                       const Tensor& grad_in, const Tensor& grad_weight,
+                                       const Tensor& grad_bias, const Tensor& grad_residual) {
+  const Tensor masked = grad_residual.defined() ? grad_residual : empty_like(grad_out);
+  binary(BinaryOp::kReluBackward, grad_out, out, masked);
+  batch_norm_backward(masked, x, mean, invstd, weight, training, grad_in, grad_weight, grad_bias);
+}
+
 Backend& backend(DeviceType type) {
   Backend* b = g_backends[static_cast<int>(type)];
   if (b == nullptr) {

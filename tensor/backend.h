@@ -112,6 +112,23 @@ class Backend {
                                    const Tensor& invstd, const Tensor& weight, bool training,
                                    const Tensor& grad_in, const Tensor& grad_weight,
                                    const Tensor& grad_bias) = 0;
+  // The memory-bound tail of a residual block in one pass over the activation:
+  //   out = max(0, (x - mean) * invstd * weight + bias [+ residual])
+  // residual is undefined or contiguous [N, C, S] in x's dtype. The default composes
+  // batch_norm_apply, binary and unary (three passes); a backend overrides it to fuse them.
+  virtual void batch_norm_apply_relu(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                     const Tensor& weight, const Tensor& bias,
+                                     const Tensor& residual, const Tensor& out);
+  // Its backward from the saved output: the ReLU's mask is out > 0, so the masked gradient
+  // gm = grad_out * (out > 0) feeds batch_norm_backward, and is the residual's gradient
+  // (written to grad_residual if defined). The default writes gm to a tensor of its own and
+  // calls batch_norm_backward; a backend overrides it to mask inside that backward's passes.
+  virtual void batch_norm_relu_backward(const Tensor& grad_out, const Tensor& out,
+                                        const Tensor& x, const Tensor& mean,
+                                        const Tensor& invstd, const Tensor& weight,
+                                        bool training, const Tensor& grad_in,
+                                        const Tensor& grad_weight, const Tensor& grad_bias,
+                                        const Tensor& grad_residual);
 
   // Indexing; index tensors are contiguous i64, checked in range by ops.cc.
   virtual void index_select(const Tensor& in, int64_t dim, const Tensor& index,

@@ -159,6 +159,24 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& input,
                                    const Tensor& weight, const Tensor& mean,
                                    const Tensor& invstd, bool training, bool need_input,
                                    bool need_weight);
+// The tail of a residual block as one op: output = relu(batch_norm(input) + residual), with
+// residual undefined (then relu(batch_norm(input))) or of input's shape, dtype and device.
+// Statistics, running-statistic updates and eval mode are batch_norm's; the normalization,
+// the addition and the ReLU are one pass over the activation.
+BatchNormResult batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                const Tensor& residual, const Tensor& running_mean,
+                                const Tensor& running_var, bool training, double momentum,
+                                double eps);
+struct BatchNormReluGrads {
+  Tensor input, weight, bias, residual;
+};
+// Its backward from the saved output (the ReLU's mask is output > 0). The residual's gradient
+// is the masked gradient grad_out * (output > 0).
+BatchNormReluGrads batch_norm_relu_backward(const Tensor& grad_out, const Tensor& output,
+                                            const Tensor& input, const Tensor& weight,
+                                            const Tensor& mean, const Tensor& invstd,
+                                            bool training, bool need_input, bool need_weight,
+                                            bool need_residual);
 
 // ---- joining, splitting, indexing ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

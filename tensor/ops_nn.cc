@@ -1,4 +1,4 @@
-// Neural-network kernels' front ends: softmax, convolution, pooling, batch norm.
+// Neural-network kernels' front ends: softmax, convolution, pooling (batch norm: ops_batch_norm.cc).
 #include <cmath>
 
 #include "tensor/backend.h"
@@ -281,98 +281,6 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Shape& input_s
   Tensor grad_in = empty(input_shape, grad_out.options());
   backend(grad_out.device()).adaptive_avg_pool2d_backward(grad_out.contiguous(), grad_in);
   return grad_in;
-}
-
-// ---------------------------------------------------------------------------- batch norm
-
-namespace {
-// [N, C, ...] -> contiguous [N, C, S].
-Tensor as_ncs(const Tensor& x) {
-  return x.contiguous().view({x.size(0), x.size(1), x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1)});
-}
-
-void check_channel_tensor(const Tensor& t, int64_t channels, const char* what) {
-  if (!t.defined()) return;
-  TS_CHECK(t.dim() == 1 && t.size(0) == channels, "batch_norm: ", what, " has shape ", t.shape(),
-           ", expected [", channels, "]");
-}
-}  // namespace
-
-BatchNormResult batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                           const Tensor& running_mean, const Tensor& running_var, bool training,
-                           double momentum, double eps) {
-  detail::check_defined(input, "batch_norm");
-  detail::check_floating(input, "batch_norm");
-  TS_CHECK(input.dim() >= 2, "batch_norm: expected input [N, C, ...], got shape ", input.shape());
-  TS_CHECK(eps > 0, "batch_norm: eps must be positive, got ", eps);
-  const int64_t channels = input.size(1);
-  check_channel_tensor(weight, channels, "weight");
-  check_channel_tensor(bias, channels, "bias");
-  check_channel_tensor(running_mean, channels, "running_mean");
-  check_channel_tensor(running_var, channels, "running_var");
-  const Tensor x = as_ncs(input);
-  const int64_t per_channel = x.size(0) * x.size(2);
-  const TensorOptions stat_options =
-      TensorOptions(detail::compute_dtype(input.dtype())).device(input.device());
-  Backend& be = backend(input.device());
-
-  BatchNormResult result;
-  if (training) {
-    TS_CHECK(per_channel > 1, "batch_norm: expected more than 1 value per channel when training, "
-             "got input shape ", input.shape());
-    result.mean = empty({channels}, stat_options);
-    Tensor biased_var = empty({channels}, stat_options);
-    be.batch_norm_stats(x, result.mean, biased_var);
-    result.invstd = rsqrt(add(biased_var, eps));
-    if (running_mean.defined()) {
-      Tensor rm = running_mean;
-      mul_(rm, 1.0 - momentum);
-      add_(rm, result.mean, momentum);
-    }
-    if (running_var.defined()) {
-      Tensor rv = running_var;
-      mul_(rv, 1.0 - momentum);
-      add_(rv, biased_var, momentum * static_cast<double>(per_channel) / (per_channel - 1));
-    }
-  } else {
-    TS_CHECK(running_mean.defined() && running_var.defined(),
-             "batch_norm: eval mode needs running_mean and running_var");
-    result.mean = running_mean.to(stat_options);
-    result.invstd = rsqrt(add(running_var.to(stat_options), eps));
-  }
-  Tensor out = empty(x.shape(), x.options());
-  be.batch_norm_apply(x, result.mean, result.invstd,
-                      weight.defined() ? weight.to(stat_options).contiguous() : Tensor(),
-                      bias.defined() ? bias.to(stat_options).contiguous() : Tensor(), out);
-  result.output = out.view(input.shape());
-  return result;
-}
-
-BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& input,
-                                   const Tensor& weight, const Tensor& mean,
-                                   const Tensor& invstd, bool training, bool need_input,
-                                   bool need_weight) {
-  TS_CHECK(grad_out.shape() == input.shape(), "batch_norm_backward: grad shape ",
-           grad_out.shape(), " differs from input shape ", input.shape());
-  const int64_t channels = input.size(1);
-  const TensorOptions stat_options = mean.options();
-  BatchNormGrads grads;
-  const Tensor x = as_ncs(input);
-  Tensor gin = need_input ? empty(x.shape(), x.options()) : Tensor();
-  if (need_weight) {
-    grads.weight = empty({channels}, stat_options);
-    grads.bias = empty({channels}, stat_options);
-  }
-  backend(input.device())
-      .batch_norm_backward(as_ncs(grad_out.to(input.dtype())), x, mean, invstd,
-                           weight.defined() ? weight.to(stat_options).contiguous() : Tensor(),
-                           training, gin, grads.weight, grads.bias);
-  if (need_input) grads.input = gin.view(input.shape());
-  if (need_weight && weight.defined()) {
-    grads.weight = grads.weight.to(weight.dtype());
-    grads.bias = grads.bias.to(weight.dtype());
-  }
-  return grads;
 }
 
 }  // namespace tessera

@@ -5,6 +5,14 @@
 //   dweight = sum(g * xhat)
 //   dx      = weight * invstd * (g - dbias / M - xhat * dweight / M)
 // (eval mode: mean and invstd are constants, dx = g * weight * invstd).
+//
+// Batch norm + ReLU (+ residual), the tail of a residual block, fuses into these passes:
+// forward, the apply pass computes y = max(0, x * scale + shift [+ residual]) and writes y
+// alone (unfused: the normalized tensor, the sum, the ReLU's output, each a pass of its own);
+// backward, the ReLU's mask comes from the saved y (y > 0), and each row of the masked
+// gradient gm = g * (y > 0) is made where a pass needs it (in a row-sized buffer, cache-hot)
+// and fed to batch norm's backward code unchanged. With a residual, gm is also the residual's
+// gradient: the reduction pass writes it there and the gradient pass reads it back.
 #include <algorithm>
 #include <vector>
 
@@ -141,12 +149,46 @@ void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Ten
   });
 }
 
-void CpuBackend::batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                  const Tensor& weight, const Tensor& bias, const Tensor& out) {
+namespace {
+
+// One row of the apply pass: dst = x * scale + shift [+ residual], then max(0, .) when kRelu;
+// arithmetic in S (f32, or f64 for f64), bf16 and f16 a block at a time through f32 buffers.
+template <bool kRelu, bool kResidual, typename T, typename S>
+void apply_row(const T* row, const T* res, T* dst, int64_t s, S scale, S shift) {
+  if constexpr (kBlockWidened<T>) {
+    float buf[kBf16Block], rbuf[kResidual ? kBf16Block : 1];
+    for (int64_t j0 = 0; j0 < s; j0 += kBf16Block) {
+      const int64_t m = std::min(kBf16Block, s - j0);
+      widen(row + j0, buf, m);
+      if constexpr (kResidual) widen(res + j0, rbuf, m);
+      for (int64_t j = 0; j < m; ++j) {
+        float v = buf[j] * scale + shift;
+        if constexpr (kResidual) v += rbuf[j];
+        if constexpr (kRelu) v = v > 0.0f ? v : 0.0f;
+        buf[j] = v;
+      }
+      narrow(buf, dst + j0, m);
+    }
+  } else {
+    for (int64_t j = 0; j < s; ++j) {
+      S v = S(row[j]) * scale + shift;
+      if constexpr (kResidual) v += S(res[j]);
+      if constexpr (kRelu) v = v > S(0) ? v : S(0);
+      dst[j] = T(v);
+    }
+  }
+}
+
+// The apply pass over all rows, for batch_norm_apply (kRelu = false, no residual) and
+// batch_norm_apply_relu.
+template <bool kRelu>
+void apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+           const Tensor& bias, const Tensor& residual, const Tensor& out) {
   const NCS d = ncs(x);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
     using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
     const scalar_t* px = x.data<scalar_t>();
+    const scalar_t* pr = residual.defined() ? residual.data<scalar_t>() : nullptr;
     scalar_t* py = out.data<scalar_t>();
     const S* pm = mean.data<S>();
     const S* pi = invstd.data<S>();
@@ -158,22 +200,143 @@ void CpuBackend::batch_norm_apply(const Tensor& x, const Tensor& mean, const Ten
         // y = x * scale + shift, with scale = w * invstd and shift = b - mean * scale.
         const S scale = (pw ? pw[c] : S(1)) * pi[c];
         const S shift = (pb ? pb[c] : S(0)) - pm[c] * scale;
-        const scalar_t* row = px + t * d.s;
-        scalar_t* dst = py + t * d.s;
-        if constexpr (kBlockWidened<scalar_t>) {
-          float buf[kBf16Block];
-          for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
-            const int64_t m = std::min(kBf16Block, d.s - j0);
-            widen(row + j0, buf, m);
-            for (int64_t j = 0; j < m; ++j) buf[j] = buf[j] * scale + shift;
-            narrow(buf, dst + j0, m);
-          }
-          continue;
+        const int64_t at = t * d.s;
+        if (pr) {
+          apply_row<kRelu, true>(px + at, pr + at, py + at, d.s, scale, shift);
+        } else {
+          apply_row<kRelu, false>(px + at, pr, py + at, d.s, scale, shift);
         }
-        for (int64_t j = 0; j < d.s; ++j) dst[j] = scalar_t(S(row[j]) * scale + shift);
       }
     });
   });
+}
+
+// dst = g * (y > 0) over one row (the ReLU's backward from its output; NaN masks, as
+// relu_backward).
+template <typename T>
+void mask_row(const T* g, const T* y, T* dst, int64_t s) {
+  if constexpr (kBlockWidened<T>) {
+    float yb[kBf16Block];
+    for (int64_t j0 = 0; j0 < s; j0 += kBf16Block) {
+      const int64_t m = std::min(kBf16Block, s - j0);
+      widen(y + j0, yb, m);
+      for (int64_t j = 0; j < m; ++j) dst[j0 + j] = yb[j] > 0.0f ? g[j0 + j] : T(0.0f);
+    }
+  } else {
+    for (int64_t j = 0; j < s; ++j) dst[j] = y[j] > T(0) ? g[j] : T(0);
+  }
+}
+
+// A buffer of n T's private to the calling thread, reused across calls.
+template <typename T>
+T* thread_row(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+  return buf.data();
+}
+
+// Batch norm's backward (the formulas at the top), with the gradient's rows supplied by the
+// caller: sums_row(t) and grad_row(t) return row t = i * C + c of the gradient for the
+// reduction pass and for the gradient pass (batch norm: rows of grad_out; batch norm + ReLU:
+// rows of the masked gradient, made on demand).
+template <typename scalar_t, typename SumsRow, typename GradRow>
+void backward(const NCS& d, SumsRow sums_row, GradRow grad_row, const Tensor& x,
+              const Tensor& mean, const Tensor& invstd, const Tensor& weight, bool training,
+              const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias) {
+  using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
+  using C = compute_t<scalar_t>;
+  const scalar_t* px = x.data<scalar_t>();
+  const S* pm = mean.data<S>();
+  const S* pi = invstd.data<S>();
+  const S* pw = weight.defined() ? weight.data<S>() : nullptr;
+  std::vector<double> sum_g, sum_gxhat;
+  channel_sums(
+      d,
+      [&](int64_t i, int64_t c, double* sg, double* sgx) {
+        const C m = C(pm[c]);
+        const scalar_t* xr = px + (i * d.c + c) * d.s;
+        const scalar_t* gr = sums_row(i * d.c + c);
+        if constexpr (kBlockWidened<scalar_t>) {
+          float xb[kBf16Block], gb[kBf16Block];
+          for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
+            const int64_t n = std::min(kBf16Block, d.s - j0);
+            widen(xr + j0, xb, n);
+            widen(gr + j0, gb, n);
+            add_row_sums<float, float>(
+                n, [&](int64_t j, auto like) { return load_as<float>(gb + j, like); },
+                [&](int64_t j, auto like) {
+                  return load_as<float>(gb + j, like) * (load_as<float>(xb + j, like) - m);
+                },
+                sg, sgx);
+          }
+        } else {
+          add_row_sums<scalar_t, C>(
+              d.s, [&](int64_t j, auto like) { return load_as<C>(gr + j, like); },
+              [&](int64_t j, auto like) {
+                return load_as<C>(gr + j, like) * (load_as<C>(xr + j, like) - m);
+              },
+              sg, sgx);
+        }
+      },
+      &sum_g, &sum_gxhat);
+  for (int64_t c = 0; c < d.c; ++c) sum_gxhat[c] *= pi[c];
+  if (grad_weight.defined()) {
+    S* gw = grad_weight.data<S>();
+    S* gb = grad_bias.data<S>();
+    for (int64_t c = 0; c < d.c; ++c) {
+      gw[c] = S(sum_gxhat[c]);
+      gb[c] = S(sum_g[c]);
+    }
+  }
+  if (!grad_in.defined()) return;
+  scalar_t* pdx = grad_in.data<scalar_t>();
+  const double count = static_cast<double>(d.n * d.s);
+  parallel_for(d.n * d.c, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t c = t % d.c;
+      const S w = pw ? pw[c] : S(1);
+      const scalar_t* xr = px + t * d.s;
+      const scalar_t* gr = grad_row(t);
+      scalar_t* dr = pdx + t * d.s;
+      const S k = w * pi[c];
+      if (!training) {
+        for (int64_t j = 0; j < d.s; ++j) dr[j] = scalar_t(static_cast<S>(static_cast<C>(gr[j])) * k);
+        continue;
+      }
+      const S mean_g = S(sum_g[c] / count);
+      const S proj = S(sum_gxhat[c] / count) * pi[c];  // multiplies (x - mean)
+      if constexpr (kBlockWidened<scalar_t>) {
+        float xb[kBf16Block], gb[kBf16Block];
+        for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
+          const int64_t m = std::min(kBf16Block, d.s - j0);
+          widen(xr + j0, xb, m);
+          widen(gr + j0, gb, m);
+          for (int64_t j = 0; j < m; ++j) gb[j] = k * (gb[j] - mean_g - (xb[j] - pm[c]) * proj);
+          narrow(gb, dr + j0, m);
+        }
+      } else {
+        for (int64_t j = 0; j < d.s; ++j) {
+          const S g = static_cast<S>(static_cast<C>(gr[j]));
+          const S centered = static_cast<S>(static_cast<C>(xr[j])) - pm[c];
+          dr[j] = scalar_t(k * (g - mean_g - centered * proj));
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                  const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  apply<false>(x, mean, invstd, weight, bias, Tensor(), out);
+}
+
+void CpuBackend::batch_norm_apply_relu(const Tensor& x, const Tensor& mean,
+                                       const Tensor& invstd, const Tensor& weight,
+                                       const Tensor& bias, const Tensor& residual,
+                                       const Tensor& out) {
+  apply<true>(x, mean, invstd, weight, bias, residual, out);
 }
 
 void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
@@ -182,88 +345,36 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
                                      const Tensor& grad_bias) {
   const NCS d = ncs(x);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm_backward", [&] {
-    using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
-    using C = compute_t<scalar_t>;
-    const scalar_t* px = x.data<scalar_t>();
     const scalar_t* pg = grad_out.data<scalar_t>();
-    const S* pm = mean.data<S>();
-    const S* pi = invstd.data<S>();
-    const S* pw = weight.defined() ? weight.data<S>() : nullptr;
-    std::vector<double> sum_g, sum_gxhat;
-    channel_sums(
-        d,
-        [&](int64_t i, int64_t c, double* sg, double* sgx) {
-          const C m = C(pm[c]);
-          const scalar_t* xr = px + (i * d.c + c) * d.s;
-          const scalar_t* gr = pg + (i * d.c + c) * d.s;
-          if constexpr (kBlockWidened<scalar_t>) {
-            float xb[kBf16Block], gb[kBf16Block];
-            for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
-              const int64_t n = std::min(kBf16Block, d.s - j0);
-              widen(xr + j0, xb, n);
-              widen(gr + j0, gb, n);
-              add_row_sums<float, float>(
-                  n, [&](int64_t j, auto like) { return load_as<float>(gb + j, like); },
-                  [&](int64_t j, auto like) {
-                    return load_as<float>(gb + j, like) * (load_as<float>(xb + j, like) - m);
-                  },
-                  sg, sgx);
-            }
-            return;
-          }
-          add_row_sums<scalar_t, C>(
-              d.s, [&](int64_t j, auto like) { return load_as<C>(gr + j, like); },
-              [&](int64_t j, auto like) {
-                return load_as<C>(gr + j, like) * (load_as<C>(xr + j, like) - m);
-              },
-              sg, sgx);
-        },
-        &sum_g, &sum_gxhat);
-    for (int64_t c = 0; c < d.c; ++c) sum_gxhat[c] *= pi[c];
-    if (grad_weight.defined()) {
-      S* gw = grad_weight.data<S>();
-      S* gb = grad_bias.data<S>();
-      for (int64_t c = 0; c < d.c; ++c) {
-        gw[c] = S(sum_gxhat[c]);
-        gb[c] = S(sum_g[c]);
-      }
-    }
-    if (!grad_in.defined()) return;
-    scalar_t* pdx = grad_in.data<scalar_t>();
-    const double count = static_cast<double>(d.n * d.s);
-    parallel_for(d.n * d.c, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t c = t % d.c;
-        const S w = pw ? pw[c] : S(1);
-        const scalar_t* xr = px + t * d.s;
-        const scalar_t* gr = pg + t * d.s;
-        scalar_t* dr = pdx + t * d.s;
-        if (!training) {
-          const S k = w * pi[c];
-          for (int64_t j = 0; j < d.s; ++j) dr[j] = scalar_t(static_cast<S>(static_cast<C>(gr[j])) * k);
-          continue;
-        }
-        const S k = w * pi[c];
-        const S mean_g = S(sum_g[c] / count);
-        const S proj = S(sum_gxhat[c] / count) * pi[c];  // multiplies (x - mean)
-        if constexpr (kBlockWidened<scalar_t>) {
-          float xb[kBf16Block], gb[kBf16Block];
-          for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
-            const int64_t m = std::min(kBf16Block, d.s - j0);
-            widen(xr + j0, xb, m);
-            widen(gr + j0, gb, m);
-            for (int64_t j = 0; j < m; ++j) gb[j] = k * (gb[j] - mean_g - (xb[j] - pm[c]) * proj);
-            narrow(gb, dr + j0, m);
-          }
-          continue;
-        }
-        for (int64_t j = 0; j < d.s; ++j) {
-          const S g = static_cast<S>(static_cast<C>(gr[j]));
-          const S centered = static_cast<S>(static_cast<C>(xr[j])) - pm[c];
-          dr[j] = scalar_t(k * (g - mean_g - centered * proj));
-        }
-      }
-    });
+    const auto row = [&](int64_t t) { return pg + t * d.s; };
+    backward<scalar_t>(d, row, row, x, mean, invstd, weight, training, grad_in, grad_weight,
+                       grad_bias);
+  });
+}
+
+void CpuBackend::batch_norm_relu_backward(const Tensor& grad_out, const Tensor& out,
+                                          const Tensor& x, const Tensor& mean,
+                                          const Tensor& invstd, const Tensor& weight,
+                                          bool training, const Tensor& grad_in,
+                                          const Tensor& grad_weight, const Tensor& grad_bias,
+                                          const Tensor& grad_residual) {
+  const NCS d = ncs(x);
+  TS_DISPATCH_FLOATING(x.dtype(), "batch_norm_relu_backward", [&] {
+    const scalar_t* pg = grad_out.data<scalar_t>();
+    const scalar_t* py = out.data<scalar_t>();
+    scalar_t* pr = grad_residual.defined() ? grad_residual.data<scalar_t>() : nullptr;
+    // Row t of gm, into the residual's gradient when there is one, else a thread's buffer.
+    const auto masked = [&](int64_t t) {
+      scalar_t* dst = pr ? pr + t * d.s : thread_row<scalar_t>(d.s);
+      mask_row(pg + t * d.s, py + t * d.s, dst, d.s);
+      return static_cast<const scalar_t*>(dst);
+    };
+    // The gradient pass reads back what the reduction pass wrote, or masks again.
+    const auto again = [&](int64_t t) {
+      return pr ? static_cast<const scalar_t*>(pr + t * d.s) : masked(t);
+    };
+    backward<scalar_t>(d, masked, again, x, mean, invstd, weight, training, grad_in,
+                       grad_weight, grad_bias);
   });
 }
 

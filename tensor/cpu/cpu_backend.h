@@ -45,10 +45,17 @@ class CpuBackend final : public Backend {
   void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) override;
   void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                         const Tensor& weight, const Tensor& bias, const Tensor& out) override;
+  void batch_norm_apply_relu(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                             const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                             const Tensor& out) override;
   void batch_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
                            const Tensor& invstd, const Tensor& weight, bool training,
                            const Tensor& grad_in, const Tensor& grad_weight,
                            const Tensor& grad_bias) override;
+  void batch_norm_relu_backward(const Tensor& grad_out, const Tensor& out, const Tensor& x,
+                                const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                                bool training, const Tensor& grad_in, const Tensor& grad_weight,
+                                const Tensor& grad_bias, const Tensor& grad_residual) override;
   void index_select(const Tensor& in, int64_t dim, const Tensor& index,
                     const Tensor& out) override;
   void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) override;

@@ -90,6 +90,36 @@ TEST_P(AutocastDtypes, BatchNormComputesInF32AndKeepsTheInputDtype) {
   EXPECT_EQ(img.grad().dtype(), low);
 }
 
+// batch_norm_relu is batch_norm under autocast: the input's dtype kept, f32 statistics and
+// parameter gradients. A residual of the input's dtype is fused; one of another dtype gives
+// what the unfused relu(batch_norm(x) + residual) gives (add promotes: low + f32 is f32).
+TEST_P(AutocastDtypes, BatchNormReluIsBatchNormAndItsResidualPromotes) {
+  const DType low = GetParam();
+  const Variable img = param({4, 3, 5, 5}, 30, low), same = param({4, 3, 5, 5}, 31, low);
+  const Variable wide = param({4, 3, 5, 5}, 32);
+  const Variable w = param({3}, 33), b = param({3}, 34);
+  for (const Variable& residual : {Variable(), same, wide}) {
+    Tensor rm = zeros({3}), rv = ones({3}), erm = zeros({3}), erv = ones({3});
+    Variable fused, unfused;
+    {
+      AutocastGuard autocast(low);
+      fused = batch_norm_relu(img, w, b, residual, rm, rv, true);
+      const Variable bn = batch_norm(img, w, b, erm, erv, true);
+      unfused = relu(residual.defined() ? add(bn, residual) : bn);
+    }
+    EXPECT_EQ(fused.dtype(), unfused.dtype());
+    EXPECT_EQ(fused.dtype(), residual.defined() ? residual.dtype() : low);
+    EXPECT_LT(max_abs_diff(fused.data().to(kF32), unfused.data().to(kF32)), 0.05);
+    EXPECT_EQ(max_abs_diff(rm, erm), 0);
+    EXPECT_EQ(max_abs_diff(rv, erv), 0);
+    w.zero_grad();
+    sum(to(fused, kF32)).backward();
+    EXPECT_EQ(w.grad().dtype(), kF32);
+    EXPECT_EQ(img.grad().dtype(), low);
+    if (residual.defined()) EXPECT_EQ(residual.grad().dtype(), residual.dtype());
+  }
+}
+
 TEST_P(AutocastDtypes, PromoteAndPassThrough) {
   const DType low = GetParam();
   const DType other = low == kF16 ? kBF16 : kF16;

@@ -77,6 +77,61 @@ TEST(Gradcheck, BatchNormTrainingAndEval) {
       std::vector<Tensor>{r({4, 3, 2, 2}, 18), r({3}, 19), r({3}, 20)});
 }
 
+// The fused batch norm + ReLU (+ residual): gradients of the input (through the batch
+// statistics), weight, bias and residual; without residual or affine parameters; in eval; on a
+// non-contiguous input. (ReLU's kink at 0: random inputs put no output within eps of it.)
+TEST(Gradcheck, BatchNormReluTrainingAndEval) {
+  const Tensor rm = zeros({3}, kF64), rv = ones({3}, kF64);
+  EXPECT_GRADCHECK(
+      [rm, rv](const V& v) {
+        return batch_norm_relu(v[0], v[1], v[2], v[3], rm.clone(), rv.clone(), true, 0.1, 1e-5);
+      },
+      std::vector<Tensor>{r({4, 3, 2, 3}, 40), r({3}, 41), r({3}, 42), r({4, 3, 2, 3}, 43)});
+  EXPECT_GRADCHECK(
+      [rm, rv](const V& v) {
+        return batch_norm_relu(v[0], v[1], v[2], Variable(), rm.clone(), rv.clone(), true, 0.1,
+                               1e-5);
+      },
+      std::vector<Tensor>{r({1, 3, 5, 3}, 44).transpose(2, 3), r({3}, 45), r({3}, 46)});
+  EXPECT_GRADCHECK(
+      [rm, rv](const V& v) {
+        return batch_norm_relu(v[0], Variable(), Variable(), v[1], rm.clone(), rv.clone(), true,
+                               0.1, 1e-5);
+      },
+      std::vector<Tensor>{r({5, 3}, 47), r({5, 3}, 48)});
+  const Tensor erm = r({3}, 49), erv = add(abs(r({3}, 50)), 0.5);
+  EXPECT_GRADCHECK(
+      [erm, erv](const V& v) {
+        return batch_norm_relu(v[0], v[1], v[2], v[3], erm, erv, false, 0.1, 1e-5);
+      },
+      std::vector<Tensor>{r({2, 3, 3, 1}, 51), r({3}, 52), r({3}, 53), r({2, 3, 3, 1}, 54)});
+}
+
+// In a residual block the residual is often the block's input, which also feeds the
+// convolutions: its gradient is the sum over both paths, as with the unfused ops.
+TEST(BatchNormRelu, GradientsEqualTheUnfusedOpsWhenTheResidualIsReused) {
+  for (DType dt : {kF32, kBF16}) {
+    const Variable x(randn({2, 3, 4, 5}, dt), true);
+    const Variable w(add(randn({3}), 1.0), true), b(randn({3}), true);
+    const Variable scale(randn({3, 1, 1}, dt), true);
+    std::vector<Tensor> grads[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      for (const Variable& v : {x, w, b, scale}) v.zero_grad();
+      Tensor rm = zeros({3}), rv = ones({3});
+      const Variable h = mul(x, scale);  // stands in for the block's convolutions
+      const Variable y =
+          fused ? batch_norm_relu(h, w, b, x, rm, rv, true)
+                : relu(add(batch_norm(h, w, b, rm, rv, true), x));
+      sum(to(mul(y, y), kF32)).backward();
+      for (const Variable& v : {x, w, b, scale}) grads[fused].push_back(v.grad().to(kF64));
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      EXPECT_LT(max_abs_diff(grads[0][i], grads[1][i]), dt == kF32 ? 1e-5 : 0.1)
+          << dt << " gradient " << i;
+    }
+  }
+}
+
 TEST(Gradcheck, Losses) {
   const Tensor target = from_vector<int64_t>({2, 0, 1, 2}, {4});
   const std::vector<Tensor> logits = {r({4, 3}, 21)};

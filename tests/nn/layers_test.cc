@@ -86,6 +86,75 @@ TEST(BatchNorm2d, DeferredStatisticsEqualOneForwardOverTheWholeBatch) {
   EXPECT_THROW(deferred.defer_running_statistics(false), Error);  // uncommitted values
 }
 
+// forward_relu(x, residual) is relu(forward(x) + residual) in one op: the same output,
+// running statistics, batch count and gradients (input, parameters, residual), in training,
+// eval and deferred mode; it runs the module's forward hooks; BNReLU2d is forward_relu as a
+// layer, with BatchNorm2d's state dict.
+TEST(BatchNorm2d, ForwardReluEqualsForwardThenAddThenRelu) {
+  Generator g(11);
+  const Tensor x = randn({3, 5, 3, 7}, kF32, &g), res = randn({3, 5, 3, 7}, kF32, &g);
+  BatchNorm2d fused(BatchNorm2dOptions(5).momentum(0.2)), plain(BatchNorm2dOptions(5).momentum(0.2));
+  const Tensor w = randn({5}, kF32, &g), b = randn({5}, kF32, &g);
+  for (BatchNorm2d* bn : {&fused, &plain}) {
+    Tensor weight = bn->weight().data(), bias = bn->bias().data();
+    weight.copy_(w);
+    bias.copy_(b);
+  }
+  int pre = 0, post = 0;
+  fused.register_forward_pre_hook([&](Module&) { ++pre; });
+  fused.register_forward_hook([&](Module&, const Variable& out) { ++post; return out; });
+  for (int mode = 0; mode < 3; ++mode) {  // training, deferred, eval
+    if (mode == 1) {
+      fused.defer_running_statistics(true);
+      plain.defer_running_statistics(true);
+    }
+    if (mode == 2) {
+      fused.eval();
+      plain.eval();
+    }
+    const Variable xf(x, true), xp(x, true), rf(res, true), rp(res, true);
+    const Variable yf = fused.forward_relu(xf, rf);
+    const Variable yp = relu(add(plain.forward(xp), rp));
+    EXPECT_LT(max_abs_diff(yf.data(), yp.data()), 1e-6) << "mode " << mode;
+    sum(mul(yf, yf)).backward();
+    sum(mul(yp, yp)).backward();
+    EXPECT_LT(max_abs_diff(xf.grad(), xp.grad()), 1e-5) << "mode " << mode;
+    EXPECT_LT(max_abs_diff(rf.grad(), rp.grad()), 1e-5) << "mode " << mode;
+    EXPECT_LT(max_abs_diff(fused.weight().grad(), plain.weight().grad()), 1e-4);
+    EXPECT_LT(max_abs_diff(fused.bias().grad(), plain.bias().grad()), 1e-4);
+    fused.zero_grad();
+    plain.zero_grad();
+    if (mode == 1) {
+      fused.commit_running_statistics();
+      plain.commit_running_statistics();
+      fused.defer_running_statistics(false);
+      plain.defer_running_statistics(false);
+    }
+    const StateDict a = fused.state_dict(), b = plain.state_dict();
+    for (const char* key : {"running_mean", "running_var", "num_batches_tracked"}) {
+      EXPECT_EQ(max_abs_diff(a.at(key), b.at(key)), 0) << key << ", mode " << mode;
+    }
+  }
+  EXPECT_EQ(pre, 3);
+  EXPECT_EQ(post, 3);
+  // Without a residual: relu(forward(x)).
+  EXPECT_LT(max_abs_diff(fused.forward_relu(Variable(x)).data(),
+                         relu(plain.forward(Variable(x))).data()),
+            1e-6);
+
+  BNReLU2d layer(5);
+  BatchNorm2d reference(5);
+  EXPECT_EQ(layer.type_name(), "BNReLU2d");
+  const auto names = [](const StateDict& d) {
+    std::vector<std::string> out;
+    for (const auto& [name, tensor] : d) out.push_back(name);
+    return out;
+  };
+  EXPECT_EQ(names(layer.state_dict()), names(reference.state_dict()));
+  EXPECT_LT(max_abs_diff(layer(Variable(x)).data(), relu(reference(Variable(x))).data()), 1e-6);
+  EXPECT_EQ(max_abs_diff(layer.running_var().data(), reference.running_var().data()), 0);
+}
+
 TEST(Layers, PoolingFlattenDropoutIdentity) {
   const Variable x(arange(0, 16, 1, kF32).view({1, 1, 4, 4}));
   EXPECT_EQ(MaxPool2d(Pool2dOptions(2)).forward(x).data().to_vector<float>(),
