@@ -5,16 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "tensor/check.h"
+
 namespace tessera {
 namespace train {
 
-// A bad flag: says what and exits 2.
-[[noreturn]] void bad(const std::string& message) {
-  std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", message.c_str());
-  std::exit(2);
-}
+void bad(const std::string& message) { throw FlagError(message); }
 
-// An integer in [min, max] (max: the field's type's largest, so nothing wraps around).
 int64_t to_int(const std::string& flag, const std::string& v, int64_t min, int64_t max) {
   char* end = nullptr;
   errno = 0;
@@ -26,17 +23,14 @@ int64_t to_int(const std::string& flag, const std::string& v, int64_t min, int64
   return n;
 }
 
-int to_int32(const std::string& flag, const std::string& v, int min) {
-  return static_cast<int>(to_int(flag, v, min, INT_MAX));
-}
-
-// A finite number >= min (inf, nan and overflowing values are errors).
-double to_double(const std::string& flag, const std::string& v, double min) {
+double to_double(const std::string& flag, const std::string& v, double min, double max) {
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || !(x >= min)) {
-    bad("--" + flag + " expects a finite number >= " + std::to_string(min) + ", got '" + v + "'");
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || !(x >= min) ||
+      !(x <= max)) {
+    bad("--" + flag + " expects a finite number >= " + exact(min) +
+        (std::isfinite(max) ? " and <= " + exact(max) : std::string()) + ", got '" + v + "'");
   }
   return x;
 }
@@ -57,7 +51,6 @@ bool to_bool(const std::string& flag, const std::string& v) {
   bad("--" + flag + " expects true or false, got '" + v + "'");
 }
 
-// "uniform", "params", "time", or layer counts "3,4,3" (each >= 1).
 std::string to_balance(const std::string& v) {
   if (v == "uniform" || v == "params" || v == "time") return v;
   bool ok = true;
@@ -77,6 +70,74 @@ std::string to_balance(const std::string& v) {
         "'");
   }
   return v;
+}
+
+std::string exact(double x) {
+  // The fewest digits that read back as x: 0.9, not 0.90000000000000002 (17 always do).
+  char text[32];
+  for (int digits = 15; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, x);
+    if (std::strtod(text, nullptr) == x) break;
+  }
+  return text;
+}
+
+FlagValue number(double Config::*field, double min, double max) {
+  return {"X",
+          [=](Config& c, const std::string& flag, const std::string& v) {
+            c.*field = to_double(flag, v, min, max);
+          },
+          detail::shows(field)};
+}
+
+FlagValue positive(double Config::*field) {
+  return {"X",
+          [=](Config& c, const std::string& flag, const std::string& v) {
+            c.*field = to_double(flag, v, 0);
+            if (c.*field == 0) bad("--" + flag + " must be positive, got '" + v + "'");
+          },
+          detail::shows(field)};
+}
+
+FlagValue choice(std::string Config::*field, std::vector<std::string> choices) {
+  std::string form;
+  for (const std::string& c : choices) form += (form.empty() ? "" : "|") + c;
+  return {form,
+          [=](Config& c, const std::string& flag, const std::string& v) {
+            c.*field = one_of(flag, v, choices);
+          },
+          detail::shows(field)};
+}
+
+FlagValue text(std::string Config::*field, std::string form) {
+  return {std::move(form),
+          [=](Config& c, const std::string&, const std::string& v) { c.*field = v; },
+          detail::shows(field)};
+}
+
+FlagValue path(std::string Config::*field, std::string form, std::string what) {
+  return {std::move(form),
+          [=](Config& c, const std::string& flag, const std::string& v) {
+            if (v.empty()) bad("--" + flag + " needs " + what + ", got an empty value");
+            c.*field = v;
+          },
+          detail::shows(field)};
+}
+
+FlagValue parsed(std::string Config::*field, std::string form,
+                 std::function<void(const std::string&)> parse) {
+  return {std::move(form),
+          [=](Config& c, const std::string& flag, const std::string& v) {
+            try {
+              parse(v);
+            } catch (const Error& e) {
+              // Some parsers name the flag themselves ("--trace-steps=0: ...").
+              const bool named = e.message().rfind("--" + flag, 0) == 0;
+              bad(named ? e.message() : "--" + flag + ": " + e.message());
+            }
+            c.*field = v;
+          },
+          detail::shows(field)};
 }
 
 }  // namespace train

@@ -1,8 +1,11 @@
-// The train tool's flags: parsing, per-model defaults, validation.
+// The train tool's flags: the Config they fill, parsing, per-model defaults. Each flag is one
+// row of the flag table (flag_table.h), from which parsing, --help and the settings every rank
+// must share are derived; the rules relating several flags are in flag_rules.h.
 #pragma once
 
 #include <cstdint>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,20 +116,28 @@ struct Config {
   std::set<std::string> given;  // the flags on the command line, by name
 };
 
+// A bad flag, a bad value or flags that do not go together, found the same on every rank: the
+// tool prints the message and ends with exit code 2. Also raised for options the library
+// rejects when the strategy is built (a pipeline that cannot be cut as asked: pipelined.cc).
+struct FlagError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // Parses argv. On --help prints usage and exits 0; on a bad flag or value prints what was wrong
 // and exits 2.
 Config parse_flags(int argc, char** argv);
+// The same for the arguments after the program's name, throwing FlagError instead of exiting.
+Config read_flags(const std::vector<std::string>& args);
 // Fills the model's defaults into unset fields.
 void apply_model_defaults(Config& config);
+// --help: every flag of the table by topic, its values, default and strategies (usage.cc).
 std::string usage();
 
 // The pipeline's stage count on `world_size` ranks (--stages, else all of them).
 int pipeline_stages(const Config& config, int world_size);
-// What is wrong with the flags on `world_size` ranks (every rank finds the same), or "".
-std::string check_against_world(const Config& config, int world_size);
-// The settings every rank must share (dist::verify_same_settings): every flag that shapes the
-// collectives or the result, as given or defaulted (not --threads or --metrics, which may
-// differ per rank).
+// The settings every rank must share (dist::verify_same_settings): every flag of the table not
+// marked per_rank (--threads, --metrics, --data-dir, --collective-timeout may differ), as given
+// or defaulted (flag_table.cc).
 std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const Config& config);
 // The directory of a sharded checkpoint --checkpoint-format=sharded writes (DIR/last-sharded).
 std::string sharded_checkpoint_dir(const std::string& checkpoint_dir);

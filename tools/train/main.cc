@@ -1,5 +1,6 @@
 // train: trains a model on Fashion-MNIST (or synthetic images) with tessera and reports test
-// accuracy, throughput and memory. See flags.cc for the flags and per-model defaults.
+// accuracy, throughput and memory. See flag_table.h for the flags (--help lists them) and flags.cc
+// for the per-model defaults.
 //
 //   bazel-bin/tools/train --model=logistic                               one process
 //   mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1  data parallel
@@ -24,6 +25,7 @@
 #include "tools/train/checkpoints.h"
 #include "tools/train/context.h"
 #include "tools/train/data.h"
+#include "tools/train/flag_rules.h"
 #include "tools/train/flags.h"
 #include "tools/train/guards.h"
 #include "tools/train/model.h"

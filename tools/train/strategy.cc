@@ -199,9 +199,9 @@ class DataParallel : public Strategy {
   }
   void save_sharded(const std::string& dir, const TrainingProgress& progress,
                     const Metadata& extra) override {
+    // check_combinations (flag_rules.cc) lets --checkpoint-format=sharded through only here.
     const auto* zero = dynamic_cast<const dist::ZeroRedundancyOptimizer*>(opt_.get());
-    TS_CHECK(zero != nullptr && !tensor_parallel_, "train: a sharded checkpoint needs ZeRO's "
-             "optimizer (--strategy=zero1 or zero2) without --tensor-parallel");
+    TS_INTERNAL_ASSERT(zero != nullptr && !tensor_parallel_);
     dist::zero::save_sharded_checkpoint(dir, *model_, *zero, progress, extra);
   }
   TrainingProgress load_sharded(const std::string& dir, Metadata* extra) override {
@@ -243,9 +243,10 @@ class DataParallel : public Strategy {
 
 }  // namespace
 
+// Only ZeRO's strategies shard: check_combinations (flag_rules.cc) refuses
+// --checkpoint-format=sharded for the others before any is built.
 void Strategy::save_sharded(const std::string& dir, const TrainingProgress&, const Metadata&) {
-  TS_FAIL("train: this strategy does not shard its checkpoints (", dir, "): --checkpoint-format="
-          "sharded needs --strategy=zero1, zero2 or zero3");
+  TS_INTERNAL_ASSERT(false, "a sharded checkpoint (", dir, ") from a strategy without shards");
 }
 
 TrainingProgress Strategy::load_sharded(const std::string& dir, Metadata*) {

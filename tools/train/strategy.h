@@ -39,12 +39,6 @@ struct NamedGroup {
   dist::ProcessGroup* group;
 };
 
-// Options the library rejected (a pipeline that cannot be cut as asked): every rank raises
-// the same before any message is sent, so the tool ends with exit code 2 on every rank.
-struct FlagError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -87,7 +81,7 @@ class Strategy {
   }
   // --checkpoint-format=sharded (dist/zero/sharded_checkpoint.h), collective: every rank writes
   // its shard of the parameters and of the optimizer state into `dir`, rank 0 the index; only
-  // ZeRO-1/2/3 shard (flags.cc refuses the flag otherwise). And reading one, written on any
+  // ZeRO-1/2/3 shard (flag_rules.cc refuses the flag otherwise). And reading one, written on any
   // world size, into this run (one process, DDP and ZeRO read it; `extra` gets the saver's
   // strings). A pipeline's or a tensor-parallel run's split is not ZeRO's: they read full
   // checkpoints only.

@@ -1,26 +1,36 @@
-#include "tools/train/flag_checks.h"
+#include "tools/train/flag_rules.h"
 
 #include <string>
 
 #include "dist/straggler.h"
 #include "tools/train/fault_injection.h"
-#include "tools/train/flag_values.h"
+#include "tools/train/flag_table.h"
 #include "tools/train/restart_count.h"
 
 namespace tessera {
 namespace train {
 
+namespace {
+
+// " --tensor-parallel=T" when given, for the "(got ...)" of a message.
+std::string with_tensor_parallel(const Config& c) {
+  return c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : "";
+}
+
+}  // namespace
+
 void check_combinations(const Config& c) {
-  if (c.strategy != "pipeline") {
-    for (const char* flag : {"stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
-                             "checkpoint-activations", "dp-strategy",
-                             "deferred-batch-norm"}) {
-      if (c.given.count(flag) != 0) {
-        bad(std::string("--") + flag + " needs --strategy=pipeline (got --strategy=" + c.strategy +
-            ")");
-      }
-    }
+  // The optimization.
+  if (c.warmup_epochs >= c.epochs) {
+    bad("--warmup-epochs (" + std::to_string(c.warmup_epochs) + ") must be less than --epochs (" +
+        std::to_string(c.epochs) + ")");
   }
+  if (c.given.count("trace-steps") != 0 && c.trace.empty()) {
+    bad("--trace-steps=" + c.trace_steps +
+        " selects the steps --trace=FILE records: give --trace too");
+  }
+
+  // The pipeline.
   if (c.chunks > 1 && c.pipeline_schedule != "interleaved") {
     bad("--chunks=" + std::to_string(c.chunks) +
         " needs --pipeline-schedule=interleaved (got --pipeline-schedule=" + c.pipeline_schedule +
@@ -31,20 +41,13 @@ void check_combinations(const Config& c) {
         ") of at least --micro-batches (" + std::to_string(c.micro_batches) +
         "): a smaller batch gives fewer micro-batches than the schedule runs");
   }
-  if (c.given.count("trace-steps") != 0 && c.trace.empty()) {
-    bad("--trace-steps=" + c.trace_steps + " selects the steps --trace=FILE records: give --trace too");
+  // The table lets --bucket-cap-mb through with --strategy=pipeline; only ZeRO-2 stages bucket.
+  if (c.given.count("bucket-cap-mb") != 0 && c.strategy == "pipeline" && c.dp_strategy != "zero2") {
+    bad("--bucket-cap-mb " + find_flag("bucket-cap-mb")->strategy_why +
+        " (got --strategy=pipeline --dp-strategy=" + c.dp_strategy + ")");
   }
-  if (c.given.count("first-bucket-mb") != 0 && c.strategy != "ddp") {
-    bad("--first-bucket-mb sizes DDP's first gradient bucket: it needs --strategy=ddp (got "
-        "--strategy=" + c.strategy + ")");
-  }
-  const bool buckets = c.strategy == "ddp" || c.strategy == "zero2" ||
-                       (c.strategy == "pipeline" && c.dp_strategy == "zero2");
-  if (c.given.count("bucket-cap-mb") != 0 && !buckets) {
-    bad("--bucket-cap-mb sizes the gradient buckets of --strategy=ddp and zero2, and of "
-        "--strategy=pipeline --dp-strategy=zero2 (got --strategy=" + c.strategy +
-        (c.strategy == "pipeline" ? " --dp-strategy=" + c.dp_strategy : std::string()) + ")");
-  }
+
+  // Compression: DDP's hooks, or ZeRO-1/2's reduce-scatter in half precision.
   const bool half = c.compression == "fp16" || c.compression == "bf16";
   const bool zero12 = c.strategy == "zero1" || c.strategy == "zero2";
   if (c.compression != "none" && c.strategy != "ddp" && !(half && zero12)) {
@@ -56,29 +59,20 @@ void check_combinations(const Config& c) {
   if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
     bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");
   }
-  for (const char* flag : {"sync-period", "local-sgd-warmup", "outer-optimizer", "outer-lr",
-                           "outer-momentum"}) {
-    if (c.given.count(flag) != 0 && c.strategy != "local-sgd") {
-      bad(std::string("--") + flag + " needs --strategy=local-sgd (got --strategy=" + c.strategy + ")");
-    }
+  if (c.given.count("error-feedback") != 0 && c.compression == "none") {
+    bad("--error-feedback needs --compression (got none)");
   }
+
+  // Local SGD, asynchronous SGD, the emulated straggler.
   for (const char* flag : {"outer-lr", "outer-momentum"}) {
     if (c.given.count(flag) != 0 && c.outer_optimizer != "nesterov") {
       bad(std::string("--") + flag + " is DiLoCo's: it needs --outer-optimizer=nesterov");
     }
   }
-  if (c.outer_momentum >= 1) {
-    bad("--outer-momentum must be below 1, got " + std::to_string(c.outer_momentum));
-  }
   if (!c.straggler.empty() && c.strategy == "single" && c.tensor_parallel == 1 &&
       dist::StragglerEmulation::parse(c.straggler).rank() != 0) {
     bad("--straggler=" + c.straggler + " names a rank other than 0, but --strategy=single runs "
         "one process");
-  }
-  for (const char* flag : {"servers", "staleness-bound", "staleness-aware-lr", "batch-assignment"}) {
-    if (c.given.count(flag) != 0 && c.strategy != "async") {
-      bad(std::string("--") + flag + " needs --strategy=async (got --strategy=" + c.strategy + ")");
-    }
   }
   if (c.batch_assignment == "shared" && c.staleness_bound >= 0) {
     bad("--batch-assignment=shared with --staleness-bound=" + std::to_string(c.staleness_bound) +
@@ -95,6 +89,8 @@ void check_combinations(const Config& c) {
         "optimizer in shards, and the workers' iteration clocks would have to be saved with "
         "them): drop --checkpoint-dir/--resume");
   }
+
+  // Hierarchical collectives.
   for (const char* flag : {"ranks-per-node", "inter-node-latency-us", "inter-node-bandwidth-gbps"}) {
     if (c.given.count(flag) != 0 && c.collectives != "hierarchical") {
       bad(std::string("--") + flag + " needs --collectives=hierarchical");
@@ -109,27 +105,19 @@ void check_combinations(const Config& c) {
         "it needs --strategy=ddp, zero1, zero2 or zero3 without --tensor-parallel and without "
         "--compression (got --strategy=" + c.strategy +
         (c.compression != "none" ? " --compression=" + c.compression : std::string()) +
-        (c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : std::string()) + ")");
+        with_tensor_parallel(c) + ")");
   }
-  if (c.given.count("gossip-topology") != 0 && c.strategy != "gossip") {
-    bad("--gossip-topology needs --strategy=gossip (got --strategy=" + c.strategy + ")");
-  }
-  if (c.given.count("error-feedback") != 0 && c.compression == "none") {
-    bad("--error-feedback needs --compression (got none)");
-  }
+
+  // Sharded checkpoints: ZeRO's shards only (Strategy::save_sharded relies on this).
   if (c.checkpoint_format == "sharded" &&
       (c.tensor_parallel > 1 ||
        (c.strategy != "zero1" && c.strategy != "zero2" && c.strategy != "zero3"))) {
     bad("--checkpoint-format=sharded writes ZeRO's shards, one file per rank: it needs "
         "--strategy=zero1, zero2 or zero3 without --tensor-parallel (got --strategy=" +
-        c.strategy + (c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : "") +
-        "); any strategy resumes from a sharded checkpoint");
+        c.strategy + with_tensor_parallel(c) + "); any strategy resumes from a sharded checkpoint");
   }
-  for (const char* flag : {"zero3-wrap", "zero3-prefetch"}) {
-    if (c.given.count(flag) != 0 && c.strategy != "zero3") {
-      bad(std::string("--") + flag + " needs --strategy=zero3 (got --strategy=" + c.strategy + ")");
-    }
-  }
+
+  // Tensor parallelism.
   if (c.tensor_parallel > 1 && c.strategy != "single" && c.strategy != "ddp" &&
       c.strategy != "zero1" && c.strategy != "pipeline") {
     bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) +
@@ -153,7 +141,8 @@ void check_combinations(const Config& c) {
   if (c.given.count("num-classes") != 0 && c.data != "synthetic") {
     bad("--num-classes is for --data=synthetic (" + c.data + " has 10 classes)");
   }
-  // Loss scaling runs for f16 arithmetic: fp16 autocast or f16 parameters.
+
+  // Mixed precision. Loss scaling runs for f16 arithmetic: fp16 autocast or f16 parameters.
   const bool scaled = c.amp == "fp16" || c.param_dtype == "f16";
   for (const char* flag : {"loss-scale", "loss-scale-window", "loss-scale-hysteresis",
                            "min-loss-scale"}) {

@@ -1,0 +1,166 @@
+// The flag table's rows for the run itself: the model and data, the optimization, checkpoints
+// and outputs, and mixed precision (flag_table.h says what a row holds).
+#include "dist/trace_recorder.h"
+#include "tensor/device.h"
+#include "tools/train/flag_table.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+const char* const kModels = "the model's";
+
+std::string on_off(bool on) { return on ? "on" : "off"; }
+
+// cpu, cuda or cuda:N; a CUDA device's number is checked when the run starts.
+FlagValue device() {
+  return {"cpu|cuda|cuda:N",
+          [](Config& c, const std::string&, const std::string& v) {
+            if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0) {
+              bad("--device must be cpu, cuda or cuda:N, got '" + v + "'");
+            }
+            try {
+              Device::parse(v);
+            } catch (const std::exception& e) {
+              bad("--device: " + std::string(e.what()));
+            }
+            c.device = v;
+          },
+          [](const Config& c) { return c.device; }};
+}
+
+// The learning-rate schedule; a pipeline schedule's name here is a mix-up worth naming.
+FlagValue lr_schedule() {
+  FlagValue value = choice(&Config::schedule, {"constant", "step", "cosine"});
+  value.set = [set = value.set](Config& c, const std::string& flag, const std::string& v) {
+    if (v == "gpipe" || v == "1f1b" || v == "interleaved") {
+      bad("--schedule is the learning-rate schedule (constant|step|cosine); the pipeline's is "
+          "--pipeline-schedule=" + v);
+    }
+    set(c, flag, v);
+  };
+  return value;
+}
+
+// "dynamic" (0) or a static scale >= 1.
+FlagValue loss_scale() {
+  return {"dynamic|N",
+          [](Config& c, const std::string& flag, const std::string& v) {
+            if (v == "dynamic") {
+              c.loss_scale = 0;
+              return;
+            }
+            c.loss_scale = to_double(flag, v, 0);
+            if (c.loss_scale < 1) {
+              bad("--loss-scale expects dynamic or a number >= 1, got '" + v + "'");
+            }
+          },
+          [](const Config& c) { return exact(c.loss_scale); }};
+}
+
+}  // namespace
+
+std::vector<FlagSection> run_flag_sections() {
+  return {
+      {"the run",
+       {
+           Flag("model", choice(&Config::model, {"logistic", "mlp", "resnet20", "resnet32",
+                                                 "resnet56", "resnet18", "resnet34", "resnet50"}),
+                "the network to train"),
+           Flag("strategy", choice(&Config::strategy, {"single", "ddp", "zero1", "zero2", "zero3",
+                                                       "pipeline", "gossip", "local-sgd", "async"}),
+                "how the ranks of mpirun -np N share the work: one process, DDP, ZeRO stage 1, 2 "
+                "or 3, a pipeline, gossip (decentralized SGD), local SGD or asynchronous SGD"),
+           Flag("data", choice(&Config::data, {"fashion-mnist", "synthetic"}),
+                "the training and test images"),
+           Flag("data-dir", text(&Config::data_dir, "DIR"), "where Fashion-MNIST's files are")
+               .per_rank(),
+           Flag("train-limit", integer(&Config::train_limit, 1),
+                "use only the first N training images")
+               .default_is("all"),
+           Flag("synthetic-size", integer(&Config::synthetic_size, 1),
+                "training images of --data=synthetic"),
+           Flag("device", device(),
+                "cuda: rank r uses GPU r mod the number of GPUs (built with --config=cuda)")
+               .agreed_as("device type",
+                          [](const Config& c) { return c.device.substr(0, c.device.find(':')); }),
+           Flag("threads", integer(&Config::threads, 1), "this rank's CPU threads")
+               .per_rank()
+               .default_is("$TESSERA_NUM_THREADS, else every core"),
+           Flag("seed", integer(&Config::seed, 0),
+                "the initial weights, the data order and the augmentation"),
+       }},
+      {"optimization (the defaults depend on --model: see 'defaults' at the end)",
+       {
+           Flag("epochs", integer(&Config::epochs, 1), "passes over the training set")
+               .default_is(kModels),
+           Flag("batch-size", integer(&Config::batch_size, 1),
+                "images per step on each rank; for --strategy=pipeline per data-parallel replica "
+                "(all stages of a pipeline share each batch)")
+               .default_is(kModels),
+           Flag("lr", positive(&Config::lr), "the learning rate").default_is(kModels),
+           Flag("optimizer", choice(&Config::optimizer, {"sgd", "adam", "adamw"}),
+                "sgd: Nesterov momentum when --momentum > 0")
+               .default_is(kModels),
+           Flag("momentum", number(&Config::momentum, 0), "SGD's momentum"),
+           Flag("weight-decay", number(&Config::weight_decay, 0),
+                "L2 (sgd, adam) or decoupled (adamw); a given 0 wins over the model's default")
+               .default_is(kModels),
+           Flag("schedule", lr_schedule(), "the learning rate over the epochs")
+               .default_is("cosine"),
+           Flag("warmup-epochs", integer(&Config::warmup_epochs, 0),
+                "epochs of linear warm-up, fewer than --epochs"),
+           Flag("label-smoothing", number(&Config::label_smoothing, 0, 1),
+                "cross-entropy against (1 - X) one-hot + X uniform"),
+           Flag("augment", boolean(&Config::augment), "random crop + flip of the training images")
+               .default_is("true for ResNets, else false"),
+       }},
+      {"checkpoints, metrics and traces",
+       {
+           Flag("checkpoint-dir", path(&Config::checkpoint_dir, "DIR", "a directory"),
+                "saves the run after every epoch: DIR/last.safetensors")
+               .agreed_as("checkpointing",
+                          [](const Config& c) { return on_off(!c.checkpoint_dir.empty()); }),
+           Flag("checkpoint-format", choice(&Config::checkpoint_format, {"full", "sharded"}),
+                "full: rank 0 writes the whole model and optimizer state; sharded (zero1|zero2|"
+                "zero3 without --tensor-parallel): DIR/last-sharded/, every rank its shard in "
+                "parallel and rank 0 an index; single, ddp and ZeRO runs on any number of ranks "
+                "resume it"),
+           Flag("resume", path(&Config::resume, "FILE|DIR", "a checkpoint file or directory"),
+                "continues from a checkpoint; a directory means DIR/last.safetensors, or "
+                "DIR/last-sharded, or DIR itself when it is a sharded checkpoint"),
+           Flag("metrics", path(&Config::metrics, "FILE", "a file name"),
+                "rank 0 appends JSON lines: one per step (loss, lr, images/s, loss scale) and one "
+                "per epoch with test accuracy; explain curves draws them")
+               .per_rank(),
+           Flag("trace", path(&Config::trace, "FILE", "a file name"),
+                "a Chrome trace, every rank's events in one file written by rank 0: per rank a "
+                "compute track and one per communication thread; DDP's layers and buckets, ZeRO's "
+                "gathers, frees and reduce-scatters, pipeline actions; explain ddp|zero3 read it")
+               .agreed_as("tracing", [](const Config& c) { return on_off(!c.trace.empty()); }),
+           Flag("trace-steps",
+                parsed(&Config::trace_steps, "FIRST:LAST|STEP|last",
+                       [](const std::string& v) { dist::trace::TraceSteps::parse(v); }),
+                "the optimizer steps --trace records, counted from 1"),
+       }},
+      {"mixed precision",
+       {
+           Flag("amp", choice(&Config::amp, {"off", "fp16", "bf16"}),
+                "autocast for forward and loss; fp16 scales the loss, bf16 does not"),
+           Flag("param-dtype", choice(&Config::param_dtype, {"f32", "f16", "bf16"}),
+                "the model's parameters and gradients; the optimizer keeps f32 masters, BatchNorm "
+                "stays f32, f16 parameters are loss-scaled"),
+           Flag("loss-scale", loss_scale(), "fp16 only; N: a static scale").default_is("dynamic"),
+           Flag("loss-scale-window", integer(&Config::loss_scale_window, 1),
+                "clean steps before the scale doubles"),
+           Flag("loss-scale-hysteresis", integer(&Config::loss_scale_hysteresis, 1),
+                "overflows in a row before it halves"),
+           Flag("min-loss-scale", number(&Config::min_loss_scale, 0),
+                "the scale never drops below this"),
+       }},
+  };
+}
+
+}  // namespace train
+}  // namespace tessera
