@@ -46,7 +46,7 @@
 #include "data/mnist_dataset.h"
 #include "data/transforms.h"
 
-// Distributed training: MPI start-up, process groups, DDP, ZeRO, checkpoints.
+// Distributed training: MPI start-up, process groups, DDP, ZeRO, checkpoints, traces.
 #include "dist/amp.h"
 #include "dist/async/async_worker.h"
 #include "dist/async/parameter_server.h"
@@ -79,6 +79,8 @@
 #include "dist/tensor_parallel/parallelize.h"
 #include "dist/tensor_parallel/row_parallel_linear.h"
 #include "dist/topology.h"
+#include "dist/trace_file.h"
+#include "dist/trace_recorder.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/sharded_checkpoint.h"
 #include "dist/zero/zero_optimizer.h"

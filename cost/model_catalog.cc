@@ -93,7 +93,10 @@ ModelProfile describe_model(const std::string& name, nn::Sequential& model, cons
   for (size_t i = 0; i < model.size(); ++i) {
     LayerProfile layer;
     layer.name = model.name_at(i);
-    for (const Variable& v : model[i]->parameters()) layer.parameter_numels.push_back(v.numel());
+    for (const Variable& v : model[i]->parameters()) {
+      layer.parameter_numels.push_back(v.numel());
+      layer.parameter_shapes.push_back(v.shape());
+    }
     x = model[i]->forward(x);
     layer.output_elements = x.numel();
     p.layers.push_back(std::move(layer));

@@ -33,6 +33,17 @@ std::vector<int64_t> ModelProfile::parameter_numels() const {
   return out;
 }
 
+std::vector<std::vector<int64_t>> ModelProfile::parameter_shapes() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const LayerProfile& l : layers) {
+    for (size_t i = 0; i < l.parameter_numels.size(); ++i) {
+      out.push_back(i < l.parameter_shapes.size() ? l.parameter_shapes[i]
+                                                  : std::vector<int64_t>{l.parameter_numels[i]});
+    }
+  }
+  return out;
+}
+
 std::vector<size_t> ModelProfile::parameter_layers() const {
   std::vector<size_t> out;
   for (size_t i = 0; i < layers.size(); ++i) out.insert(out.end(), layers[i].parameter_numels.size(), i);

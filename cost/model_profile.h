@@ -19,6 +19,9 @@ struct LayerProfile {
   std::vector<int64_t> parameter_numels;  // registration order
   int64_t output_elements = 0;            // per example
   double forward_seconds = 0, backward_seconds = 0;  // for ModelProfile::batch examples
+  // The parameters' shapes, where known (a real model's; cost/model_catalog.h): PowerSGD's price depends
+  // on them. Empty: each parameter taken as a vector of parameter_numels[i].
+  std::vector<std::vector<int64_t>> parameter_shapes;
   int64_t parameters() const;
 };
 
@@ -45,6 +48,8 @@ struct ModelProfile {
   // Every parameter's element count, in registration order, and the layer each belongs to.
   std::vector<int64_t> parameter_numels() const;
   std::vector<size_t> parameter_layers() const;
+  // Every parameter's shape, in registration order (parameter_shapes, or {numel} where unknown).
+  std::vector<std::vector<int64_t>> parameter_shapes() const;
 };
 
 }  // namespace cost

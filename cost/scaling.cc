@@ -140,47 +140,63 @@ ScalingPoint pipeline_step(const ModelProfile& model, int ranks, const ScalingOp
   const int k = std::min(o.stages, ranks);
   TS_CHECK(ranks % k == 0, "pipeline: ", ranks, " ranks are not a multiple of ", k,
            " stages (--stages)");
-  const int m = o.microbatches;
-  const std::vector<size_t> cuts = pipeline_cuts(model, k);
-  std::vector<pipeline::StageTimes> times(k, pipeline::StageTimes{0, 0, 0});
-  std::vector<int64_t> stage_params(k, 0);
-  std::vector<double> send_seconds(k, 0);  // stage s's output activation, per micro-batch
+  const int m = o.microbatches, v = o.chunks;
+  TS_CHECK(v >= 1, "pipeline: chunks must be >= 1, got ", v);
+  TS_CHECK(v == 1 || o.schedule == pipeline::ScheduleKind::kInterleaved, "pipeline: ", v,
+           " chunks per rank need the interleaved schedule, not ", pipeline::schedule_name(o.schedule));
+  TS_CHECK(o.weight_fraction >= 0 && o.weight_fraction <= 1,
+           "pipeline: weight_fraction must be in [0, 1], got ", o.weight_fraction);
+  // K x v virtual stages: virtual stage j = c K + s is chunk c on rank s (Megatron-LM's order),
+  // each a run of layers cut by time; its times are per micro-batch.
+  const int virtual_stages = k * v;
+  TS_CHECK(static_cast<size_t>(virtual_stages) <= model.layers.size(), "pipeline: ", k,
+           " stages x ", v, " chunks = ", virtual_stages, " parts of ", model.name, "'s ",
+           model.layers.size(), " layers");
+  const std::vector<size_t> cuts = pipeline_cuts(model, virtual_stages);
+  std::vector<pipeline::StageTimes> times(virtual_stages, pipeline::StageTimes{0, 0, 0});
+  std::vector<int64_t> rank_params(k, 0);
+  std::vector<double> send_seconds(virtual_stages, 0);  // virtual stage j's output, per micro-batch
   size_t first = 0;
-  for (int s = 0; s < k; ++s) {
-    for (size_t l = first; l <= cuts[s]; ++l) {
-      times[s].forward += model.layers[l].forward_seconds / m;
-      times[s].backward += model.layers[l].backward_seconds / m;
-      stage_params[s] += model.layers[l].parameters();
+  for (int j = 0; j < virtual_stages; ++j) {
+    for (size_t l = first; l <= cuts[j]; ++l) {
+      times[j].forward += model.layers[l].forward_seconds / m;
+      times[j].backward += model.layers[l].backward_seconds / m;
+      rank_params[j % k] += model.layers[l].parameters();
     }
-    const double bytes = static_cast<double>(model.layers[cuts[s]].output_elements) * model.batch / m *
+    times[j].weight = o.weight_fraction * times[j].backward;
+    const double bytes = static_cast<double>(model.layers[cuts[j]].output_elements) * model.batch / m *
                          o.setup.parameter_bytes();
-    send_seconds[s] = o.network.inter.message_seconds(bytes);
-    first = cuts[s] + 1;
+    send_seconds[j] = o.network.inter.message_seconds(bytes);
+    first = cuts[j] + 1;
   }
-  const auto lists = pipeline::make_schedules(pipeline::ScheduleKind::kOneFOneB, k, m);
-  const pipeline::TimedStep played = pipeline::play_timed(lists, 1, [&](int s, size_t n) {
+  const auto lists = pipeline::make_schedules(o.schedule, k, m, v);
+  const bool split = pipeline::splits_backward(lists[0]);
+  const pipeline::TimedStep played = pipeline::play_timed(lists, v, [&](int s, size_t n) {
     const pipeline::Action& a = lists[s][n];
+    const int j = a.chunk * k + s;
     switch (a.kind) {
-      case pipeline::ActionKind::kForward: return times[s].forward;
-      case pipeline::ActionKind::kBackward: return times[s].backward;
-      case pipeline::ActionKind::kSendActivation: return send_seconds[s];
-      case pipeline::ActionKind::kSendGradient: return send_seconds[s - 1];
+      case pipeline::ActionKind::kForward: return times[j].forward;
+      case pipeline::ActionKind::kBackward:  // the input gradient alone when W is split off
+        return split ? times[j].backward - times[j].weight : times[j].backward;
+      case pipeline::ActionKind::kWeight: return times[j].weight;
+      case pipeline::ActionKind::kSendActivation: return send_seconds[j];
+      case pipeline::ActionKind::kSendGradient: return send_seconds[j - 1];
       default: return 0.0;  // receives: the message has arrived once its send ended
     }
   });
   ScalingPoint p;
   p.replicas = ranks / k;
-  const int64_t largest = *std::max_element(stage_params.begin(), stage_params.end());
+  const int64_t largest = *std::max_element(rank_params.begin(), rank_params.end());
   const double grad_bytes = static_cast<double>(largest) * o.setup.gradient_bytes();
   Issued issued;
   const double reduce = p.replicas > 1 ? issued(all_reduce_time(p.replicas, grad_bytes, o.network), grad_bytes) : 0;
-  double busiest = 0;
-  for (int s = 0; s < k; ++s) busiest = std::max(busiest, (times[s].forward + times[s].backward) * m);
-  p.compute = busiest;
+  std::vector<double> busy(k, 0);
+  for (int j = 0; j < virtual_stages; ++j) busy[j % k] += (times[j].forward + times[j].backward) * m;
+  p.compute = *std::max_element(busy.begin(), busy.end());
   p.communication = reduce;
-  for (int s = 0; s + 1 < k; ++s) p.communication += 2 * m * send_seconds[s];
+  for (int j = 0; j + 1 < virtual_stages; ++j) p.communication += 2 * m * send_seconds[j];
   p.step = played.makespan + reduce;
-  p.collectives = issued.count + 2 * m * (k - 1);
+  p.collectives = issued.count + 2 * m * (virtual_stages - 1);
   p.algorithm = issued.algorithm;
   return p;
 }
@@ -285,11 +301,20 @@ std::vector<std::string> scaling_assumptions(const ModelProfile& model, const Sc
                 "in f32 after its backward");
   } else {
     std::snprintf(buf, sizeof(buf),
-                  "pipeline: 1F1B, K = min(%d, N) stages cut by time, M = %d micro-batches, N/K "
+                  "pipeline: %s, K = min(%d, N) stages%s cut by time, M = %d micro-batches, N/K "
                   "replicas; a send costs its sender a + bytes/b; the stage's gradients all-reduced "
                   "across replicas after the flush, not overlapped",
-                  o.stages, o.microbatches);
+                  pipeline::schedule_name(o.schedule), o.stages,
+                  o.chunks > 1 ? (" x " + std::to_string(o.chunks) + " chunks").c_str() : "",
+                  o.microbatches);
     a.push_back(buf);
+    if (o.schedule == pipeline::ScheduleKind::kZBH1 || o.schedule == pipeline::ScheduleKind::kZBH2) {
+      std::snprintf(buf, sizeof(buf),
+                    "zero bubble: each backward split into B (input gradient, %.0f%% of it) and W "
+                    "(weight gradient, %.0f%%), W deferred into the bubble",
+                    100 * (1 - o.weight_fraction), 100 * o.weight_fraction);
+      a.push_back(buf);
+    }
   }
   a.push_back(std::string("not counted: ") +
               (model.step_overhead_seconds > 0 ? "" : "the optimizer step, the loss, ") +

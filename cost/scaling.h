@@ -16,10 +16,12 @@
 // again, then reduce-scatter its gradients once its backward ends; wait for the last.
 //
 // Pipeline (pipeline/): K stages (layers cut by time, pipeline/balance.h), M micro-batches,
-// N/K data-parallel replicas. The 1F1B lists (pipeline/schedule.h) are played by the timing
-// model (pipeline/timing_model.h) with each stage's share of the time divided by M and each
-// send taking alpha + bytes/beta of the sender's time; then the stage's gradients are
-// all-reduced over the N/K replicas, after the flush, not overlapped.
+// N/K data-parallel replicas. The schedule's lists (pipeline/schedule.h: GPipe, 1F1B,
+// interleaved 1F1B with v chunks per rank, so K v virtual stages; ZB-H1 and ZB-H2, whose
+// backward is split into B and a deferred W by weight_fraction) are played by the timing model
+// (pipeline/timing_model.h) with each stage's share of the time divided by M and each send
+// taking alpha + bytes/beta of the sender's time; then the stage's gradients are all-reduced
+// over the N/K replicas, after the flush, not overlapped.
 //
 // Per N: step = the compute stream's clock at the end; images/s = replicas x batch / step;
 // efficiency = images/s / (N x the single-rank images/s), the single rank computing without
@@ -36,6 +38,7 @@
 #include "cost/collective_time.h"
 #include "cost/model_profile.h"
 #include "cost/precision.h"
+#include "pipeline/schedule.h"
 
 namespace tessera {
 namespace cost {
@@ -50,6 +53,12 @@ struct ScalingOptions {
   TrainingSetup setup;
   double first_bucket_mb = 1, bucket_cap_mb = 25;  // DDP's
   int stages = 4, microbatches = 8;                // the pipeline's K (at most N) and M
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kOneFOneB;
+  int chunks = 1;  // v model chunks per rank (the interleaved schedule only)
+  // Zero-bubble schedules (ZB-H1, ZB-H2): the part of each layer's backward that is the weight
+  // gradient (W), the rest being the input gradient (B). About half for a Linear or a
+  // convolution: both are one GEMM of the same size.
+  double weight_fraction = 0.5;
   // Cores the N ranks share (0: a core per rank, as on a cluster). With N > C ranks on C cores
   // (mpirun on a workstation) each rank's computation takes N/C times as long.
   int cores = 0;

@@ -5,8 +5,8 @@
 namespace tessera {
 namespace dist {
 
-CommThread::CommThread()
-    : track_(trace::TraceRecorder::global().add_comm_track()), thread_([this] { loop(); }) {}
+CommThread::CommThread(const std::string& group)
+    : track_(trace::TraceRecorder::global().add_comm_track(group)), thread_([this] { loop(); }) {}
 
 CommThread::~CommThread() { shutdown(); }
 

@@ -29,7 +29,8 @@ class CommThread {
  public:
   using Task = std::function<void()>;
 
-  CommThread();
+  // `group` names whose collectives run here, for the trace's track ("ranks 0-3, world").
+  explicit CommThread(const std::string& group = "");
   ~CommThread();  // finishes everything queued, then joins
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;

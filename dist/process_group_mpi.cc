@@ -51,6 +51,21 @@ void write_back(const Tensor& t, const Tensor& host_flat) {
   if (!t.device().is_cpu()) Tensor(t).copy_(host_flat.view(t.shape()));
 }
 
+// "ranks 0-3, world", "ranks 0,2", "ranks 0-1,4-5": whose collectives a communication thread
+// runs, for its trace track.
+std::string group_name(const std::vector<int>& ranks, bool world) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (i > 0) text += ",";
+    text += std::to_string(ranks[i]);
+    if (j > i) text += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  return world ? text + ", world" : text;
+}
+
 }  // namespace
 
 ProcessGroupMPI::ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks)
@@ -61,7 +76,7 @@ ProcessGroupMPI::ProcessGroupMPI(MPI_Comm comm, std::vector<int> world_ranks)
   MPI_CHECK(MPI_Comm_dup(comm_, &p2p_comm_));
   MPI_CHECK(MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN));
   TS_INTERNAL_ASSERT(static_cast<int>(world_ranks_.size()) == size_);
-  thread_ = std::make_unique<CommThread>();
+  thread_ = std::make_unique<CommThread>(group_name(world_ranks_, comm_ == MPI_COMM_WORLD));
 }
 
 ProcessGroupMPI::~ProcessGroupMPI() { shutdown(); }

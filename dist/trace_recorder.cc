@@ -97,15 +97,19 @@ void TraceRecorder::instant(std::string name, std::string category, std::string 
   span(std::move(name), std::move(category), t, t, std::move(args));
 }
 
-int TraceRecorder::add_comm_track() {
+int TraceRecorder::add_comm_track(const std::string& group) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return ++comm_tracks_;
+  comm_track_groups_.push_back(group);
+  return static_cast<int>(comm_track_groups_.size());
 }
 
 std::vector<std::string> TraceRecorder::track_names() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> names{"compute"};
-  for (int k = 1; k <= comm_tracks_; ++k) names.push_back("comm thread " + std::to_string(k));
+  for (size_t k = 0; k < comm_track_groups_.size(); ++k) {
+    const std::string& group = comm_track_groups_[k];
+    names.push_back("comm thread " + std::to_string(k + 1) + (group.empty() ? "" : " (" + group + ")"));
+  }
   return names;
 }
 

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,8 +84,9 @@ class TraceRecorder {
             std::string args = "");
   void instant(std::string name, std::string category, std::string args = "");
 
-  // A communication thread's track (thread-safe): 1, 2, ... named "comm thread K".
-  int add_comm_track();
+  // A communication thread's track (thread-safe): 1, 2, ... named "comm thread K", followed by
+  // " (GROUP)" when `group` says whose collectives it runs ("ranks 0-3, world").
+  int add_comm_track(const std::string& group = "");
   std::vector<std::string> track_names() const;  // index: track number
 
   std::vector<Event> events() const;
@@ -97,7 +99,7 @@ class TraceRecorder {
   double step_start_ = 0;
   mutable std::mutex mutex_;
   std::vector<Event> events_;
-  int comm_tracks_ = 0;
+  std::vector<std::string> comm_track_groups_;  // index: track - 1
 };
 
 // The global recorder's recording(): `if (trace::recording()) ...` guards every site.
@@ -121,6 +123,18 @@ class CollectiveLabel {
  private:
   std::string name_, category_, args_;
   const CollectiveLabel* outer_;
+};
+
+// A CollectiveLabel made only while a trace is recording (else nothing is built), for names
+// that are fixed text:  trace::LabelIfRecording label("all_reduce g (forward)", "all_reduce");
+class LabelIfRecording {
+ public:
+  LabelIfRecording(const char* name, const char* category) {
+    if (recording()) label_.emplace(name, category);
+  }
+
+ private:
+  std::optional<CollectiveLabel> label_;
 };
 
 }  // namespace trace

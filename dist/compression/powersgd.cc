@@ -67,15 +67,23 @@ void PowerSGDOptions::check() const {
 }
 
 PowerSGDPlan plan_powersgd(const GradBucket& bucket, const PowerSGDOptions& options) {
+  std::vector<Shape> shapes;
+  for (const Tensor& g : bucket.gradients) shapes.push_back(g.shape());
+  return plan_powersgd(shapes, options);
+}
+
+PowerSGDPlan plan_powersgd(const std::vector<Shape>& shapes, const PowerSGDOptions& options) {
   PowerSGDPlan plan;
-  for (size_t k = 0; k < bucket.gradients.size(); ++k) {
-    const Tensor& g = bucket.gradients[k];
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const Shape& shape = shapes[k];
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
     PowerSGDPlan::Matrix m;
     bool compress = false;
-    if (g.dim() >= 2 && g.numel() > 0) {
+    if (shape.size() >= 2 && numel > 0) {
       m.gradient = k;
-      m.rows = g.size(0);
-      m.cols = g.numel() / m.rows;
+      m.rows = shape[0];
+      m.cols = numel / m.rows;
       m.rank = std::min({m.rows, m.cols, options.matrix_approximation_rank()});
       // PyTorch's _should_compress: compressed * min_compression_rate < uncompressed.
       compress = static_cast<double>(m.rank * (m.rows + m.cols)) * options.min_compression_rate() <
@@ -89,7 +97,7 @@ PowerSGDPlan plan_powersgd(const GradBucket& bucket, const PowerSGDOptions& opti
       plan.matrices.push_back(m);
     } else {
       plan.uncompressed.push_back(k);
-      plan.uncompressed_numel += g.numel();
+      plan.uncompressed_numel += numel;
     }
   }
   return plan;

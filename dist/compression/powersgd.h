@@ -139,6 +139,8 @@ struct PowerSGDPlan {
 };
 
 PowerSGDPlan plan_powersgd(const GradBucket& bucket, const PowerSGDOptions& options);
+// The same from the gradients' shapes alone (what the cost models know: cost/compression.h).
+PowerSGDPlan plan_powersgd(const std::vector<Shape>& shapes, const PowerSGDOptions& options);
 
 // The initial Qs of a bucket at `iter` (before orthogonalization): N(0, 1), [cols, rank] per
 // compressed matrix, drawn in order from one Philox stream keyed by (seed, iter, bucket).

@@ -3,6 +3,7 @@
 #include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/loss_reduction.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -75,7 +76,10 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
 
   // 1. The row maxima over all classes.
   Tensor m = amax(x, {1}, /*keepdim=*/true);  // [N, 1]
-  group_->all_reduce(m, ReduceOp::kMax)->wait();
+  {
+    trace::LabelIfRecording label("tp all_reduce cross-entropy max", "all_reduce");
+    group_->all_reduce(m, ReduceOp::kMax)->wait();
+  }
   const Tensor shifted = sub(x, m);
   const Tensor e = exp(shifted);
 
@@ -91,7 +95,10 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
 
   // 2. One all-reduce for the three sums.
   Tensor sums = stack({sum(e, {1}), picked, sum(shifted, {1})}, 1).contiguous();  // [N, 3]
-  group_->all_reduce(sums, ReduceOp::kSum)->wait();
+  {
+    trace::LabelIfRecording label("tp all_reduce cross-entropy sums", "all_reduce");
+    group_->all_reduce(sums, ReduceOp::kSum)->wait();
+  }
   const Tensor s = sums.select(1, 0), x_y = sums.select(1, 1), sum_x = sums.select(1, 2);
   const Tensor log_s = log(s);
   const double eps = label_smoothing_;
@@ -121,12 +128,18 @@ Tensor ClassParallelCrossEntropy::argmax(const Tensor& logits) const {
   const Tensor local_best = amax(x, {1});                                           // [N]
   const Tensor local_class = add(tessera::argmax(x, 1), static_cast<double>(classes_.start));
   Tensor best = local_best.clone();
-  group_->all_reduce(best, ReduceOp::kMax)->wait();
+  {
+    trace::LabelIfRecording label("tp all_reduce argmax best", "all_reduce");
+    group_->all_reduce(best, ReduceOp::kMax)->wait();
+  }
   // Ranks whose best equals the group's offer their class; the others offer "no class" (a
   // value past every class), and the smallest offer wins, as argmax breaks ties.
   Tensor offer = where(eq(local_best, best), local_class.to(kF64),
                        full(local_best.shape(), static_cast<double>(num_classes_), kF64));
-  group_->all_reduce(offer, ReduceOp::kMin)->wait();
+  {
+    trace::LabelIfRecording label("tp all_reduce argmax class", "all_reduce");
+    group_->all_reduce(offer, ReduceOp::kMin)->wait();
+  }
   return offer.to(kI64);
 }
 

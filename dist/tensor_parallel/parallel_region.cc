@@ -2,6 +2,7 @@
 
 #include "autograd/custom_op.h"
 #include "dist/tensor_parallel/slices.h"
+#include "dist/trace_recorder.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -23,6 +24,7 @@ int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
 std::vector<int64_t> gathered_lengths(int64_t local_length, ProcessGroup& group) {
   Tensor mine = scalar_tensor(static_cast<double>(local_length), kI64).reshape({1});
   Tensor all = empty({group.size()}, kI64);
+  trace::LabelIfRecording label("tp all_gather slice lengths", "all_gather");
   group.all_gather(mine, all)->wait();
   return all.to_vector<int64_t>();
 }
@@ -75,12 +77,15 @@ Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const c
 }
 
 Variable copy_to_parallel_region(const Variable& x, const std::shared_ptr<ProcessGroup>& group) {
-  return record("CopyToParallelRegionBackward", x.data(), {x},
-                [group](const Tensor& g) -> Grads { return {all_reduce_sum(g, *group)}; });
+  return record("CopyToParallelRegionBackward", x.data(), {x}, [group](const Tensor& g) -> Grads {
+    trace::LabelIfRecording label("tp all_reduce f (backward)", "all_reduce");
+    return {all_reduce_sum(g, *group)};
+  });
 }
 
 Variable reduce_from_parallel_region(const Variable& x,
                                      const std::shared_ptr<ProcessGroup>& group) {
+  trace::LabelIfRecording label("tp all_reduce g (forward)", "all_reduce");
   return record("ReduceFromParallelRegionBackward", all_reduce_sum(x.data(), *group), {x},
                 [](const Tensor& g) -> Grads { return {g}; });
 }
@@ -93,6 +98,7 @@ Variable scatter_to_parallel_region(const Variable& x, int64_t dim,
   return record("ScatterToParallelRegionBackward",
                 local_slice(x.data(), d, *group, "scatter_to_parallel_region"), {x},
                 [group, d, lengths](const Tensor& g) -> Grads {
+                  trace::LabelIfRecording label("tp all_gather scatter (backward)", "all_gather");
                   return {all_gather_along(g, d, lengths, *group)};
                 });
 }
@@ -106,6 +112,7 @@ Variable gather_from_parallel_region(const Variable& x, int64_t dim,
   int64_t start = 0;
   for (int r = 0; r < group->rank(); ++r) start += lengths[r];
   const int64_t length = lengths[group->rank()];
+  trace::LabelIfRecording label("tp all_gather gather (forward)", "all_gather");
   return record("GatherFromParallelRegionBackward", all_gather_along(x.data(), d, lengths, *group),
                 {x}, [d, start, length](const Tensor& g) -> Grads {
                   return {g.narrow(d, start, length).contiguous()};

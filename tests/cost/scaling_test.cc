@@ -130,6 +130,50 @@ TEST(Scaling, PipelineBubble) {
   testing::expect_error([&] { predict_step(m, 3, o); }, "3 ranks are not a multiple of 2 stages");
 }
 
+TEST(Scaling, PipelineSchedulesPriced) {
+  // Four layers, each forward 1 and backward 2 per batch; K = 2 stages, M = 4 micro-batches,
+  // free messages. Per micro-batch a stage's F = 2 x 1/4 = 0.5 and its backward 1.
+  ModelProfile m;
+  m.name = "p4";
+  m.batch = 4;
+  m.layers = {{"a", {10}, 4, 1, 2}, {"b", {10}, 4, 1, 2}, {"c", {10}, 4, 1, 2}, {"d", {10}, 4, 1, 2}};
+  ScalingOptions o = slow_ring(Strategy::kPipeline);
+  o.network.inter = Link{0, 1e30};
+  o.stages = 2;
+  o.microbatches = 4;
+  auto step = [&](pipeline::ScheduleKind kind, int chunks, double weight_fraction) {
+    ScalingOptions s = o;
+    s.schedule = kind;
+    s.chunks = chunks;
+    s.weight_fraction = weight_fraction;
+    return predict_step(m, 2, s).step;
+  };
+  // GPipe and 1F1B: (M + K - 1)(F + B) = 5 x 1.5.
+  EXPECT_DOUBLE_EQ(step(pipeline::ScheduleKind::kGPipe, 1, 0.5), 7.5);
+  EXPECT_DOUBLE_EQ(step(pipeline::ScheduleKind::kOneFOneB, 1, 0.5), 7.5);
+  // Interleaved, v = 2: four virtual stages of one layer (F 0.25, backward 0.5); the bubble
+  // shrinks to (K-1)/(vM + K-1) = 1/9 of the step: M (F + B) / (1 - 1/9) = 6 x 9/8.
+  EXPECT_NEAR(step(pipeline::ScheduleKind::kInterleaved, 2, 0.5), 6.75, 1e-12);
+  // ZB-H1: T_F = 0.5 and the backward split into T_B and T_W; bubble
+  // (K-1) max(T_F, T_B, T_F + T_B - T_W) on top of M (T_F + T_B + T_W) = 6.
+  EXPECT_NEAR(step(pipeline::ScheduleKind::kZBH1, 1, 0.5), 6 + 0.5, 1e-12);  // T_B = T_W = 0.5
+  EXPECT_NEAR(step(pipeline::ScheduleKind::kZBH1, 1, 1.0 / 3), 6 + 0.5 + 2.0 / 3 - 1.0 / 3, 1e-12);
+  // ZB-H2 at F = B = W: (K-1) T_F.
+  EXPECT_NEAR(step(pipeline::ScheduleKind::kZBH2, 1, 0.5), 6 + 0.5, 1e-12);
+  // Every schedule does the same work: the busiest rank computes M (F + B) = 6.
+  ScalingOptions zb = o;
+  zb.schedule = pipeline::ScheduleKind::kZBH1;
+  EXPECT_DOUBLE_EQ(predict_step(m, 2, zb).compute, 6);
+  testing::expect_error([&] { step(pipeline::ScheduleKind::kOneFOneB, 2, 0.5); },
+                        "2 chunks per rank need the interleaved schedule, not 1f1b");
+  testing::expect_error([&] { step(pipeline::ScheduleKind::kInterleaved, 4, 0.5); },
+                        "2 stages x 4 chunks = 8 parts of p4's 4 layers");
+  const auto a = scaling_assumptions(m, zb);
+  bool split = false;
+  for (const std::string& s : a) split = split || s.find("B (input gradient, 50%") != std::string::npos;
+  EXPECT_TRUE(split);
+}
+
 TEST(Scaling, PickerAvoidsTheRingsCollapseAtScale) {
   // 100 small buckets' worth of latency: at 4096 ranks and 5 us a ring all-reduce pays 41 ms
   // each; the tree 120 us.

@@ -23,6 +23,33 @@ assert rows[("zero3", "all_gather")]["calls"] == 4
 assert rows[("pipeline", "send")]["bytes"] == 4 * (256 * 16 * 4 + 96), rows[("pipeline", "send")]
 ' "$TMP/comm.jsonl"; then pass; else fail "comm figures"; fi
 
+# Compressors, by hand: the MLP's one bucket of n = 203,530 f32 elements on N = 4 ranks.
+"$EXPLAIN" comm --model=mlp --ranks=4 --compression=all --json > "$TMP/compressed.jsonl" \
+  || fail "comm --compression=all exited non-zero"
+if python3 -c '
+import json, math, sys
+rows = {r["strategy"]: r for r in map(json.loads, open(sys.argv[1])) if "+" in r["strategy"]}
+n, N = 203530, 4
+k = math.ceil(0.01 * n)                                    # 2036 entries kept
+expect = {
+    "ddp+fp16": ("all_reduce", 1, 2 * (N - 1) / N * 2 * n),
+    "ddp+bf16": ("all_reduce", 1, 2 * (N - 1) / N * 2 * n),
+    "ddp+randomk:0.01": ("all_reduce", 1, 2 * (N - 1) / N * 4 * k),    # values only
+    "ddp+topk:0.01": ("all_gather", 1, (N - 1) * 8 * k),              # index + value
+    "ddp+qsgd:16": ("all_gather", 1, (N - 1) * (4 + math.ceil(6 * n / 8))),  # 1 + ceil(log2 17) bits
+    "ddp+sign": ("all_gather", 1, (N - 1) * (4 + math.ceil(n / 8))),
+    # PowerSGD rank 4: fc2.weight [10, 256] and fc1.weight [256, 784] compressed (4 (r + c) x 2 <
+    # r c), the biases not: U = 10 + 256, P = 4 (10 + 256), Q = 4 (256 + 784); three all-reduces.
+    "ddp+powersgd:4": ("all_reduce", 3, 2 * (N - 1) / N * 4 * (266 + 4 * 266 + 4 * 1040)),
+}
+assert set(rows) == set(expect), sorted(rows)
+for s, (collective, calls, b) in expect.items():
+    r = rows[s]
+    assert (r["collective"], r["calls"]) == (collective, calls), r
+    assert abs(r["bytes"] - b) < 1e-6, (s, r["bytes"], b)
+' "$TMP/compressed.jsonl"; then pass; else fail "comm --compression figures"; fi
+expect_error "--compression=topk:2: " comm --model=mlp --ranks=2 --compression=topk:2
+
 if have_gnuplot; then
   "$EXPLAIN" comm --model=resnet20 --ranks=8 --plot="$TMP/comm.svg" > /dev/null 2>&1 || fail "comm --plot"
   if svg_ok "$TMP/comm.svg"; then pass; else fail "comm.svg is not SVG"; fi

@@ -32,7 +32,27 @@ out=$("$EXPLAIN" scaling --model=mlp --strategy=zero3 --ranks=1,2,4 --topology=h
 expect_contains "$out" "measured on this machine, batch 64" "measured times"
 expect_contains "$out" "2 ranks per node" "hierarchical assumption"
 out=$("$EXPLAIN" scaling --model=resnet20 --strategy=pipeline --ranks=1,4,8 --stages=4 --layer-ms=1,1,1,1,1,1,1,1,1,1,1)
-expect_contains "$out" "pipeline: 1F1B" "pipeline assumption"
+expect_contains "$out" "pipeline: 1f1b, K = min(4, N) stages cut by time" "pipeline assumption"
+# Every schedule priced: on 4 ranks (one replica), messages all but free, interleaving (v = 2)
+# and zero bubble shrink the 1F1B bubble; GPipe's is no smaller. The same work everywhere.
+for s in gpipe 1f1b interleaved zb-h1 zb-h2; do
+  chunks=1; [ "$s" = interleaved ] && chunks=2
+  "$EXPLAIN" scaling --model=resnet20 --strategy=pipeline --ranks=4 --stages=4 --schedule=$s \
+    --chunks=$chunks --latency-us=0 --bandwidth-gbps=1e9 --layer-ms=1,1,1,1,1,1,1,1,1,1,1 --json | tail -1 > "$TMP/pipe_$s.json" \
+    || fail "scaling --schedule=$s"
+done
+if python3 -c '
+import json, sys
+step = {s: json.load(open(sys.argv[1] + "/pipe_" + s + ".json")) for s in ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")}
+t = {s: p["step_seconds"] for s, p in step.items()}
+assert t["gpipe"] >= t["1f1b"] - 1e-12, t  # equal for equal stages; 11 layers on 4 are not
+assert t["interleaved"] < t["1f1b"] and t["zb-h1"] < t["1f1b"] and t["zb-h2"] <= t["zb-h1"], t
+assert len({round(p["compute_seconds"], 9) for p in step.values()}) == 1, step
+' "$TMP"; then pass; else fail "pipeline schedules priced"; fi
+expect_contains "$("$EXPLAIN" scaling --model=mlp --strategy=pipeline --stages=2 --ranks=2 --schedule=zb-h1 --layer-ms=1,1,1,1)" \
+  "zero bubble: each backward split into B (input gradient, 50% of it)" "zero-bubble assumption"
+expect_error "--schedule is the pipeline's: give --strategy=pipeline" scaling --model=mlp --schedule=zb-h1 --layer-ms=1,1,1,1
+expect_error "2 chunks per rank need the interleaved schedule, not 1f1b" scaling --model=mlp --strategy=pipeline --stages=2 --ranks=2 --chunks=2 --layer-ms=1,1,1,1
 
 if have_gnuplot; then
   "$EXPLAIN" scaling --model=mlp --layer-ms=0,1,0,0.3 --plot="$TMP/scaling.svg" > /dev/null 2>&1 || fail "scaling --plot"

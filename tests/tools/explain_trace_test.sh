@@ -57,6 +57,20 @@ for c, calls, b in (("all_gather", 4, 4 * P), ("reduce_scatter", 2, 2 * P)):
     assert z3[c]["bytes"] == b == z3[c]["measured_bytes"], z3[c]
 assert z3["all_reduce"]["formula"] == "none" and z3["all_reduce"]["measured_calls"] == 1, z3
 ' "$TMP/comm_ddp.jsonl" "$TMP/comm_zero3.jsonl"; then pass; else fail "explain comm --run figures"; fi
+# A compressed run (sign, error feedback on): its all-gather is the formula's to the byte,
+# 4 + ceil(n/8) per rank, the compressor read from the run.
+"$MPI_RUN" 2 "$TRAIN" $SHORT --strategy=ddp --compression=sign > "$TMP/sign.out" 2>&1 \
+  || { fail "sign run"; cat "$TMP/sign.out"; }
+"$EXPLAIN" comm --model=mlp --run="$TMP/sign.out" --json > "$TMP/comm_sign.jsonl" \
+  || fail "explain comm --run (sign)"
+if python3 -c '
+import json, sys
+rows = {r["collective"]: r for r in map(json.loads, open(sys.argv[1]))}
+g = rows["all_gather"]
+assert g["compression"] == "sign" and g["calls"] == 1 == g["measured_calls"], g
+assert g["bytes"] == 4 + (203530 + 7) // 8 == g["measured_bytes"], g
+' "$TMP/comm_sign.jsonl"; then pass; else fail "explain comm --run figures (sign)"; fi
+expect_error "trained with --compression=sign; leave --compression out" comm --model=mlp --run="$TMP/sign.out" --compression=fp16
 out=$("$EXPLAIN" comm --model=mlp --run="$TMP/zero3.out")
 expect_contains "$out" "zero3 on 2 ranks, bytes rank 0 sent per training step" "comm --run title"
 expect_error "--ranks=4 but the run in '$TMP/zero3.out' had 2 ranks" comm --model=mlp --ranks=4 --run="$TMP/zero3.out"

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "cost/compression.h"
 #include "cost/traffic.h"
 #include "tools/explain/comm_run.h"
 #include "tools/explain/commands.h"
@@ -29,15 +30,19 @@ const char* const kHelp =
     "  --micro-batches=M    pipeline micro-batches per batch (default 4)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
     "  --bucket-cap-mb=C    DDP's bucket cap (default 25); --first-bucket-mb=F its first (default 1)\n"
+    "  --compression=S,...  DDP with gradient compression too, one row each (ddp+S): fp16, bf16,\n"
+    "                       randomk:R, topk:R, qsgd:LEVELS, sign, powersgd:RANK, as the train tool\n"
+    "                       spells them; all: one of each\n"
     "  --run=FILE           a real run's train output (its final JSON line): that strategy's rows,\n"
     "                       each formula beside the calls and bytes rank 0's byte ledgers counted\n"
     "                       per training step (ddp, zero1, zero2, zero3 runs; pass the run's\n"
-    "                       --model and bucket flags; --ranks defaults to the run's)\n";
+    "                       --model and bucket flags; --ranks and --compression default to the\n"
+    "                       run's)\n";
 
 // The run's strategy's rows beside what its ledgers counted, and what they counted that no
 // formula predicts (the NaN guard's one-scalar all-reduce per step, a ResNet's buffer broadcast).
 void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& rows,
-                      const MeasuredComm& m, bool json) {
+                      const MeasuredComm& m, const std::string& strategy, bool json) {
   const auto measured = [&](const std::string& collective) -> const MeasuredCollective* {
     for (const MeasuredCollective& x : m.per_step) {
       if (x.collective == collective) return &x;
@@ -48,7 +53,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
           {0, 5});
   std::vector<std::string> predicted;
   for (const cost::Transfer& x : rows) {
-    if (x.strategy != m.strategy) continue;
+    if (x.strategy != strategy) continue;
     predicted.push_back(x.collective);
     const MeasuredCollective* got = measured(x.collective);
     const double calls = got ? got->calls : 0, bytes = got ? got->bytes : 0;
@@ -56,6 +61,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
       std::printf("%s\n", JsonLine()
                               .add("run", m.path)
                               .add("strategy", m.strategy)
+                              .add("compression", m.compression)
                               .add("collective", x.collective)
                               .add("calls", x.calls)
                               .add("measured_calls", calls)
@@ -77,6 +83,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
       std::printf("%s\n", JsonLine()
                               .add("run", m.path)
                               .add("strategy", m.strategy)
+                              .add("compression", m.compression)
                               .add("collective", x.collective)
                               .add("measured_calls", x.calls)
                               .add("measured_bytes", x.bytes)
@@ -91,7 +98,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
   if (!json) {
     std::printf("%s\n%s on %d ranks, bytes rank 0 sent per training step: the formula beside "
                 "the byte ledgers of %s\n",
-                describe(c).c_str(), m.strategy.c_str(), m.ranks, m.path.c_str());
+                describe(c).c_str(), strategy.c_str(), m.ranks, m.path.c_str());
     std::fputs(t.str().c_str(), stdout);
   }
 }
@@ -112,11 +119,11 @@ int comm_command(Flags& flags) {
   o.ranks = static_cast<int>(flags.integer("ranks", run ? run->ranks : 0, 1));
   TS_CHECK(o.ranks >= 1, "--ranks is required");
   if (run) {
-    TS_CHECK(o.ranks == run->ranks, "explain comm: --ranks=", o.ranks, " but the run in '",
+    TS_CHECK(o.ranks == run->ranks, "--ranks=", o.ranks, " but the run in '",
              run_path, "' had ", run->ranks, " ranks");
     TS_CHECK(run->strategy == "ddp" || run->strategy == "zero1" || run->strategy == "zero2" ||
                  run->strategy == "zero3",
-             "explain comm: --run compares ddp and zero1-3 runs; '", run_path, "' is a ",
+             "--run compares ddp and zero1-3 runs; '", run_path, "' is a ",
              run->strategy, " run");
   }
   o.stages = static_cast<int>(flags.integer("stages", 2, 1));
@@ -124,20 +131,44 @@ int comm_command(Flags& flags) {
   o.tensor_parallel = static_cast<int>(flags.integer("tensor-parallel", 2, 1));
   o.bucket_cap_mb = flags.number("bucket-cap-mb", 25, 1e-6);
   o.first_bucket_mb = flags.number("first-bucket-mb", 1, 1e-6);
+  std::vector<std::string> compressions;
+  for (const std::string& s : flags.texts("compression", "none")) {
+    if (s == "all") {
+      for (const std::string& e : cost::example_compressions()) compressions.push_back(e);
+    } else if (s != "none") {
+      compressions.push_back(s);
+    }
+  }
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
   flags.check_all_used("comm");
   if (!plot.empty()) check_plot_path(plot);
   if (run) {
-    TS_CHECK(c.name == run->model, "explain comm: --model=", c.name, " but the run in '",
+    TS_CHECK(c.name == run->model, "--model=", c.name, " but the run in '",
              run_path, "' trained ", run->model);
-    TS_CHECK(plot.empty(), "explain comm: --plot draws the formulas only; drop it with --run");
+    TS_CHECK(plot.empty(), "--plot draws the formulas only; drop it with --run");
   }
 
-  const auto rows = cost::traffic_per_step(c.profile, c.setup, o);
+  auto rows = cost::traffic_per_step(c.profile, c.setup, o);
+  for (const std::string& s : compressions) {
+    try {
+      for (cost::Transfer& t : cost::compressed_ddp_traffic(c.profile, s, o)) rows.push_back(t);
+    } catch (const Error& e) {
+      TS_CHECK(false, "--compression=", s, ": ", e.message());
+    }
+  }
   if (run) {
-    compare_with_run(c, rows, *run, json);
+    const std::string& used = run->compression;
+    TS_CHECK(compressions.empty() || (compressions.size() == 1 && compressions[0] == used),
+             "the run in '", run_path, "' trained with --compression=", used,
+             "; leave --compression out (the run's is used) or give that one");
+    if (used == "none") {
+      compare_with_run(c, rows, *run, run->strategy, json);
+    } else {
+      for (cost::Transfer& t : cost::compressed_ddp_traffic(c.profile, used, o)) rows.push_back(t);
+      compare_with_run(c, rows, *run, "ddp+" + used, json);
+    }
     return 0;
   }
   if (json) {

@@ -1,5 +1,5 @@
 // A real run's communication, for `explain comm --run=FILE`: the train tool's final JSON line
-// (its stdout, or a file holding it) gives the model, strategy, world size and, per kind of
+// (its stdout, or a file holding it) gives the model, strategy, compressor, world size and, per kind of
 // collective, the calls and bytes rank 0 sent per training step ("comm_per_step", from the
 // process groups' byte ledgers, dist/byte_ledger.h).
 #pragma once
@@ -17,6 +17,7 @@ struct MeasuredCollective {
 
 struct MeasuredComm {
   std::string path, model, strategy;
+  std::string compression = "none";  // DDP's gradient compressor ("compression": {"name": ...})
   int ranks = 0;
   std::vector<MeasuredCollective> per_step;
 };

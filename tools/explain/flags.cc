@@ -114,6 +114,15 @@ std::vector<double> Flags::numbers(const std::string& name, double at_least) {
   return out;
 }
 
+std::vector<std::string> Flags::texts(const std::string& name, const std::string& otherwise) {
+  const std::string* v = find(name);
+  std::vector<std::string> out = split(v == nullptr ? otherwise : *v);
+  for (const std::string& item : out) {
+    TS_CHECK(!item.empty(), "--", name, "=", *v, ": an empty item in the list");
+  }
+  return out;
+}
+
 void Flags::check_all_used(const std::string& command) const {
   for (const auto& [name, value] : values_) {
     TS_CHECK(used_.count(name) != 0, "unknown flag --", name, " (explain ", command,

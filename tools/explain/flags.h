@@ -30,6 +30,7 @@ class Flags {
   std::vector<int64_t> integers(const std::string& name, const std::vector<int64_t>& otherwise,
                                 int64_t at_least);
   std::vector<double> numbers(const std::string& name, double at_least);  // empty when not given
+  std::vector<std::string> texts(const std::string& name, const std::string& otherwise);  // "a,b"
   // Throws naming the first flag that was given but never read.
   void check_all_used(const std::string& command) const;
 

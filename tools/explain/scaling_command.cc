@@ -31,6 +31,10 @@ const char* const kHelp =
     "  --intra-latency-us=a, --intra-bandwidth-gbps=b   inside a node (default 2 us, 1200 Gb/s)\n"
     "  --bucket-cap-mb=C, --first-bucket-mb=F          DDP's buckets (default 25 and 1)\n"
     "  --stages=K, --micro-batches=M                   the pipeline's (default 4 and 8)\n"
+    "  --schedule=S         the pipeline's: gpipe | 1f1b (default) | interleaved | zb-h1 | zb-h2\n"
+    "  --chunks=v           model chunks per rank (interleaved; default 1)\n"
+    "  --weight-fraction=w  zero bubble: the part of each backward that is the weight gradient W\n"
+    "                       (default 0.5; B takes the rest)\n"
     "  --cores=C            the ranks share C cores (0, default: a core per rank); beyond C ranks\n"
     "                       each computes N/C times as long (mpirun on one machine)\n"
     "  --step-all-reduces=k 8-byte all-reduces a step after backward (tools/train: 1, 2 with loss\n"
@@ -64,6 +68,15 @@ int scaling_command(Flags& flags) {
   o.first_bucket_mb = flags.number("first-bucket-mb", 1, 1e-6);
   o.stages = static_cast<int>(flags.integer("stages", 4, 1));
   o.microbatches = static_cast<int>(flags.integer("micro-batches", 8, 1));
+  o.schedule = parsed("schedule", flags.text("schedule", "1f1b"), pipeline::parse_schedule);
+  o.chunks = static_cast<int>(flags.integer("chunks", 1, 1));
+  o.weight_fraction = flags.number("weight-fraction", 0.5, 0);
+  TS_CHECK(o.weight_fraction <= 1, "--weight-fraction=", o.weight_fraction, ": must be in [0, 1]");
+  if (o.strategy != cost::Strategy::kPipeline) {
+    for (const char* name : {"schedule", "chunks", "weight-fraction"}) {
+      TS_CHECK(!flags.has(name), "--", name, " is the pipeline's: give --strategy=pipeline");
+    }
+  }
   o.cores = static_cast<int>(flags.integer("cores", 0, 0));
   o.step_all_reduces = static_cast<int>(flags.integer("step-all-reduces", 0, 0));
   const bool json = flags.boolean("json");
@@ -90,6 +103,8 @@ int scaling_command(Flags& flags) {
                             .add("psi", c.profile.parameters())
                             .add("batch", c.batch)
                             .add("strategy", cost::strategy_name(o.strategy))
+                            .add("schedule", o.strategy == cost::Strategy::kPipeline
+                                                 ? pipeline::schedule_name(o.schedule) : "-")
                             .add("topology", cost::algorithm_name(o.network.algorithm))
                             .add("compute_seconds", c.profile.compute_seconds())
                             .add("assumptions", assumptions)
