@@ -1,3 +1,5 @@
+// The rules between flags, grouped by topic as the flag table is; each names every flag it
+// relates and the values given. When each stage runs: flag_rules.h.
 #include "tools/train/flag_rules.h"
 
 #include <string>

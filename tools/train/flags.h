@@ -13,6 +13,8 @@
 namespace tessera {
 namespace train {
 
+// What the flags chose: a field per flag (two for --zero3-wrap), written by the flag's row of
+// the table (flag_table_*.cc), defaults here.
 struct Config {
   std::string model = "logistic";  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
   std::string data = "fashion-mnist";  // fashion-mnist|synthetic
