@@ -23,11 +23,28 @@ NVCC_FLAGS = [
     "-I.",
 ]
 
-def cuda_library(name, cu_srcs, cu_hdrs = [], srcs = [], hdrs = [], deps = [], **kwargs):
-    """A cc_library of `srcs` (C++) plus the objects nvcc makes of `cu_srcs`.
+def _link_only_impl(ctx):
+    return [CcInfo(linking_context = ctx.attr.library[CcInfo].linking_context)]
+
+# The objects and link flags of a cc_library without its compilation context. A cc_library that
+# depends on @cuda passes "-isystem external/cuda/include" (and the CUDA headers as inputs) to the
+# compile of every library and test above it, so under --config=cuda every C++ file of the
+# project would compile again with a command line that differs only there. Through this rule only
+# the link steps differ, and the CPU-only build's compiled objects are reused.
+_link_only = rule(
+    implementation = _link_only_impl,
+    attrs = {"library": attr.label(providers = [CcInfo])},
+)
+
+def cuda_library(name, cu_srcs, cu_hdrs = [], srcs = [], hdrs = [], deps = [], visibility = None, **kwargs):
+    """A library of `srcs` (C++) plus the objects nvcc makes of `cu_srcs`.
 
     cu_hdrs are the headers the .cu files include (they must be listed: the genrules see only
     their inputs). In a build without --config=cuda the library is empty.
+
+    `name` links the library but passes no headers or include paths on to what depends on it
+    (nothing outside the CUDA code includes its headers); `name + "_compiled"` is the cc_library
+    itself, for the few targets (a CUDA test) that include its headers.
     """
     objects = []
     for cu in cu_srcs:
@@ -43,7 +60,7 @@ def cuda_library(name, cu_srcs, cu_hdrs = [], srcs = [], hdrs = [], deps = [], *
         )
         objects.append(out)
     cc_library(
-        name = name,
+        name = name + "_compiled",
         srcs = select({
             "//tools:cuda_enabled": objects + srcs,
             "//conditions:default": [],
@@ -53,5 +70,11 @@ def cuda_library(name, cu_srcs, cu_hdrs = [], srcs = [], hdrs = [], deps = [], *
             "//tools:cuda_enabled": deps + ["@cuda"],
             "//conditions:default": [],
         }),
+        visibility = visibility,
         **kwargs
+    )
+    _link_only(
+        name = name,
+        library = ":%s_compiled" % name,
+        visibility = visibility,
     )
