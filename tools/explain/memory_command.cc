@@ -18,7 +18,8 @@ namespace {
 const char* const kHelp =
     "usage: explain memory --model=M --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
     "                      [--stages=K] [--tensor-parallel=T] [--json] [--plot=FILE.svg]\n"
-    "       [mpirun -np N] explain memory --measure --model=M [--optimizer=sgd|adam] [--json]\n"
+    "       [mpirun -np N] explain memory --measure --model=M [--precision=f32|mixed]\n"
+    "                      [--optimizer=sgd|adam] [--json] [--plot=FILE.svg]\n"
     "Model-state bytes per rank (parameters, gradients, optimizer state; activations not counted):\n"
     "DDP and ZeRO-1/2/3 over N data-parallel ranks, one stage of a K-stage pipeline (stages\n"
     "balanced by parameters), one rank of T-way tensor parallelism, each beside its formula\n"
@@ -27,16 +28,18 @@ const char* const kHelp =
     "  --stages=K         pipeline stages (default 2)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
     "  --measure          one real training step of DDP, ZeRO-1, ZeRO-2, ZeRO-3 and (N > 1) a\n"
-    "                     pipeline of N stages on the N ranks started (f32; --batch examples per\n"
-    "                     rank): per rank the counting allocator's parameters, gradients,\n"
-    "                     optimizer state and peak beside the prediction\n";
+    "                     pipeline of N stages and T = N tensor parallelism on the N ranks started\n"
+    "                     (mixed: bf16 parameters, f32 masters; --batch examples per rank): per\n"
+    "                     rank the counting allocator's parameters, gradients, optimizer state and\n"
+    "                     peak beside the prediction\n";
 
 }  // namespace
 
 int memory_command(Flags& flags) {
   if (flags.boolean("help")) {
     std::printf("%s%s  --json             one JSON object per strategy (--measure: and rank)\n"
-                "  --plot=FILE.svg    stacked bars per strategy (gnuplot)\n",
+                "  --plot=FILE.svg    stacked bars per strategy (--measure: measured beside\n"
+                "                     predicted per strategy and rank) (gnuplot)\n",
                 kHelp, kModelFlagsHelp);
     return 0;
   }

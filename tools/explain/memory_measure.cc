@@ -5,6 +5,8 @@
 
 #include "autograd/functions.h"
 #include "dist/ddp/ddp.h"
+#include "dist/tensor_parallel/class_parallel_head.h"
+#include "dist/tensor_parallel/parallelize.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
 #include "nn/loss.h"
@@ -26,10 +28,15 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
   manual_seed(0);
   std::shared_ptr<nn::Sequential> model = cost::build_model(name, input);
   model->train();
+  // Mixed precision: bf16 parameters (BatchNorm's stay f32), f32 masters in the optimizer or,
+  // under ZeRO-3, in the f32 flat shards (as train --param-dtype=bf16).
+  const DType dtype = setup.precision == cost::Precision::kMixed ? kBF16 : kF32;
+  model->to(dtype);
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   std::unique_ptr<dist::FullyShardedDataParallel> fsdp;
   std::unique_ptr<pipeline::Pipe> pipe;
   std::unique_ptr<optim::Optimizer> opt;
+  std::optional<dist::tensor_parallel::ClassParallelHead> head;  // tensor parallel, not the MLP
   // The Variables whose data and gradients are this rank's model states (as the train tool's).
   std::vector<Variable> states = model->parameters();
   if (strategy == "ddp") {
@@ -40,6 +47,18 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
         model->parameters(), world,
         [&](std::vector<Variable> shard) { return cost::make_optimizer(setup, std::move(shard)); },
         dist::ZeroOptions().stage(strategy == "zero1" ? 1 : 2));
+  } else if (strategy == "tensor_parallel") {
+    // T = N ranks, split as tools/train and cost/model_catalog.h split them: the MLP's block
+    // (fc1 by columns, fc2 by rows), any other model's classifier by class.
+    namespace tp = dist::tensor_parallel;
+    if (name == "mlp") {
+      tp::parallelize_module(*model, world, {{"fc1", tp::Style::kColumnwise}, {"fc2", tp::Style::kRowwise}});
+    } else {
+      head.emplace(tp::parallelize_classifier(*model, world));
+    }
+    model->to(dtype);  // the new layers' parameters too
+    opt = cost::make_optimizer(setup, model->parameters());
+    states = model->parameters();
   } else if (strategy == "pipeline") {
     // One stage a rank, balanced by parameters (as cost/memory.h's row assumes), 4 micro-batches.
     pipe = std::make_unique<pipeline::Pipe>(
@@ -52,7 +71,7 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
     states = fsdp->shard_parameters();  // and the model's own, released outside forward/backward
     for (const Variable& p : model->parameters()) states.push_back(p);
   }
-  const Tensor x = cost::example_batch(input, batch);
+  const Tensor x = cost::example_batch(input, batch).to(dtype);
   const Tensor y = zeros({batch}, kI64);
   dist::zero::ModelStateBytes measured;
   auto step = [&](bool measure) {
@@ -65,7 +84,7 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
     }
     const Variable in(x);
     const Variable out = ddp ? ddp->forward(in) : fsdp ? fsdp->forward(in) : model->forward(in);
-    const Variable loss = cross_entropy(out, y);
+    const Variable loss = head ? head->loss(out, y) : cross_entropy(out, y);
     opt->zero_grad();
     loss.backward();
     if (measure) measured = dist::zero::measured_model_state(states, *opt);
@@ -84,12 +103,13 @@ std::vector<MeasuredStrategy> measure_model_states(const std::string& model,
                                                    const cost::ModelInput& input, int64_t batch,
                                                    const cost::TrainingSetup& setup,
                                                    const std::shared_ptr<dist::ProcessGroup>& world) {
-  TS_CHECK(setup.precision == cost::Precision::kF32,
-           "--measure runs f32 parameters only (give --precision=f32)");
   std::vector<MeasuredStrategy> out;
   const int n = world->size();
   std::vector<std::string> strategies = {"ddp", "zero1", "zero2", "zero3"};
-  if (n > 1) strategies.push_back("pipeline");  // a stage per rank
+  if (n > 1) {
+    strategies.push_back("pipeline");         // a stage per rank
+    strategies.push_back("tensor_parallel");  // T = N
+  }
   for (const std::string& strategy : strategies) {
     const std::vector<int64_t> mine = measure_one(strategy, model, input, batch, setup, world);
     const int64_t per = static_cast<int64_t>(mine.size());

@@ -7,6 +7,7 @@
 #include "cost/memory.h"
 #include "dist/environment.h"
 #include "tools/explain/commands.h"
+#include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
 #include "tools/explain/memory_measure.h"
 #include "tools/explain/model_flags.h"
@@ -37,6 +38,7 @@ void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>&
                                 .add("data", c.input.name)
                                 .add("psi", c.profile.parameters())
                                 .add("optimizer", cost::optimizer_name(c.setup.optimizer))
+                                .add("precision", cost::precision_name(c.setup.precision))
                                 .add("ranks", world)
                                 .add("strategy", s.strategy)
                                 .add("rank", static_cast<int64_t>(rank))
@@ -79,16 +81,41 @@ void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>&
   std::fputs(t.str().c_str(), stdout);
 }
 
+// Measured beside predicted model states, a pair of bars per strategy and rank.
+void plot(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>& measured,
+          const std::vector<cost::MemoryRow>& rows, const std::string& path) {
+  std::string script = gnuplot_preamble(
+      path, 900, 450,
+      "Model states per rank, measured and predicted: " + c.name + ", N=" + std::to_string(world) +
+          ", " + cost::precision_name(c.setup.precision) + ", " + cost::optimizer_name(c.setup.optimizer));
+  script += "$data << EOD\n";
+  for (const MeasuredStrategy& s : measured) {
+    const cost::MemoryRow& p = predicted_row(rows, s.strategy);
+    for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
+      script += s.strategy + "/" + std::to_string(rank) + " " +
+                std::to_string(s.ranks[rank].model_states.total() / 1e6) + " " +
+                std::to_string(p.bytes.total() / 1e6) + "\n";
+    }
+  }
+  script +=
+      "EOD\n"
+      "set style data histograms\nset style histogram clustered gap 1\n"
+      "set style fill solid 0.85 border -1\nset ylabel 'MB per rank (strategy/rank)'\n"
+      "set yrange [0:*]\nset key top right\nset xtics rotate by -30 left\nset bmargin 6\n"
+      "plot $data using 2:xtic(1) title 'measured (counting allocator)', '' using 3 title "
+      "'predicted (formula)'\n";
+  run_gnuplot(script, path);
+}
+
 }  // namespace
 
 int memory_measure_command(Flags& flags) {
   const bool json = flags.boolean("json");
   const int64_t ranks = flags.integer("ranks", 0, 1);
-  TS_CHECK(flags.text("plot", "").empty(), "--plot draws the predicted table: give it without --measure");
+  const std::string plot_path = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
   flags.check_all_used("memory --measure");
-  TS_CHECK(c.setup.precision == cost::Precision::kF32, "--precision=",
-           cost::precision_name(c.setup.precision), ": --measure runs f32 parameters only");
+  if (!plot_path.empty()) check_plot_path(plot_path);
   c.model.reset();  // not counted in the measured steps' peaks
   const std::shared_ptr<dist::ProcessGroup> world = dist::init();
   const int code = dist::run_or_abort([&] {
@@ -98,8 +125,12 @@ int memory_measure_command(Flags& flags) {
     const std::vector<MeasuredStrategy> measured =
         measure_model_states(c.name, c.input, c.batch, c.setup, world);
     const std::vector<cost::MemoryRow> rows = cost::memory_per_rank(
-        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.setup, world->size(), world->size(), 2);
-    if (world->rank() == 0) print(c, world->size(), measured, rows, json);
+        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.setup, world->size(), world->size(),
+        world->size());
+    if (world->rank() == 0) {
+      print(c, world->size(), measured, rows, json);
+      if (!plot_path.empty()) plot(c, world->size(), measured, rows, plot_path);
+    }
     return 0;
   });
   dist::finalize();
