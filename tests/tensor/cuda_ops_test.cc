@@ -264,6 +264,24 @@ TEST_F(CudaOps, PoolingAndBatchNormMatchCpu) {
       expect_close(gd.input, d.input, tol * 10, "batch_norm backward input");
       expect_close(gd.weight, d.weight, tol * 10, "batch_norm backward weight");
       expect_close(gd.bias, d.bias, tol * 10, "batch_norm backward bias");
+
+      // Batch norm + ReLU + residual (the CUDA backend's is Backend's default composition).
+      const Tensor res = random_cpu(x.shape(), t, 25);
+      const BatchNormResult f = batch_norm_relu(x, w, b, res, Tensor(), Tensor(), true, 0.1, 1e-5);
+      const BatchNormResult gf = batch_norm_relu(x.to(gpu), w.to(gpu), b.to(gpu), res.to(gpu),
+                                                 Tensor(), Tensor(), true, 0.1, 1e-5);
+      expect_close(gf.output, f.output, tol * 10, "batch_norm_relu");
+      // The CPU's output is the mask on both sides, so a value rounded to either side of 0
+      // cannot make them differ.
+      const BatchNormReluGrads fd = batch_norm_relu_backward(go, f.output, x, w, f.mean, f.invstd,
+                                                             training, true, true, true);
+      const BatchNormReluGrads gfd =
+          batch_norm_relu_backward(go.to(gpu), f.output.to(gpu), x.to(gpu), w.to(gpu), gf.mean,
+                                   gf.invstd, training, true, true, true);
+      expect_close(gfd.input, fd.input, tol * 10, "batch_norm_relu backward input");
+      expect_close(gfd.weight, fd.weight, tol * 10, "batch_norm_relu backward weight");
+      expect_close(gfd.bias, fd.bias, tol * 10, "batch_norm_relu backward bias");
+      expect_close(gfd.residual, fd.residual, 0, "batch_norm_relu backward residual");
     }
   }
 }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tensor/backend.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
@@ -412,6 +413,37 @@ TEST(BatchNormRelu, MatchesTheUnfusedOps) {
           EXPECT_EQ(runs[0], runs[1]);
         }
       }
+    }
+  }
+}
+
+// Backend's default (what the CUDA backend runs: batch_norm_apply, binary, unary; and
+// relu_backward's kernel before batch_norm_backward) gives what the CPU's fused kernels give.
+TEST(BatchNormRelu, BackendDefaultEqualsTheFusedKernels) {
+  Backend& cpu = backend(DeviceType::kCPU);
+  for (DType dt : {kF32, kBF16}) {
+    for (bool with_residual : {false, true}) {
+      const Tensor x = randn({2, 3, 9}, dt), g = randn({2, 3, 9}, dt);
+      const Tensor res = with_residual ? randn({2, 3, 9}, dt) : Tensor();
+      const Tensor w = randn({3}), b = randn({3});
+      const BatchNormResult r = batch_norm(x, w, b, Tensor(), Tensor(), true, 0.1, 1e-5);
+      Tensor fused = empty(x.shape(), dt), composed = empty(x.shape(), dt);
+      cpu.batch_norm_apply_relu(x, r.mean, r.invstd, w, b, res, fused);
+      cpu.Backend::batch_norm_apply_relu(x, r.mean, r.invstd, w, b, res, composed);
+      EXPECT_LE(max_abs_diff(fused.to(kF64), composed.to(kF64)), dt == kF32 ? 0.0 : 0.05);
+      const auto buffers = [&] {
+        return BatchNormReluGrads{empty(x.shape(), dt), empty({3}), empty({3}),
+                                  with_residual ? empty(x.shape(), dt) : Tensor()};
+      };
+      const BatchNormReluGrads a = buffers(), c = buffers();
+      cpu.batch_norm_relu_backward(g, fused, x, r.mean, r.invstd, w, true, a.input, a.weight,
+                                   a.bias, a.residual);
+      cpu.Backend::batch_norm_relu_backward(g, fused, x, r.mean, r.invstd, w, true, c.input,
+                                            c.weight, c.bias, c.residual);
+      EXPECT_EQ(max_abs_diff(a.input.to(kF64), c.input.to(kF64)), 0.0) << dt;
+      EXPECT_EQ(max_abs_diff(a.weight, c.weight), 0.0) << dt;
+      EXPECT_EQ(max_abs_diff(a.bias, c.bias), 0.0) << dt;
+      if (with_residual) EXPECT_EQ(max_abs_diff(a.residual.to(kF64), c.residual.to(kF64)), 0.0);
     }
   }
 }

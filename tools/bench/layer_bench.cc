@@ -8,8 +8,8 @@
 // max pooling, BasicBlocks or Bottlenecks with the stride on the 3x3 convolution and 1x1
 // projections), each distinct shape once with the number of times the model runs it. Every
 // convolution shape is timed in its three passes (forward, backward-data = input gradient,
-// backward-weight), the rest (batch norm, ReLU, the residual add, max pooling, the SGD update
-// of all parameters) as the step runs them, each at every thread count: median milliseconds of
+// backward-weight), the rest (batch norm, batch norm fused with the ReLU and the residual add
+// that follow it, max pooling, the SGD update of all parameters) as the step runs them, each at every thread count: median milliseconds of
 // `reps` runs after a warm-up. The "x count" column is what the shape costs in one step, so the
 // table read from its largest entries down is the order to optimize in. GFLOP/s stand beside
 // the machine's peak, measured here by a loop of independent FMAs on 16-float vectors.
@@ -46,28 +46,35 @@ struct ConvShape {
   }
 };
 
-// What one step runs besides convolutions, by shape: batch norm / ReLU / add on [N, C, H, H].
+// What one step runs besides convolutions, by shape: batch norm on [N, C, H, H], alone or
+// fused with the ReLU after it (and the residual added before that ReLU).
 struct MapShape {
   int64_t c, h;
-  bool operator<(const MapShape& o) const { return std::tie(c, h) < std::tie(o.c, o.h); }
+  bool residual = false;
+  bool operator<(const MapShape& o) const {
+    return std::tie(c, h, residual) < std::tie(o.c, o.h, o.residual);
+  }
 };
 
 struct Layers {
   std::vector<ConvShape> convs;  // in model order, with repeats
-  std::vector<MapShape> bns, relus, adds;
+  std::vector<MapShape> bns;       // batch norm alone (the projection shortcuts')
+  std::vector<MapShape> bn_relus;  // batch norm + ReLU (+ residual), one fused op
 };
 
 // The layers of models::ResNetImageNet(depth) on a 224 x 224 input.
 Layers resnet_layers(int depth) {
   Layers l;
-  auto conv = [&](int64_t c, int64_t k, int64_t kernel, int64_t stride, int64_t h) {
+  // A convolution and the batch norm after it: alone, + ReLU, or + residual + ReLU.
+  enum Tail { kBn, kBnRelu, kBnAddRelu };
+  auto conv = [&](int64_t c, int64_t k, int64_t kernel, int64_t stride, int64_t h, Tail tail) {
     const ConvShape s{c, k, kernel, stride, h};
     l.convs.push_back(s);
-    l.bns.push_back({k, s.out()});
+    if (tail == kBn) l.bns.push_back({k, s.out()});
+    else l.bn_relus.push_back({k, s.out(), tail == kBnAddRelu});
     return s.out();
   };
-  int64_t h = conv(3, 64, 7, 2, 224);
-  l.relus.push_back({64, h});
+  int64_t h = conv(3, 64, 7, 2, 224, kBnRelu);
   h = (h - 1) / 2 + 1;  // max pool 3x3/2
   int64_t channels = 64;
   const std::vector<int> blocks = depth == 18 ? std::vector<int>{2, 2, 2, 2}
@@ -79,19 +86,14 @@ Layers resnet_layers(int depth) {
       int64_t out_h;
       int64_t out_c = depth == 18 ? width : 4 * width;
       if (depth == 18) {
-        out_h = conv(channels, width, 3, stride, h);
-        l.relus.push_back({width, out_h});
-        conv(width, width, 3, 1, out_h);
+        out_h = conv(channels, width, 3, stride, h, kBnRelu);
+        conv(width, width, 3, 1, out_h, kBnAddRelu);
       } else {
-        conv(channels, width, 1, 1, h);
-        l.relus.push_back({width, h});
-        out_h = conv(width, width, 3, stride, h);
-        l.relus.push_back({width, out_h});
-        conv(width, out_c, 1, 1, out_h);
+        conv(channels, width, 1, 1, h, kBnRelu);
+        out_h = conv(width, width, 3, stride, h, kBnRelu);
+        conv(width, out_c, 1, 1, out_h, kBnAddRelu);
       }
-      if (stride != 1 || channels != out_c) conv(channels, out_c, 1, stride, h);
-      l.adds.push_back({out_c, out_h});
-      l.relus.push_back({out_c, out_h});
+      if (stride != 1 || channels != out_c) conv(channels, out_c, 1, stride, h, kBn);
       channels = out_c;
       h = out_h;
     }
@@ -236,20 +238,21 @@ int main(int argc, char** argv) {
                       batch_norm_backward(g, x, w, r.mean, r.invstd, true, true, true);
                     }});
   }
-  for (const auto& [s, count] : counted(layers.relus)) {
+  for (const auto& [s, count] : counted(layers.bn_relus)) {
     const Tensor x = randn({batch, s.c, s.h, s.h}), g = randn({batch, s.c, s.h, s.h});
+    const Tensor res = s.residual ? randn({batch, s.c, s.h, s.h}) : Tensor();
+    const Tensor w = ones({s.c}), b = zeros({s.c}), rm = zeros({s.c}), rv = ones({s.c});
+    const BatchNormResult r = batch_norm_relu(x, w, b, res, rm, rv, true, 0.1, 1e-5);
     char name[96];
-    std::snprintf(name, sizeof name, "relu %4lld %3lldx%-3lld", (long long)s.c, (long long)s.h,
+    std::snprintf(name, sizeof name, "%s %4lld %3lldx%-3lld",
+                  s.residual ? "bn+add+relu" : "bn+relu", (long long)s.c, (long long)s.h,
                   (long long)s.h);
-    rows.push_back({std::string(name) + " fwd", count, 0, [=] { relu(x); }});
-    rows.push_back({std::string(name) + " bwd", count, 0, [=] { relu_backward(g, x); }});
-  }
-  for (const auto& [s, count] : counted(layers.adds)) {
-    const Tensor a = randn({batch, s.c, s.h, s.h}), b = randn({batch, s.c, s.h, s.h});
-    char name[96];
-    std::snprintf(name, sizeof name, "add %4lld %3lldx%-3lld", (long long)s.c, (long long)s.h,
-                  (long long)s.h);
-    rows.push_back({name, count, 0, [=] { add(a, b); }});
+    rows.push_back({std::string(name) + " fwd", count, 0,
+                    [=] { batch_norm_relu(x, w, b, res, rm, rv, true, 0.1, 1e-5); }});
+    rows.push_back({std::string(name) + " bwd", count, 0, [=] {
+                      batch_norm_relu_backward(g, r.output, x, w, r.mean, r.invstd, true, true,
+                                               true, s.residual);
+                    }});
   }
   {
     const Tensor x = randn({batch, 64, 112, 112});
