@@ -8,6 +8,7 @@
 #include "dist/grad_norm.h"
 #include "dist/module_sync.h"
 #include "dist/trace_recorder.h"
+#include "dist/zero/wrap_policy.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -35,20 +36,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
   verify_same_parameters(*model_, *group_);
   broadcast_module_states(*model_, *group_, 0, /*buffers=*/true);
   build_units(options);
-  forward_hooks_.resize(units_.size());
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (unit_module_[u] != nullptr) hook_nested_unit(u);
-  }
   reduced_.assign(units_.size(), false);
   started_.assign(units_.size(), 0.0);
-  for (size_t u = 0; u < units_.size(); ++u) {
-    hook_handles_.emplace_back();
-    const auto& params = units_[u]->params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      hook_handles_[u].push_back(params[i].second.register_grad_ready_hook(
-          [this, u, i](Variable&) { on_grad_ready(u, i); }));
-    }
-  }
+  register_hooks();
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
@@ -62,102 +52,31 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
 }
 
 void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
-  const size_t n = model_->size();
-  std::vector<bool> is_unit(n, false);
-  if (!options.units().empty()) {
-    for (size_t c : options.units()) {
-      TS_CHECK(c < n, "FullyShardedDataParallel: unit child ", c, " out of range for a "
-               "Sequential of ", n, " children");
-      TS_CHECK(!is_unit[c], "FullyShardedDataParallel: child ", c, " listed twice as a unit");
-      TS_CHECK((*model_)[c]->num_parameters() > 0, "FullyShardedDataParallel: child ", c, " (",
-               (*model_)[c]->type_name(), ") has no parameters and cannot be a unit");
-      is_unit[c] = true;
-    }
-  } else {
-    for (size_t c = 0; c < n; ++c) {
-      is_unit[c] = (*model_)[c]->num_parameters() >= options.min_num_params();
-    }
+  std::vector<zero::UnitSpec> specs = zero::wrap_units(*model_, options);
+  unit_of_child_.assign(model_->size(), -1);
+  for (size_t u = 0; u < specs.size(); ++u) {
+    for (size_t c : specs[u].children) unit_of_child_[c] = static_cast<int>(u);
+    unit_children_.push_back(specs[u].children);
+    unit_module_.push_back(specs[u].module);
   }
-  // Parameters in the model's registration order; a parameter shared by two children is
-  // listed once, under its first child, and cannot be split between units.
-  std::vector<const VariableImpl*> seen;
-  auto child_params = [&](size_t c) {
-    std::vector<std::pair<std::string, Variable>> out;
-    for (auto& [name, p] : (*model_)[c]->named_parameters()) {
-      if (std::find(seen.begin(), seen.end(), p.impl()) != seen.end()) {
-        TS_FAIL("FullyShardedDataParallel: parameter ", model_->name_at(c), ".", name,
-                " is shared with an earlier child; shared parameters must stay in one child");
-      }
-      seen.push_back(p.impl());
-      out.emplace_back(model_->name_at(c) + "." + name, p);
-    }
-    return out;
-  };
-  unit_of_child_.assign(n, -1);
-  std::vector<std::pair<std::string, Variable>> root;
-  std::vector<size_t> root_children;
-  std::vector<std::vector<std::pair<std::string, Variable>>> unit_params;
-  // Where each unit sits, for the forward and backward orders: (child, the unit's module in
-  // the child's depth-first walk; 0 for the child itself). The root spans its children.
-  using Key = std::pair<size_t, size_t>;
-  std::vector<Key> first_key, last_key;
-  for (size_t c = 0; c < n; ++c) {
-    if (options.wrap_layers()) {
-      // Every module with parameters of its own is a unit: the child itself (its direct
-      // parameters), and each module inside it.
-      const auto modules = (*model_)[c]->named_modules();
-      for (size_t k = 0; k < modules.size(); ++k) {
-        const auto& [path, module] = modules[k];
-        std::vector<std::pair<std::string, Variable>> params;
-        for (auto& [name, p] : module->named_parameters(/*recurse=*/false)) {
-          if (std::find(seen.begin(), seen.end(), p.impl()) != seen.end()) continue;
-          seen.push_back(p.impl());
-          params.emplace_back(model_->name_at(c) + "." + (path.empty() ? "" : path + ".") + name, p);
-        }
-        if (params.empty()) continue;
-        if (k == 0) unit_of_child_[c] = static_cast<int>(unit_children_.size());
-        unit_children_.push_back(k == 0 ? std::vector<size_t>{c} : std::vector<size_t>{});
-        unit_module_.push_back(k == 0 ? nullptr : module);
-        unit_params.push_back(std::move(params));
-        first_key.push_back({c, k});
-        last_key.push_back({c, k});
-      }
-      continue;
-    }
-    auto params = child_params(c);
-    if (params.empty()) continue;
-    if (is_unit[c]) {
-      unit_of_child_[c] = static_cast<int>(unit_children_.size());
-      unit_children_.push_back({c});
-      unit_module_.push_back(nullptr);
-      unit_params.push_back(std::move(params));
-      first_key.push_back({c, 0});
-      last_key.push_back({c, 0});
-    } else {
-      root_children.push_back(c);
-      for (auto& p : params) root.push_back(std::move(p));
-    }
-  }
-  TS_CHECK(model_->parameters().size() == seen.size(), "FullyShardedDataParallel: the model has ",
-           model_->parameters().size(), " parameters but its children hold ", seen.size(),
-           "; parameters registered on the Sequential itself are not supported");
-  const bool has_root = !root.empty();
-  if (has_root) {
-    for (size_t c : root_children) unit_of_child_[c] = static_cast<int>(unit_children_.size());
-    unit_children_.push_back(root_children);
-    unit_module_.push_back(nullptr);
-    unit_params.push_back(std::move(root));
-    first_key.push_back({root_children.front(), 0});
-    last_key.push_back({root_children.back(), 0});
-  }
-  for (size_t u = 0; u < unit_children_.size(); ++u) {
+  set_initial_orders(specs);
+  flatten_units(std::move(specs));
+}
+
+void FullyShardedDataParallel::set_initial_orders(const std::vector<zero::UnitSpec>& specs) {
+  // Before any forward has run: forward by each unit's first module, backward by its last,
+  // last first. The first training forward replaces both with the order it ran the units in.
+  for (size_t u = 0; u < specs.size(); ++u) {
     forward_order_.push_back(u);
     backward_order_.push_back(u);
   }
   std::stable_sort(forward_order_.begin(), forward_order_.end(),
-                   [&](size_t a, size_t b) { return first_key[a] < first_key[b]; });
+                   [&](size_t a, size_t b) { return specs[a].first < specs[b].first; });
   std::stable_sort(backward_order_.begin(), backward_order_.end(),
-                   [&](size_t a, size_t b) { return last_key[a] > last_key[b]; });
+                   [&](size_t a, size_t b) { return specs[a].last > specs[b].last; });
+}
+
+void FullyShardedDataParallel::flatten_units(std::vector<zero::UnitSpec> specs) {
   // Under a half-precision param_dtype, the parameters Module::to(kBF16) would keep in f32
   // (BatchNorm's) compute in their own dtype.
   std::vector<const VariableImpl*> keep_f32;
@@ -170,16 +89,31 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
       }
     }
   }
-  for (size_t u = 0; u < unit_params.size(); ++u) {
-    const bool is_root = has_root && u + 1 == unit_params.size();
+  for (size_t u = 0; u < specs.size(); ++u) {
     std::vector<bool> keep;
-    for (const auto& [name, p] : unit_params[u]) {
+    for (const auto& [name, p] : specs[u].params) {
       keep.push_back(std::find(keep_f32.begin(), keep_f32.end(), p.impl()) != keep_f32.end());
     }
     units_.push_back(std::make_unique<FlatParameter>(
-        std::move(unit_params[u]), group_,
-        is_root ? std::string("root") : "unit" + std::to_string(u), mixed_precision_,
+        std::move(specs[u].params), group_,
+        specs[u].is_root ? std::string("root") : "unit" + std::to_string(u), mixed_precision_,
         std::move(keep)));
+  }
+}
+
+void FullyShardedDataParallel::register_hooks() {
+  forward_hooks_.resize(units_.size());
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (unit_module_[u] != nullptr) hook_nested_unit(u);
+  }
+  // Each parameter's gradient, once accumulated, counts toward its unit's reduce-scatter.
+  for (size_t u = 0; u < units_.size(); ++u) {
+    hook_handles_.emplace_back();
+    const auto& params = units_[u]->params();
+    for (size_t i = 0; i < params.size(); ++i) {
+      hook_handles_[u].push_back(params[i].second.register_grad_ready_hook(
+          [this, u, i](Variable&) { on_grad_ready(u, i); }));
+    }
   }
 }
 

@@ -58,6 +58,7 @@
 #include "dist/process_group.h"
 #include "dist/zero/flat_gradients.h"
 #include "dist/zero/flat_parameter.h"
+#include "dist/zero/fully_sharded_options.h"
 #include "dist/zero/mixed_precision.h"
 #include "nn/sequential.h"
 #include "tensor/state_dict.h"
@@ -65,53 +66,9 @@
 namespace tessera {
 namespace dist {
 
-class FullyShardedOptions {
- public:
-  // The children (by position in the Sequential) that become units, one unit each. When not
-  // given, the size-based auto-wrap policy decides.
-  FullyShardedOptions& units(std::vector<size_t> children) {
-    units_ = std::move(children);
-    return *this;
-  }
-  // Size-based auto-wrap policy (FSDP's size_based_auto_wrap_policy): every child with at least
-  // this many parameters becomes a unit; the others' parameters join the root unit.
-  FullyShardedOptions& min_num_params(int64_t n) { min_num_params_ = n; return *this; }
-  // Layer-wise wrapping (FSDP's ModuleWrapPolicy over the layer types): every module that holds
-  // parameters of its own becomes a unit, at any depth, so a ResNet block's convolutions and
-  // batch norms are gathered one at a time instead of the whole block. A unit nested inside a
-  // child is gathered and freed by forward hooks around its own forward (nn::Module's
-  // operator()): the modules that contain it must call it as (*child)(x), as Sequential and
-  // the ResNet blocks do. Replaces units() and min_num_params for the choice of units.
-  FullyShardedOptions& wrap_layers(bool w) { wrap_layers_ = w; return *this; }
-  // Free a unit's gathered parameters after its forward (true, ZeRO-3) or keep them until the
-  // end of backward (false: one all-gather per step fewer, memory of ZeRO-2 for parameters).
-  FullyShardedOptions& reshard_after_forward(bool r) { reshard_after_forward_ = r; return *this; }
-  // Prefetching with a limit on gathers in flight (FSDP's forward/backward prefetch with
-  // limit_all_gathers): when a unit starts its forward (or its backward), the all-gathers of up
-  // to this many units that run next in that order are launched, so at most 1 + limit units
-  // are gathered at once. 0 (the default): no prefetch, one unit gathered at a time.
-  FullyShardedOptions& prefetch_limit(int n) { prefetch_limit_ = n; return *this; }
-  // Gather units in a low precision and average gradients in reduce_dtype, the shards staying
-  // f32 masters (FSDP's mixed_precision; dist/zero/mixed_precision.h). Under autocast this is
-  // what keeps ZeRO-3's memory saving: without it every unit's autocast cast stays cached.
-  // The forward's floating-point input is cast to param_dtype (FSDP's cast_forward_inputs).
-  FullyShardedOptions& mixed_precision(const MixedPrecision& m) { mixed_precision_ = m; return *this; }
-
-  const std::vector<size_t>& units() const { return units_; }
-  int64_t min_num_params() const { return min_num_params_; }
-  bool wrap_layers() const { return wrap_layers_; }
-  bool reshard_after_forward() const { return reshard_after_forward_; }
-  int prefetch_limit() const { return prefetch_limit_; }
-  const MixedPrecision& mixed_precision() const { return mixed_precision_; }
-
- private:
-  std::vector<size_t> units_;
-  int64_t min_num_params_ = 1;
-  bool wrap_layers_ = false;
-  bool reshard_after_forward_ = true;
-  int prefetch_limit_ = 0;
-  MixedPrecision mixed_precision_;
-};
+namespace zero {
+struct UnitSpec;  // wrap_policy.h
+}  // namespace zero
 
 class FullyShardedDataParallel {
  public:
@@ -156,7 +113,12 @@ class FullyShardedDataParallel {
   ProcessGroup& group() { return *group_; }
 
  private:
+  // Construction, in order: the wrap policy's units (wrap_policy.h) and the prefetch orders
+  // before any forward; each unit's parameters flattened into its FlatParameter; the hooks.
   void build_units(const FullyShardedOptions& options);
+  void set_initial_orders(const std::vector<zero::UnitSpec>& specs);
+  void flatten_units(std::vector<zero::UnitSpec> specs);
+  void register_hooks();
   void hook_nested_unit(size_t unit);
   void start_unit_forward(size_t unit);
   void prefetch(const std::vector<size_t>& order, size_t unit);

@@ -1,0 +1,49 @@
+// FSDP's wrap policy: which parts of a Sequential become units, and which parameters each unit
+// owns, before anything is flattened or sharded (fully_sharded.h does that, one FlatParameter
+// per unit).
+//
+//   units({0, 2}) or min_num_params(P)      wrap_layers(true)
+//   [ unit0: child 0 ] child 1 [ unit1: 2 ]  [ conv ][ bn ] [ conv ][ bn ] ... one unit per
+//   root: every child with parameters that    module with parameters of its own, at any depth
+//         is not a unit (child 1 here)        (a child's own parameters: a unit at the child)
+//
+// Each parameter belongs to exactly one unit, named as the model names it, in the model's
+// registration order: the order every rank flattens in, so the shards line up across ranks.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "dist/zero/fully_sharded_options.h"
+#include "nn/sequential.h"
+
+namespace tessera {
+namespace dist {
+namespace zero {
+
+// Where a unit sits in the model: (child, module in the child's depth-first walk; 0 for the
+// child itself). Compared lexicographically: the order the units first run in.
+using UnitPosition = std::pair<size_t, size_t>;
+
+// One unit as the wrap policy chose it.
+struct UnitSpec {
+  std::vector<std::pair<std::string, Variable>> params;  // its parameters, under dotted names
+  // The top-level children the unit spans (the root's may be far apart); empty for a unit
+  // nested inside a child, whose module is `module`.
+  std::vector<size_t> children;
+  nn::Module* module = nullptr;
+  bool is_root = false;
+  UnitPosition first, last;  // its first and last module, for the orders before any forward
+};
+
+// The units of `model` under `options` (units(), min_num_params or wrap_layers), in child
+// order, the root (if any child's parameters are left over) last. Throws naming the child or
+// parameter for a unit list out of range or repeated, a unit without parameters, a parameter
+// shared between children, or parameters registered on the Sequential itself.
+std::vector<UnitSpec> wrap_units(nn::Sequential& model, const FullyShardedOptions& options);
+
+}  // namespace zero
+}  // namespace dist
+}  // namespace tessera
