@@ -7,6 +7,7 @@
 #include "dist/collective_timeout.h"
 #include "dist/mpi_check.h"
 #include "dist/mpi_request.h"
+#include "dist/ring_schedule.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -189,7 +190,8 @@ void ProcessGroupMPI::ring_reduce_scatter(const Tensor& buffer, const std::vecto
   const int64_t largest = *std::max_element(counts.begin(), counts.end());
   const Tensor incoming = empty({largest}, buffer.dtype());
   for (int s = 0; s < size_ - 1; ++s) {
-    const int out_chunk = mod(rank_ - 1 - s, size_), in_chunk = mod(rank_ - 2 - s, size_);
+    const RingStep step = reduce_scatter_step(rank_, size_, s);
+    const int out_chunk = step.send_chunk, in_chunk = step.receive_chunk;
     const Tensor out = buffer.narrow(0, off[out_chunk], counts[out_chunk]);
     const Tensor in = incoming.narrow(0, 0, counts[in_chunk]);
     sendrecv(out, right, in, left, kind);
@@ -203,7 +205,8 @@ void ProcessGroupMPI::ring_all_gather(const Tensor& buffer, const std::vector<in
   const std::vector<int64_t> off = offsets_of(counts);
   const int right = mod(rank_ + 1, size_), left = mod(rank_ - 1, size_);
   for (int s = 0; s < size_ - 1; ++s) {
-    const int out_chunk = mod(rank_ - s, size_), in_chunk = mod(rank_ - 1 - s, size_);
+    const RingStep step = all_gather_step(rank_, size_, s);
+    const int out_chunk = step.send_chunk, in_chunk = step.receive_chunk;
     const Tensor out = buffer.narrow(0, off[out_chunk], counts[out_chunk]);
     sendrecv(out, right, buffer.narrow(0, off[in_chunk], counts[in_chunk]), left, kind);
     ledger().add_bytes(kind, static_cast<int64_t>(out.nbytes()));

@@ -78,7 +78,14 @@ void TraceRecorder::end_step() {
 void TraceRecorder::record(Event event) {
   if (event.step == 0) event.step = step();
   std::lock_guard<std::mutex> lock(mutex_);
+  const std::string& c = event.category;
+  if (c == "forward" || c == "backward" || c == "weight" || c == "compute") ++compute_events_;
   events_.push_back(std::move(event));
+}
+
+int64_t TraceRecorder::compute_events() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return compute_events_;
 }
 
 void TraceRecorder::span(std::string name, std::string category, double start, double end,
@@ -138,6 +145,13 @@ CollectiveLabel::CollectiveLabel(std::string name, std::string category, std::st
 CollectiveLabel::~CollectiveLabel() { current_label = outer_; }
 
 const CollectiveLabel* CollectiveLabel::current() { return current_label; }
+
+SpanIfRecording::SpanIfRecording(const char* name, const char* category)
+    : name_(name), category_(category), start_(recording() ? now() : -1) {}
+
+SpanIfRecording::~SpanIfRecording() {
+  if (start_ >= 0 && recording()) TraceRecorder::global().span(name_, category_, start_, now());
+}
 
 }  // namespace trace
 }  // namespace dist

@@ -90,6 +90,10 @@ class TraceRecorder {
   std::vector<std::string> track_names() const;  // index: track number
 
   std::vector<Event> events() const;
+  // Computation events (category forward, backward, weight or compute) recorded so far (never
+  // decreases; clear() keeps it): a training loop compares it before and after a step's
+  // forward and backward to see whether the strategy recorded its computation itself.
+  int64_t compute_events() const;
   void clear();  // drops the events (tracks stay)
 
  private:
@@ -100,6 +104,7 @@ class TraceRecorder {
   mutable std::mutex mutex_;
   std::vector<Event> events_;
   std::vector<std::string> comm_track_groups_;  // index: track - 1
+  int64_t compute_events_ = 0;
 };
 
 // The global recorder's recording(): `if (trace::recording()) ...` guards every site.
@@ -123,6 +128,22 @@ class CollectiveLabel {
  private:
   std::string name_, category_, args_;
   const CollectiveLabel* outer_;
+};
+
+// A span on the compute track from construction to destruction, recorded only when a trace is
+// recording at both ends (else it costs two relaxed loads):
+//   { trace::SpanIfRecording span("gossip wait", "wait"); for (auto& w : works) w->wait(); }
+class SpanIfRecording {
+ public:
+  SpanIfRecording(const char* name, const char* category);
+  ~SpanIfRecording();
+  SpanIfRecording(const SpanIfRecording&) = delete;
+  SpanIfRecording& operator=(const SpanIfRecording&) = delete;
+
+ private:
+  const char* name_;
+  const char* category_;
+  double start_ = -1;  // < 0: not recording when made
 };
 
 // A CollectiveLabel made only while a trace is recording (else nothing is built), for names

@@ -3,6 +3,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/async/batch_queue.h"
 #include "dist/module_sync.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -75,6 +76,7 @@ void AsyncWorker::pull() {
   TS_CHECK(!options_.shared_batches(), "AsyncWorker::pull with shared batches: pull_batch(epoch) "
            "takes the batch number with the parameters");
   const double start = steady_seconds();
+  trace::SpanIfRecording span("pull parameters", "wait");
   Request request;
   request.kind = RequestKind::kPull;
   request.worker = worker_;
@@ -91,6 +93,7 @@ int64_t AsyncWorker::pull_batch(int64_t epoch) {
            "(AsyncOptions::shared_batches): each worker has its own shard, pull() it");
   TS_CHECK(epoch >= 0, "AsyncWorker::pull_batch: epoch ", epoch, " (must be >= 0)");
   const double start = steady_seconds();
+  trace::SpanIfRecording span("pull batch and parameters", "wait");
   Request request;
   request.kind = RequestKind::kPull;
   request.worker = worker_;
@@ -136,6 +139,7 @@ void AsyncWorker::receive_shards(const Tensor& message, int first_server) {
 void AsyncWorker::step() {
   TS_CHECK(pulled_, "AsyncWorker::step without a pull() first (iteration ", clock_,
            "): the gradient must be taken at the servers' parameters");
+  trace::SpanIfRecording span("push gradient", "send");
   wait_for_sends();  // the last push's buffers are reused
   NoGradGuard no_grad;
   int64_t at = 0;

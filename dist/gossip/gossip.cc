@@ -1,6 +1,7 @@
 #include "dist/gossip/gossip.h"
 
 #include "autograd/grad_mode.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -41,6 +42,7 @@ void GossipAverager::launch() {
   TS_CHECK(!launched_, "GossipAverager::launch: the last exchange was not finished");
   launched_ = true;
   NoGradGuard no_grad;
+  trace::SpanIfRecording span("gossip send and receive posted", "send");
   sent_ = flatten();
   received_.clear();
   // Receives first, then sends; every pair's messages are matched by (source, tag) in order.
@@ -54,9 +56,13 @@ void GossipAverager::launch() {
 void GossipAverager::finish() {
   TS_CHECK(launched_, "GossipAverager::finish: launch() was not called");
   launched_ = false;
-  for (const auto& w : works_) w->wait();
+  {
+    trace::SpanIfRecording span("gossip wait for neighbours", "wait");
+    for (const auto& w : works_) w->wait();
+  }
   works_.clear();
   NoGradGuard no_grad;
+  trace::SpanIfRecording span("gossip mix", "mix");
   const int me = group_->rank();
   Tensor mixed = mul(sent_, mixing_.weight(me, me));
   for (size_t k = 0; k < in_.size(); ++k) add_(mixed, mul(received_[k], mixing_.weight(me, in_[k])));

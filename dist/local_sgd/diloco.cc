@@ -4,6 +4,7 @@
 #include "dist/local_sgd/flat_tensors.h"
 #include "dist/module_sync.h"
 #include "dist/reduce_scalar.h"
+#include "dist/trace_recorder.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 
@@ -92,7 +93,11 @@ void DiLoCo::outer_step() {
   for (size_t j = 0; j < float_buffers_.size(); ++j) {
     flat.view(P + j).copy_(float_buffers_[j].data());
   }
-  flat.all_reduce_mean(group());
+  {
+    trace::LabelIfRecording label("all_reduce pseudo-gradients", "all_reduce");
+    trace::SpanIfRecording span("wait for pseudo-gradients", "wait");
+    flat.all_reduce_mean(group());
+  }
   if (measures_consensus_distance()) {
     // w_i - mean w = (theta - Delta_i) - (theta - Delta) = Delta - Delta_i.
     std::vector<Tensor> mine, mean;
@@ -100,10 +105,12 @@ void DiLoCo::outer_step() {
       mine.push_back(sub(global_[i].data(), params_[i].data()));
       mean.push_back(flat.view(i));
     }
+    trace::LabelIfRecording label("all_reduce consensus distance", "all_reduce");
     set_consensus_distance(
         all_reduce_scalar(squared_distance(mine, mean), group(), ReduceOp::kMean));
   }
   for (size_t i = 0; i < P; ++i) global_[i].set_grad(flat.view(i));
+  trace::SpanIfRecording span("outer optimizer step", "optimizer");
   outer_->step();
   outer_->zero_grad();  // the views into `flat` go with it
   for (size_t i = 0; i < P; ++i) Tensor(params_[i].data()).copy_(global_[i].data());

@@ -5,6 +5,7 @@
 #include "dist/local_sgd/consensus_distance.h"
 #include "dist/local_sgd/flat_tensors.h"
 #include "dist/reduce_scalar.h"
+#include "dist/trace_recorder.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -26,7 +27,11 @@ void average_parameters(const std::vector<Variable>& params, const std::vector<V
   }
   FlatTensors flat(tensors, "average_parameters");
   flat.pack(tensors);
-  flat.all_reduce_mean(group);
+  {
+    trace::LabelIfRecording label("all_reduce model average", "all_reduce");
+    trace::SpanIfRecording span("wait for model average", "wait");
+    flat.all_reduce_mean(group);
+  }
   if (consensus_distance != nullptr) {
     // Before the parameters are overwritten: this rank's distance to the mean.
     std::vector<Tensor> mine, mean;
@@ -34,6 +39,7 @@ void average_parameters(const std::vector<Variable>& params, const std::vector<V
       mine.push_back(tensors[i]);
       mean.push_back(flat.view(i));
     }
+    trace::LabelIfRecording label("all_reduce consensus distance", "all_reduce");
     *consensus_distance = all_reduce_scalar(squared_distance(mine, mean), group, ReduceOp::kMean);
   }
   flat.unpack(tensors);

@@ -77,6 +77,36 @@ expect_error "--ranks=4 but the run in '$TMP/zero3.out' had 2 ranks" comm --mode
 expect_error "--model=resnet20 but the run in '$TMP/zero3.out' trained mlp" comm --model=resnet20 --run="$TMP/zero3.out"
 expect_error "has no line of the train tool's final JSON" comm --model=mlp --run="$TMP/zero3.jsonl"
 
+# explain step: any strategy's step. DDP's from the file above; local SGD averaging every step
+# (its all-reduces named, the train_step span the tool adds for a strategy that records no
+# computation itself); tensor parallelism's collectives named by what they are.
+"$EXPLAIN" step --trace="$TMP/ddp.json" --json > "$TMP/step_ddp.jsonl" || fail "explain step --json (ddp)"
+if json_ok "$TMP/step_ddp.jsonl"; then pass; else fail "explain step --json does not parse"; fi
+"$MPI_RUN" 2 "$TRAIN" $SHORT --strategy=local-sgd --sync-period=1 --trace="$TMP/local.json" \
+  --trace-steps=2 > "$TMP/local.out" 2>&1 || { fail "local-sgd run"; cat "$TMP/local.out"; }
+"$MPI_RUN" 2 "$TRAIN" $SHORT --tensor-parallel=2 --trace="$TMP/tp.json" --trace-steps=2 \
+  > "$TMP/tp.out" 2>&1 || { fail "tensor-parallel run"; cat "$TMP/tp.out"; }
+"$EXPLAIN" step --trace="$TMP/local.json" --rank=1 --json > "$TMP/step_local.jsonl" || fail "explain step (local-sgd)"
+"$EXPLAIN" step --trace="$TMP/tp.json" --json > "$TMP/step_tp.jsonl" || fail "explain step (tp)"
+if python3 -c '
+import json, sys
+ddp = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in ddp if r.get("summary") == "step"]
+assert [r["step"] for r in steps] == [2, 3], steps
+kinds = {(r["step"], r["kind"]): r["events"] for r in ddp if r.get("summary") == "kind"}
+assert kinds[(3, "all_reduce")] >= 2 and kinds[(3, "backward")] == 2, kinds
+local = [json.loads(l) for l in open(sys.argv[2])]
+names = [(r["track"], r["event"]) for r in local if "event" in r]
+assert ("compute", "train_step") in names, names
+assert any(t.startswith("comm thread 1 (ranks 0-1, world)") and e == "all_reduce model average" for t, e in names), names
+s = [r for r in local if r.get("summary") == "step"][0]
+assert s["communication_ms"] > 0 and s["compute_ms"] > 0, s
+tp = [r["event"] for r in map(json.loads, open(sys.argv[3])) if "event" in r]
+assert "tp all_reduce g (forward)" in tp, tp  # the MLP block: g after fc2
+' "$TMP/step_ddp.jsonl" "$TMP/step_local.jsonl" "$TMP/step_tp.jsonl"; then pass; else fail "explain step figures"; fi
+"$EXPLAIN" step --trace="$TMP/tp.json" --plot="$TMP/tp.svg" > /dev/null 2>&1 || fail "explain step --plot"
+if svg_ok "$TMP/tp.svg"; then pass; else fail "tp.svg is not SVG"; fi
+
 # The default: the last step only.
 "$MPI_RUN" 2 "$TRAIN" $SHORT --strategy=ddp --trace="$TMP/last.json" > "$TMP/last.out" 2>&1 \
   || { fail "default trace-steps run"; cat "$TMP/last.out"; }

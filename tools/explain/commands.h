@@ -14,6 +14,8 @@ int comm_command(Flags& flags);      // comm_command.cc: bytes per step per coll
 int scaling_command(Flags& flags);   // scaling_command.cc: step time and efficiency per N
 int ddp_command(Flags& flags);       // ddp_command.cc: a traced DDP step's timeline and overlap
 int zero3_command(Flags& flags);     // zero3_command.cc: a traced ZeRO-3 step's unit flow
+int step_command(Flags& flags);      // step_command.cc: any strategy's traced step
+int ring_command(Flags& flags);      // ring_command.cc: the ring all-reduce's steps
 int curves_command(Flags& flags);    // curves_command.cc: training curves of --metrics files
 
 }  // namespace explain

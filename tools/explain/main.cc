@@ -8,6 +8,7 @@
 //   bazel run //tools:explain -- scaling --model=resnet50 --strategy=ddp --latency-us=5 --bandwidth-gbps=100
 //   bazel run //tools:explain -- ddp --trace=/tmp/ddp.json        (train --strategy=ddp --trace=...)
 //   bazel run //tools:explain -- zero3 --trace=/tmp/zero3.json    (train --strategy=zero3 --trace=...)
+//   bazel run //tools:explain -- step --trace=/tmp/tp.json        (any strategy's trace)
 //   bazel run //tools:explain -- curves --metrics=/tmp/a.jsonl,/tmp/b.jsonl --plot=/tmp/curves.svg
 //
 // Each subcommand lives in its own file (commands.h); every one has --help, a readable table,
@@ -22,13 +23,15 @@ namespace {
 
 const char* const kUsage =
     "usage: explain <subcommand> [--flags] (explain <subcommand> --help for its flags)\n"
+    "  ring       the ring all-reduce step by step: which chunk each rank sends and receives\n"
     "  pipeline   a schedule's grid, peak in flight and bubble (GPipe, 1F1B, interleaved, ZB-H1/H2)\n"
     "  memory     model-state bytes per rank: DDP, ZeRO-1/2/3, a pipeline stage, a tensor-parallel rank\n"
-    "             (--measure: a real step of DDP, ZeRO-1/2/3, a pipeline on these ranks: measured)\n"
+    "             (--measure: a real step of DDP, ZeRO-1/2/3, a pipeline, tensor parallelism: measured)\n"
     "  comm       bytes each rank sends per step, per strategy and collective\n"
     "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n"
     "  ddp        a traced DDP step: backward per layer, each bucket's all-reduce, overlap\n"
     "  zero3      a traced ZeRO-3 step: each unit's all-gather, free and reduce-scatter in order\n"
+    "  step       any strategy's traced step: its events, time per kind, communication hidden\n"
     "  curves     training curves of train --metrics files: loss, accuracy, loss scale, images/s\n";
 
 }  // namespace
@@ -52,6 +55,8 @@ int main(int argc, char** argv) {
     if (command == "scaling") return scaling_command(flags);
     if (command == "ddp") return ddp_command(flags);
     if (command == "zero3") return zero3_command(flags);
+    if (command == "step") return step_command(flags);
+    if (command == "ring") return ring_command(flags);
     if (command == "curves") return curves_command(flags);
     std::fprintf(stderr, "explain: unknown subcommand '%s'\n%s", command.c_str(), kUsage);
     return 2;

@@ -61,8 +61,18 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     begin_traced_step(step + 1);  // --trace: the library records while a selected step runs
     const bool measured = memory.measures();
     if (measured) memory.before_step(run);
+    // --trace: a strategy that records no computation of its own (the data-parallel ones,
+    // ZeRO-3 and the pipeline record theirs; gossip, local SGD and asynchronous SGD do not) gets
+    // one span for its whole train_step (forward, backward and what its library does inside,
+    // which the library's own spans show: a pull, a gossip exchange).
+    auto& recorder = dist::trace::TraceRecorder::global();
+    const double compute_start = dist::steady_seconds();
+    const int64_t compute_events = recorder.recording() ? recorder.compute_events() : -1;
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
                                                 batch.targets.to(run.device));
+    if (compute_events >= 0 && recorder.recording() && recorder.compute_events() == compute_events) {
+      recorder.span("train_step", "compute", compute_start, dist::steady_seconds());
+    }
     // --straggler: that rank's step takes FACTOR times as long (measured around train_step,
     // which for DDP includes waiting for its buckets and for async the pull, and around
     // next_batch() too when it assigns the batch: the pull then happens there).
