@@ -448,6 +448,22 @@ TEST(BatchNormRelu, BackendDefaultEqualsTheFusedKernels) {
   }
 }
 
+// The mask from the saved output, literally: y > 0 passes the gradient; +0, -0, negatives, -inf
+// and NaN stop it, the smallest subnormal and +inf pass it, as relu_backward (f16 and bf16 test
+// their bits).
+TEST(BatchNormRelu, MaskIsOutputGreaterThanZero) {
+  const double inf = INFINITY, nan = NAN;
+  const std::vector<double> y = {0.0, -0.0, 1e-40, 1e-7, -1.0, inf, -inf, nan, 2.0};
+  for (DType dt : {kF32, kF64, kBF16, kF16}) {
+    const Tensor out = from_vector<double>(y, {1, 1, 9}).to(dt);
+    const Tensor g = full({1, 1, 9}, 3.0, dt), x = randn({1, 1, 9}, dt);
+    const TensorOptions stat = dt == kF64 ? kF64 : kF32;
+    const BatchNormReluGrads d = batch_norm_relu_backward(
+        g, out, x, Tensor(), zeros({1}, stat), ones({1}, stat), true, false, false, true);
+    EXPECT_EQ(d.residual.to_vector<double>(), relu_backward(g, out).to_vector<double>()) << dt;
+  }
+}
+
 TEST(BatchNormRelu, RejectsAResidualThatDoesNotMatch) {
   const Tensor x = randn({2, 3, 4, 4}), w = ones({3}), b = zeros({3});
   EXPECT_THROW(batch_norm_relu(x, w, b, randn({2, 3, 4, 5}), Tensor(), Tensor(), true, 0.1, 1e-5),
