@@ -3,13 +3,12 @@
 #include <optional>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/grad_mode.h"
 #include "dist/async/async_worker.h"
 #include "dist/async/parameter_server.h"
 #include "dist/module_sync.h"
 #include "dist/reduce_scalar.h"
 #include "tensor/ops.h"
+#include "tools/train/autocast_forward.h"
 
 namespace tessera {
 namespace train {
@@ -75,22 +74,17 @@ class Asynchronous : public Strategy {
     }
     if (!worker_->pulled()) worker_->pull();  // shared batches: next_batch pulled
     worker_->zero_grad();
-    Variable loss;
-    {
-      std::optional<AutocastGuard> autocast;
-      precision_.autocast(autocast);
-      loss = criterion_(model_->forward(Variable(inputs)), targets);
-    }
+    const Variable loss = autocast_loss(
+        precision_, [this](const Variable& x) { return model_->forward(x); }, criterion_, inputs,
+        targets);
     precision_.scaler().scale(loss).backward();
     worker_->set_loss(loss.item());
     return loss.item();
   }
 
   Tensor predict(const Tensor& inputs) override {
-    NoGradGuard no_grad;
-    std::optional<AutocastGuard> autocast;
-    precision_.autocast(autocast);
-    return model_->forward(Variable(inputs)).data();
+    return autocast_predict(precision_, [this](const Variable& x) { return model_->forward(x); },
+                            inputs);
   }
   optim::Optimizer& optimizer() override {
     if (server_) return *serving_;
@@ -153,11 +147,6 @@ class Asynchronous : public Strategy {
         server_ ? server_->held_seconds() : 0.0, *world_, dist::ReduceOp::kSum);
     if (!lead) return;
     const int workers = world_->size() - config_.servers;
-    std::string histogram = "[";
-    for (size_t t = 0; t < all.histogram().size(); ++t) {
-      histogram += (t ? ", " : "") + std::to_string(all.histogram()[t]);
-    }
-    histogram += "]";
     const dist::SSPClock rule(workers, config_.staleness_bound);
     JsonObject s;
     s.add("unit", "updates applied between a worker's pull and its push, per shard update")
@@ -166,15 +155,14 @@ class Asynchronous : public Strategy {
         .add("bound", config_.staleness_bound < 0 ? std::string("none")
                                                   : std::to_string(config_.staleness_bound))
         .add("max_allowed", rule.max_updates_between())
-        .add_raw("histogram", histogram)
+        .add("histogram", JsonArray(all.histogram()))
         .add("lag_max", all.max_lag())
         .add("lag_mean", all.mean_lag());
     summary.add_raw("staleness", s.str());
-    std::string servers = "[";
-    for (int r = 0; r < config_.servers; ++r) servers += (r ? ", " : "") + std::to_string(r);
-    servers += "]";
+    JsonArray servers;  // the first config_.servers ranks serve
+    for (int r = 0; r < config_.servers; ++r) servers.add(r);
     JsonObject p;
-    p.add_raw("server_ranks", servers)
+    p.add("server_ranks", servers)
         .add("workers", workers)
         .add("updates_applied", static_cast<int64_t>(updates))
         .add("updates_per_server", static_cast<int64_t>(updates) / config_.servers)
@@ -184,10 +172,7 @@ class Asynchronous : public Strategy {
         .add("evaluated", "the servers' parameters, the workers' mean BatchNorm statistics")
         .add("batch_assignment", config_.batch_assignment);
     if (assigns_batches()) {
-      std::string taken = "[";
-      const std::vector<int64_t> counts = server_->batches_per_worker();
-      for (size_t w = 0; w < counts.size(); ++w) taken += (w ? ", " : "") + std::to_string(counts[w]);
-      p.add_raw("batches_per_worker", taken + "]");
+      p.add("batches_per_worker", JsonArray(server_->batches_per_worker()));
     }
     summary.add_raw("parameter_server", p.str());
   }

@@ -1,10 +1,7 @@
 #include "tools/train/decentralized.h"
 
-#include <optional>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/grad_mode.h"
 #include "dist/gossip/gossip.h"
 #include "dist/module_sync.h"
 #include "tools/train/model_per_rank.h"
@@ -34,12 +31,9 @@ class Decentralized : public ModelPerRank {
     opt_->zero_grad();
     // The neighbours' models travel while this rank computes its gradient at its own.
     gossip_.launch();
-    Variable loss;
-    {
-      std::optional<AutocastGuard> autocast;
-      precision_.autocast(autocast);
-      loss = criterion_(model_->forward(Variable(inputs)), targets);
-    }
+    const Variable loss = autocast_loss(
+        precision_, [this](const Variable& x) { return model_->forward(x); }, criterion_, inputs,
+        targets);
     precision_.scaler().scale(loss).backward();
     gossip_.finish();  // w_i <- sum_j W_ij w_j; the caller's step subtracts lr grad_i(w_i)
     return loss.item();

@@ -2,11 +2,10 @@
 
 #include <optional>
 
-#include "autograd/autocast.h"
-#include "autograd/grad_mode.h"
 #include "dist/module_sync.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/sharded_checkpoint.h"
+#include "tools/train/autocast_forward.h"
 #include "tools/train/collectives.h"
 
 namespace tessera {
@@ -48,22 +47,17 @@ class FullySharded : public Strategy {
         precision_(precision) {}
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
-    Variable loss;
-    {
-      std::optional<AutocastGuard> autocast;
-      precision_.autocast(autocast);
-      loss = criterion_(fsdp_.forward(Variable(inputs)), targets);
-    }
+    const Variable loss = autocast_loss(
+        precision_, [this](const Variable& x) { return fsdp_.forward(x); }, criterion_, inputs,
+        targets);
     opt_->zero_grad();
     precision_.scaler().scale(loss).backward();
     ++steps_;
     return loss.item();
   }
   Tensor predict(const Tensor& inputs) override {
-    NoGradGuard no_grad;
-    std::optional<AutocastGuard> autocast;
-    precision_.autocast(autocast);
-    return fsdp_.forward(Variable(inputs)).data();
+    return autocast_predict(precision_, [this](const Variable& x) { return fsdp_.forward(x); },
+                            inputs);
   }
   void report(JsonObject& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);

@@ -1,10 +1,7 @@
 #include "tools/train/local_sgd.h"
 
-#include <optional>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/grad_mode.h"
 #include "dist/ddp/ddp.h"
 #include "dist/local_sgd/diloco.h"
 #include "dist/local_sgd/periodic_model_averager.h"
@@ -43,14 +40,11 @@ class LocalSgd : public ModelPerRank {
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
     restore_own_model();
-    Variable loss;
-    {
-      std::optional<AutocastGuard> autocast;
-      precision_.autocast(autocast);
-      const Variable x(inputs);
-      // Warm-up steps through DDP (gradients averaged); local steps through the model itself.
-      loss = criterion_(opt_.in_warmup() ? ddp_.forward(x) : model_->forward(x), targets);
-    }
+    // Warm-up steps through DDP (gradients averaged); local steps through the model itself.
+    const Variable loss = autocast_loss(
+        precision_,
+        [this](const Variable& x) { return opt_.in_warmup() ? ddp_.forward(x) : model_->forward(x); },
+        criterion_, inputs, targets);
     opt_.zero_grad();
     precision_.scaler().scale(loss).backward();
     return loss.item();

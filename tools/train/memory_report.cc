@@ -9,6 +9,15 @@ namespace train {
 
 namespace {
 
+// What --strategy shards, in the ZeRO paper's stages (one process, DDP and the others: nothing).
+dist::zero::Sharding sharding_of(const std::string& strategy) {
+  using dist::zero::Sharding;
+  return strategy == "zero1"   ? Sharding::kStage1
+         : strategy == "zero2" ? Sharding::kStage2
+         : strategy == "zero3" ? Sharding::kStage3
+                               : Sharding::kNone;
+}
+
 // The formula's inputs from the flags; none for strategies it does not cover.
 std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
   const Config& c = run.config;
@@ -17,10 +26,7 @@ std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
   if (c.tensor_parallel > 1 || c.strategy == "pipeline" || c.strategy == "async") {
     return std::nullopt;
   }
-  const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
-                            : c.strategy == "zero2" ? Sharding::kStage2
-                            : c.strategy == "zero3" ? Sharding::kStage3
-                                                    : Sharding::kNone;
+  const Sharding sharding = sharding_of(c.strategy);
   const int64_t param_bytes = c.param_dtype == "f32" ? 4 : 2;
   const int64_t moment_bytes = c.optimizer == "sgd" ? (c.momentum > 0 ? 4 : 0) : 8;
   return dist::zero::predicted_model_state(sharding, run.parameters, param_bytes, moment_bytes,
@@ -39,10 +45,7 @@ std::optional<int64_t> predicted_comm_bytes_per_step(const RunContext& run) {
     const int64_t shard = dist::balanced_counts(run.parameters, c.servers)[0];
     return static_cast<int64_t>(run.ranks - c.servers) * shard * 4;
   }
-  const Sharding sharding = c.strategy == "zero1"   ? Sharding::kStage1
-                            : c.strategy == "zero2" ? Sharding::kStage2
-                            : c.strategy == "zero3" ? Sharding::kStage3
-                                                    : Sharding::kNone;
+  const Sharding sharding = sharding_of(c.strategy);
   const int64_t param_bytes = c.param_dtype == "f32" ? 4 : 2;
   // ZeRO-1/2 reduce and gather their f32 flat vector; DDP and ZeRO-3 the parameters' dtype.
   const bool flat_f32 = sharding == Sharding::kStage1 || sharding == Sharding::kStage2;
@@ -86,8 +89,7 @@ std::string MemoryReport::json(const RunContext& run,
         .add("optimizer_predicted", p->optimizer);
   }
   m.add("peak", step_peak_);
-  std::string ranks = "[";
-  bool any = false;
+  JsonArray ranks;
   for (size_t r = 0; r < per_rank.size(); ++r) {
     const std::vector<int64_t>& f = per_rank[r];
     if (f.size() < 5 || f[0] == 0) continue;
@@ -98,10 +100,9 @@ std::string MemoryReport::json(const RunContext& run,
         .add("optimizer", f[3])
         .add("model_state", f[1] + f[2] + f[3])
         .add("peak", f[4]);
-    ranks += (any ? ", " : "") + one.str();
-    any = true;
+    ranks.add_raw(one.str());
   }
-  m.add_raw("per_rank", ranks + "]");
+  m.add("per_rank", ranks);
   return m.str();
 }
 

@@ -4,13 +4,11 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <vector>
 
-#include "autograd/autocast.h"
-#include "autograd/grad_mode.h"
 #include "dist/process_group.h"
 #include "nn/sequential.h"
+#include "tools/train/autocast_forward.h"
 #include "tools/train/averaged_evaluation.h"
 #include "tools/train/precision.h"
 #include "tools/train/strategy.h"
@@ -26,10 +24,8 @@ class ModelPerRank : public Strategy {
         precision_(precision) {}
 
   Tensor predict(const Tensor& inputs) override {
-    NoGradGuard no_grad;
-    std::optional<AutocastGuard> autocast;
-    precision_.autocast(autocast);
-    return model_->forward(Variable(inputs)).data();
+    return autocast_predict(precision_, [this](const Variable& x) { return model_->forward(x); },
+                            inputs);
   }
   // Before evaluation: the ranks' average model, and the consensus distance before averaging.
   void sync_buffers() override { evaluated_distance_ = averaged_.average(*model_, *world_); }

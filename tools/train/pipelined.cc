@@ -15,6 +15,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
 #include "tensor/ops.h"
+#include "tools/train/pipelined_report.h"
 
 namespace tessera {
 namespace train {
@@ -104,11 +105,7 @@ class Pipeline : public Strategy {
     return scaled_loss / precision_.scaler().get_scale();
   }
   void after_step() override {
-    const pipeline::StageStats& s = pipe_->stats();
-    step_seconds_ += s.step_seconds;
-    busy_seconds_ += s.busy_seconds;
-    peak_activation_bytes_ = std::max(peak_activation_bytes_, s.peak_activation_bytes);
-    peak_held_bytes_ = std::max(peak_held_bytes_, s.peak_held_bytes);
+    accumulate(run_stats_, pipe_->stats());
     last_bubble_report_ = pipe_->bubble_report();  // before evaluation replaces the stats
     // --trace: this stage's actions of the step (the recorder gathers every rank's at the end).
     if (dist::trace::recording()) pipeline::record_spans(pipe_->trace(), pipe_->chunks().size() > 1);
@@ -160,50 +157,14 @@ class Pipeline : public Strategy {
   }
   std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
 
+  // Collective: every rank's figures over the run, gathered; rank 0 prints its last step's
+  // bubble and writes the JSON.
   void report(JsonObject& summary, bool lead) override {
-    // Each rank's idle fraction over all training steps, its peak activation bytes and the most
-    // it held between two actions.
-    const double idle = step_seconds_ > 0 ? 1.0 - busy_seconds_ / step_seconds_ : 0.0;
-    dist::ProcessGroup& world = *topology_.world();
-    const int n = world.size();
-    Tensor mine = from_vector<double>({idle, static_cast<double>(peak_activation_bytes_),
-                                       static_cast<double>(peak_held_bytes_)}, {3});
-    Tensor all = empty({3 * n}, kF64);
-    world.all_gather(mine, all)->wait();
+    const PerRankFigures ranks = gather_per_rank(run_stats_, *topology_.world());
     if (!lead) return;
-    const std::vector<double> v = all.to_vector<double>();
-    std::string idles = "[", peaks = "[", held = "[";
-    double idle_sum = 0;
-    for (int r = 0; r < n; ++r) {
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.4f", v[3 * r]);
-      idles += (r ? ", " : "") + std::string(buf);
-      peaks += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[3 * r + 1]));
-      held += (r ? ", " : "") + std::to_string(static_cast<int64_t>(v[3 * r + 2]));
-      idle_sum += v[3 * r];
-    }
-    const int k = pipe_->stages(), m = microbatches_;
-    const int chunks = static_cast<int>(pipe_->chunks().size());
-    std::string balance = "[";
-    for (size_t i = 0; i < pipe_->balance().size(); ++i) {
-      balance += (i ? ", " : "") + std::to_string(pipe_->balance()[i]);
-    }
     std::printf("pipeline (rank 0, last step): %s\n", last_bubble_report_.c_str());
-    summary.add_raw("pipeline", JsonObject()
-                                    .add("stages", k)
-                                    .add("micro_batches", m)
-                                    .add("micro_batches_requested", requested_microbatches_)
-                                    .add("schedule", pipeline::schedule_name(pipe_->schedule()))
-                                    .add("chunks", chunks)
-                                    .add("dp_strategy", dp_strategy_)
-                                    .add_raw("balance", balance + "]")
-                                    .add("bubble_formula", "(K-1)/(vM+K-1)")
-                                    .add("bubble_theory", pipeline::bubble_fraction(k, m, chunks))
-                                    .add("bubble_measured", idle_sum / n)
-                                    .add_raw("idle_fraction_per_rank", idles + "]")
-                                    .add_raw("peak_activation_bytes", peaks + "]")
-                                    .add_raw("peak_held_bytes", held + "]")
-                                    .str());
+    summary.add_raw("pipeline", pipeline_json(*pipe_, microbatches_, requested_microbatches_,
+                                              dp_strategy_, ranks));
   }
 
  private:
@@ -213,8 +174,7 @@ class Pipeline : public Strategy {
   MixedPrecision& precision_;
   std::unique_ptr<pipeline::Pipe> pipe_;
   std::unique_ptr<optim::Optimizer> opt_;
-  double step_seconds_ = 0, busy_seconds_ = 0;
-  int64_t peak_activation_bytes_ = 0, peak_held_bytes_ = 0;
+  pipeline::StageStats run_stats_;  // this stage's, over every training step (accumulate)
   std::string last_bubble_report_;
   int microbatches_;            // M as run: min(--micro-batches, the batch's rows)
   int requested_microbatches_;  // --micro-batches

@@ -1,22 +1,12 @@
 #include "tools/train/report.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
-
 
 namespace tessera {
 namespace train {
 
 namespace {
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -24,40 +14,6 @@ double now_seconds() {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-JsonObject& JsonObject::add(const std::string& key, const std::string& value) {
-  fields_.emplace_back(key, quote(value));
-  return *this;
-}
-
-JsonObject& JsonObject::add(const std::string& key, double value) {
-  char buf[64];
-  if (std::isfinite(value)) {
-    std::snprintf(buf, sizeof(buf), "%.6g", value);
-  } else {
-    std::snprintf(buf, sizeof(buf), "null");
-  }
-  fields_.emplace_back(key, buf);
-  return *this;
-}
-
-JsonObject& JsonObject::add(const std::string& key, int64_t value) {
-  fields_.emplace_back(key, std::to_string(value));
-  return *this;
-}
-
-JsonObject& JsonObject::add_raw(const std::string& key, const std::string& json) {
-  fields_.emplace_back(key, json);
-  return *this;
-}
-
-std::string JsonObject::str() const {
-  std::string out = "{";
-  for (size_t i = 0; i < fields_.size(); ++i) {
-    out += (i ? ", " : "") + quote(fields_[i].first) + ": " + fields_[i].second;
-  }
-  return out + "}";
 }
 
 Progress::Progress(int64_t epoch, int64_t epochs, int64_t steps, bool tty)

@@ -1,5 +1,5 @@
 // What the train tool prints: a progress bar on a terminal (plain lines otherwise), one line per
-// epoch, and a final JSON summary (JsonObject; the --metrics lines are metrics.h's).
+// epoch, and a final JSON summary (JsonObject, json.h; the --metrics lines are metrics.h's).
 #pragma once
 
 #include <chrono>
@@ -9,27 +9,13 @@
 #include <variant>
 #include <vector>
 
+#include "tools/train/json.h"
+
 namespace tessera {
 namespace train {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start);
-
-// A flat JSON object, fields in insertion order.
-class JsonObject {
- public:
-  JsonObject& add(const std::string& key, const std::string& value);
-  JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
-  JsonObject& add(const std::string& key, double value);
-  JsonObject& add(const std::string& key, int64_t value);
-  JsonObject& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
-  // An already-encoded JSON value (an array, say).
-  JsonObject& add_raw(const std::string& key, const std::string& json);
-  std::string str() const;
-
- private:
-  std::vector<std::pair<std::string, std::string>> fields_;  // key -> encoded value
-};
 
 class Progress {
  public:

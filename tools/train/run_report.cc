@@ -20,12 +20,6 @@ namespace train {
 
 namespace {
 
-std::string json_list(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 // Under Slurm (srun, sbatch, salloc): the job's id and node list, so a log or a JSON line can be
 // matched with its job. Nothing when SLURM_JOB_ID is unset or empty (mpirun, one process).
 struct SlurmJob {
@@ -125,12 +119,12 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
                   g.group->ledger().str().c_str());
     }
     summary.add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
-        .add_raw("peak_bytes_per_rank", json_list(peaks))
-        .add_raw("optimizer_state_bytes_per_rank", json_list(states))
+        .add("peak_bytes_per_rank", JsonArray(peaks))
+        .add("optimizer_state_bytes_per_rank", JsonArray(states))
         .add("comm_bytes_per_step", comm_bytes_per_step);
     if (run.world) {
       // Per kind of collective, per training step (rank 0, all groups): explain comm --run.
-      std::string kinds = "[";
+      JsonArray kinds;
       const double steps = static_cast<double>(std::max<int64_t>(totals.train_steps, 1));
       for (size_t k = 0; k < totals.train_comm.size(); ++k) {
         const dist::LedgerEntry& e = totals.train_comm[k];
@@ -139,9 +133,9 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         o.add("collective", dist::collective_name(static_cast<dist::CollectiveKind>(k)))
             .add("calls", e.calls / steps)
             .add("bytes", e.bytes / steps);
-        kinds += (kinds.size() > 1 ? "," : "") + o.str();
+        kinds.add_raw(o.str());
       }
-      summary.add_raw("comm_per_step", kinds + "]");
+      summary.add_raw("comm_per_step", kinds.str(","));
     }
     if (const auto theory = predicted_comm_bytes_per_step(run)) {
       summary.add("comm_bytes_per_step_theory", *theory);

@@ -1,6 +1,7 @@
 #include "tools/train/strategy.h"
 
 #include "tools/train/asynchronous.h"
+#include "tools/train/autocast_forward.h"
 #include "tools/train/collectives.h"
 #include "tools/train/decentralized.h"
 #include "tools/train/fully_sharded.h"
@@ -9,7 +10,6 @@
 
 #include <optional>
 
-#include "autograd/grad_mode.h"
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/make_hook.h"
 #include "dist/compression/powersgd.h"
@@ -88,13 +88,9 @@ class DataParallel : public Strategy {
     // --trace: DDP records its forward and each layer's backward; otherwise the whole of each.
     const bool traced = dist::trace::recording() && !ddp_;
     const double forward_start = dist::steady_seconds();
-    Variable loss;
-    {
-      std::optional<AutocastGuard> autocast;
-      precision_.autocast(autocast);
-      const Variable x(inputs);
-      loss = criterion_(ddp_ ? ddp_->forward(x) : model_->forward(x), targets);
-    }
+    const Variable loss = autocast_loss(
+        precision_, [this](const Variable& x) { return ddp_ ? ddp_->forward(x) : model_->forward(x); },
+        criterion_, inputs, targets);
     opt_->zero_grad();
     // The buckets' traffic is what backward sends (DDP waits for it at its end).
     const int64_t before = data_parallel_ ? data_parallel_->ledger().total_bytes() : 0;
@@ -110,10 +106,8 @@ class DataParallel : public Strategy {
     return loss.item();
   }
   Tensor predict(const Tensor& inputs) override {
-    NoGradGuard no_grad;
-    std::optional<AutocastGuard> autocast;
-    precision_.autocast(autocast);
-    return model_->forward(Variable(inputs)).data();
+    return autocast_predict(precision_, [this](const Variable& x) { return model_->forward(x); },
+                            inputs);
   }
   // --compression: the hook's state differs per rank (error feedback's residuals are each
   // rank's own): every rank's, gathered, as "comm_hook.rank.R.KEY". Every rank's hook holds the
