@@ -122,8 +122,9 @@ int step_command(Flags& flags) {
   }
   if (!t.plot.empty()) {
     char title[200];
+    const std::string file = t.trace.path.substr(t.trace.path.find_last_of('/') + 1);
     std::snprintf(title, sizeof(title), "Step %lld of %s, every rank's lanes",
-                  static_cast<long long>(t.steps.back()), t.trace.path.c_str());
+                  static_cast<long long>(t.steps.back()), file.c_str());
     write_step_plot(t.trace, t.steps.back(), t.plot, title);
   }
   return 0;

@@ -11,7 +11,8 @@ namespace tessera {
 namespace explain {
 namespace {
 
-constexpr double kWidth = 1000, kRow = 34, kLeft = 130, kTop = 44, kGap = 6;
+constexpr double kWidth = 1000, kRow = 34, kTop = 44, kGap = 6;
+constexpr double kCharWidth = 5.6;  // about one character of the 10-point sans-serif labels
 
 const char* colour(const std::string& kind) {
   if (kind == "forward") return "#4e79a7";
@@ -34,19 +35,23 @@ std::string timeline_svg(const std::vector<std::string>& lanes, const std::vecto
     t1 = std::max(t1, b.end_ms);
   }
   if (boxes.empty()) t0 = t1 = 0;
+  // The lane labels' column, as wide as the longest label (at least 130 pixels).
+  size_t longest = 0;
+  for (const std::string& lane : lanes) longest = std::max(longest, lane.size());
+  const double left = std::max(130.0, 16 + kCharWidth * static_cast<double>(longest));
   const double span = std::max(t1 - t0, 1e-3), scale = kWidth / span;  // pixels per ms
-  auto x_of = [&](double ms) { return kLeft + (ms - t0) * scale; };
+  auto x_of = [&](double ms) { return left + (ms - t0) * scale; };
   const double height = kTop + lanes.size() * kRow + 64;
   std::ostringstream os;
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kLeft + kWidth + 20 << "\" height=\""
+     << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + kWidth + 20 << "\" height=\""
      << height << "\" font-family=\"sans-serif\" font-size=\"10\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text x=\"" << kLeft << "\" y=\"20\" font-size=\"13\">" << xml_escaped(title) << "</text>\n";
+     << "<text x=\"" << left << "\" y=\"20\" font-size=\"13\">" << xml_escaped(title) << "</text>\n";
   for (size_t l = 0; l < lanes.size(); ++l) {
     const double y = kTop + l * kRow;
     os << "<text x=\"8\" y=\"" << y + kRow / 2 + 2 << "\">" << xml_escaped(lanes[l]) << "</text>\n"
-       << "<line x1=\"" << kLeft << "\" y1=\"" << y + kRow - kGap / 2 << "\" x2=\"" << kLeft + kWidth
+       << "<line x1=\"" << left << "\" y1=\"" << y + kRow - kGap / 2 << "\" x2=\"" << left + kWidth
        << "\" y2=\"" << y + kRow - kGap / 2 << "\" stroke=\"#dddddd\"/>\n";
   }
   for (const TimelineBox& b : boxes) {
@@ -68,24 +73,24 @@ std::string timeline_svg(const std::vector<std::string>& lanes, const std::vecto
   }
   // Time axis in milliseconds from the first event, about ten ticks.
   const double axis = kTop + lanes.size() * kRow + 4;
-  os << "<line x1=\"" << kLeft << "\" y1=\"" << axis << "\" x2=\"" << kLeft + kWidth << "\" y2=\""
+  os << "<line x1=\"" << left << "\" y1=\"" << axis << "\" x2=\"" << left + kWidth << "\" y2=\""
      << axis << "\" stroke=\"black\"/>\n";
   const double raw = span / 10, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   const double tick = raw / magnitude < 2 ? magnitude : raw / magnitude < 5 ? 2 * magnitude : 5 * magnitude;
   for (double t = 0; t <= span + 1e-9; t += tick) {
     std::ostringstream label;
     label << t;
-    os << "<text x=\"" << kLeft + t * scale << "\" y=\"" << axis + 14
+    os << "<text x=\"" << left + t * scale << "\" y=\"" << axis + 14
        << "\" text-anchor=\"middle\">" << label.str() << "</text>\n";
   }
-  os << "<text x=\"" << kLeft + kWidth / 2 << "\" y=\"" << axis + 30
+  os << "<text x=\"" << left + kWidth / 2 << "\" y=\"" << axis + 30
      << "\" text-anchor=\"middle\">milliseconds from the step's first event</text>\n";
   // Legend: the kinds drawn, in order of first appearance (an instant's as a tick).
   std::vector<std::string> kinds;
   for (const TimelineBox& b : boxes) {
     if (std::find(kinds.begin(), kinds.end(), b.kind) == kinds.end()) kinds.push_back(b.kind);
   }
-  double x = kLeft;
+  double x = left;
   for (const std::string& kind : kinds) {
     os << "<rect x=\"" << x << "\" y=\"" << axis + 40 << "\" width=\"10\" height=\"10\" fill=\""
        << colour(kind) << "\"/><text x=\"" << x + 14 << "\" y=\"" << axis + 49 << "\">"

@@ -81,6 +81,10 @@ void write_step_plot(const Trace& trace, int64_t step, const std::string& path, 
     if (e.step != step || e.category == "step") continue;
     boxes.push_back({lane_of[{e.rank, e.track}], e.start_ms, e.end_ms, e.name, e.category});
   }
+  // Longest first: a span nested in another (a pull inside train_step) is drawn over it.
+  std::stable_sort(boxes.begin(), boxes.end(), [](const TimelineBox& a, const TimelineBox& b) {
+    return a.end_ms - a.start_ms > b.end_ms - b.start_ms;
+  });
   std::ofstream out(path);
   TS_CHECK(out.good(), "--plot=", path, ": cannot write the file");
   out << timeline_svg(lanes, boxes, title);
