@@ -4,7 +4,9 @@
 // the shards) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
 // N/K ranks through dist::Topology); with --tensor-parallel, DDP or ZeRO-1 over the
 // data-parallel groups of a model whose layers dist::tensor_parallel has split (tensor_parallel.h).
-// The library does the work.
+// The library does the work. Each strategy has a file of its own: data_parallel.h (one process,
+// DDP, ZeRO-1/2), fully_sharded.h (ZeRO-3), pipelined.h, local_sgd.h, decentralized.h (gossip)
+// and asynchronous.h (parameter servers); make_strategy picks one.
 #pragma once
 
 #include <memory>
