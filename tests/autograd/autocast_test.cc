@@ -116,7 +116,9 @@ TEST_P(AutocastDtypes, BatchNormReluIsBatchNormAndItsResidualPromotes) {
     sum(to(fused, kF32)).backward();
     EXPECT_EQ(w.grad().dtype(), kF32);
     EXPECT_EQ(img.grad().dtype(), low);
-    if (residual.defined()) EXPECT_EQ(residual.grad().dtype(), residual.dtype());
+    if (residual.defined()) {
+      EXPECT_EQ(residual.grad().dtype(), residual.dtype());
+    }
   }
 }
 

@@ -259,7 +259,9 @@ TEST(Module, HalfPrecisionKeepsBatchNormInF32) {
       EXPECT_EQ(p.dtype(), bn ? kF32 : half) << name;
     }
     for (const auto& [name, b] : model.named_buffers()) {
-      if (is_floating(b.dtype())) EXPECT_EQ(b.dtype(), kF32) << name;
+      if (is_floating(b.dtype())) {
+        EXPECT_EQ(b.dtype(), kF32) << name;
+      }
     }
     const Variable y = model.forward(Variable(ones({2, 2, 4, 4}, half)));  // half in, BN in f32
     EXPECT_EQ(y.shape(), (Shape{2, 10}));

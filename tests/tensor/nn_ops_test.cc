@@ -443,7 +443,9 @@ TEST(BatchNormRelu, BackendDefaultEqualsTheFusedKernels) {
       EXPECT_EQ(max_abs_diff(a.input.to(kF64), c.input.to(kF64)), 0.0) << dt;
       EXPECT_EQ(max_abs_diff(a.weight, c.weight), 0.0) << dt;
       EXPECT_EQ(max_abs_diff(a.bias, c.bias), 0.0) << dt;
-      if (with_residual) EXPECT_EQ(max_abs_diff(a.residual.to(kF64), c.residual.to(kF64)), 0.0);
+      if (with_residual) {
+        EXPECT_EQ(max_abs_diff(a.residual.to(kF64), c.residual.to(kF64)), 0.0);
+      }
     }
   }
 }

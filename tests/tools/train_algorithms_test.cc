@@ -189,7 +189,9 @@ TEST(TrainAlgorithms, HierarchicalZeroTrainsAsFlatZero) {
     const double intra = json_number(c, "intra_node_bytes_per_step");
     const double inter = json_number(c, "inter_node_bytes_per_step");
     EXPECT_NEAR(inter, intra / 2, 8) << c;
-    if (strategy == "zero2") EXPECT_EQ(intra, 4 * json_number(b, "parameters")) << c;
+    if (strategy == "zero2") {
+      EXPECT_EQ(intra, 4 * json_number(b, "parameters")) << c;
+    }
   }
 }
 

@@ -128,7 +128,9 @@ TEST(QSGD, IsUnbiasedWithinItsVarianceBoundAndItsFormatRoundTrips) {
       const double level = std::fabs(d[i]) / norm * s;
       EXPECT_NEAR(level, std::round(level), 1e-4) << i;
       EXPECT_TRUE(std::round(level) == std::floor(r) || std::round(level) == std::ceil(r)) << i;
-      if (d[i] != 0) EXPECT_EQ(d[i] < 0, v[i] < 0) << i;
+      if (d[i] != 0) {
+        EXPECT_EQ(d[i] < 0, v[i] < 0) << i;
+      }
     }
     // Unbiased: the mean over many steps is x; QSGD's variance per entry is at most
     // norm^2 / (4 s^2) (the rounding of r_i between two levels).

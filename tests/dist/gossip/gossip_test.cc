@@ -91,7 +91,9 @@ void matches_simulation(const MixingMatrix& w) {
   // The models differ between ranks (decentralized), unless there is only one.
   Tensor first = mine[0].data().clone();
   world->broadcast(first, 0)->wait();
-  if (me != 0) EXPECT_GT(max_abs_diff(first, mine[0].data()), 0) << w.name();
+  if (me != 0) {
+    EXPECT_GT(max_abs_diff(first, mine[0].data()), 0) << w.name();
+  }
 }
 
 TEST(Gossip, RingDpsgdEqualsTheOneProcessSimulation) {
