@@ -176,7 +176,7 @@ TEST(HalfPrecision, SendsTheRoundingOfXOverN) {
 // Error feedback loses nothing: over T steps the sum of what was applied plus the last residual
 // equals the sum of the gradients (up to f32 rounding of the running sums).
 TEST(ErrorFeedback, AppliedPlusResidualEqualsTheSumOfTheGradients) {
-  for (const std::string& spec : {"topk:0.05", "sign", "qsgd:2", "randomk:0.1"}) {
+  for (const char* spec : {"topk:0.05", "sign", "qsgd:2", "randomk:0.1"}) {
     ErrorFeedback ef(make_compressor(parse_compression(spec), 7));
     const int64_t n = 300;
     std::vector<double> applied(n, 0), truth(n, 0);
