@@ -6,12 +6,21 @@
 #pragma once
 
 #include <chrono>
+#include <cstring>
 #include <ctime>
 
 namespace tessera {
 namespace bench {
 
 inline bool cpu_clock = false;
+
+// The flag that picks the clock: true (and cpu_clock set) when `arg` is --clock=cpu. The wall
+// clock is the default, so there is no --clock=wall to accept.
+inline bool parse_clock_flag(const char* arg) {
+  if (std::strcmp(arg, "--clock=cpu") != 0) return false;
+  cpu_clock = true;
+  return true;
+}
 
 inline double now_ms() {
   if (!cpu_clock) {

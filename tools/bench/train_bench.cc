@@ -18,10 +18,7 @@
 // activations (and, under autocast, the parameters' low-precision casts, cached per forward).
 // "amp" is the autocast dtype (off: f32 throughout).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,15 +26,16 @@
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "models/resnet.h"
-#include "tools/bench/bench_clock.h"
 #include "models/simple.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
+#include "tools/bench/bench_clock.h"
+#include "tools/bench/median.h"
+#include "tools/bench/train_bench_flags.h"
 
 using namespace tessera;
-using bench::cpu_clock;
 using bench::now_ms;
 
 namespace {
@@ -49,6 +47,20 @@ struct Case {
   int64_t channels = 1, size = 28;  // input image: channels x size x size
   bool by_default = true;           // run without --models
 };
+
+// The models' shapes, as the reference figures (above) were taken.
+std::vector<Case> cases(int resnet_steps) {
+  return {{"logistic", 64, 50, 2000},
+          {"mlp", 64, 20, 500},
+          {"resnet20", 128, 3, resnet_steps},
+          {"resnet18", 8, 2, resnet_steps, 3, 224, false},
+          {"resnet50", 8, 2, resnet_steps, 3, 224, false}};
+}
+
+// Without --models the default cases; with it, those it names.
+bool selected(const Case& c, const std::string& models) {
+  return models.empty() ? c.by_default : models.find(c.model) != std::string::npos;
+}
 
 std::shared_ptr<nn::Sequential> build(const std::string& name) {
   if (name == "logistic") return models::LogisticRegression();
@@ -63,11 +75,8 @@ struct Timing {
   int64_t activation_bytes = 0;  // left by the last step's forward for its backward
 };
 
-// amp: "off", "bf16" or "fp16". param_dtype: "f32", or "bf16"/"f16" for parameters kept in that
-// dtype between steps (model->to; the optimizer keeps f32 masters, BatchNorm stays f32), so
-// autocast has no per-forward casts of the weights to make.
-DType param_dtype = kF32;
-Timing time_steps(const Case& c, int threads, const std::string& amp) {
+// amp: "off", "bf16" or "fp16". param_dtype: see TrainBenchFlags.
+Timing time_steps(const Case& c, int threads, const std::string& amp, DType param_dtype) {
   set_num_threads(threads);
   manual_seed(0);
   auto model = build(c.model);
@@ -97,75 +106,31 @@ Timing time_steps(const Case& c, int threads, const std::string& amp) {
   return t;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+// The table. side_by_side.sh reads a row's median and min as its 4th and 5th fields.
+void print_header() {
+  std::printf("%-10s %6s %8s %14s %12s %5s %15s\n", "model", "batch", "threads",
+              "median ms/step", "min ms/step", "amp", "activation MiB");
+}
+
+void print_row(const Case& c, int threads, const std::string& amp, const Timing& t) {
+  std::printf("%-10s %6lld %8d %14.3f %12.3f %5s %15.2f\n", c.model.c_str(),
+              static_cast<long long>(c.batch), threads, bench::median(t.ms),
+              *std::min_element(t.ms.begin(), t.ms.end()), amp.c_str(),
+              t.activation_bytes / 1048576.0);
+  std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only;
-  int resnet_steps = 20;
-  std::vector<int> thread_counts = {1, 2};
-  std::vector<std::string> amps = {"off"};
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--models=", 9) == 0) {
-      only = argv[i] + 9;
-    } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
-      thread_counts = {std::max(1, std::atoi(argv[i] + 10))};
-    } else if (std::strncmp(argv[i], "--param-dtype=", 14) == 0) {
-      const std::string d = argv[i] + 14;
-      if (d != "f32" && d != "bf16" && d != "f16") {
-        std::fprintf(stderr, "train_bench: --param-dtype takes f32, bf16 or f16, got '%s'\n",
-                     d.c_str());
-        return 2;
-      }
-      param_dtype = d == "bf16" ? kBF16 : d == "f16" ? kF16 : kF32;
-    } else if (std::strcmp(argv[i], "--clock=cpu") == 0) {
-      cpu_clock = true;
-    } else if (std::strncmp(argv[i], "--steps=", 8) == 0) {
-      resnet_steps = std::max(1, std::atoi(argv[i] + 8));
-    } else if (std::strncmp(argv[i], "--amp=", 6) == 0) {
-      amps.clear();
-      std::string list = argv[i] + 6;
-      for (size_t at = 0; at <= list.size();) {
-        const size_t comma = std::min(list.find(',', at), list.size());
-        amps.push_back(list.substr(at, comma - at));
-        at = comma + 1;
-      }
-      for (const std::string& a : amps) {
-        if (a != "off" && a != "bf16" && a != "fp16") {
-          std::fprintf(stderr, "train_bench: --amp takes off, bf16 or fp16 (comma-separated), got '%s'\n",
-                       a.c_str());
-          return 2;
-        }
-      }
-    } else {
-      std::fprintf(stderr,
-                   "train_bench: unknown flag %s (--models=a,b --steps=N --threads=N --amp=off,bf16,fp16 --param-dtype=f32|bf16|f16 --clock=cpu)\n",
-                   argv[i]);
-      return 2;
-    }
-  }
-  const std::vector<Case> cases = {{"logistic", 64, 50, 2000},
-                                   {"mlp", 64, 20, 500},
-                                   {"resnet20", 128, 3, resnet_steps},
-                                   {"resnet18", 8, 2, resnet_steps, 3, 224, false},
-                                   {"resnet50", 8, 2, resnet_steps, 3, 224, false}};
-  std::printf("%-10s %6s %8s %14s %12s %5s %15s\n", "model", "batch", "threads",
-              "median ms/step", "min ms/step", "amp", "activation MiB");
-  for (const Case& c : cases) {
-    if (only.empty() ? !c.by_default : only.find(c.model) == std::string::npos) continue;
-    for (int threads : thread_counts) {
-      for (const std::string& amp : amps) {
-        const Timing t = time_steps(c, threads, amp);
-        std::printf("%-10s %6lld %8d %14.3f %12.3f %5s %15.2f\n", c.model.c_str(),
-                    static_cast<long long>(c.batch), threads, median(t.ms),
-                    *std::min_element(t.ms.begin(), t.ms.end()), amp.c_str(),
-                    t.activation_bytes / 1048576.0);
-        std::fflush(stdout);
+  bench::TrainBenchFlags flags;
+  if (!bench::parse_train_bench_flags(argc, argv, &flags)) return 2;
+  print_header();
+  for (const Case& c : cases(flags.resnet_steps)) {
+    if (!selected(c, flags.models)) continue;
+    for (int threads : flags.thread_counts) {
+      for (const std::string& amp : flags.amps) {
+        print_row(c, threads, amp, time_steps(c, threads, amp, flags.param_dtype));
       }
     }
   }

@@ -1,0 +1,28 @@
+// train_bench's command line: which models, how many steps and threads, which autocast dtypes,
+// the parameters' dtype between steps, and the clock.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace tessera {
+namespace bench {
+
+struct TrainBenchFlags {
+  std::string models;                // --models=a,b: run the cases whose name is in it
+  int resnet_steps = 20;             // --steps: timed steps of the ResNets
+  std::vector<int> thread_counts = {1, 2};
+  std::vector<std::string> amps = {"off"};  // autocast dtypes: off, bf16, fp16
+  // f32, or bf16/f16 for parameters kept in that dtype between steps (model->to; the optimizer
+  // keeps f32 masters, BatchNorm stays f32), so autocast has no per-forward casts to make.
+  DType param_dtype = kF32;
+};
+
+// Fills `flags` from argv (--clock=cpu sets bench::cpu_clock). False, with the reason on stderr,
+// for a flag or value it does not know.
+bool parse_train_bench_flags(int argc, char** argv, TrainBenchFlags* flags);
+
+}  // namespace bench
+}  // namespace tessera
