@@ -15,10 +15,9 @@
 // hidden = 1 - exposed / all-reduce is the share of the communication that overlapped with
 // backward (DDP's timestamps, measured within each step, so step-to-step noise cancels).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -32,100 +31,134 @@
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
+#include "tools/bench/bench_clock.h"
+#include "tools/bench/bench_flags.h"
+#include "tools/bench/median.h"
 
 using namespace tessera;
+using bench::now_ms;  // the wall clock: this bench has no --clock
+using bench::upper_median;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+struct Flags {
+  std::string model = "resnet20";  // logistic, mlp or resnet20
+  int steps = 10;                  // timed steps of resnet20 (20x as many of the small models)
+  int threads = 1;
+};
+
+// False, with the reason on stderr, for a flag it does not know.
+bool parse_flags(int argc, char** argv, Flags* flags) {
+  for (int i = 1; i < argc; ++i) {
+    const char* v;
+    if ((v = bench::flag_value(argv[i], "--model="))) flags->model = v;
+    else if ((v = bench::flag_value(argv[i], "--steps="))) flags->steps = std::max(3, std::atoi(v));
+    else if ((v = bench::flag_value(argv[i], "--threads="))) {
+      flags->threads = std::max(1, std::atoi(v));
+    } else {
+      bench::print_unknown_flag("ddp_bench", argv[i],
+                                "--model=logistic|mlp|resnet20 --steps=N --threads=N");
+      return false;
+    }
+  }
+  return true;
 }
 
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+// Per timed step, ms: the DDP step, the same step under no_sync, and from DDP's timestamps of
+// the synced step, its buckets' all-reduces and the part of them backward did not hide.
+struct StepTimes {
+  std::vector<double> synced, local, comm, exposed;
+};
+
+// Steps with and without communication alternate, so machine noise falls on both alike.
+StepTimes time_steps(dist::DistributedDataParallel& ddp, optim::SGD& opt, const Tensor& x,
+                     const Tensor& labels, int warmup, int n) {
+  auto step = [&](bool sync) {
+    const double start = now_ms();
+    opt.zero_grad();
+    if (sync) {
+      cross_entropy(ddp.forward(Variable(x)), labels).backward();
+    } else {
+      auto guard = ddp.no_sync();
+      cross_entropy(ddp.forward(Variable(x)), labels).backward();
+    }
+    opt.step();
+    return now_ms() - start;
+  };
+  StepTimes times;
+  for (int i = 0; i < warmup + n; ++i) {
+    const double a = step(true);
+    const dist::ReductionTiming t = ddp.last_reduction();
+    const double b = step(false);
+    if (i >= warmup) {
+      times.synced.push_back(a);
+      times.local.push_back(b);
+      times.comm.push_back(1e3 * t.communication_seconds());
+      times.exposed.push_back(1e3 * t.exposed_seconds());
+    }
+  }
+  return times;
+}
+
+// The train tool's per-step checks: the NaN guard's gradient norm (over the last step's
+// gradients) and its one-number all-reduce. ms, per check.
+std::vector<double> time_nan_guard(const std::shared_ptr<nn::Sequential>& model,
+                                   dist::ProcessGroup& world) {
+  std::vector<double> guard;
+  for (int i = 0; i < 200; ++i) {
+    const double start = now_ms();
+    const double norm = optim::grad_norm(model->parameters());
+    dist::all_reduce_scalar(std::isfinite(norm) ? 0.0 : 1.0, world, dist::ReduceOp::kMax);
+    guard.push_back(now_ms() - start);
+  }
+  return guard;
+}
+
+void print_report(const Flags& flags, int64_t batch, int ranks, size_t buckets,
+                  int64_t parameters, const StepTimes& times, const std::vector<double>& guard) {
+  const double ddp_ms = upper_median(times.synced), local_ms = upper_median(times.local),
+               comm_ms = upper_median(times.comm), exposed = upper_median(times.exposed);
+  std::printf("%s batch %lld/rank, %d rank(s) x %d thread(s), %zu buckets, %lld parameters\n",
+              flags.model.c_str(), static_cast<long long>(batch), ranks, flags.threads, buckets,
+              static_cast<long long>(parameters));
+  std::printf("  ddp step      %9.3f ms (median of %d)\n", ddp_ms,
+              static_cast<int>(times.synced.size()));
+  std::printf("  no_sync step  %9.3f ms\n", local_ms);
+  std::printf("  all-reduce    %9.3f ms (on the communication thread)\n", comm_ms);
+  std::printf("  NaN guard     %9.3f ms per step (gradient norm, one f64 all-reduced: %.2f%% of "
+              "the ddp step)\n",
+              upper_median(guard), 100.0 * upper_median(guard) / ddp_ms);
+  if (ranks > 1 && comm_ms > 0) {
+    std::printf("  exposed comm  %9.3f ms  -> %.0f%% of the all-reduce hidden behind backward\n",
+                exposed, 100.0 * std::max(0.0, 1.0 - exposed / comm_ms));
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_name = "resnet20";
-  int steps = 10, threads = 1;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--model=", 8) == 0) model_name = argv[i] + 8;
-    else if (std::strncmp(argv[i], "--steps=", 8) == 0) steps = std::max(3, std::atoi(argv[i] + 8));
-    else if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::max(1, std::atoi(argv[i] + 10));
-    else {
-      std::fprintf(stderr, "ddp_bench: unknown flag %s (--model=logistic|mlp|resnet20 --steps=N --threads=N)\n", argv[i]);
-      return 2;
-    }
-  }
+  Flags flags;
+  if (!parse_flags(argc, argv, &flags)) return 2;
   auto world = dist::init(&argc, &argv);
   return dist::run_or_abort([&] {
-    set_num_threads(threads);
+    set_num_threads(flags.threads);
     manual_seed(0);
-    const bool resnet = model_name == "resnet20";
+    const bool resnet = flags.model == "resnet20";
     auto model = resnet ? models::ResNet20(1, 10)
-                        : model_name == "mlp" ? models::MLP() : models::LogisticRegression();
+                        : flags.model == "mlp" ? models::MLP() : models::LogisticRegression();
     const int64_t batch = resnet ? 128 : 64;
     dist::DistributedDataParallel ddp(model, world);
     optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
     const Tensor x = randn({batch, 1, 28, 28});
     const Tensor y = arange(batch, kI64);
-    const Tensor labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);
-    auto step = [&](bool sync) {
-      const double start = now_ms();
-      opt.zero_grad();
-      if (sync) {
-        cross_entropy(ddp.forward(Variable(x)), labels).backward();
-      } else {
-        auto guard = ddp.no_sync();
-        cross_entropy(ddp.forward(Variable(x)), labels).backward();
-      }
-      opt.step();
-      return now_ms() - start;
-    };
+    const Tensor labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
 
-    const int warmup = resnet ? 2 : 20, n = resnet ? steps : 20 * steps;
-    std::vector<double> synced, local, comm, exposed_ms;
-    for (int i = 0; i < warmup + n; ++i) {
-      const double a = step(true);
-      const dist::ReductionTiming t = ddp.last_reduction();
-      const double b = step(false);
-      if (i >= warmup) {
-        synced.push_back(a);
-        local.push_back(b);
-        comm.push_back(1e3 * t.communication_seconds());
-        exposed_ms.push_back(1e3 * t.exposed_seconds());
-      }
-    }
-    // The train tool's per-step checks: the NaN guard's gradient norm (over the last step's
-    // gradients) and its one-number all-reduce.
-    std::vector<double> guard;
-    for (int i = 0; i < 200; ++i) {
-      const double start = now_ms();
-      const double norm = optim::grad_norm(model->parameters());
-      dist::all_reduce_scalar(std::isfinite(norm) ? 0.0 : 1.0, *world, dist::ReduceOp::kMax);
-      guard.push_back(now_ms() - start);
-    }
-    const double ddp_ms = median(synced), local_ms = median(local), comm_ms = median(comm);
-    const double exposed = median(exposed_ms);
+    const int warmup = resnet ? 2 : 20, n = resnet ? flags.steps : 20 * flags.steps;
+    const StepTimes times = time_steps(ddp, opt, x, labels, warmup, n);
+    const std::vector<double> guard = time_nan_guard(model, *world);
     if (world->rank() == 0) {
-      std::printf("%s batch %lld/rank, %d rank(s) x %d thread(s), %zu buckets, %lld parameters\n",
-                  model_name.c_str(), static_cast<long long>(batch), world->size(), threads,
-                  ddp.buckets().size(), static_cast<long long>(model->num_parameters()));
-      std::printf("  ddp step      %9.3f ms (median of %d)\n", ddp_ms, n);
-      std::printf("  no_sync step  %9.3f ms\n", local_ms);
-      std::printf("  all-reduce    %9.3f ms (on the communication thread)\n", comm_ms);
-      std::printf("  NaN guard     %9.3f ms per step (gradient norm, one f64 all-reduced: %.2f%% of "
-                  "the ddp step)\n",
-                  median(guard), 100.0 * median(guard) / ddp_ms);
-      if (world->size() > 1 && comm_ms > 0) {
-        std::printf("  exposed comm  %9.3f ms  -> %.0f%% of the all-reduce hidden behind backward\n",
-                    exposed, 100.0 * std::max(0.0, 1.0 - exposed / comm_ms));
-      }
+      print_report(flags, batch, world->size(), ddp.buckets().size(), model->num_parameters(),
+                   times, guard);
     }
     dist::finalize();
     return 0;
