@@ -22,7 +22,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   // (the convolutions hold few parameters but most of the work: "params" would misplace them).
   pipeline::Pipe pipe(model, world, nn::CrossEntropyLoss(),
       pipeline::PipeOptions().microbatches(4).schedule(pipeline::ScheduleKind::kOneFOneB)
-          .balance("time").sample(randn({16, 1, 28, 28})));
+          .balance(pipeline::Balance::kTime).sample(randn({16, 1, 28, 28})));
   optim::SGD opt(pipe.parameters(), optim::SGDOptions(0.05).momentum(0.9).weight_decay(5e-4));
 
   auto train = std::make_shared<data::FashionMNISTDataset>("train");

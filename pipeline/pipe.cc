@@ -15,6 +15,15 @@
 
 namespace tessera {
 namespace pipeline {
+
+const char* balance_name(Balance how) {
+  switch (how) {
+    case Balance::kUniform: return "uniform";
+    case Balance::kParams: return "params";
+    case Balance::kTime: return "time";
+  }
+  return "?";
+}
 namespace {
 
 // Every rank must cut the model the same way; a measured balance differs from rank to rank,

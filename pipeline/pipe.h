@@ -40,12 +40,18 @@
 #include "dist/process_group.h"
 #include "nn/batch_norm.h"
 #include "nn/sequential.h"
+#include "pipeline/balance.h"
 #include "pipeline/executor.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
 
 namespace tessera {
 namespace pipeline {
+
+// How Pipe cuts the model into parts: the same number of layers each, by parameter count, or by
+// measured time (pipeline/balance.h).
+enum class Balance { kUniform, kParams, kTime };
+const char* balance_name(Balance how);  // "uniform", "params", "time"
 
 class PipeOptions {
  public:
@@ -61,7 +67,14 @@ class PipeOptions {
   // v, the model chunks per rank of the interleaved schedule.
   PipeOptions& chunks_per_rank(int v) { chunks_per_rank_ = v; return *this; }
   // "uniform", "params", "time" or an explicit list "3,4,3" (one entry per part: K*v of them).
+  // The typed forms, Balance::kTime or {3, 4, 3}, are checked by the compiler; the string form
+  // (for command lines) when the Pipe is made.
   PipeOptions& balance(const std::string& spec) { balance_ = spec; return *this; }
+  PipeOptions& balance(Balance how) { balance_ = balance_name(how); return *this; }
+  PipeOptions& balance(const std::vector<int>& layers_per_part) {
+    balance_ = balance_spec(layers_per_part);
+    return *this;
+  }
   // Activation checkpointing per micro-batch: "never", "except_last" or "always" (executor.h).
   PipeOptions& checkpoint(const std::string& mode) { checkpoint_ = mode; return *this; }
   PipeOptions& checkpoint(Checkpoint mode) { checkpoint_ = checkpoint_name(mode); return *this; }

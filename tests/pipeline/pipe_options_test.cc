@@ -22,6 +22,16 @@ TEST(PipeOptions, TypedSchedulesAndCheckpointsEqualTheirNames) {
   EXPECT_EQ(PipeOptions().checkpoint(Checkpoint::kExceptLast).checkpoint(), "except_last");
 }
 
+TEST(PipeOptions, TypedBalancesEqualTheSpecsPipeParses) {
+  EXPECT_EQ(PipeOptions().balance(Balance::kUniform).balance(), "uniform");
+  EXPECT_EQ(PipeOptions().balance(Balance::kParams).balance(), "params");
+  EXPECT_EQ(PipeOptions().balance(Balance::kTime).balance(), "time");
+  // An explicit cut, as parse_balance reads it back.
+  const PipeOptions o = PipeOptions().balance(std::vector<int>{3, 4, 3});
+  EXPECT_EQ(o.balance(), "3,4,3");
+  EXPECT_EQ(parse_balance(o.balance()), (std::vector<int>{3, 4, 3}));
+}
+
 }  // namespace
 }  // namespace pipeline
 }  // namespace tessera
