@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,8 +19,11 @@
 #include "tensor/accelerator.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
+#include "tools/bench/bench_flags.h"
+#include "tools/bench/median.h"
 
 using namespace tessera;
+using bench::median;
 
 namespace {
 
@@ -29,12 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // TFLOP/s of an n x n x n product (median of 10 after 3 warm-ups).
@@ -90,15 +86,15 @@ int main(int argc, char** argv) {
   int steps = 20;
   int64_t gemm_n = 8192;
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--batches=", 10) == 0) {
-      batches = parse_list(argv[i] + 10);
-    } else if (std::strncmp(argv[i], "--steps=", 8) == 0) {
-      steps = std::max(1, std::atoi(argv[i] + 8));
-    } else if (std::strncmp(argv[i], "--gemm-n=", 9) == 0) {
-      gemm_n = std::max(1, std::atoi(argv[i] + 9));
+    const char* v;
+    if ((v = bench::flag_value(argv[i], "--batches="))) {
+      batches = parse_list(v);
+    } else if ((v = bench::flag_value(argv[i], "--steps="))) {
+      steps = std::max(1, std::atoi(v));
+    } else if ((v = bench::flag_value(argv[i], "--gemm-n="))) {
+      gemm_n = std::max(1, std::atoi(v));
     } else {
-      std::fprintf(stderr, "gpu_bench: unknown flag %s (--batches=64,128 --steps=N --gemm-n=N)\n",
-                   argv[i]);
+      bench::print_unknown_flag("gpu_bench", argv[i], "--batches=64,128 --steps=N --gemm-n=N");
       return 2;
     }
   }

@@ -23,9 +23,7 @@
 // 2 (T-1)/T x 4 (B + 3B + B * in) (the row maxima, the three sums, and the backward all-reduce
 // of the head's input gradient).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -42,8 +40,12 @@
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
+#include "tools/bench/bench_clock.h"
+#include "tools/bench/bench_flags.h"
+#include "tools/bench/median.h"
 
 using namespace tessera;
+using bench::now_ms;  // the wall clock: this bench has no --clock
 namespace tp = tessera::dist::tensor_parallel;
 
 namespace {
@@ -57,23 +59,19 @@ struct Flags {
 Flags parse(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto value = [&](const char* name) -> const char* {
-      const std::string prefix = std::string("--") + name + "=";
-      return a.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
-    };
-    if (const char* v = value("mode")) f.mode = v;
-    else if (const char* v = value("depth")) f.depth = std::atoi(v);
-    else if (const char* v = value("image")) f.image = std::atoi(v);
-    else if (const char* v = value("steps")) f.steps = std::max(1, std::atoi(v));
-    else if (const char* v = value("threads")) f.threads = std::max(1, std::atoi(v));
-    else if (const char* v = value("tensor-parallel")) f.tensor_parallel = std::atoi(v);
-    else if (const char* v = value("classes")) f.classes = std::atoll(v);
-    else if (const char* v = value("batch")) f.batch = std::atoll(v);
+    const auto value = [&](const char* flag) { return bench::flag_value(argv[i], flag); };
+    if (const char* v = value("--mode=")) f.mode = v;
+    else if (const char* v = value("--depth=")) f.depth = std::atoi(v);
+    else if (const char* v = value("--image=")) f.image = std::atoi(v);
+    else if (const char* v = value("--steps=")) f.steps = std::max(1, std::atoi(v));
+    else if (const char* v = value("--threads=")) f.threads = std::max(1, std::atoi(v));
+    else if (const char* v = value("--tensor-parallel=")) f.tensor_parallel = std::atoi(v);
+    else if (const char* v = value("--classes=")) f.classes = std::atoll(v);
+    else if (const char* v = value("--batch=")) f.batch = std::atoll(v);
     else {
-      std::fprintf(stderr, "tensor_parallel_bench: unknown flag %s (--mode=ddp|ddp_tp|zero1|zero1_tp "
-                   "--depth=18|34|50 --classes=N --batch=N --image=N --steps=N --threads=N "
-                   "--tensor-parallel=T)\n", argv[i]);
+      bench::print_unknown_flag("tensor_parallel_bench", argv[i],
+                                "--mode=ddp|ddp_tp|zero1|zero1_tp --depth=18|34|50 --classes=N "
+                                "--batch=N --image=N --steps=N --threads=N --tensor-parallel=T");
       std::exit(2);
     }
   }
@@ -83,12 +81,6 @@ Flags parse(int argc, char** argv) {
     std::exit(2);
   }
   return f;
-}
-
-double now_ms() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 int64_t current_bytes() { return memory_stats(Device::cpu()).current_bytes; }
@@ -155,8 +147,7 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
     peak = std::max(peak, memory_stats(Device::cpu()).peak_bytes - base);
     tp_bytes = topology.tensor_parallel_group()->ledger().total_bytes() - tp_before;
   }
-  std::sort(times.begin(), times.end());
-  const double step_ms = times[times.size() / 2];
+  const double step_ms = bench::upper_median(times);
   const int64_t state_bytes = opt->state_bytes();
   const int64_t logits_bytes = f.batch * classes_here * 4;
   const int d = topology.data_parallel_size();
