@@ -64,6 +64,31 @@ bool parse_flags(int argc, char** argv, Flags* flags) {
   return true;
 }
 
+// The model --model names (logistic for a name it does not know), seeded alike on every rank,
+// with its batch per rank (as train_bench's cases) and its step counts: the small models' steps
+// are short, so they run 20x as many.
+struct Workload {
+  std::shared_ptr<nn::Sequential> model;
+  int64_t batch;
+  Tensor x, labels;
+  int warmup, steps;
+};
+
+Workload workload(const Flags& flags) {
+  manual_seed(0);
+  const bool resnet = flags.model == "resnet20";
+  Workload w;
+  w.model = resnet ? models::ResNet20(1, 10)
+                   : flags.model == "mlp" ? models::MLP() : models::LogisticRegression();
+  w.batch = resnet ? 128 : 64;
+  w.x = randn({w.batch, 1, 28, 28});
+  const Tensor y = arange(w.batch, kI64);
+  w.labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
+  w.warmup = resnet ? 2 : 20;
+  w.steps = resnet ? flags.steps : 20 * flags.steps;
+  return w;
+}
+
 // Per timed step, ms: the DDP step, the same step under no_sync, and from DDP's timestamps of
 // the synced step, its buckets' all-reduces and the part of them backward did not hide.
 struct StepTimes {
@@ -142,23 +167,14 @@ int main(int argc, char** argv) {
   auto world = dist::init(&argc, &argv);
   return dist::run_or_abort([&] {
     set_num_threads(flags.threads);
-    manual_seed(0);
-    const bool resnet = flags.model == "resnet20";
-    auto model = resnet ? models::ResNet20(1, 10)
-                        : flags.model == "mlp" ? models::MLP() : models::LogisticRegression();
-    const int64_t batch = resnet ? 128 : 64;
-    dist::DistributedDataParallel ddp(model, world);
-    optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
-    const Tensor x = randn({batch, 1, 28, 28});
-    const Tensor y = arange(batch, kI64);
-    const Tensor labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
-
-    const int warmup = resnet ? 2 : 20, n = resnet ? flags.steps : 20 * flags.steps;
-    const StepTimes times = time_steps(ddp, opt, x, labels, warmup, n);
-    const std::vector<double> guard = time_nan_guard(model, *world);
+    const Workload w = workload(flags);
+    dist::DistributedDataParallel ddp(w.model, world);
+    optim::SGD opt(w.model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+    const StepTimes times = time_steps(ddp, opt, w.x, w.labels, w.warmup, w.steps);
+    const std::vector<double> guard = time_nan_guard(w.model, *world);
     if (world->rank() == 0) {
-      print_report(flags, batch, world->size(), ddp.buckets().size(), model->num_parameters(),
-                   times, guard);
+      print_report(flags, w.batch, world->size(), ddp.buckets().size(),
+                   w.model->num_parameters(), times, guard);
     }
     dist::finalize();
     return 0;

@@ -9,10 +9,9 @@
 //       --balance=uniform|params|time|a,b --breakdown]
 //
 // The model is balanced by construction: `layers` identical Linear(width, width) + ReLU
-// blocks (the first with a Scale in front:
-// pipeline_bench_model.cc), cut uniformly (or --balance=time:
-// torchgpipe's balance_by_time), so every stage (and, interleaved, every chunk) computes about
-// the same; the last stage adds the loss. One thread per rank, one rank per core. A message
+// blocks (the first with a Scale in front: pipeline_bench_model.cc), cut uniformly (or
+// --balance=time: torchgpipe's balance_by_time), so every stage (and, interleaved, every chunk)
+// computes about the same; the last stage adds the loss. One thread per rank, one rank per core. A message
 // carries batch/M x width floats and its stage computes layers/K Linears on them, so the wider
 // or deeper the model, the cheaper its messages relative to its compute: at the default 64
 // layers a received message costs about 0.1% of a micro-batch's backward (M = 16), at 16 layers
