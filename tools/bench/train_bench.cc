@@ -82,7 +82,9 @@ Timing time_steps(const Case& c, int threads, const std::string& amp, DType para
   auto model = build(c.model);
   if (param_dtype != kF32) model->to(param_dtype);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
-  const Tensor x = randn({c.batch, c.channels, c.size, c.size});
+  // Half-precision parameters take inputs of their dtype (as the train tool's place_model);
+  // under autocast the first layer casts them anyway.
+  const Tensor x = randn({c.batch, c.channels, c.size, c.size}).to(param_dtype);
   const Tensor y = arange(c.batch, kI64);
   const Tensor labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
   Timing t;
