@@ -6,7 +6,10 @@
 # So the CUDA code always compiles and links. With a GPU every test then runs again in that
 # build; without one only the tests tagged "cuda" do (their CUDA paths skip, naming the reason):
 # the other tests' code is the same CPU code in both builds, and running it twice took half of
-# the test command's time.
+# the test command's time. The --config=cuda build compiles only the CUDA code (nvcc and the few
+# C++ files that include CUDA headers): every other object is the CPU build's, reused, since no
+# compile command line changes (tools/cuda.bzl passes the CUDA libraries' link step alone to
+# what depends on them); the test binaries are linked again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
