@@ -65,12 +65,14 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     // ZeRO-3 and the pipeline record theirs; gossip, local SGD and asynchronous SGD do not) gets
     // one span for its whole train_step (forward, backward and what its library does inside,
     // which the library's own spans show: a pull, a gossip exchange).
+    // Off, this costs one relaxed load and no clock read.
     auto& recorder = dist::trace::TraceRecorder::global();
-    const double compute_start = dist::steady_seconds();
-    const int64_t compute_events = recorder.recording() ? recorder.compute_events() : -1;
+    const bool tracing = recorder.recording();
+    const double compute_start = tracing ? dist::steady_seconds() : 0;
+    const int64_t compute_events = tracing ? recorder.compute_events() : 0;
     const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
                                                 batch.targets.to(run.device));
-    if (compute_events >= 0 && recorder.recording() && recorder.compute_events() == compute_events) {
+    if (tracing && recorder.recording() && recorder.compute_events() == compute_events) {
       recorder.span("train_step", "compute", compute_start, dist::steady_seconds());
     }
     // --straggler: that rank's step takes FACTOR times as long (measured around train_step,
