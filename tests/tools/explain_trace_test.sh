@@ -71,6 +71,9 @@ assert g["compression"] == "sign" and g["calls"] == 1 == g["measured_calls"], g
 assert g["bytes"] == 4 + (203530 + 7) // 8 == g["measured_bytes"], g
 ' "$TMP/comm_sign.jsonl"; then pass; else fail "explain comm --run figures (sign)"; fi
 expect_error "trained with --compression=sign; leave --compression out" comm --model=mlp --run="$TMP/sign.out" --compression=fp16
+# Giving the run's own compressor is the same as leaving it out: one row, not two.
+rows=$("$EXPLAIN" comm --model=mlp --run="$TMP/sign.out" --compression=sign --json | grep -c '"collective":"all_gather"')
+if [ "$rows" = 1 ]; then pass; else fail "comm --run --compression=sign printed $rows all_gather rows"; fi
 out=$("$EXPLAIN" comm --model=mlp --run="$TMP/zero3.out")
 expect_contains "$out" "zero3 on 2 ranks, bytes rank 0 sent per training step" "comm --run title"
 expect_error "--ranks=4 but the run in '$TMP/zero3.out' had 2 ranks" comm --model=mlp --ranks=4 --run="$TMP/zero3.out"

@@ -49,6 +49,12 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
     }
     return nullptr;
   };
+  // A JSON line's first fields: the run and the collective.
+  const auto line = [&](const std::string& collective) {
+    JsonLine l;
+    l.add("run", m.path).add("strategy", m.strategy).add("compression", m.compression).add("collective", collective);
+    return l;
+  };
   Table t({"collective", "calls", "measured calls", "sent", "measured sent", "formula"},
           {0, 5});
   std::vector<std::string> predicted;
@@ -58,11 +64,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
     const MeasuredCollective* got = measured(x.collective);
     const double calls = got ? got->calls : 0, bytes = got ? got->bytes : 0;
     if (json) {
-      std::printf("%s\n", JsonLine()
-                              .add("run", m.path)
-                              .add("strategy", m.strategy)
-                              .add("compression", m.compression)
-                              .add("collective", x.collective)
+      std::printf("%s\n", line(x.collective)
                               .add("calls", x.calls)
                               .add("measured_calls", calls)
                               .add("bytes", x.bytes)
@@ -80,11 +82,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
     for (const std::string& p : predicted) known = known || p == x.collective;
     if (known) continue;
     if (json) {
-      std::printf("%s\n", JsonLine()
-                              .add("run", m.path)
-                              .add("strategy", m.strategy)
-                              .add("compression", m.compression)
-                              .add("collective", x.collective)
+      std::printf("%s\n", line(x.collective)
                               .add("measured_calls", x.calls)
                               .add("measured_bytes", x.bytes)
                               .add("formula", "none")
@@ -166,7 +164,10 @@ int comm_command(Flags& flags) {
     if (used == "none") {
       compare_with_run(c, rows, *run, run->strategy, json);
     } else {
-      for (cost::Transfer& t : cost::compressed_ddp_traffic(c.profile, used, o)) rows.push_back(t);
+      // The run's compressor's row, unless --compression gave it already.
+      if (compressions.empty()) {
+        for (cost::Transfer& t : cost::compressed_ddp_traffic(c.profile, used, o)) rows.push_back(t);
+      }
       compare_with_run(c, rows, *run, "ddp+" + used, json);
     }
     return 0;

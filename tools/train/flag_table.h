@@ -46,7 +46,7 @@ struct Flag {
     agreed_value = std::move(value);
     return *this;
   }
-  // The default --help shows, where Config's is a placeholder ("the model's" for 0).
+  // The default --help shows when Config's value stands for something else (0 for "the model's").
   Flag& default_is(std::string text) {
     default_text = std::move(text);
     return *this;
