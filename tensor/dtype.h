@@ -1,11 +1,10 @@
 // DType: the element types a Tensor can hold.
 //
-// f16 and bf16 are stored as Eigen::half / Eigen::bfloat16 (2 bytes each) and computed in f32
-// on the CPU: every kernel reads them into a float ("the compute type"), works, and rounds once
-// on the way out.
+// f16 and bf16 are 2 bytes each; their C++ types (Half, BFloat16) and the compute type their
+// kernels work in are in tensor/half.h, kept apart so that the many files that only name a dtype
+// do not parse Eigen (a second of compile time per file).
 #pragma once
 
-#include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
 #include <ostream>
@@ -24,9 +23,6 @@ inline constexpr DType kI32 = DType::kI32;
 inline constexpr DType kU8 = DType::kU8;
 inline constexpr DType kBool = DType::kBool;
 
-using Half = Eigen::half;
-using BFloat16 = Eigen::bfloat16;
-
 size_t element_size(DType dtype);
 const char* dtype_name(DType dtype);
 bool is_floating(DType dtype);
@@ -42,23 +38,14 @@ DType promote_types(DType a, DType b);
 
 std::ostream& operator<<(std::ostream& os, DType dtype);
 
-// C++ type <-> DType.
+// C++ type <-> DType (Half and BFloat16's in tensor/half.h).
 template <typename T>
 struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = kF32; };
 template <> struct DTypeOf<double> { static constexpr DType value = kF64; };
-template <> struct DTypeOf<Half> { static constexpr DType value = kF16; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = kBF16; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = kI64; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = kI32; };
 template <> struct DTypeOf<uint8_t> { static constexpr DType value = kU8; };
 template <> struct DTypeOf<bool> { static constexpr DType value = kBool; };
-
-// The type a kernel computes in for storage type T: f32 for the 2-byte floats, T otherwise.
-template <typename T> struct ComputeType { using type = T; };
-template <> struct ComputeType<Half> { using type = float; };
-template <> struct ComputeType<BFloat16> { using type = float; };
-template <typename T>
-using compute_t = typename ComputeType<T>::type;
 
 }  // namespace tessera

@@ -17,6 +17,7 @@
 
 #include "tensor/cpu/f16_block.h"
 #include "tensor/dtype.h"
+#include "tensor/half.h"
 
 namespace tessera {
 namespace cpu {

@@ -5,6 +5,7 @@
 
 #include "tensor/check.h"
 #include "tensor/dtype.h"
+#include "tensor/half.h"
 
 #define TS_DISPATCH_CASE(ENUM, TYPE, ...) \
   case ::tessera::DType::ENUM: {          \

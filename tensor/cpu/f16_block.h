@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/half.h"
 
 namespace tessera {
 namespace cpu {

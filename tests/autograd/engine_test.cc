@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tensor/accelerator.h"
+#include "tensor/half.h"
 #include "tensor/ops.h"
 
 namespace tessera {
