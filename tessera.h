@@ -11,6 +11,7 @@
 // Tensors and their ops (no autograd), devices, dtypes, memory statistics, random streams.
 #include "tensor/accelerator.h"
 #include "tensor/allocator.h"
+#include "tensor/half.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tensor/random.h"

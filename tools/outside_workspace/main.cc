@@ -1,6 +1,6 @@
 // A user's program in a workspace of its own, built against @tessera//:tessera (see
 // tools/outside_workspace_test.sh): a custom module trained a few steps on synthetic images,
-// and a custom differentiable op checked by gradcheck.
+// a custom differentiable op checked by gradcheck, and f16 elements read through tessera::Half.
 #include <cstdio>
 
 #include "tessera.h"
@@ -46,7 +46,10 @@ int main() {
   const GradcheckResult check =
       gradcheck([](const std::vector<Variable>& in) { return cube(in[0]); },
                 {randn({5}, kF64)});
-  std::printf("%s: loss %.3f -> %.3f, gradcheck %s\n", model->type_name().c_str(), first, last,
-              check.ok ? "ok" : check.message.c_str());
-  return last < first && check.ok ? 0 : 1;
+  // 2-byte floats: f16 elements are tessera::Half (tessera.h includes tensor/half.h).
+  const Tensor halves = mul(ones({3}), 1.5).to(kF16);
+  const bool half_ok = static_cast<float>(halves.data<Half>()[2]) == 1.5f;
+  std::printf("%s: loss %.3f -> %.3f, gradcheck %s, f16 %s\n", model->type_name().c_str(), first,
+              last, check.ok ? "ok" : check.message.c_str(), half_ok ? "ok" : "wrong");
+  return last < first && check.ok && half_ok ? 0 : 1;
 }
