@@ -3,8 +3,9 @@
 // computed in f32 on the CPU: every kernel reads them into a float ("the compute type"), works,
 // and rounds once on the way out.
 //
-// Only code that touches 2-byte elements includes this header (the CPU kernels, conversions,
-// tests of rounding): it pulls in Eigen/Core, about a second of compile time per file.
+// Only code that touches 2-byte elements includes this header (the CPU kernels and their
+// rounding tests), and tessera.h for users' programs: it pulls in Eigen/Core, about a second of
+// compile time per file.
 #pragma once
 
 #include <Eigen/Core>
