@@ -117,7 +117,7 @@ T big_endian(const unsigned char* p) {
 
 }  // namespace
 
-Tensor read_idx(const std::string& path) {
+Tensor read_idx(const std::string& path, int64_t rows) {
   IdxFile file(path);
   std::vector<unsigned char> bytes;  // the header
   file.read(4, bytes);
@@ -160,10 +160,20 @@ Tensor read_idx(const std::string& path) {
   overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(element), &data_bytes);
   TS_CHECK(!overflow, "read_idx: '", path, "' has header shape ", shape, " of ", element,
            "-byte elements: the product of its dimensions or its byte count overflows 64 bits");
+  // Only the first `rows`: the shape, count and byte count shrink to them (no overflow, they
+  // only get smaller), and the file is read no further.
+  const Shape header_shape = shape;
+  const bool prefix = rows >= 0 && rows < shape[0];
+  if (prefix) {
+    const uint64_t row_count = shape[0] == 0 ? 0 : count / static_cast<uint64_t>(shape[0]);
+    shape[0] = rows;
+    count = row_count * static_cast<uint64_t>(rows);
+    data_bytes = count * element;
+  }
   // The data, and one byte more: a file (or an inflating gzip stream) that goes on past what
   // the header describes is stopped there, never held whole.
   std::vector<unsigned char> data;
-  file.read(data_bytes + 1, data);
+  file.read(prefix ? data_bytes : data_bytes + 1, data);
   if (data.size() > data_bytes) {
     // zlib's verdict first. Damage in the middle of a deflate stream often decodes to a few
     // bytes more than the intact stream held (the Huffman decoder falls back into step a
@@ -186,8 +196,10 @@ Tensor read_idx(const std::string& path) {
             after);
   }
   file.close();
-  TS_CHECK(data.size() == data_bytes, "read_idx: '", path, "' is truncated: header says ", shape,
-           " (", data_bytes, " bytes of data) but only ", data.size(), " bytes follow it");
+  TS_CHECK(data.size() == data_bytes, "read_idx: '", path, "' is truncated: header says ",
+           header_shape, prefix ? detail::str(", whose first ", rows, " rows need ") : " (",
+           data_bytes, " bytes of data", prefix ? "," : ")", " but only ", data.size(),
+           " bytes follow it");
 
   Tensor out = empty(shape, dtype);
   const unsigned char* p = data.data();

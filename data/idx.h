@@ -21,7 +21,12 @@ namespace tessera {
 namespace data {
 
 // u8 files give u8 tensors, i8/i16/i32 give i32, f32 gives f32, f64 gives f64.
-Tensor read_idx(const std::string& path);
+//
+// rows >= 0 reads only the first `rows` entries along the first dimension (all of them when the
+// file holds fewer): the header is checked as above, the data after them is not inflated, so
+// damage further on, or bytes past what the header describes, go unnoticed. A quick run on the
+// first 2,000 of Fashion-MNIST's 60,000 training images reads 1.6 MB instead of 47 MB.
+Tensor read_idx(const std::string& path, int64_t rows = -1);
 
 }  // namespace data
 }  // namespace tessera

@@ -20,12 +20,14 @@ std::string find_file(const std::string& root, const std::string& stem) {
 }
 }  // namespace
 
-ImageSet load_mnist_format(const std::string& root, bool train) {
+ImageSet load_mnist_format(const std::string& root, bool train, int64_t limit) {
+  TS_CHECK(limit >= 0, "MNIST: limit must be >= 0 (0 keeps every image), got ", limit);
   const std::string prefix = train ? "train" : "t10k";
   const std::string image_path = find_file(root, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_file(root, prefix + "-labels-idx1-ubyte");
-  Tensor images = read_idx(image_path);
-  Tensor labels = read_idx(label_path);
+  const int64_t rows = limit > 0 ? limit : -1;
+  Tensor images = read_idx(image_path, rows);
+  Tensor labels = read_idx(label_path, rows);
   TS_CHECK(images.dtype() == kU8 && images.dim() == 3 && images.size(1) == kMnistImage.height &&
                images.size(2) == kMnistImage.width,
            "MNIST: '", image_path, "' holds ", images.dtype(), " ", images.shape(),

@@ -25,14 +25,16 @@ struct ImageSet {
 };
 
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte(.gz) under root; checks that images are
-// [N, 28, 28] u8, labels [N] u8 in 0..9, and that both have the same N.
-ImageSet load_mnist_format(const std::string& root, bool train);
-inline ImageSet FashionMNIST(const std::string& root = kFashionMnistRoot, bool train = true) {
-  return load_mnist_format(root, train);
+// [N, 28, 28] u8, labels [N] u8 in 0..9, and that both have the same N. limit > 0 keeps the
+// first `limit` images and labels and reads the files no further (read_idx's rows); 0 keeps all.
+ImageSet load_mnist_format(const std::string& root, bool train, int64_t limit = 0);
+inline ImageSet FashionMNIST(const std::string& root = kFashionMnistRoot, bool train = true,
+                             int64_t limit = 0) {
+  return load_mnist_format(root, train, limit);
 }
 // The original MNIST digits: the same files and format, from wherever they were put.
-inline ImageSet MNIST(const std::string& root, bool train = true) {
-  return load_mnist_format(root, train);
+inline ImageSet MNIST(const std::string& root, bool train = true, int64_t limit = 0) {
+  return load_mnist_format(root, train, limit);
 }
 
 }  // namespace data

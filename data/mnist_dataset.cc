@@ -11,11 +11,7 @@ FashionMNISTDataset::FashionMNISTDataset(const std::string& split, const std::st
   TS_CHECK(split == "train" || split == "test", "FashionMNISTDataset: split must be \"train\" or "
            "\"test\", got \"", split, "\"");
   TS_CHECK(limit >= 0, "FashionMNISTDataset: limit must be >= 0, got ", limit);
-  images_ = load_mnist_format(root, split == "train");
-  if (limit > 0 && limit < images_.size()) {
-    images_.images = images_.images.narrow(0, 0, limit);
-    images_.labels = images_.labels.narrow(0, 0, limit);
-  }
+  images_ = load_mnist_format(root, split == "train", limit);
 }
 
 Batch FashionMNISTDataset::get_batch(const std::vector<int64_t>& indices) const {

@@ -163,6 +163,52 @@ TEST(Idx, AGzipStreamThatInflatesPastItsHeaderIsStoppedThere) {
   EXPECT_LT(grown_mib, 64) << "the reader inflated the stream past its header's size";
 }
 
+// rows: the first rows along dimension 0, from a plain and a gzip'd file, as the whole read's
+// leading rows; rows past the file's count give them all; 0 rows give an empty tensor of the
+// other dimensions. The reading stops there: bytes after the header's data, which the whole read
+// rejects, go unseen; a file cut short inside the rows asked for is still truncated, naming the
+// header's shape and the rows.
+TEST(Idx, RowsReadsOnlyTheFirstRows) {
+  Bytes b = header(0x0B, {4, 3});  // i16, 4 rows of 3
+  for (int v = 0; v < 12; ++v) {
+    const int16_t x = static_cast<int16_t>(v * 1000 - 5000);
+    b.push_back(static_cast<unsigned char>((x >> 8) & 0xFF));
+    b.push_back(static_cast<unsigned char>(x & 0xFF));
+  }
+  write_plain(temp_path("rows.idx"), b);
+  write_gzip(temp_path("rows.idx.gz"), b);
+  for (const std::string name : {"rows.idx", "rows.idx.gz"}) {
+    const Tensor all = read_idx(temp_path(name));
+    const Tensor two = read_idx(temp_path(name), 2);
+    EXPECT_EQ(two.shape(), (Shape{2, 3})) << name;
+    EXPECT_EQ(two.to_vector<int32_t>(),
+              (std::vector<int32_t>{-5000, -4000, -3000, -2000, -1000, 0})) << name;
+    EXPECT_EQ(two.to_vector<int32_t>(), all.narrow(0, 0, 2).contiguous().to_vector<int32_t>());
+    EXPECT_EQ(read_idx(temp_path(name), 9).to_vector<int32_t>(), all.to_vector<int32_t>());
+    EXPECT_EQ(read_idx(temp_path(name), 0).shape(), (Shape{0, 3})) << name;
+  }
+  Bytes extra = b;
+  extra.insert(extra.end(), {9, 9, 9});
+  write_gzip(temp_path("rows-extra.idx.gz"), extra);
+  EXPECT_NE(error_of(temp_path("rows-extra.idx.gz")).find("unexpected bytes"), std::string::npos);
+  EXPECT_EQ(read_idx(temp_path("rows-extra.idx.gz"), 3).shape(), (Shape{3, 3}));
+  Bytes cut(b.begin(), b.begin() + 4 + 8 + 2 * 3 * 2 + 1);  // 2 rows and one byte of the third
+  write_gzip(temp_path("rows-cut.idx.gz"), cut);
+  EXPECT_EQ(read_idx(temp_path("rows-cut.idx.gz"), 2).shape(), (Shape{2, 3}));
+  std::string err;
+  try {
+    read_idx(temp_path("rows-cut.idx.gz"), 3);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("is truncated: header says [4, 3], whose first 3 rows need 18 bytes of "
+                     "data, but only 13 bytes follow it"),
+            std::string::npos) << err;
+  // The header's checks come first whatever the rows.
+  write_plain(temp_path("rows-magic.idx"), {1, 2, 8, 1, 0, 0, 0, 1, 5});
+  EXPECT_THROW(read_idx(temp_path("rows-magic.idx"), 1), Error);
+}
+
 TEST(Idx, MissingFileNamesThePath) {
   const std::string err = error_of(temp_path("nope.idx"));
   EXPECT_NE(err.find("nope.idx"), std::string::npos) << err;
@@ -175,6 +221,20 @@ TEST(Mnist, RealFashionMnistIsInstalled) {
   EXPECT_EQ(test.labels.shape(), (Shape{10000}));
   // The test split is balanced: 1000 images per class.
   for (int c = 0; c < 10; ++c) EXPECT_EQ(sum(eq(test.labels, c)).item(), 1000) << c;
+}
+
+// limit keeps the first images and labels, the same as the whole split's first ones.
+TEST(Mnist, ALimitReadsTheFirstImages) {
+  const ImageSet all = FashionMNIST(kFashionMnistRoot, false);
+  const ImageSet first = FashionMNIST(kFashionMnistRoot, false, 300);
+  EXPECT_EQ(first.images.shape(), (Shape{300, 1, 28, 28}));
+  EXPECT_EQ(first.labels.shape(), (Shape{300}));
+  EXPECT_EQ(first.images.contiguous().to_vector<uint8_t>(),
+            all.images.narrow(0, 0, 300).contiguous().to_vector<uint8_t>());
+  EXPECT_EQ(first.labels.to_vector<int64_t>(),
+            all.labels.narrow(0, 0, 300).contiguous().to_vector<int64_t>());
+  EXPECT_EQ(FashionMNIST(kFashionMnistRoot, false, 20000).size(), 10000);
+  EXPECT_THROW(FashionMNIST(kFashionMnistRoot, false, -1), Error);
 }
 
 }  // namespace

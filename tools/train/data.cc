@@ -40,12 +40,9 @@ Data load_data(const Config& c) {
                                                      c.seed + 1);
     return d;
   }
-  data::ImageSet train = data::FashionMNIST(c.data_dir, true);
-  data::ImageSet test = data::FashionMNIST(c.data_dir, false);
-  if (c.train_limit > 0 && c.train_limit < train.size()) {
-    train.images = train.images.narrow(0, 0, c.train_limit);
-    train.labels = train.labels.narrow(0, 0, c.train_limit);
-  }
+  // --train-limit reads only the images it keeps (the first N).
+  const data::ImageSet train = data::FashionMNIST(c.data_dir, true, c.train_limit);
+  const data::ImageSet test = data::FashionMNIST(c.data_dir, false);
   d.train = std::make_shared<data::TensorDataset>(train.images, train.labels);
   d.test = std::make_shared<data::TensorDataset>(test.images, test.labels);
   return d;
