@@ -1,4 +1,4 @@
-// What ZeRO-2's gradient buckets (zero_optimizer.cc) and ZeRO-3's units (flat_parameter.cc,
+// What ZeRO-2's gradient buckets (zero_stage2_buckets.cc) and ZeRO-3's units (flat_parameter.cc,
 // fully_sharded.cc) share during a backward: each parameter's gradient moves into a flat buffer
 // the moment its grad-ready hook fires, and the reduce-scatters still in flight are finished
 // once, after the whole backward:

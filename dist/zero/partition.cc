@@ -46,6 +46,12 @@ std::vector<int64_t> counts_within(const Range& range, const std::vector<Range>&
   return counts;
 }
 
+std::vector<int64_t> sizes(const std::vector<Range>& ranges) {
+  std::vector<int64_t> out;
+  for (const Range& r : ranges) out.push_back(r.size());
+  return out;
+}
+
 }  // namespace zero
 }  // namespace dist
 }  // namespace tessera

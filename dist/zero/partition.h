@@ -51,6 +51,9 @@ int64_t padded_size(int64_t total, int ranks);
 // For each shard, how many elements of `range` fall in it: a bucket's reduce-scatter counts.
 std::vector<int64_t> counts_within(const Range& range, const std::vector<Range>& shards);
 
+// Each range's size, in order: with the shards as ranges, a collective's counts per rank.
+std::vector<int64_t> sizes(const std::vector<Range>& ranges);
+
 }  // namespace zero
 }  // namespace dist
 }  // namespace tessera

@@ -9,21 +9,10 @@
 #include "dist/grad_norm.h"
 #include "dist/module_sync.h"
 #include "dist/trace_recorder.h"
-#include "optim/state_keys.h"
 #include "tensor/ops.h"
 
 namespace tessera {
 namespace dist {
-
-namespace {
-
-std::vector<int64_t> sizes_of(const std::vector<zero::Range>& ranges) {
-  std::vector<int64_t> sizes;
-  for (const zero::Range& r : ranges) sizes.push_back(r.size());
-  return sizes;
-}
-
-}  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
                                                  std::shared_ptr<ProcessGroup> group,
@@ -108,106 +97,6 @@ std::vector<Variable> ZeroRedundancyOptimizer::gradient_variables() const {
   return {shard_};
 }
 
-// ---- Stage 2: gradient buckets reduce-scattered during backward ------------------------------
-
-void ZeroRedundancyOptimizer::build_buckets() {
-  const double cap_bytes = options_.bucket_cap_mb() * 1024 * 1024;
-  bucket_of_.assign(params_.size(), 0);
-  Bucket current;
-  auto close = [&] {
-    if (current.params.empty()) return;
-    // Collected in reverse; the range runs from the lowest parameter to the highest.
-    current.range = {layout_.ranges[current.params.back()].begin,
-                     layout_.ranges[current.params.front()].end};
-    current.counts = zero::counts_within(current.range, shards_);
-    buckets_.push_back(std::move(current));
-    current = Bucket();
-  };
-  for (size_t k = params_.size(); k-- > 0;) {
-    bucket_of_[k] = buckets_.size();
-    current.params.push_back(k);
-    const double bytes = static_cast<double>(layout_.ranges[current.params.front()].end -
-                                             layout_.ranges[k].begin) *
-                         element_size(flat_dtype_);
-    if (bytes >= cap_bytes) close();
-  }
-  close();
-  for (Bucket& b : buckets_) b.pending = static_cast<int64_t>(b.params.size());
-  param_ready_.assign(params_.size(), false);
-}
-
-void ZeroRedundancyOptimizer::on_grad_ready(size_t index) {
-  // The first gradient of this backward: finish_backward runs once the whole backward is done,
-  // after the last grad-ready hook.
-  end_of_backward_.start();
-  TS_CHECK(!param_ready_[index], "ZeroRedundancyOptimizer (stage 2): parameter ", index, " ('",
-           params_[index].name(), "') received a second gradient in one backward after its "
-           "bucket was reduced");
-  copy_into_bucket(index);
-  param_ready_[index] = true;
-  if (--buckets_[bucket_of_[index]].pending == 0) launch_ready_buckets();
-}
-
-void ZeroRedundancyOptimizer::copy_into_bucket(size_t index) {
-  Bucket& b = buckets_[bucket_of_[index]];
-  if (!b.buffer.defined()) b.buffer = zeros({b.range.size()}, flat_options());
-  const zero::Range& r = layout_.ranges[index];
-  zero::move_grad_into(params_[index], b.buffer.narrow(0, r.begin - b.range.begin, r.size()));
-}
-
-void ZeroRedundancyOptimizer::launch_ready_buckets() {
-  // Strictly in bucket order, so every rank issues the same collectives in the same sequence.
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-    Bucket& b = buckets_[next_launch_];
-    b.reduced = empty({b.counts[group_->rank()]}, flat_options());
-    std::optional<trace::CollectiveLabel> label;  // names the collective in a trace
-    if (trace::recording()) {
-      label.emplace("reduce_scatter bucket " + std::to_string(next_launch_), "reduce_scatter",
-                    "\"bucket\":" + std::to_string(next_launch_) +
-                        ",\"elements\":" + std::to_string(b.range.size()));
-    }
-    b.work = launch_reduce_scatter(b.buffer, b.reduced, b.counts);
-    // Bound the memory in flight: the bucket launched two before this one is done by now (the
-    // communication thread runs them in order), so wait for it and free it.
-    if (next_launch_ >= 2) finish_bucket(buckets_[next_launch_ - 2]);
-    ++next_launch_;
-  }
-}
-
-void ZeroRedundancyOptimizer::finish_bucket(Bucket& b) {
-  if (b.work == nullptr) return;
-  b.work->wait();
-  accumulate_shard_grad(zero::intersect(b.range, shards_[group_->rank()]), b.reduced);
-  b.work = nullptr;
-  b.buffer = Tensor();
-  b.reduced = Tensor();
-}
-
-void ZeroRedundancyOptimizer::finish_backward() {
-  NoGradGuard no_grad;
-  // Parameters this backward did not reach contribute zeros; their buckets go out now, still in
-  // bucket order.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (param_ready_[i]) continue;
-    copy_into_bucket(i);
-    --buckets_[bucket_of_[i]].pending;
-  }
-  launch_ready_buckets();
-  for (Bucket& b : buckets_) {
-    finish_bucket(b);
-    b.pending = static_cast<int64_t>(b.params.size());
-  }
-  param_ready_.assign(params_.size(), false);
-  next_launch_ = 0;
-}
-
-void ZeroRedundancyOptimizer::accumulate_shard_grad(const zero::Range& part, const Tensor& grad) {
-  if (!shard_.grad().defined()) shard_.set_grad(zeros({shard_numel()}, flat_options()));
-  if (part.empty()) return;
-  Tensor slot = shard_.grad().narrow(0, part.begin - shard_offset(), part.size());
-  add_(slot, grad);
-}
-
 // ---- Stage 1 and the step ---------------------------------------------------------------------
 
 Tensor ZeroRedundancyOptimizer::flatten_grads() const {
@@ -236,7 +125,7 @@ void ZeroRedundancyOptimizer::reduce_scatter_grads() {
   Tensor shard_grad = empty({shard_numel()}, flat_options());
   std::optional<trace::CollectiveLabel> label;  // names the collective in a trace
   if (trace::recording()) label.emplace("reduce_scatter gradients", "reduce_scatter");
-  launch_reduce_scatter(flatten_grads(), shard_grad, sizes_of(shards_))->wait();
+  launch_reduce_scatter(flatten_grads(), shard_grad, zero::sizes(shards_))->wait();
   shard_.set_grad(shard_grad);
   shard_grad_reduced_ = true;
 }
@@ -297,7 +186,7 @@ void ZeroRedundancyOptimizer::step() {
   shard_is_master_ = true;
   // 3. Everyone gets every shard back.
   Tensor flat = empty({layout_.total}, flat_options());
-  comm_->all_gather(shard_.data(), flat, sizes_of(shards_))->wait();
+  comm_->all_gather(shard_.data(), flat, zero::sizes(shards_))->wait();
   scatter_into_params(flat);
 }
 
@@ -350,103 +239,6 @@ int64_t ZeroRedundancyOptimizer::state_bytes() const {
   // The inner optimizer's state for the shard, and the shard itself: the master weights this
   // rank steps (for f32 parameters a copy of its part of them).
   return inner_->state_bytes() + static_cast<int64_t>(shard_.data().nbytes());
-}
-
-// ---- Checkpoints: the consolidated (per-parameter) format -------------------------------------
-
-StateDict ZeroRedundancyOptimizer::state_dict() const {
-  const StateDict local = inner_->state_dict();
-  StateDict full;
-  save_param_groups(full);
-  // Ranks that have not stepped yet have no state entries; all ranks step together, so the
-  // presence of "state.0.step" is the same everywhere. The inner optimizer has one parameter,
-  // the flat shard: parameter 0.
-  const Tensor* step = local.find(optim::state_key(0, "step"));
-  if (step == nullptr) return full;
-  std::vector<std::string> names;
-  for (const auto& [name, t] : local.with_prefix_removed(optim::state_key_prefix(0))) {
-    if (name != "step") names.push_back(name);
-  }
-  const std::vector<int64_t> counts = sizes_of(shards_);
-  std::vector<std::pair<std::string, Tensor>> gathered;
-  for (const std::string& name : names) {
-    Tensor flat = empty({layout_.total}, flat_options());
-    group_->all_gather(local.at(optim::state_key(0, name)).to(flat_dtype_).contiguous(), flat, counts)->wait();
-    gathered.emplace_back(name, flat);
-  }
-  Tensor master;
-  const bool has_master = std::any_of(params_.begin(), params_.end(),
-                                      [](const Variable& p) { return is_half(p.dtype()); });
-  if (has_master) {
-    master = empty({layout_.total}, TensorOptions(kF32).device(device_));
-    group_->all_gather(shard_.data(), master, counts)->wait();
-  }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string prefix = optim::state_key_prefix(i);
-    const zero::Range& r = layout_.ranges[i];
-    full.set(prefix + "step", step->clone());
-    for (const auto& [name, flat] : gathered) {
-      full.set(prefix + name, flat.narrow(0, r.begin, r.size()).view(params_[i].shape()).clone());
-    }
-    if (is_half(params_[i].dtype())) {
-      full.set(prefix + "master",
-               master.narrow(0, r.begin, r.size()).view(params_[i].shape()).clone());
-    }
-  }
-  return full;
-}
-
-void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
-  load_param_groups(full);
-  StateDict local;
-  for (const auto& [name, t] : full) {
-    if (name.rfind("param_groups.", 0) == 0) local.set(name, t);
-  }
-  const std::string step_key = optim::state_key(0, "step");
-  if (full.contains(step_key)) {
-    local.set(step_key, full.at(step_key));
-    std::vector<std::string> names;
-    for (const auto& [name, t] : full.with_prefix_removed(optim::state_key_prefix(0))) {
-      if (name != "step" && name != "master") names.push_back(name);
-    }
-    for (const std::string& name : names) {
-      Tensor flat = empty({layout_.total}, flat_options());
-      for (size_t i = 0; i < params_.size(); ++i) {
-        const std::string key = optim::state_key(i, name);
-        TS_CHECK(full.contains(key), "ZeroRedundancyOptimizer::load_state_dict: missing '", key, "'");
-        const Tensor& t = full.at(key);
-        TS_CHECK(t.numel() == params_[i].numel(), "ZeroRedundancyOptimizer::load_state_dict: '",
-                 key, "' has shape ", t.shape(), " but parameter ", i, " has ", params_[i].shape());
-        const zero::Range& r = layout_.ranges[i];
-        flat.narrow(0, r.begin, r.size()).copy_(t.reshape({-1}));
-      }
-      local.set(optim::state_key(0, name), flat.narrow(0, shard_offset(), shard_numel()).clone());
-    }
-    // Masters are kept for f16/bf16 parameters only, wherever they sit (a model may start with
-    // an f32 BatchNorm): look for any.
-    bool has_master = false;
-    for (size_t i = 0; i < params_.size() && !has_master; ++i) {
-      has_master = full.contains(optim::state_key(i, "master"));
-    }
-    if (has_master) {
-      Tensor flat = empty({layout_.total}, TensorOptions(kF32).device(device_));
-      for (size_t i = 0; i < params_.size(); ++i) {
-        const std::string key = optim::state_key(i, "master");
-        const Tensor* t = full.find(key);
-        TS_CHECK(t != nullptr || !is_half(params_[i].dtype()),
-                 "ZeroRedundancyOptimizer::load_state_dict: '", key, "' is missing for ",
-                 params_[i].dtype(), " parameter ", i, " ('", params_[i].name(),
-                 "') though other parameters have their masters");
-        const Tensor source = t != nullptr ? *t : params_[i].data();
-        const zero::Range& r = layout_.ranges[i];
-        flat.narrow(0, r.begin, r.size()).copy_(source.reshape({-1}));
-      }
-      load_master_shard(flat.narrow(0, shard_offset(), shard_numel()));
-    } else {
-      shard_is_master_ = false;  // no masters saved: the next step refreshes them from the parameters
-    }
-  }
-  inner_->load_state_dict(local);
 }
 
 }  // namespace dist

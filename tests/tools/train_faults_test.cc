@@ -2,12 +2,14 @@
 // stalls makes the others' next wait time out (--collective-timeout=5), which ends the whole job
 // within seconds with a message naming the collective (or transfer), its number and size, and
 // the rank waited for, and a desync report of what every rank was doing; a rank that dies ends
-// the job; bad values exit 2 on every rank.
+// the job; bad values exit 2 on every rank; ranks started with different flags are told which
+// and stop; a diverging loss or a non-finite gradient norm stops every rank at the same batch.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
 
+#include "tests/tools/overflowing_checkpoint.h"
 #include "tests/tools/train_runner.h"
 
 namespace {
@@ -82,6 +84,51 @@ TEST(TrainFaults, BadValuesExitTwo) {
     const auto r = tessera::testing::run_train(kShortMlp + "--strategy=ddp " + flags, 2);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
   }
+}
+
+TEST(TrainFaults, BadFlagOnEveryRankExitsWithTwo) {
+  const auto r = tessera::testing::run_train("--strategy=zero9", 2);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--strategy must be one of single|ddp|zero1"), std::string::npos) << r.output;
+}
+
+// Ranks started with different flags (an MPMD launch) stop at start-up, every rank told which
+// setting differs and its value on each rank, instead of training to a wrong result.
+TEST(TrainFaults, RanksWithDifferentFlagsAreToldWhichAndStop) {
+  const std::string common = "--model=logistic --train-limit=1000 --epochs=1 --threads=1 --strategy=ddp ";
+  const tessera::testing::TrainBinaries& b = tessera::testing::train_binaries();
+  const auto r = tessera::testing::run_command(b.runner + " 1 " + b.train + " " + common +
+                                               "--batch-size=64 : -np 1 " + b.train + " " +
+                                               common + "--batch-size=32");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ranks disagree on \"batch-size\": 64 on rank 0; 32 on rank 1"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch 1/1"), std::string::npos) << r.output;  // before any training
+}
+
+// The NaN guard on 2 ranks: every rank stops at the same batch, the job exits non-zero.
+TEST(TrainFaults, ADivergingRunStopsEveryRank) {
+  const auto r = tessera::testing::run_train(
+      "--model=logistic --optimizer=sgd --lr=1e38 --train-limit=1000 --epochs=2 --threads=1 "
+      "--strategy=ddp", 2);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the training loss is not finite"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("at epoch 1, batch 2 of"), std::string::npos) << r.output;
+}
+
+// The gradient-norm check on 2 ranks, in the loss check's one all-reduce: DDP's averaged
+// gradients overflow on both ranks, and both stop at the same batch before stepping.
+TEST(TrainFaults, ANonFiniteGradientNormStopsEveryRank) {
+  const std::string dir = tessera::testing::temp_path("grad_guard_ddp");
+  const std::string flags = "--model=mlp --optimizer=sgd --train-limit=500 --threads=1 ";
+  ASSERT_EQ(tessera::testing::run_train_single(flags + "--epochs=1 --checkpoint-dir=" + dir).exit_code,
+            0);
+  tessera::testing::make_gradients_overflow(dir + "/last.safetensors");
+  const auto r = tessera::testing::run_train(flags + "--epochs=2 --strategy=ddp --resume=" + dir, 2);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the training gradient norm is not finite (inf on this rank) at epoch "
+                          "2, batch 1 of 3"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("the training loss is not finite"), std::string::npos) << r.output;
 }
 
 }  // namespace

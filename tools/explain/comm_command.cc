@@ -51,7 +51,7 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
   };
   // A JSON line's first fields: the run and the collective.
   const auto line = [&](const std::string& collective) {
-    JsonLine l;
+    json::Object l(kJsonLine);
     l.add("run", m.path).add("strategy", m.strategy).add("compression", m.compression).add("collective", collective);
     return l;
   };
@@ -174,7 +174,7 @@ int comm_command(Flags& flags) {
   }
   if (json) {
     for (const cost::Transfer& t : rows) {
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("model", c.name)
                               .add("psi", c.profile.parameters())
                               .add("ranks", o.ranks)

@@ -90,7 +90,7 @@ int curves_command(Flags& flags) {
   if (json) {
     for (const MetricsRun& r : runs) {
       const RunSummary s = summarize(r);
-      JsonLine line;
+      json::Object line(kJsonLine);
       line.add("run", r.path)
           .add("steps", s.steps)
           .add("epochs", s.epochs)

@@ -46,7 +46,7 @@ int ddp_command(Flags& flags) {
     const double backward_ms = s.backward_end_ms - s.backward_start_ms;
     if (t.json) {
       print_event_lines(trace, events, origin);
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("summary", "ddp")
                               .add("step", step)
                               .add("rank", rank)

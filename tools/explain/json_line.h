@@ -1,34 +1,16 @@
-// JsonLine: one JSON object on one line (explain's --json prints one per row, JSON Lines), built
-// key by key in order. Strings are escaped; numbers print with enough digits to read back;
-// non-finite numbers print as null (JSON has no inf or NaN).
+// explain's --json output: one compact JSON object per line (JSON Lines), doubles to 10
+// significant digits so that figures read back as printed.
 //
-//   JsonLine().add("ranks", 8).add("algorithm", "ring").str()  ->  {"ranks":8,"algorithm":"ring"}
+//   json::Object(kJsonLine).add("ranks", 8).add("algorithm", "ring").str()
+//       ->  {"ranks":8,"algorithm":"ring"}
 #pragma once
 
-#include <cstdint>
-#include <string>
-#include <vector>
+#include "tools/json/json_writer.h"
 
 namespace tessera {
 namespace explain {
 
-class JsonLine {
- public:
-  JsonLine& add(const std::string& key, const std::string& value);
-  JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
-  JsonLine& add(const std::string& key, double value);
-  JsonLine& add(const std::string& key, int64_t value);
-  JsonLine& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
-  JsonLine& add(const std::string& key, const std::vector<std::string>& values);
-  JsonLine& add(const std::string& key, const std::vector<int64_t>& values);
-  std::string str() const { return "{" + body_ + "}"; }
-
- private:
-  JsonLine& raw(const std::string& key, const std::string& json);
-  std::string body_;
-};
-
-std::string json_string(const std::string& s);  // quoted and escaped
+inline constexpr json::Format kJsonLine{10, true};
 
 }  // namespace explain
 }  // namespace tessera

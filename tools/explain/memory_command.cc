@@ -59,7 +59,7 @@ int memory_command(Flags& flags) {
                                           stages, tp);
   if (json) {
     for (const cost::MemoryRow& r : rows) {
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("model", c.name)
                               .add("data", c.input.name)
                               .add("psi", psi)

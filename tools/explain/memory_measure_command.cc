@@ -33,7 +33,7 @@ void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>&
       const cost::MemoryRow& p = predicted_row(rows, s.strategy);
       for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
         const RankMemory& m = s.ranks[rank];
-        std::printf("%s\n", JsonLine()
+        std::printf("%s\n", json::Object(kJsonLine)
                                 .add("model", c.name)
                                 .add("data", c.input.name)
                                 .add("psi", c.profile.parameters())

@@ -85,7 +85,7 @@ int pipeline_command(Flags& flags) {
     for (const TimedCell& c : cells) {
       makespan = std::max(makespan, c.start + c.duration);
       const std::string action = pipeline::to_string(c.action, false);
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("stage", c.stage)
                               .add("action", action.substr(0, 1))
                               .add("microbatch", c.action.microbatch)
@@ -97,7 +97,7 @@ int pipeline_command(Flags& flags) {
     }
     const pipeline::TimedStep step =
         pipeline::play_timed(lists, chunks, std::vector<pipeline::StageTimes>(stages, times));
-    std::printf("%s\n", JsonLine()
+    std::printf("%s\n", json::Object(kJsonLine)
                             .add("schedule", pipeline::schedule_name(kind))
                             .add("stages", stages)
                             .add("microbatches", microbatches)

@@ -74,7 +74,7 @@ int ring_command(Flags& flags) {
                        chunk(step.send_chunk) + ">" + chunk(step.receive_chunk),
                        scatter ? "reduce_scatter" : "all_gather"});
       if (json) {
-        std::printf("%s\n", JsonLine()
+        std::printf("%s\n", json::Object(kJsonLine)
                                 .add("step", s)
                                 .add("pass", scatter ? "reduce_scatter" : "all_gather")
                                 .add("rank", r)
@@ -90,7 +90,7 @@ int ring_command(Flags& flags) {
   }
   const double sent = 2.0 * (n - 1) / n * bytes;
   if (json) {
-    std::printf("%s\n", JsonLine()
+    std::printf("%s\n", json::Object(kJsonLine)
                             .add("summary", "ring")
                             .add("ranks", n)
                             .add("bytes", bytes)

@@ -97,7 +97,7 @@ int scaling_command(Flags& flags) {
   }
   const std::vector<std::string> assumptions = cost::scaling_assumptions(c.profile, o);
   if (json) {
-    std::printf("%s\n", JsonLine()
+    std::printf("%s\n", json::Object(kJsonLine)
                             .add("model", c.name)
                             .add("data", c.input.name)
                             .add("psi", c.profile.parameters())
@@ -111,7 +111,7 @@ int scaling_command(Flags& flags) {
                             .str()
                             .c_str());
     for (const cost::ScalingPoint& p : points) {
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("ranks", p.ranks)
                               .add("replicas", p.replicas)
                               .add("algorithm", p.algorithm)

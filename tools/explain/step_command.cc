@@ -89,7 +89,7 @@ int step_command(Flags& flags) {
     if (t.json) {
       print_event_lines(t.trace, events, origin);
       for (const auto& [kind, k] : kinds) {
-        std::printf("%s\n", JsonLine()
+        std::printf("%s\n", json::Object(kJsonLine)
                                 .add("summary", "kind")
                                 .add("step", step)
                                 .add("rank", t.rank)
@@ -99,7 +99,7 @@ int step_command(Flags& flags) {
                                 .str()
                                 .c_str());
       }
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("summary", "step")
                               .add("step", step)
                               .add("rank", t.rank)

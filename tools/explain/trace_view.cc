@@ -50,7 +50,7 @@ Table events_table(const Trace& trace, const std::vector<const TraceEvent*>& eve
 void print_event_lines(const Trace& trace, const std::vector<const TraceEvent*>& events,
                        double origin_ms) {
   for (const TraceEvent* e : events) {
-    JsonLine line;
+    json::Object line(kJsonLine);
     line.add("step", e->step)
         .add("rank", e->rank)
         .add("track", trace.track_name(e->rank, e->track))

@@ -52,7 +52,7 @@ int zero3_command(Flags& flags) {
     if (t.json) {
       print_event_lines(trace, s.flow, s.step_start_ms);
       for (const Zero3Unit& u : s.units) {
-        std::printf("%s\n", JsonLine()
+        std::printf("%s\n", json::Object(kJsonLine)
                                 .add("step", step)
                                 .add("rank", rank)
                                 .add("unit", u.name)
@@ -67,7 +67,7 @@ int zero3_command(Flags& flags) {
                                 .str()
                                 .c_str());
       }
-      std::printf("%s\n", JsonLine()
+      std::printf("%s\n", json::Object(kJsonLine)
                               .add("summary", "zero3")
                               .add("step", step)
                               .add("rank", rank)

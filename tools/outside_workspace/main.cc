@@ -7,15 +7,12 @@
 
 using namespace tessera;
 
+// Layers declared, named and registered in one line each, and called through (*layer)(x), which
+// runs their hooks as PyTorch's layer(x) does (README.md, examples/net.h).
 struct TinyNet : nn::Module {
-  TinyNet() {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(28 * 28, 32));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 10));
-  }
-  Variable forward(const Variable& x) override {
-    return fc2->forward(relu(fc1->forward(flatten(x, 1))));
-  }
-  std::shared_ptr<nn::Linear> fc1, fc2;
+  Variable forward(const Variable& x) override { return (*fc2)(relu((*fc1)(flatten(x, 1)))); }
+  std::shared_ptr<nn::Linear> fc1 = register_module<nn::Linear>("fc1", 28 * 28, 32);
+  std::shared_ptr<nn::Linear> fc2 = register_module<nn::Linear>("fc2", 32, 10);
 };
 
 // cube(x) = x^3, with its backward 3 x^2 written by hand.
@@ -35,7 +32,7 @@ int main() {
   double first = 0, last = 0;
   for (int64_t epoch = 0; epoch < 3; ++epoch) {
     for (data::Batch& b : loader.epoch(epoch)) {
-      Variable loss = cross_entropy(model->forward(Variable(b.inputs)), b.targets);
+      Variable loss = cross_entropy((*model)(b.inputs), b.targets);
       opt.zero_grad();
       loss.backward();
       opt.step();

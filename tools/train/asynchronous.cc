@@ -134,7 +134,7 @@ class Asynchronous : public Strategy {
     return model_->parameters();
   }
 
-  void report(JsonObject& summary, bool lead) override {
+  void report(json::Object& summary, bool lead) override {
     // Collective: every server's updates, and the workers' time in pull.
     const dist::StalenessStats mine = server_ ? server_->staleness() : dist::StalenessStats();
     const dist::StalenessStats all = mine.sum_over(*world_);
@@ -148,20 +148,20 @@ class Asynchronous : public Strategy {
     if (!lead) return;
     const int workers = world_->size() - config_.servers;
     const dist::SSPClock rule(workers, config_.staleness_bound);
-    JsonObject s;
+    json::Object s;
     s.add("unit", "updates applied between a worker's pull and its push, per shard update")
         .add("mean", all.mean())
         .add("max", all.max())
         .add("bound", config_.staleness_bound < 0 ? std::string("none")
                                                   : std::to_string(config_.staleness_bound))
         .add("max_allowed", rule.max_updates_between())
-        .add("histogram", JsonArray(all.histogram()))
+        .add("histogram", json::Array(all.histogram()))
         .add("lag_max", all.max_lag())
         .add("lag_mean", all.mean_lag());
     summary.add_raw("staleness", s.str());
-    JsonArray servers;  // the first config_.servers ranks serve
+    json::Array servers;  // the first config_.servers ranks serve
     for (int r = 0; r < config_.servers; ++r) servers.add(r);
-    JsonObject p;
+    json::Object p;
     p.add("server_ranks", servers)
         .add("workers", workers)
         .add("updates_applied", static_cast<int64_t>(updates))
@@ -172,7 +172,7 @@ class Asynchronous : public Strategy {
         .add("evaluated", "the servers' parameters, the workers' mean BatchNorm statistics")
         .add("batch_assignment", config_.batch_assignment);
     if (assigns_batches()) {
-      p.add("batches_per_worker", JsonArray(server_->batches_per_worker()));
+      p.add("batches_per_worker", json::Array(server_->batches_per_worker()));
     }
     summary.add_raw("parameter_server", p.str());
   }

@@ -18,10 +18,10 @@ HierarchicalCollectives::HierarchicalCollectives(const Config& c) {
   hook_ = std::make_shared<dist::HierarchicalAllReduceHook>(std::move(nodes));
 }
 
-void HierarchicalCollectives::report(JsonObject& summary, int64_t steps) const {
+void HierarchicalCollectives::report(json::Object& summary, int64_t steps) const {
   const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(steps, 1));
   const dist::NodeGroups& nodes = hook_->nodes();
-  JsonObject j;
+  json::Object j;
   j.add("kind", "hierarchical")
       .add("ranks_per_node", nodes.ranks_per_node())
       .add("nodes", nodes.nodes())

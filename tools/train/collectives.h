@@ -28,7 +28,7 @@ class HierarchicalCollectives {
   // The intra- and inter-node groups (their ledgers count each level's bytes).
   dist::ProcessGroup* intra_node() const { return hook_->nodes().intra_node().get(); }
   dist::ProcessGroup* inter_node() const { return hook_->nodes().inter_node().get(); }
-  void report(JsonObject& summary, int64_t steps) const;
+  void report(json::Object& summary, int64_t steps) const;
 
  private:
   std::shared_ptr<dist::HierarchicalAllReduceHook> hook_;

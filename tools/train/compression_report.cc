@@ -5,7 +5,7 @@
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/make_hook.h"
 #include "dist/compression/powersgd.h"
-#include "tools/train/json.h"
+#include "tools/json/json_writer.h"
 
 namespace tessera {
 namespace train {
@@ -43,7 +43,7 @@ std::string compression_json(const dist::CommunicationHook& hook,
     theory += theory_bytes(hook, b, n, steps, all);
   }
   const double measured = steps > 0 ? static_cast<double>(bucket_bytes) / steps : 0.0;
-  return JsonObject()
+  return json::Object()
       .add("name", hook.name())
       .add("bytes_per_step", measured)
       .add("bytes_per_step_uncompressed", uncompressed)

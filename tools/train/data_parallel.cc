@@ -119,7 +119,7 @@ class DataParallel : public Strategy {
     }
     compression_->load_state_dict(of_rank(data_parallel_->rank()));
   }
-  void report(JsonObject& summary, bool lead) override {
+  void report(json::Object& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
     if (!compression_ || !lead || !ddp_) return;
     summary.add_raw("compression", compression_json(*compression_, ddp_->grad_buckets(),

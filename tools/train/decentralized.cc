@@ -39,9 +39,9 @@ class Decentralized : public ModelPerRank {
     return loss.item();
   }
   optim::Optimizer& optimizer() override { return *opt_; }
-  void report(JsonObject& summary, bool lead) override {
+  void report(json::Object& summary, bool lead) override {
     if (!lead) return;
-    JsonObject d;
+    json::Object d;
     d.add("graph", graph_)
         .add("lambda_2", gossip_.mixing().second_largest_eigenvalue())
         .add("elements_sent_per_step", gossip_.elements_sent_per_step())

@@ -59,7 +59,7 @@ class FullySharded : public Strategy {
     return autocast_predict(precision_, [this](const Variable& x) { return fsdp_.forward(x); },
                             inputs);
   }
-  void report(JsonObject& summary, bool lead) override {
+  void report(json::Object& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
   }
   optim::Optimizer& optimizer() override { return *opt_; }

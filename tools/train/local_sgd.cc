@@ -50,9 +50,9 @@ class LocalSgd : public ModelPerRank {
     return loss.item();
   }
   optim::Optimizer& optimizer() override { return opt_; }
-  void report(JsonObject& summary, bool lead) override {
+  void report(json::Object& summary, bool lead) override {
     if (!lead) return;
-    JsonObject l;
+    json::Object l;
     l.add("sync_period", config_.sync_period)
         .add("warmup_steps", config_.local_sgd_warmup)
         .add("outer_optimizer", config_.outer_optimizer)

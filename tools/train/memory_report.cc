@@ -77,7 +77,7 @@ std::vector<int64_t> MemoryReport::figures() const {
 
 std::string MemoryReport::json(const RunContext& run,
                                const std::vector<std::vector<int64_t>>& per_rank) const {
-  JsonObject m;
+  json::Object m;
   m.add("params", measured_.parameters)
       .add("grads", measured_.gradients)
       .add("optimizer", measured_.optimizer)
@@ -89,11 +89,11 @@ std::string MemoryReport::json(const RunContext& run,
         .add("optimizer_predicted", p->optimizer);
   }
   m.add("peak", step_peak_);
-  JsonArray ranks;
+  json::Array ranks;
   for (size_t r = 0; r < per_rank.size(); ++r) {
     const std::vector<int64_t>& f = per_rank[r];
     if (f.size() < 5 || f[0] == 0) continue;
-    JsonObject one;
+    json::Object one;
     one.add("rank", static_cast<int64_t>(r))
         .add("params", f[1])
         .add("grads", f[2])

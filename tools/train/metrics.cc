@@ -13,7 +13,7 @@ MetricsFile::MetricsFile(const std::string& path) : path_(path), start_(Clock::n
 
 void MetricsFile::step(const StepMetrics& m, const optim::GradScaler& scaler) {
   if (!enabled()) return;
-  write(JsonObject()
+  write(json::Object()
             .add("kind", "step")
             .add("step", m.step)
             .add("epoch", m.epoch)
@@ -26,7 +26,7 @@ void MetricsFile::step(const StepMetrics& m, const optim::GradScaler& scaler) {
 
 void MetricsFile::epoch(const EpochMetrics& m, const optim::GradScaler& scaler) {
   if (!enabled()) return;
-  write(JsonObject()
+  write(json::Object()
             .add("kind", "epoch")
             .add("epoch", m.epoch)
             .add("step", m.step)
@@ -39,7 +39,7 @@ void MetricsFile::epoch(const EpochMetrics& m, const optim::GradScaler& scaler) 
         scaler, "epoch", m.epoch);
 }
 
-void MetricsFile::write(JsonObject line, const optim::GradScaler& scaler, const char* where,
+void MetricsFile::write(json::Object line, const optim::GradScaler& scaler, const char* where,
                         int64_t at) {
   if (scaler.is_enabled()) line.add("loss_scale", scaler.get_scale());
   out_ << line.str() << '\n' << std::flush;

@@ -44,7 +44,7 @@ class MetricsFile {
   void epoch(const EpochMetrics& m, const optim::GradScaler& scaler);
 
  private:
-  void write(JsonObject line, const optim::GradScaler& scaler, const char* where, int64_t at);
+  void write(json::Object line, const optim::GradScaler& scaler, const char* where, int64_t at);
 
   std::string path_;
   std::ofstream out_;

@@ -159,7 +159,7 @@ class Pipeline : public Strategy {
 
   // Collective: every rank's figures over the run, gathered; rank 0 prints its last step's
   // bubble and writes the JSON.
-  void report(JsonObject& summary, bool lead) override {
+  void report(json::Object& summary, bool lead) override {
     const PerRankFigures ranks = gather_per_rank(run_stats_, *topology_.world());
     if (!lead) return;
     std::printf("pipeline (rank 0, last step): %s\n", last_bubble_report_.c_str());

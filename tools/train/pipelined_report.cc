@@ -4,7 +4,7 @@
 
 #include "pipeline/schedule.h"
 #include "tensor/ops.h"
-#include "tools/train/json.h"
+#include "tools/json/json_writer.h"
 
 namespace tessera {
 namespace train {
@@ -44,22 +44,22 @@ std::string pipeline_json(const pipeline::Pipe& pipe, int microbatches, int requ
                           const std::string& dp_strategy, const PerRankFigures& ranks) {
   const int k = pipe.stages();
   const int chunks = static_cast<int>(pipe.chunks().size());
-  JsonArray idle;
-  for (double f : ranks.idle_fraction) idle.add_raw(json_fixed(f, 4));
-  return JsonObject()
+  json::Array idle;
+  for (double f : ranks.idle_fraction) idle.add_raw(json::fixed(f, 4));
+  return json::Object()
       .add("stages", k)
       .add("micro_batches", microbatches)
       .add("micro_batches_requested", requested_microbatches)
       .add("schedule", pipeline::schedule_name(pipe.schedule()))
       .add("chunks", chunks)
       .add("dp_strategy", dp_strategy)
-      .add("balance", JsonArray(pipe.balance()))
+      .add("balance", json::Array(pipe.balance()))
       .add("bubble_formula", "(K-1)/(vM+K-1)")
       .add("bubble_theory", pipeline::bubble_fraction(k, microbatches, chunks))
       .add("bubble_measured", ranks.mean_idle_fraction())
       .add("idle_fraction_per_rank", idle)
-      .add("peak_activation_bytes", JsonArray(ranks.peak_activation_bytes))
-      .add("peak_held_bytes", JsonArray(ranks.peak_held_bytes))
+      .add("peak_activation_bytes", json::Array(ranks.peak_activation_bytes))
+      .add("peak_held_bytes", json::Array(ranks.peak_held_bytes))
       .str();
 }
 

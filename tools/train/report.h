@@ -1,5 +1,5 @@
 // What the train tool prints: a progress bar on a terminal (plain lines otherwise), one line per
-// epoch, and a final JSON summary (JsonObject, json.h; the --metrics lines are metrics.h's).
+// epoch, and a final JSON summary (json::Object, tools/json/json_writer.h; the --metrics lines are metrics.h's).
 #pragma once
 
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "tools/train/json.h"
+#include "tools/json/json_writer.h"
 
 namespace tessera {
 namespace train {

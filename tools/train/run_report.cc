@@ -94,7 +94,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
       run.world && totals.straggler.enabled()
           ? dist::all_reduce_scalar(totals.straggler.slept_seconds(), *run.world, dist::ReduceOp::kMax)
           : totals.straggler.slept_seconds();
-  JsonObject summary;
+  json::Object summary;
   summary.add("model", c.model)
       .add("strategy", c.strategy)
       .add("world_size", run.ranks)
@@ -106,7 +106,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
            totals.train_seconds > 0 ? totals.train_images / totals.train_seconds : 0.0)
       .add("wall_seconds", seconds_since(wall_start));
   if (const auto job = slurm_job()) {
-    JsonObject slurm;
+    json::Object slurm;
     slurm.add("job_id", job->job_id).add("nodes", job->nodes);
     summary.add_raw("slurm", slurm.str());
   }
@@ -119,23 +119,23 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
                   g.group->ledger().str().c_str());
     }
     summary.add("peak_bytes", *std::max_element(peaks.begin(), peaks.end()))
-        .add("peak_bytes_per_rank", JsonArray(peaks))
-        .add("optimizer_state_bytes_per_rank", JsonArray(states))
+        .add("peak_bytes_per_rank", json::Array(peaks))
+        .add("optimizer_state_bytes_per_rank", json::Array(states))
         .add("comm_bytes_per_step", comm_bytes_per_step);
     if (run.world) {
       // Per kind of collective, per training step (rank 0, all groups): explain comm --run.
-      JsonArray kinds;
+      json::Array kinds(json::Format{6, true});  // "," alone between them, as always written
       const double steps = static_cast<double>(std::max<int64_t>(totals.train_steps, 1));
       for (size_t k = 0; k < totals.train_comm.size(); ++k) {
         const dist::LedgerEntry& e = totals.train_comm[k];
         if (e.calls == 0) continue;
-        JsonObject o;
+        json::Object o;
         o.add("collective", dist::collective_name(static_cast<dist::CollectiveKind>(k)))
             .add("calls", e.calls / steps)
             .add("bytes", e.bytes / steps);
         kinds.add_raw(o.str());
       }
-      summary.add_raw("comm_per_step", kinds.str(","));
+      summary.add("comm_per_step", kinds);
     }
     if (const auto theory = predicted_comm_bytes_per_step(run)) {
       summary.add("comm_bytes_per_step_theory", *theory);
@@ -148,7 +148,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
         .add("skipped_steps", totals.skipped_steps);
     if (totals.memory.taken()) summary.add_raw("memory", totals.memory.json(run, model_states));
     if (totals.straggler.enabled()) {
-      JsonObject st;
+      json::Object st;
       st.add("rank", totals.straggler.rank())
           .add("factor", totals.straggler.factor())
           .add("slept_seconds", straggler_slept);
@@ -158,7 +158,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
       // The model's time for every message rank 0 sent over the whole run (the ledgers).
       double emulated = 0;
       for (const NamedGroup& g : groups) emulated += g.group->ledger().emulated_seconds();
-      JsonObject net;
+      json::Object net;
       net.add("latency_us", c.net_latency_us)
           .add("bandwidth_gbps", c.net_bandwidth_gbps)
           .add("emulated_seconds", emulated);

@@ -100,7 +100,7 @@ class Strategy {
   }
   // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
   // report lines.
-  virtual void report(JsonObject& /*summary*/, bool /*lead*/) {}
+  virtual void report(json::Object& /*summary*/, bool /*lead*/) {}
   // Called after every training step (a pipeline accumulates its idle time).
   virtual void after_step() {}
   // Whether the loop checks each step's loss and gradients over the world: one all-reduce per

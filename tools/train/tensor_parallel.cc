@@ -53,7 +53,7 @@ Head split_layers(const Config& c, nn::Sequential& model, const dist::Topology& 
   return head;
 }
 
-void TensorParallelFigures::report(JsonObject& summary, int64_t batch_size) const {
+void TensorParallelFigures::report(json::Object& summary, int64_t batch_size) const {
   // Logits of one batch in f32 (the loss computes in f32 under autocast too).
   summary.add("tensor_parallel", size)
       .add("parameter_bytes_this_rank", parameter_bytes)

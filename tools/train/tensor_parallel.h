@@ -29,7 +29,7 @@ struct TensorParallelFigures {
   int64_t logits_per_example = 0;      // this rank's head outputs per example
   int64_t logits_per_example_full = 0;
 
-  void report(JsonObject& summary, int64_t batch_size) const;
+  void report(json::Object& summary, int64_t batch_size) const;
 };
 
 // The ordinary head: cross-entropy (with --label-smoothing) and argmax.
