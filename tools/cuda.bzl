@@ -54,7 +54,13 @@ def cuda_library(name, cu_srcs, cu_hdrs = [], srcs = [], hdrs = [], deps = [], v
             name = "%s_%s_nvcc" % (name, stem),
             srcs = [cu] + cu_hdrs,
             outs = [out],
-            cmd = "%s %s -c $(location %s) -o $@" % (NVCC, " ".join(NVCC_FLAGS), cu),
+            # nvcc names its temporary files after its process id, which is the same in every
+            # sandbox (each runs in a PID namespace of its own) while /tmp is shared: two nvcc
+            # runs at once deleted each other's files ("ptxas fatal: Input file
+            # '/tmp/tmpxft_00000002_..._elementwise.compute_80.ptx' could not be opened"). Each
+            # run gets a temporary directory of its own.
+            cmd = ("tmp=$$(mktemp -d) && TMPDIR=$$tmp %s %s -c $(location %s) -o $@; " +
+                   "status=$$?; rm -rf $$tmp; exit $$status") % (NVCC, " ".join(NVCC_FLAGS), cu),
             tags = ["manual"],
             message = "nvcc %s" % cu,
         )
