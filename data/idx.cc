@@ -165,9 +165,9 @@ Tensor read_idx(const std::string& path, int64_t rows) {
   const Shape header_shape = shape;
   const bool prefix = rows >= 0 && rows < shape[0];
   if (prefix) {
-    const uint64_t row_count = shape[0] == 0 ? 0 : count / static_cast<uint64_t>(shape[0]);
+    const uint64_t row_elements = count / static_cast<uint64_t>(shape[0]);  // shape[0] > rows >= 0
     shape[0] = rows;
-    count = row_count * static_cast<uint64_t>(rows);
+    count = row_elements * static_cast<uint64_t>(rows);
     data_bytes = count * element;
   }
   // The data, and one byte more: a file (or an inflating gzip stream) that goes on past what
@@ -196,10 +196,11 @@ Tensor read_idx(const std::string& path, int64_t rows) {
             after);
   }
   file.close();
+  const std::string needed = prefix ? detail::str(", whose first ", rows, " rows need ", data_bytes,
+                                                  " bytes of data,")
+                                    : detail::str(" (", data_bytes, " bytes of data)");
   TS_CHECK(data.size() == data_bytes, "read_idx: '", path, "' is truncated: header says ",
-           header_shape, prefix ? detail::str(", whose first ", rows, " rows need ") : " (",
-           data_bytes, " bytes of data", prefix ? "," : ")", " but only ", data.size(),
-           " bytes follow it");
+           header_shape, needed, " but only ", data.size(), " bytes follow it");
 
   Tensor out = empty(shape, dtype);
   const unsigned char* p = data.data();

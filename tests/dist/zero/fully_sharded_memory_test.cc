@@ -92,16 +92,20 @@ int64_t forward_peak(F run) {
   return memory_stats(Device::cpu()).peak_bytes - base;
 }
 
+// The activations of a forward of x, measured on the unwrapped model (its parameters resident).
+int64_t unwrapped_activations(const Tensor& x) {
+  auto plain = mlp();
+  Variable keep;
+  return forward_peak([&] { keep = plain->forward(Variable(x)); });
+}
+
 TEST(FullyShardedMemory, ForwardHoldsOneUnitGatheredAtATime) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
   const auto [x, y] = rank_batch(0, N, r);
-  // The activations of this forward, measured on the unwrapped model (parameters resident).
-  auto plain = mlp();
-  Variable keep;
-  const int64_t activations = forward_peak([&] { keep = plain->forward(Variable(x)); });
-  keep = Variable();
+  const int64_t activations = unwrapped_activations(x);
   FullyShardedDataParallel fsdp(mlp(), world, options());
+  Variable keep;
   int64_t largest = 0, all = 0;
   for (const auto& u : fsdp.units()) {
     largest = std::max(largest, 8 * u->padded_numel());
@@ -131,10 +135,8 @@ TEST(FullyShardedPrefetch, EqualsDdpAndGathersAtMostOnePlusLimitUnits) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
   const auto [x, y] = rank_batch(0, N, r);
-  auto plain = mlp();
+  const int64_t activations = unwrapped_activations(x);
   Variable keep;
-  const int64_t activations = forward_peak([&] { keep = plain->forward(Variable(x)); });
-  keep = Variable();
   for (int limit : {1, 2}) {
     FullyShardedDataParallel fsdp(mlp(), world, options().prefetch_limit(limit));
     std::vector<int64_t> bytes;
