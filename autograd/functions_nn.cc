@@ -19,6 +19,7 @@ Variable conv2d(const Variable& input_in, const Variable& weight_in, const Varia
   const Tensor x = need_w ? input.data() : Tensor();
   const Variable w = weight;  // read at backward time (ZeRO-3 re-gathers it)
   // B: the input's gradient; W (deferred under a WeightGradStore): the weight's and bias's.
+  // Not deferred, both in one call, which prepares the output gradient once.
   return record_split(
       "Conv2dBackward", out, {input, weight, bias},
       [need_x, w, input_shape, params](const Tensor& g) -> Grads {
@@ -31,7 +32,11 @@ Variable conv2d(const Variable& input_in, const Variable& weight_in, const Varia
         if (need_b) gb = sum(g, {0, 2, 3});
         return {Tensor(), gw, gb};
       },
-      x.defined() ? static_cast<int64_t>(x.nbytes()) : 0);
+      x.defined() ? static_cast<int64_t>(x.nbytes()) : 0,
+      [need_x, need_w, need_b, x, w, input_shape, params](const Tensor& g) -> Grads {
+        auto [gx, gw] = conv2d_backward(g, x, w.data(), input_shape, params, need_x, need_w);
+        return {gx, gw, need_b ? sum(g, {0, 2, 3}) : Tensor()};
+      });
 }
 
 Variable max_pool2d(const Variable& input, const Pool2dParams& params) {

@@ -29,18 +29,25 @@ void deliver(const Edge& edge, Tensor grad) {
 class SplitFunctionNode final : public Node {
  public:
   SplitFunctionNode(std::string name, BackwardFn input_backward, BackwardFn weight_backward,
-                    int64_t weight_bytes)
+                    int64_t weight_bytes, BackwardFn joint_backward)
       : Node(1), name_(std::move(name)), input_(std::move(input_backward)),
-        weight_(std::move(weight_backward)), weight_bytes_(weight_bytes) {}
+        weight_(std::move(weight_backward)), joint_(std::move(joint_backward)),
+        weight_bytes_(weight_bytes) {}
   std::string name() const override { return name_; }
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     check_not_released();
     const Tensor g = grads[0];
+    WeightGradStore* store = current_weight_grad_store();
+    if (store == nullptr && joint_) {
+      Grads out = joint_(g);
+      TS_INTERNAL_ASSERT(out.size() == next_edges().size(), name_, " returned ", out.size(),
+                         " gradients for ", next_edges().size(), " inputs");
+      return out;
+    }
     Grads out = input_(g);
     TS_INTERNAL_ASSERT(out.size() == next_edges().size(), name_, " returned ", out.size(),
                        " input gradients for ", next_edges().size(), " inputs");
-    WeightGradStore* store = current_weight_grad_store();
     if (store == nullptr) {
       Grads w = weight_(g);
       for (size_t i = 0; i < out.size(); ++i) {
@@ -62,11 +69,12 @@ class SplitFunctionNode final : public Node {
     Node::release_saved();
     input_ = nullptr;
     weight_ = nullptr;
+    joint_ = nullptr;
   }
 
  private:
   std::string name_;
-  BackwardFn input_, weight_;
+  BackwardFn input_, weight_, joint_;
   int64_t weight_bytes_;
 };
 
@@ -112,11 +120,13 @@ DeferWeightGradients::~DeferWeightGradients() { current_store = previous_; }
 WeightGradStore* current_weight_grad_store() { return current_store; }
 
 Variable record_split(const char* name, Tensor result, const std::vector<Variable>& inputs,
-                      BackwardFn input_backward, BackwardFn weight_backward, int64_t weight_bytes) {
+                      BackwardFn input_backward, BackwardFn weight_backward, int64_t weight_bytes,
+                      BackwardFn joint_backward) {
   if (!any_requires_grad(inputs)) return Variable(std::move(result));
   return attach(std::move(result),
                 std::make_shared<SplitFunctionNode>(name, std::move(input_backward),
-                                                    std::move(weight_backward), weight_bytes),
+                                                    std::move(weight_backward), weight_bytes,
+                                                    std::move(joint_backward)),
                 inputs);
 }
 

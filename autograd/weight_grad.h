@@ -85,9 +85,12 @@ WeightGradStore* current_weight_grad_store();
 
 // record() for ops whose backward splits: `input_backward` returns the gradients B computes
 // (undefined for the weight inputs), `weight_backward` those W computes (undefined for the
-// others); both get the output gradient. Without a store both run at once, summed per input.
-// `weight_bytes`: what weight_backward's captures hold, for held_bytes().
+// others); both get the output gradient. Without a store both run at once, summed per input:
+// through `joint_backward` when one is given, which returns every gradient from one call (a
+// convolution's kernels then prepare the output gradient once for both passes; it must give
+// what B then W give). `weight_bytes`: what weight_backward's captures hold, for held_bytes().
 Variable record_split(const char* name, Tensor result, const std::vector<Variable>& inputs,
-                      BackwardFn input_backward, BackwardFn weight_backward, int64_t weight_bytes);
+                      BackwardFn input_backward, BackwardFn weight_backward, int64_t weight_bytes,
+                      BackwardFn joint_backward = nullptr);
 
 }  // namespace tessera

@@ -27,6 +27,13 @@ void Backend::batch_norm_relu_backward(const Tensor& grad_out, const Tensor& out
   batch_norm_backward(masked, x, mean, invstd, weight, training, grad_in, grad_weight, grad_bias);
 }
 
+void Backend::conv2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                              const Conv2dParams& p, const Tensor& grad_in,
+                              const Tensor& grad_weight) {
+  if (grad_in.defined()) conv2d_backward_input(grad_out, weight, p, grad_in);
+  if (grad_weight.defined()) conv2d_backward_weight(grad_out, input, p, grad_weight);
+}
+
 Backend& backend(DeviceType type) {
   Backend* b = g_backends[static_cast<int>(type)];
   if (b == nullptr) {

@@ -90,6 +90,12 @@ class Backend {
                                      const Conv2dParams& p, const Tensor& grad_in) = 0;
   virtual void conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                       const Conv2dParams& p, const Tensor& grad_weight) = 0;
+  // Both passes (either output may be undefined: not asked for; input is undefined when
+  // grad_weight is). The default calls the two above; a backend overrides it to prepare
+  // grad_out once for both.
+  virtual void conv2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                               const Conv2dParams& p, const Tensor& grad_in,
+                               const Tensor& grad_weight);
 
   virtual void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
                           const Tensor& indices) = 0;

@@ -118,6 +118,13 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                              const Shape& input_shape, const Conv2dParams& params);
 Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                               const Shape& weight_shape, const Conv2dParams& params);
+// Both backward passes from one call: {input gradient, weight gradient}, each computed only
+// when asked for (`input` may be undefined when the weight gradient is not). The same values as
+// the two calls above; the backend may prepare grad_out (widen it, reorder it) once for both.
+std::pair<Tensor, Tensor> conv2d_backward(const Tensor& grad_out, const Tensor& input,
+                                          const Tensor& weight, const Shape& input_shape,
+                                          const Conv2dParams& params, bool need_input,
+                                          bool need_weight);
 // Values and the flat (h * W + w) index of each window's maximum within its plane.
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p);
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,

@@ -222,6 +222,32 @@ Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
   return grad_w;
 }
 
+std::pair<Tensor, Tensor> conv2d_backward(const Tensor& grad_out, const Tensor& input,
+                                          const Tensor& weight, const Shape& input_shape,
+                                          const Conv2dParams& params, bool need_input,
+                                          bool need_weight) {
+  check_conv(input_shape, weight.shape(), params, "conv2d_backward");
+  const Shape expected = conv_output_shape(input_shape, weight.shape(), params);
+  TS_CHECK(grad_out.shape() == expected, "conv2d_backward: grad shape ", grad_out.shape(),
+           " differs from the output shape ", expected);
+  if (need_weight) {
+    TS_CHECK(input.defined() && input.shape() == input_shape, "conv2d_backward: the weight ",
+             "gradient needs the input, of shape ", input_shape);
+    TS_CHECK(input.dtype() == weight.dtype(), "conv2d_backward: input is ", input.dtype(),
+             " but weight is ", weight.dtype());
+    detail::check_same_device(input, weight, "conv2d_backward");
+  }
+  const Tensor grad_in = need_input ? empty(input_shape, weight.options()) : Tensor();
+  const Tensor grad_w = need_weight ? empty(weight.shape(), weight.options()) : Tensor();
+  if (need_input || need_weight) {
+    backend(weight.device())
+        .conv2d_backward(grad_out.to(weight.dtype()).contiguous(),
+                         need_weight ? input.contiguous() : Tensor(), weight.contiguous(), params,
+                         grad_in, grad_w);
+  }
+  return {grad_in, grad_w};
+}
+
 // ---------------------------------------------------------------------------- pooling
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p) {

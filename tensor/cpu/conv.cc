@@ -398,5 +398,33 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& in
   }
 }
 
+void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
+                                 const Tensor& weight, const Conv2dParams& p,
+                                 const Tensor& grad_in, const Tensor& grad_weight) {
+  if (!grad_in.defined() || !grad_weight.defined()) {
+    return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
+  }
+  const DType type = weight.dtype();
+  const bool bf16_onednn = type == kBF16 && onednn_bf16_available();
+  if (bf16_onednn ||
+      (type == kF32 &&
+       conv_uses_onednn(ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p) &&
+       conv_uses_onednn(ConvPass::kBackwardWeight, input.shape(), weight.shape(), p))) {
+    return conv2d_backward_onednn(grad_out, input, weight, p, grad_in, grad_weight);
+  }
+  if (type == kF16 || type == kBF16) {
+    // The f32 kernels on widened copies, as each pass alone runs them, with the output
+    // gradient widened once instead of once per pass.
+    const Tensor grad_in32 = empty(grad_in.shape(), kF32);
+    const Tensor grad_weight32 = empty(grad_weight.shape(), kF32);
+    conv2d_backward(grad_out.to(kF32), input.to(kF32), weight.to(kF32), p, grad_in32,
+                    grad_weight32);
+    Tensor(grad_in).copy_(grad_in32);
+    Tensor(grad_weight).copy_(grad_weight32);
+    return;
+  }
+  Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
+}
+
 }  // namespace cpu
 }  // namespace tessera

@@ -108,47 +108,92 @@ void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias
   s.wait();
 }
 
-void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
-                                       const Conv2dParams& p, const Tensor& grad_in) {
-  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
-  const auto hint = c.forward(false);
-  const dnnl::convolution_backward_data::primitive_desc pd(
+namespace {
+
+dnnl::convolution_backward_data::primitive_desc backward_data(const ConvSetup& c) {
+  return dnnl::convolution_backward_data::primitive_desc(
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, c.any(c.src),
                                             c.any(c.weights), c.any(c.dst), c.strides,
                                             c.dilates, c.pad, c.pad),
-      engine(), hint);
-  dnnl::stream s(engine());
-  Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
+      engine(), c.forward(false));
+}
+
+dnnl::convolution_backward_weights::primitive_desc backward_weights(const ConvSetup& c) {
+  return dnnl::convolution_backward_weights::primitive_desc(
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+                                               c.any(c.src), c.any(c.weights), c.any(c.dst),
+                                               c.strides, c.dilates, c.pad, c.pad),
+      engine(), c.forward(false));
+}
+
+// The passes given the output gradient already in the layout their primitive wants.
+void run_backward_data(const ConvSetup& c,
+                       const dnnl::convolution_backward_data::primitive_desc& pd,
+                       const memory& dy, const Tensor& weight, const Tensor& grad_in,
+                       dnnl::stream& s) {
   Operand w(c.plain_weights(), weight, pd.weights_desc());
   Operand dx(c.plain_src(c.src), grad_in, pd.diff_src_desc());
-  dy.to_primitive(s);
   w.to_primitive(s);
   dnnl::convolution_backward_data(pd).execute(
-      s, {{DNNL_ARG_DIFF_DST, dy.mem()}, {DNNL_ARG_WEIGHTS, w.mem()},
-          {DNNL_ARG_DIFF_SRC, dx.mem()}});
+      s, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w.mem()}, {DNNL_ARG_DIFF_SRC, dx.mem()}});
   dx.from_primitive(s);
+}
+
+void run_backward_weights(const ConvSetup& c,
+                          const dnnl::convolution_backward_weights::primitive_desc& pd,
+                          const memory& dy, const Tensor& input, const Tensor& grad_weight,
+                          dnnl::stream& s) {
+  Operand x(c.plain_src(c.src), input, pd.src_desc());
+  Operand dw(c.plain_weights(), grad_weight, pd.diff_weights_desc());
+  x.to_primitive(s);
+  dnnl::convolution_backward_weights(pd).execute(
+      s, {{DNNL_ARG_SRC, x.mem()}, {DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_WEIGHTS, dw.mem()}});
+  dw.from_primitive(s);
+}
+
+}  // namespace
+
+void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
+                                  const Conv2dParams& p, const Tensor& grad_in) {
+  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
+  const auto pd = backward_data(c);
+  dnnl::stream s(engine());
+  Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
+  dy.to_primitive(s);
+  run_backward_data(c, pd, dy.mem(), weight, grad_in, s);
   s.wait();
 }
 
 void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
-                                        const Conv2dParams& p, const Tensor& grad_weight) {
+                                   const Conv2dParams& p, const Tensor& grad_weight) {
   const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype());
-  const auto hint = c.forward(false);
-  const dnnl::convolution_backward_weights::primitive_desc pd(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
-                                               c.any(c.src), c.any(c.weights), c.any(c.dst),
-                                               c.strides, c.dilates, c.pad, c.pad),
-      engine(), hint);
+  const auto pd = backward_weights(c);
   dnnl::stream s(engine());
-  Operand x(c.plain_src(c.src), input, pd.src_desc());
   Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
-  Operand dw(c.plain_weights(), grad_weight, pd.diff_weights_desc());
-  x.to_primitive(s);
   dy.to_primitive(s);
-  dnnl::convolution_backward_weights(pd).execute(
-      s, {{DNNL_ARG_SRC, x.mem()}, {DNNL_ARG_DIFF_DST, dy.mem()},
-          {DNNL_ARG_DIFF_WEIGHTS, dw.mem()}});
-  dw.from_primitive(s);
+  run_backward_weights(c, pd, dy.mem(), input, grad_weight, s);
+  s.wait();
+}
+
+void conv2d_backward_onednn(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                            const Conv2dParams& p, const Tensor& grad_in,
+                            const Tensor& grad_weight) {
+  const ConvSetup c(input.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
+  const auto data_pd = backward_data(c);
+  const auto weights_pd = backward_weights(c);
+  dnnl::stream s(engine());
+  // One reorder of the output gradient serves both passes when they want the same layout
+  // (bf16: both nChw16c).
+  Operand dy(c.plain_src(c.dst), grad_out, data_pd.diff_dst_desc());
+  dy.to_primitive(s);
+  run_backward_data(c, data_pd, dy.mem(), weight, grad_in, s);
+  if (weights_pd.diff_dst_desc() == data_pd.diff_dst_desc()) {
+    run_backward_weights(c, weights_pd, dy.mem(), input, grad_weight, s);
+  } else {
+    Operand dy_w(c.plain_src(c.dst), grad_out, weights_pd.diff_dst_desc());
+    dy_w.to_primitive(s);
+    run_backward_weights(c, weights_pd, dy_w.mem(), input, grad_weight, s);
+  }
   s.wait();
 }
 

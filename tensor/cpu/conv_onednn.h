@@ -27,6 +27,11 @@ void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
                                   const Conv2dParams& p, const Tensor& grad_in);
 void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
                                    const Conv2dParams& p, const Tensor& grad_weight);
+// Both backward passes, the output gradient reordered once when both primitives want the same
+// layout.
+void conv2d_backward_onednn(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                            const Conv2dParams& p, const Tensor& grad_in,
+                            const Tensor& grad_weight);
 
 }  // namespace cpu
 }  // namespace tessera

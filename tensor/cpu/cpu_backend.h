@@ -33,6 +33,9 @@ class CpuBackend final : public Backend {
                              const Tensor& grad_in) override;
   void conv2d_backward_weight(const Tensor& grad_out, const Tensor& input, const Conv2dParams& p,
                               const Tensor& grad_weight) override;
+  void conv2d_backward(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
+                       const Conv2dParams& p, const Tensor& grad_in,
+                       const Tensor& grad_weight) override;
   void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
                   const Tensor& indices) override;
   void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,

@@ -1,9 +1,9 @@
 // A backward split into B (input gradients) then W (weight gradients) gives the ordinary
 // backward's gradients bit for bit: an MLP, a ResNet-20 (convolutions, batch norm, residual
-// adds), under bf16 autocast (the weights reach the layers through casts), with activation
-// checkpointing, and over two micro-batches accumulated in either W order. After B alone the
-// split layers' weights have no gradient and the input has its final one; grad-ready hooks
-// fire in W; callbacks queued in B run after the last W.
+// adds), under bf16 and f16 autocast (the weights reach the layers through casts), with
+// activation checkpointing, and over two micro-batches accumulated in either W order. After B
+// alone the split layers' weights have no gradient and the input has its final one; grad-ready
+// hooks fire in W; callbacks queued in B run after the last W.
 #include "autograd/weight_grad.h"
 
 #include <gtest/gtest.h>
@@ -107,6 +107,19 @@ TEST(WeightGrad, UnderBf16AutocastTheCastsCarryTheWeightGradients) {
     AutocastGuard autocast(kBF16);
     return loss_of(m, x);
   });
+}
+
+// The ordinary backward computes a convolution's two passes in one call (conv2d_backward:
+// bf16 reorders the output gradient once for oneDNN's two primitives, f16 widens it once); B
+// then W calls them one at a time. Same bits either way.
+TEST(WeightGrad, ResNetUnderHalfAutocastSplitEqualsOrdinaryBackward) {
+  for (DType type : {kBF16, kF16}) {
+    SCOPED_TRACE(dtype_name(type));
+    check_split(resnet20, {2, 1, 8, 8}, [type](const Model& m, const Variable& x) {
+      AutocastGuard autocast(type);
+      return loss_of(m, x);
+    });
+  }
 }
 
 TEST(WeightGrad, ComposesWithActivationCheckpointing) {

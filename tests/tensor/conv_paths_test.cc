@@ -129,6 +129,48 @@ TEST(ConvPaths, RepeatedRunsGiveTheSameBits) {
   set_num_threads(1);
 }
 
+// conv2d_backward computes both passes in one call (the autograd node's path when weight
+// gradients are not deferred), preparing the output gradient once: oneDNN reorders it once for
+// both primitives, f16 widens it once. Its results must be each pass's alone, bit for bit, in
+// every dtype and whichever pass is asked for.
+TEST(ConvPaths, BothPassesInOneCallGiveEachPassAloneBitForBit) {
+  manual_seed(8);
+  for (DType type : {kF32, kF64, kF16, kBF16}) {
+    for (const Case& c : cases()) {
+      const Conv2dParams p = params(c);
+      const Tensor x = randn(c.x).to(type), w = randn(c.w).to(type);
+      const Tensor g = randn(conv2d(x, w, Tensor(), p).shape()).to(type);
+      const std::string what = std::string(c.name) + ", " + dtype_name(type);
+      const Tensor dx = conv2d_backward_input(g, w, c.x, p);
+      const Tensor dw = conv2d_backward_weight(g, x, c.w, p);
+      const auto [both_dx, both_dw] = conv2d_backward(g, x, w, c.x, p, true, true);
+      ASSERT_EQ(both_dx.dtype(), type) << what;
+      ASSERT_EQ(both_dw.dtype(), type) << what;
+      EXPECT_EQ(both_dx.to_vector<double>(), dx.to_vector<double>()) << what;
+      EXPECT_EQ(both_dw.to_vector<double>(), dw.to_vector<double>()) << what;
+      const auto [only_dx, no_dw] = conv2d_backward(g, Tensor(), w, c.x, p, true, false);
+      EXPECT_EQ(only_dx.to_vector<double>(), dx.to_vector<double>()) << what;
+      EXPECT_FALSE(no_dw.defined()) << what;
+      const auto [no_dx, only_dw] = conv2d_backward(g, x, w, c.x, p, false, true);
+      EXPECT_FALSE(no_dx.defined()) << what;
+      EXPECT_EQ(only_dw.to_vector<double>(), dw.to_vector<double>()) << what;
+    }
+  }
+}
+
+TEST(ConvPaths, BothPassesNeedTheInputForTheWeightGradient) {
+  const Case c = cases()[0];
+  const Tensor w = randn(c.w), g = randn(conv2d(randn(c.x), w, Tensor(), params(c)).shape());
+  try {
+    conv2d_backward(g, Tensor(), w, c.x, params(c), true, true);
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the weight gradient needs the input, of shape"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ConvPaths, SmallBatchWeightGradientDoesNotDependOnTheThreadCount) {
   manual_seed(5);
   for (int64_t n : {1, 3, 8, 11}) {
