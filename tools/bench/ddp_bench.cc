@@ -51,10 +51,17 @@ struct Flags {
 bool parse_flags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     const char* v;
-    if ((v = bench::flag_value(argv[i], "--model="))) flags->model = v;
-    else if ((v = bench::flag_value(argv[i], "--steps="))) flags->steps = std::max(3, std::atoi(v));
-    else if ((v = bench::flag_value(argv[i], "--threads="))) {
-      flags->threads = std::max(1, std::atoi(v));
+    if ((v = bench::flag_value(argv[i], "--model="))) {
+      flags->model = v;
+      if (flags->model != "logistic" && flags->model != "mlp" && flags->model != "resnet20") {
+        std::fprintf(stderr, "ddp_bench: --model must be logistic, mlp or resnet20, got %s\n", v);
+        return false;
+      }
+    } else if ((v = bench::flag_value(argv[i], "--steps="))) {
+      // At least 3, as before this parser checked: medians over a few steps.
+      if (!bench::parse_number("ddp_bench", "--steps=", v, 3, &flags->steps)) return false;
+    } else if ((v = bench::flag_value(argv[i], "--threads="))) {
+      if (!bench::parse_number("ddp_bench", "--threads=", v, 1, &flags->threads)) return false;
     } else {
       bench::print_unknown_flag("ddp_bench", argv[i],
                                 "--model=logistic|mlp|resnet20 --steps=N --threads=N");
@@ -64,7 +71,7 @@ bool parse_flags(int argc, char** argv, Flags* flags) {
   return true;
 }
 
-// The model --model names (logistic for a name it does not know), seeded alike on every rank,
+// The model --model names, seeded alike on every rank,
 // with its batch per rank (as train_bench's cases) and its step counts: the small models' steps
 // are short, so they run 20x as many.
 struct Workload {

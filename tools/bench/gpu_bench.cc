@@ -6,10 +6,8 @@
 //   bazel-bin/tools/bench/gpu_bench [--batches=64,128 --steps=N --gemm-n=8192]
 //
 // Each step ends with the loss read back to the host, so the timings include the whole step.
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -72,13 +70,6 @@ double resnet50_images_per_second(int64_t batch, int steps, const Device& gpu, i
   return batch / median(s);
 }
 
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,11 +79,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const char* v;
     if ((v = bench::flag_value(argv[i], "--batches="))) {
-      batches = parse_list(v);
+      if (!bench::parse_numbers("gpu_bench", "--batches=", v, int64_t{1}, &batches)) return 2;
     } else if ((v = bench::flag_value(argv[i], "--steps="))) {
-      steps = std::max(1, std::atoi(v));
+      if (!bench::parse_number("gpu_bench", "--steps=", v, 1, &steps)) return 2;
     } else if ((v = bench::flag_value(argv[i], "--gemm-n="))) {
-      gemm_n = std::max(1, std::atoi(v));
+      if (!bench::parse_number("gpu_bench", "--gemm-n=", v, int64_t{1}, &gemm_n)) return 2;
     } else {
       bench::print_unknown_flag("gpu_bench", argv[i], "--batches=64,128 --steps=N --gemm-n=N");
       return 2;

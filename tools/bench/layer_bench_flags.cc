@@ -1,40 +1,29 @@
 #include "tools/bench/layer_bench_flags.h"
 
-#include <algorithm>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 
 #include "tools/bench/bench_clock.h"
 #include "tools/bench/bench_flags.h"
 
 namespace tessera {
 namespace bench {
-namespace {
-
-// "1,2" -> {1, 2}. Each number is read with atoi up to the next comma, so "1,,2" gives a 0 and
-// a trailing comma nothing, as the published command lines were parsed.
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> out;
-  for (const char* p = s; *p;) {
-    out.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p == ',') ++p;
-  }
-  return out;
-}
-
-}  // namespace
 
 bool parse_layer_bench_flags(int argc, char** argv, LayerBenchFlags* flags) {
   for (int i = 1; i < argc; ++i) {
     const char* v;
-    if ((v = flag_value(argv[i], "--model="))) flags->model = v;
-    else if ((v = flag_value(argv[i], "--only="))) flags->only = v;
-    else if (parse_clock_flag(argv[i])) continue;
-    else if ((v = flag_value(argv[i], "--batch="))) flags->batch = std::atoll(v);
-    else if ((v = flag_value(argv[i], "--reps="))) flags->reps = std::max(1, std::atoi(v));
-    else if ((v = flag_value(argv[i], "--threads="))) flags->threads = parse_list(v);
-    else {
+    if ((v = flag_value(argv[i], "--model="))) {
+      flags->model = v;
+    } else if ((v = flag_value(argv[i], "--only="))) {
+      flags->only = v;
+    } else if (parse_clock_flag(argv[i])) {  // it set bench::cpu_clock
+    } else if ((v = flag_value(argv[i], "--batch="))) {
+      if (!parse_number("layer_bench", "--batch=", v, int64_t{1}, &flags->batch)) return false;
+    } else if ((v = flag_value(argv[i], "--reps="))) {
+      if (!parse_number("layer_bench", "--reps=", v, 1, &flags->reps)) return false;
+    } else if ((v = flag_value(argv[i], "--threads="))) {
+      if (!parse_numbers("layer_bench", "--threads=", v, 1, &flags->threads)) return false;
+    } else {
       print_unknown_flag("layer_bench", argv[i],
                          "--model=resnet18|resnet50 --batch=N --threads=1,2 --reps=N "
                          "--only=substring --clock=cpu");

@@ -109,8 +109,7 @@ int main(int argc, char** argv) {
   const Tensor x = randn({flags.batch, flags.width}, kF32, &g);
   const Tensor y = argmax(x.narrow(1, 0, 10), 1);
   for (const std::string& schedule : bench::split_commas(flags.schedules)) {
-    for (const std::string& m_text : bench::split_commas(flags.microbatches)) {
-      const int M = std::stoi(m_text);
+    for (const int M : flags.microbatches) {
       if (schedule == "interleaved" && M % K != 0) continue;  // it needs a multiple of K
       run_schedule(world, flags, schedule, M, x, y);
     }

@@ -17,19 +17,20 @@ const char* nonempty_value(const char* arg, const char* flag) {
 }  // namespace
 
 bool parse_pipeline_bench_flags(int argc, char** argv, bool report, PipelineBenchFlags* flags) {
+  const char* bench = report ? "pipeline_bench" : nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v;
     if ((v = nonempty_value(argv[i], "--width="))) {
-      flags->width = std::stoll(v);
+      if (!parse_number(bench, "--width=", v, int64_t{1}, &flags->width)) return false;
     } else if ((v = nonempty_value(argv[i], "--batch="))) {
-      flags->batch = std::stoll(v);
+      if (!parse_number(bench, "--batch=", v, int64_t{1}, &flags->batch)) return false;
     } else if ((v = nonempty_value(argv[i], "--layers="))) {
-      flags->layers = std::stoi(v);
+      if (!parse_number(bench, "--layers=", v, 1, &flags->layers)) return false;
     } else if ((v = nonempty_value(argv[i], "--steps="))) {
-      flags->steps = std::max(1, std::stoi(v));
+      if (!parse_number(bench, "--steps=", v, 1, &flags->steps)) return false;
     } else if ((v = nonempty_value(argv[i], "--microbatches="))) {
-      flags->microbatches = v;
+      if (!parse_numbers(bench, "--microbatches=", v, 1, &flags->microbatches)) return false;
     } else if ((v = nonempty_value(argv[i], "--schedules="))) {
       flags->schedules = v;
     } else if ((v = nonempty_value(argv[i], "--balance="))) {
@@ -39,9 +40,11 @@ bool parse_pipeline_bench_flags(int argc, char** argv, bool report, PipelineBenc
     } else if (a == "--messages") {
       flags->messages = true;
     } else if ((v = nonempty_value(argv[i], "--sizes="))) {
-      flags->message_options.sizes = v;
+      if (!parse_numbers(bench, "--sizes=", v, int64_t{1}, &flags->message_options.sizes)) {
+        return false;
+      }
     } else if ((v = nonempty_value(argv[i], "--batches="))) {
-      flags->message_options.batches = std::max(1, std::stoi(v));
+      if (!parse_number(bench, "--batches=", v, 1, &flags->message_options.batches)) return false;
     } else {
       if (report) {
         print_unknown_flag("pipeline_bench", argv[i],

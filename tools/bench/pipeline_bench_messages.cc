@@ -25,16 +25,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::vector<int64_t> parse_sizes(const std::string& list) {
-  std::vector<int64_t> out;
-  for (size_t at = 0; at < list.size();) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    out.push_back(std::stoll(list.substr(at, comma - at)));
-    at = comma + 1;
-  }
-  return out;
-}
-
 // One ping-pong: `trips` round trips started by rank 0. Returns rank 0's one-way time.
 using PingPong = std::function<void(int trips)>;
 
@@ -193,7 +183,7 @@ void run_message_bench(const std::shared_ptr<dist::ProcessGroup>& world,
     std::vector<double> mpi, tessera;
   };
   std::vector<Arrived> arrived;
-  for (const int64_t bytes : parse_sizes(options.sizes)) {
+  for (const int64_t bytes : options.sizes) {
     TS_CHECK(bytes >= 1024 && bytes % 1024 == 0, "pipeline_bench --messages: a size of ", bytes,
              " bytes is not a positive multiple of 1024");
     const int n = static_cast<int>(bytes);

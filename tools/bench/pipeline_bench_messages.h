@@ -28,7 +28,7 @@ namespace tessera {
 namespace bench {
 
 struct MessageBenchOptions {
-  std::string sizes = "4096,65536,524288,4194304";
+  std::vector<int64_t> sizes = {4096, 65536, 524288, 4194304};  // bytes per message
   int batches = 15;
 };
 

@@ -60,14 +60,20 @@ Flags parse(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     const auto value = [&](const char* flag) { return bench::flag_value(argv[i], flag); };
+    // A whole number of at least `min` for `flag`, or the bench ends saying why.
+    const auto number = [&](const char* flag, const char* text, auto min, auto* out) {
+      if (!bench::parse_number("tensor_parallel_bench", flag, text, min, out)) std::exit(2);
+    };
     if (const char* v = value("--mode=")) f.mode = v;
-    else if (const char* v = value("--depth=")) f.depth = std::atoi(v);
-    else if (const char* v = value("--image=")) f.image = std::atoi(v);
-    else if (const char* v = value("--steps=")) f.steps = std::max(1, std::atoi(v));
-    else if (const char* v = value("--threads=")) f.threads = std::max(1, std::atoi(v));
-    else if (const char* v = value("--tensor-parallel=")) f.tensor_parallel = std::atoi(v);
-    else if (const char* v = value("--classes=")) f.classes = std::atoll(v);
-    else if (const char* v = value("--batch=")) f.batch = std::atoll(v);
+    else if (const char* v = value("--depth=")) number("--depth=", v, 1, &f.depth);
+    else if (const char* v = value("--image=")) number("--image=", v, 1, &f.image);
+    else if (const char* v = value("--steps=")) number("--steps=", v, 1, &f.steps);
+    else if (const char* v = value("--threads=")) number("--threads=", v, 1, &f.threads);
+    else if (const char* v = value("--tensor-parallel=")) {
+      number("--tensor-parallel=", v, 0, &f.tensor_parallel);  // 0: every rank
+    }
+    else if (const char* v = value("--classes=")) number("--classes=", v, int64_t{1}, &f.classes);
+    else if (const char* v = value("--batch=")) number("--batch=", v, int64_t{1}, &f.batch);
     else {
       bench::print_unknown_flag("tensor_parallel_bench", argv[i],
                                 "--mode=ddp|ddp_tp|zero1|zero1_tp --depth=18|34|50 --classes=N "

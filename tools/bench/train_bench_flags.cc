@@ -46,12 +46,12 @@ bool parse_train_bench_flags(int argc, char** argv, TrainBenchFlags* flags) {
     if ((v = flag_value(argv[i], "--models="))) {
       flags->models = v;
     } else if ((v = flag_value(argv[i], "--threads="))) {
-      flags->thread_counts = {std::max(1, std::atoi(v))};
+      if (!parse_numbers("train_bench", "--threads=", v, 1, &flags->thread_counts)) return false;
     } else if ((v = flag_value(argv[i], "--param-dtype="))) {
       if (!parse_param_dtype(v, &flags->param_dtype)) return false;
     } else if (parse_clock_flag(argv[i])) {  // it set bench::cpu_clock
     } else if ((v = flag_value(argv[i], "--steps="))) {
-      flags->resnet_steps = std::max(1, std::atoi(v));
+      if (!parse_number("train_bench", "--steps=", v, 1, &flags->resnet_steps)) return false;
     } else if ((v = flag_value(argv[i], "--amp="))) {
       if (!parse_amps(v, &flags->amps)) return false;
     } else {
