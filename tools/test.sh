@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README.md): every target of the default CPU-only build, then every test target
-# in it (the examples included), a user's program built in an outside workspace against
+# in it (the examples included), a user's program compiled in an outside workspace against
 # @tessera//:tessera, training under Slurm on a one-node cluster started for the test (srun and
 # sbatch), then, where the CUDA toolkit is installed (/usr/local/cuda), every target built with
 # --config=cuda. So the CUDA code always compiles and links. With a GPU every test then runs again
@@ -18,7 +18,8 @@ cd "$(dirname "$0")/.."
 # cold run took 600 s against 525 s this way (tests 156 s of it, alone on the cores).
 bazel build //... && bazel test //...
 status=$?
-# A user's program in a workspace of its own, built against @tessera//:tessera.
+# A user's program in a workspace of its own, analyzed and compiled against @tessera//:tessera
+# (linked and run by //tests/tools:outside_workspace_program_test; --full does all of it there).
 tools/outside_workspace_test.sh || status=1
 # srun and sbatch of the train tool on a one-node Slurm cluster of its own (says SKIPPED where
 # Slurm cannot run).
