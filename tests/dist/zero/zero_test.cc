@@ -2,7 +2,8 @@
 // an unused parameter too), per-rank optimizer-state bytes (~1/N) and, for stage 2, gradient
 // bytes measured by the allocator (~1/N), the consolidated state (equal to an unsharded
 // optimizer's), re-sharding on load, clipping, communication volume (equal to DDP's
-// all-reduce), and the error when DDP and ZeRO would both reduce the same gradients.
+// all-reduce), each rank's shard of the averaged gradient (shard_gradient()), and the error
+// when DDP and ZeRO would both reduce the same gradients.
 #include "dist/zero/zero_optimizer.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,33 @@ void zero_matches_ddp(const MakeOpt& make, const ZeroOptions& options) {
 
 TEST_P(ZeroStage, EqualsDdpWithAdam) { zero_matches_ddp(adam(), options()); }
 TEST_P(ZeroStage, EqualsDdpWithSgdMomentumAndWeightDecay) { zero_matches_ddp(sgd(), options()); }
+
+// shard_gradient() (documented in ZERO.md: where a stage-2 gradient lives, the parameters
+// having none) is this rank's slice of DDP's averaged gradient, flattened in parameter order:
+// after backward for stage 2, after clip_grad_norm() for stage 1.
+TEST_P(ZeroStage, ShardGradientIsThisRanksSliceOfTheAveragedGradient) {
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto ddp_model = mlp();
+  DistributedDataParallel ddp(ddp_model, world);
+  auto zero_model = mlp();
+  ZeroRedundancyOptimizer zero(zero_model->parameters(), world, sgd(), options());
+  const auto [x, y] = rank_batch(0, N, r);
+  cross_entropy(ddp.forward(Variable(x)), y).backward();
+  cross_entropy(zero_model->forward(Variable(x)), y).backward();
+  if (GetParam() == 1) zero.clip_grad_norm(1e9);  // reduces stage 1's gradients, clips nothing
+  std::vector<double> flat;
+  for (const Variable& p : ddp_model->parameters()) {
+    const std::vector<double> g = p.grad().to_vector<double>();
+    flat.insert(flat.end(), g.begin(), g.end());
+  }
+  const std::vector<double> shard = zero.shard_gradient().to_vector<double>();
+  ASSERT_EQ(static_cast<int64_t>(shard.size()), zero.shard_numel());
+  ASSERT_LE(zero.shard_offset() + zero.shard_numel(), static_cast<int64_t>(flat.size()));
+  for (size_t i = 0; i < shard.size(); ++i) {
+    ASSERT_NEAR(shard[i], flat[zero.shard_offset() + i], 1e-12) << "element " << i;
+  }
+}
 
 TEST_P(ZeroStage, StateBytesPerRankAreAboutOneNth) {
   auto world = dist::world();
