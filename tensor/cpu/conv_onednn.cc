@@ -110,20 +110,26 @@ void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias
 
 namespace {
 
-dnnl::convolution_backward_data::primitive_desc backward_data(const ConvSetup& c) {
+// The backward primitives, each given the forward's primitive_desc as oneDNN's hint (the joint
+// call builds that once for both).
+using ForwardPd = dnnl::convolution_forward::primitive_desc;
+
+dnnl::convolution_backward_data::primitive_desc backward_data(const ConvSetup& c,
+                                                              const ForwardPd& hint) {
   return dnnl::convolution_backward_data::primitive_desc(
       dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, c.any(c.src),
                                             c.any(c.weights), c.any(c.dst), c.strides,
                                             c.dilates, c.pad, c.pad),
-      engine(), c.forward(false));
+      engine(), hint);
 }
 
-dnnl::convolution_backward_weights::primitive_desc backward_weights(const ConvSetup& c) {
+dnnl::convolution_backward_weights::primitive_desc backward_weights(const ConvSetup& c,
+                                                                    const ForwardPd& hint) {
   return dnnl::convolution_backward_weights::primitive_desc(
       dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
                                                c.any(c.src), c.any(c.weights), c.any(c.dst),
                                                c.strides, c.dilates, c.pad, c.pad),
-      engine(), c.forward(false));
+      engine(), hint);
 }
 
 // The passes given the output gradient already in the layout their primitive wants.
@@ -156,7 +162,7 @@ void run_backward_weights(const ConvSetup& c,
 void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
                                   const Conv2dParams& p, const Tensor& grad_in) {
   const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
-  const auto pd = backward_data(c);
+  const auto pd = backward_data(c, c.forward(false));
   dnnl::stream s(engine());
   Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
   dy.to_primitive(s);
@@ -167,7 +173,7 @@ void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
 void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
                                    const Conv2dParams& p, const Tensor& grad_weight) {
   const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype());
-  const auto pd = backward_weights(c);
+  const auto pd = backward_weights(c, c.forward(false));
   dnnl::stream s(engine());
   Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
   dy.to_primitive(s);
@@ -179,8 +185,9 @@ void conv2d_backward_onednn(const Tensor& grad_out, const Tensor& input, const T
                             const Conv2dParams& p, const Tensor& grad_in,
                             const Tensor& grad_weight) {
   const ConvSetup c(input.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
-  const auto data_pd = backward_data(c);
-  const auto weights_pd = backward_weights(c);
+  const ForwardPd hint = c.forward(false);
+  const auto data_pd = backward_data(c, hint);
+  const auto weights_pd = backward_weights(c, hint);
   dnnl::stream s(engine());
   // One reorder of the output gradient serves both passes when they want the same layout
   // (bf16: both nChw16c).
