@@ -70,6 +70,9 @@ Variable expand(const Variable& a, const Shape& shape);
 Variable squeeze(const Variable& a, int64_t dim);
 Variable unsqueeze(const Variable& a, int64_t dim);
 Variable contiguous(const Variable& a);
+// The same values laid out in `format` (tensor.h's MemoryFormat; PyTorch's
+// x.contiguous(memory_format=...)); the gradient passes through in whatever layout it has.
+Variable contiguous(const Variable& a, MemoryFormat format);
 Variable to(const Variable& a, DType dtype);
 Variable to(const Variable& a, Device device);
 Variable cat(const std::vector<Variable>& parts, int64_t dim);

@@ -92,6 +92,12 @@ Variable contiguous(const Variable& a) {
                 [](const Tensor& g) -> Grads { return {g}; });
 }
 
+Variable contiguous(const Variable& a, MemoryFormat format) {
+  if (a.data().is_contiguous(format)) return a;
+  return record("ContiguousBackward", a.data().contiguous(format), {a},
+                [](const Tensor& g) -> Grads { return {g}; });
+}
+
 namespace {
 // The cast's backward casts the gradient back to the source dtype. It saves nothing, so it
 // stays usable after a backward: autocast's cache shares one cast of a parameter among all the

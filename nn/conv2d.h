@@ -1,4 +1,5 @@
-// Conv2d: 2-D convolution over NCHW input, weight [out, in/groups, kh, kw].
+// Conv2d: 2-D convolution over [N, C, H, W] input (NCHW, or channels-last NHWC storage: see
+// Conv2dOptions::channels_last), weight [out, in/groups, kh, kw].
 //   Conv2d(Conv2dOptions(16, 32, 3).stride(2).padding(1).bias(false))
 // Initialized as PyTorch's Conv2d (kaiming-uniform with a = sqrt(5); bias U(+-1/sqrt(fan_in))).
 #pragma once
@@ -21,6 +22,9 @@ class Conv2dOptions {
   Conv2dOptions& dilation(int64_t d) { params_.dilation = {d, d}; return *this; }
   Conv2dOptions& groups(int64_t g) { params_.groups = g; return *this; }
   Conv2dOptions& bias(bool b) { bias_ = b; return *this; }
+  // Channels-last activations where the backend has such kernels (Conv2dParams::channels_last;
+  // Module::to(MemoryFormat::kChannelsLast) sets it on every Conv2d of a model).
+  Conv2dOptions& channels_last(bool on) { params_.channels_last = on; return *this; }
 
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
@@ -42,6 +46,9 @@ class Conv2d : public Module {
   std::string extra_repr() const override;
   Variable forward(const Variable& x) override;
   void reset_parameters();
+  void set_memory_format(MemoryFormat format) override {
+    options_.channels_last(format == MemoryFormat::kChannelsLast);
+  }
 
   const Variable& weight() const { return weight_; }
   const Variable& bias() const { return bias_; }

@@ -185,6 +185,11 @@ void Module::to(DType dtype) {
   for (auto& [name, child] : children_) child->to(dtype);
 }
 
+void Module::to(MemoryFormat format) {
+  set_memory_format(format);
+  for (auto& [name, child] : children_) child->to(format);
+}
+
 void Module::to(Device device) {
   for (auto* list : {&parameters_, &buffers_}) {
     for (auto& [name, v] : *list) {

@@ -35,6 +35,9 @@ struct GemmArgs {
   Device device;
 };
 
+// The kernels a backend may run on channels-last (NHWC) tensors (Backend::channels_last).
+enum class ChannelsLastKernel { kConv2d, kBatchNorm, kMaxPool2d };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -50,6 +53,12 @@ class Backend {
   // Whether this device multiplies f16 or bf16 operands natively (true), or widens them to f32
   // and computes what f32 does (saving memory but not time).
   virtual bool computes_natively(DType /*low_precision*/) { return true; }
+  // Whether this backend's `kernel` takes and gives channels-last tensors of `dtype`
+  // (tensor.h's MemoryFormat). When it does, ops.cc passes NHWC operands (all of one call in
+  // the same layout) where the caller's tensors are NHWC or a convolution asks for it
+  // (Conv2dParams::channels_last); otherwise every operand arrives contiguous NCHW, as the
+  // comments below say. The default: no channels-last kernels.
+  virtual bool channels_last(ChannelsLastKernel /*kernel*/, DType /*dtype*/) { return false; }
 
   // dst and src have the same shape; dtypes may differ (converted); either may be strided.
   // A Backend whose device is not the CPU also copies between its device and the CPU.
@@ -83,7 +92,8 @@ class Backend {
                                       const Tensor& row_grad, double label_smoothing,
                                       const Tensor& grad_logits) = 0;
 
-  // NCHW, all contiguous; bias may be undefined.
+  // NCHW, all contiguous; bias may be undefined. (Or, where channels_last(kConv2d) says so,
+  // input/out/grad_out/grad_in all NHWC; weights are always contiguous OIHW.)
   virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       const Conv2dParams& p, const Tensor& out) = 0;
   virtual void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
@@ -97,6 +107,8 @@ class Backend {
                                const Conv2dParams& p, const Tensor& grad_in,
                                const Tensor& grad_weight);
 
+  // Contiguous NCHW (or NHWC, with indices in the same layout, where channels_last says so);
+  // indices hold h * W + w of each maximum in its input plane.
   virtual void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
                           const Tensor& indices) = 0;
   virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
@@ -107,7 +119,8 @@ class Backend {
   virtual void adaptive_avg_pool2d(const Tensor& input, const Tensor& out) = 0;
   virtual void adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& grad_in) = 0;
 
-  // Batch norm on contiguous [N, C, S] (S = H*W); per-channel tensors are [C] in the compute
+  // Batch norm on contiguous [N, C, S] (S = H*W; or, where channels_last(kBatchNorm) says
+  // so, every [N, C, S] operand of a call NHWC-ordered, strides [S*C, 1, C]); per-channel tensors are [C] in the compute
   // type (f32, or f64 for f64 inputs); weight/bias may be undefined (affine = false).
   virtual void batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) = 0;
   virtual void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,

@@ -11,6 +11,10 @@ struct Conv2dParams {
   std::array<int64_t, 2> padding{0, 0};
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
+  // Run on channels-last activations (tensor.h's MemoryFormat) where the backend has such
+  // kernels: the input converted to NHWC if it is not, the output and the input's gradient
+  // NHWC (PyTorch: a channels_last weight). An NHWC input alone also asks for it.
+  bool channels_last = false;
 };
 
 struct Pool2dParams {

@@ -1,7 +1,8 @@
 // Batch norm's front ends: batch_norm, and batch_norm_relu (the tail of a residual block:
 // normalization, residual addition and ReLU in one pass), forward and backward. Both take
-// [N, C, ...] as contiguous [N, C, S] (S = the spatial size) and keep per-channel tensors in
-// the compute type (f32, or f64 for f64 inputs).
+// [N, C, ...] as contiguous [N, C, S] (S = the spatial size), or channels-last inputs as NHWC
+// [N, C, S] where the backend has such kernels (outputs and gradients then channels-last too),
+// and keep per-channel tensors in the compute type (f32, or f64 for f64 inputs).
 #include <algorithm>
 
 #include "tensor/backend.h"
@@ -11,9 +12,27 @@
 namespace tessera {
 
 namespace {
-// [N, C, ...] -> contiguous [N, C, S].
-Tensor as_ncs(const Tensor& x) {
-  return x.contiguous().view({x.size(0), x.size(1), x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1)});
+// The kernels' layout for a call: channels-last when the input is NHWC (and not also
+// contiguous) and the backend has channels-last batch norm kernels; else contiguous. Every
+// [N, C, S] operand of the call is passed in it.
+MemoryFormat layout_of(const Tensor& input) {
+  return input.is_channels_last() && !input.is_contiguous() &&
+                 backend(input.device()).channels_last(ChannelsLastKernel::kBatchNorm,
+                                                       input.dtype())
+             ? MemoryFormat::kChannelsLast
+             : MemoryFormat::kContiguous;
+}
+
+// [N, C, ...] -> [N, C, S], contiguous or (channels-last) strides [S*C, 1, C].
+Tensor as_ncs(const Tensor& x, MemoryFormat format) {
+  return x.contiguous(format).view(
+      {x.size(0), x.size(1), x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1)});
+}
+
+// Uninitialized [N, C, S] in the layout of the kernels' operand x.
+Tensor empty_ncs(const Tensor& x, MemoryFormat format) {
+  if (format == MemoryFormat::kContiguous) return empty(x.shape(), x.options());
+  return empty({x.size(0), x.size(2), x.size(1)}, x.options()).permute({0, 2, 1});
 }
 
 void check_channel_tensor(const Tensor& t, int64_t channels, const char* op, const char* what) {
@@ -50,7 +69,8 @@ BatchNormResult normalize(const char* op, bool relu, const Tensor& input, const 
   check_channel_tensor(bias, channels, op, "bias");
   check_channel_tensor(running_mean, channels, op, "running_mean");
   check_channel_tensor(running_var, channels, op, "running_var");
-  const Tensor x = as_ncs(input);
+  const MemoryFormat format = layout_of(input);
+  const Tensor x = as_ncs(input, format);
   const int64_t per_channel = x.size(0) * x.size(2);
   const TensorOptions stat_options =
       TensorOptions(detail::compute_dtype(input.dtype())).device(input.device());
@@ -80,11 +100,11 @@ BatchNormResult normalize(const char* op, bool relu, const Tensor& input, const 
     result.mean = running_mean.to(stat_options);
     result.invstd = rsqrt(add(running_var.to(stat_options), eps));
   }
-  Tensor out = empty(x.shape(), x.options());
+  Tensor out = empty_ncs(x, format);
   const Tensor w = channel_param(weight, stat_options), b = channel_param(bias, stat_options);
   if (relu) {
     be.batch_norm_apply_relu(x, result.mean, result.invstd, w, b,
-                             residual.defined() ? as_ncs(residual) : Tensor(), out);
+                             residual.defined() ? as_ncs(residual, format) : Tensor(), out);
   } else {
     be.batch_norm_apply(x, result.mean, result.invstd, w, b, out);
   }
@@ -111,10 +131,10 @@ BatchNormResult batch_norm_relu(const Tensor& input, const Tensor& weight, const
 namespace {
 // The gradients' tensors for batch_norm_backward and batch_norm_relu_backward, [N, C, S] as the
 // kernels take them.
-BatchNormGrads grad_buffers(const Tensor& x, const Tensor& mean, bool need_input,
-                            bool need_weight) {
+BatchNormGrads grad_buffers(const Tensor& x, MemoryFormat format, const Tensor& mean,
+                            bool need_input, bool need_weight) {
   BatchNormGrads grads;
-  if (need_input) grads.input = empty(x.shape(), x.options());
+  if (need_input) grads.input = empty_ncs(x, format);
   if (need_weight) {
     grads.weight = empty({x.size(1)}, mean.options());
     grads.bias = empty({x.size(1)}, mean.options());
@@ -138,10 +158,11 @@ BatchNormGrads batch_norm_backward(const Tensor& grad_out, const Tensor& input,
                                    bool need_weight) {
   TS_CHECK(grad_out.shape() == input.shape(), "batch_norm_backward: grad shape ",
            grad_out.shape(), " differs from input shape ", input.shape());
-  const Tensor x = as_ncs(input);
-  BatchNormGrads grads = grad_buffers(x, mean, need_input, need_weight);
+  const MemoryFormat format = layout_of(input);
+  const Tensor x = as_ncs(input, format);
+  BatchNormGrads grads = grad_buffers(x, format, mean, need_input, need_weight);
   backend(input.device())
-      .batch_norm_backward(as_ncs(grad_out.to(input.dtype())), x, mean, invstd,
+      .batch_norm_backward(as_ncs(grad_out.to(input.dtype()), format), x, mean, invstd,
                            channel_param(weight, mean.options()), training, grads.input,
                            grads.weight, grads.bias);
   finish(&grads, input, weight);
@@ -156,11 +177,13 @@ BatchNormReluGrads batch_norm_relu_backward(const Tensor& grad_out, const Tensor
   TS_CHECK(grad_out.shape() == input.shape() && output.shape() == input.shape(),
            "batch_norm_relu_backward: grad shape ", grad_out.shape(), " and output shape ",
            output.shape(), " must equal the input shape ", input.shape());
-  const Tensor x = as_ncs(input);
-  BatchNormGrads grads = grad_buffers(x, mean, need_input, need_weight);
-  Tensor grad_residual = need_residual ? empty(x.shape(), x.options()) : Tensor();
+  const MemoryFormat format = layout_of(input);
+  const Tensor x = as_ncs(input, format);
+  BatchNormGrads grads = grad_buffers(x, format, mean, need_input, need_weight);
+  Tensor grad_residual = need_residual ? empty_ncs(x, format) : Tensor();
   backend(input.device())
-      .batch_norm_relu_backward(as_ncs(grad_out.to(input.dtype())), as_ncs(output), x, mean,
+      .batch_norm_relu_backward(as_ncs(grad_out.to(input.dtype()), format),
+                                as_ncs(output, format), x, mean,
                                 invstd, channel_param(weight, mean.options()), training,
                                 grads.input, grads.weight, grads.bias, grad_residual);
   finish(&grads, input, weight);

@@ -19,6 +19,11 @@ bool is_comparison(BinaryOp op) {
   }
 }
 
+// Channels-last operands (tensor.h's MemoryFormat) give a channels-last result, as in PyTorch:
+// when every operand is NHWC the kernel runs over their storage as one flat run.
+bool is_nhwc(const Tensor& t) { return t.is_channels_last() && !t.is_contiguous(); }
+Tensor flat(const Tensor& t) { return Tensor(t.storage(), {t.numel()}, {1}, t.offset(), t.dtype()); }
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   detail::check_defined(a, name, "first operand");
   detail::check_defined(b, name, "second operand");
@@ -27,7 +32,13 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   DType dtype = promote_types(a.dtype(), b.dtype());
   if ((op == BinaryOp::kDiv || op == BinaryOp::kPow) && !is_floating(dtype)) dtype = kF32;
   const Tensor ax = a.to(dtype).expand(shape), bx = b.to(dtype).expand(shape);
-  Tensor out = empty(shape, TensorOptions(is_comparison(op) ? kBool : dtype).device(a.device()));
+  const TensorOptions options = TensorOptions(is_comparison(op) ? kBool : dtype).device(a.device());
+  if (is_nhwc(ax) && is_nhwc(bx)) {
+    Tensor out = empty(shape, options, MemoryFormat::kChannelsLast);
+    backend(a.device()).binary(op, flat(ax), flat(bx), flat(out));
+    return out;
+  }
+  Tensor out = empty(shape, options);
   backend(a.device()).binary(op, ax, bx, out);
   return out;
 }
@@ -51,6 +62,11 @@ Tensor unary(UnaryOp op, const Tensor& a, const char* name, double alpha = 0, do
                            op != UnaryOp::kSign && op != UnaryOp::kSquare &&
                            op != UnaryOp::kClamp;
   const Tensor in = needs_float && !is_floating(a.dtype()) ? a.to(kF32) : a;
+  if (is_nhwc(in)) {
+    Tensor out = empty(in.shape(), in.options(), MemoryFormat::kChannelsLast);
+    backend(in.device()).unary(op, flat(in), flat(out), alpha, beta);
+    return out;
+  }
   Tensor out = empty(in.shape(), in.options());
   backend(in.device()).unary(op, in, out, alpha, beta);
   return out;

@@ -175,6 +175,21 @@ void check_conv(const Shape& in, const Shape& w, const Conv2dParams& p, const ch
 }
 }  // namespace
 
+namespace {
+// A convolution's activations are channels-last when it asks for that or is given an NHWC
+// tensor (one that is not also contiguous), and the backend has the kernels; else NCHW.
+MemoryFormat conv_format(const Conv2dParams& p, std::initializer_list<Tensor> activations,
+                         DType dtype, Device device) {
+  bool nhwc = p.channels_last;
+  for (const Tensor& t : activations) {
+    nhwc = nhwc || (t.defined() && t.is_channels_last() && !t.is_contiguous());
+  }
+  return nhwc && backend(device).channels_last(ChannelsLastKernel::kConv2d, dtype)
+             ? MemoryFormat::kChannelsLast
+             : MemoryFormat::kContiguous;
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv2dParams& params) {
   check_nchw(input, "conv2d", "input");
@@ -189,9 +204,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
              bias.shape(), " does not match ", weight.size(0), " output channels");
     detail::check_same_device(input, bias, "conv2d");
   }
-  Tensor out = empty(conv_output_shape(input.shape(), weight.shape(), params), input.options());
+  const MemoryFormat format = conv_format(params, {input}, input.dtype(), input.device());
+  Tensor out = empty(conv_output_shape(input.shape(), weight.shape(), params), input.options(),
+                     format);
   backend(input.device())
-      .conv2d(input.contiguous(), weight.contiguous(),
+      .conv2d(input.contiguous(format), weight.contiguous(),
               bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor(), params, out);
   return out;
 }
@@ -202,10 +219,11 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
   const Shape expected = conv_output_shape(input_shape, weight.shape(), params);
   TS_CHECK(grad_out.shape() == expected, "conv2d_backward_input: grad shape ", grad_out.shape(),
            " differs from the output shape ", expected);
-  Tensor grad_in = empty(input_shape, weight.options());
+  const MemoryFormat format = conv_format(params, {grad_out}, weight.dtype(), weight.device());
+  Tensor grad_in = empty(input_shape, weight.options(), format);
   backend(weight.device())
-      .conv2d_backward_input(grad_out.to(weight.dtype()).contiguous(), weight.contiguous(),
-                             params, grad_in);
+      .conv2d_backward_input(grad_out.to(weight.dtype()).contiguous(format),
+                             weight.contiguous(), params, grad_in);
   return grad_in;
 }
 
@@ -216,9 +234,11 @@ Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
   TS_CHECK(grad_out.shape() == expected, "conv2d_backward_weight: grad shape ",
            grad_out.shape(), " differs from the output shape ", expected);
   Tensor grad_w = empty(weight_shape, input.options());
+  const MemoryFormat format =
+      conv_format(params, {grad_out, input}, input.dtype(), input.device());
   backend(input.device())
-      .conv2d_backward_weight(grad_out.to(input.dtype()).contiguous(), input.contiguous(), params,
-                              grad_w);
+      .conv2d_backward_weight(grad_out.to(input.dtype()).contiguous(format),
+                              input.contiguous(format), params, grad_w);
   return grad_w;
 }
 
@@ -237,25 +257,40 @@ std::pair<Tensor, Tensor> conv2d_backward(const Tensor& grad_out, const Tensor& 
              " but weight is ", weight.dtype());
     detail::check_same_device(input, weight, "conv2d_backward");
   }
-  const Tensor grad_in = need_input ? empty(input_shape, weight.options()) : Tensor();
+  const MemoryFormat format = conv_format(params, {grad_out, need_weight ? input : Tensor()},
+                                          weight.dtype(), weight.device());
+  const Tensor grad_in = need_input ? empty(input_shape, weight.options(), format) : Tensor();
   const Tensor grad_w = need_weight ? empty(weight.shape(), weight.options()) : Tensor();
   if (need_input || need_weight) {
     backend(weight.device())
-        .conv2d_backward(grad_out.to(weight.dtype()).contiguous(),
-                         need_weight ? input.contiguous() : Tensor(), weight.contiguous(), params,
-                         grad_in, grad_w);
+        .conv2d_backward(grad_out.to(weight.dtype()).contiguous(format),
+                         need_weight ? input.contiguous(format) : Tensor(), weight.contiguous(),
+                         params, grad_in, grad_w);
   }
   return {grad_in, grad_w};
 }
 
 // ---------------------------------------------------------------------------- pooling
 
+namespace {
+// Channels-last when `t` is NHWC (and not also contiguous) and the backend pools such tensors
+// of `dtype` (the forward: the input's; the backward: the gradient's, with NHWC indices).
+MemoryFormat max_pool_format(const Tensor& t, DType dtype) {
+  return t.is_channels_last() && !t.is_contiguous() &&
+                 backend(t.device()).channels_last(ChannelsLastKernel::kMaxPool2d, dtype)
+             ? MemoryFormat::kChannelsLast
+             : MemoryFormat::kContiguous;
+}
+MemoryFormat max_pool_format(const Tensor& input) { return max_pool_format(input, input.dtype()); }
+}  // namespace
+
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p) {
   check_pool(input, p, "max_pool2d");
   const Shape shape = pool_output_shape(input, p, "max_pool2d");
-  Tensor out = empty(shape, input.options());
-  Tensor indices = empty(shape, TensorOptions(kI64).device(input.device()));
-  backend(input.device()).max_pool2d(input.contiguous(), p, out, indices);
+  const MemoryFormat format = max_pool_format(input);
+  Tensor out = empty(shape, input.options(), format);
+  Tensor indices = empty(shape, TensorOptions(kI64).device(input.device()), format);
+  backend(input.device()).max_pool2d(input.contiguous(format), p, out, indices);
   return {out, indices};
 }
 
@@ -263,9 +298,11 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
                            const Shape& input_shape) {
   TS_CHECK(grad_out.shape() == indices.shape(), "max_pool2d_backward: grad shape ",
            grad_out.shape(), " differs from indices shape ", indices.shape());
-  Tensor grad_in = zeros(input_shape, grad_out.options());
+  const MemoryFormat format = max_pool_format(indices, grad_out.dtype());
+  Tensor grad_in = empty(input_shape, grad_out.options(), format);
+  grad_in.zero_();
   backend(grad_out.device())
-      .max_pool2d_backward(grad_out.contiguous(), indices.contiguous(), grad_in);
+      .max_pool2d_backward(grad_out.contiguous(format), indices.contiguous(format), grad_in);
   return grad_in;
 }
 

@@ -99,6 +99,17 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::is_channels_last() const {
+  if (dim() != 4) return false;
+  int64_t expected = 1;
+  for (int64_t d : {1, 3, 2, 0}) {
+    if (sizes_[d] == 1) continue;
+    if (strides_[d] != expected) return false;
+    expected *= sizes_[d];
+  }
+  return true;
+}
+
 bool Tensor::is_same(const Tensor& other) const {
   return storage_ == other.storage_ && offset_ == other.offset_ && sizes_ == other.sizes_ &&
          strides_ == other.strides_ && dtype_ == other.dtype_;
@@ -265,6 +276,16 @@ Tensor Tensor::contiguous() const {
   return clone();
 }
 
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::kContiguous) return contiguous();
+  TS_CHECK(dim() == 4, "contiguous: channels-last needs a 4-D [N, C, H, W] tensor, got shape ",
+           sizes_);
+  if (is_channels_last()) return *this;
+  Tensor out = empty(sizes_, options(), format);
+  backend(device()).copy(*this, out);
+  return out;
+}
+
 Tensor Tensor::clone() const {
   Tensor out = empty(sizes_, options());
   backend(device()).copy(*this, out);
@@ -370,6 +391,13 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype());
 }
 
+Tensor empty(const Shape& shape, const TensorOptions& options, MemoryFormat format) {
+  if (format == MemoryFormat::kContiguous) return empty(shape, options);
+  TS_CHECK(shape.size() == 4, "empty: channels-last needs a 4-D [N, C, H, W] shape, got ", shape);
+  // NHWC storage, seen as [N, C, H, W].
+  return empty({shape[0], shape[2], shape[3], shape[1]}, options).permute({0, 3, 1, 2});
+}
+
 Tensor full(const Shape& shape, double value, const TensorOptions& options) {
   Tensor t = empty(shape, options);
   t.fill_(value);
@@ -380,6 +408,10 @@ Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(sha
 Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shape, 1, options); }
 Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
+Tensor empty_like_format(const Tensor& t) {
+  const bool nhwc = t.is_channels_last() && !t.is_contiguous();
+  return empty(t.shape(), t.options(), nhwc ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
+}
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
 

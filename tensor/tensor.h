@@ -35,6 +35,13 @@ class TensorOptions {
   Device device_ = Device::cpu();
 };
 
+// How a 4-D [N, C, H, W] tensor lays out its elements (PyTorch's torch.memory_format):
+// kContiguous is row-major NCHW; kChannelsLast stores each pixel's channels together (NHWC:
+// strides [H*W*C, 1, W*C, C]), the layout oneDNN's bf16 convolutions read and write without a
+// reorder. Either is an ordinary strided tensor: every op accepts both, and the ones with
+// channels-last kernels (convolution, batch norm, max pooling, elementwise) keep it.
+enum class MemoryFormat { kContiguous, kChannelsLast };
+
 class Tensor {
  public:
   Tensor() = default;  // undefined: defined() is false
@@ -58,6 +65,11 @@ class Tensor {
   TensorOptions options() const { return TensorOptions(dtype_).device(device()); }
 
   bool is_contiguous() const;
+  // 4-D with NHWC strides (size-1 dims ignored, as is_contiguous does). A tensor can be both.
+  bool is_channels_last() const;
+  bool is_contiguous(MemoryFormat format) const {
+    return format == MemoryFormat::kChannelsLast ? is_channels_last() : is_contiguous();
+  }
   // True when both handles look at the same elements of the same storage.
   bool is_same(const Tensor& other) const;
 
@@ -87,6 +99,8 @@ class Tensor {
 
   // ---- copies ----
   Tensor contiguous() const;
+  // *this when already laid out so, else a copy that is (kChannelsLast needs 4 dims).
+  Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;  // always a fresh contiguous copy
   Tensor to(DType dtype) const;    // returns *this when already that dtype
   Tensor to(Device device) const;  // returns *this when already there
@@ -122,6 +136,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---- factories ----
 Tensor empty(const Shape& shape, const TensorOptions& options = {});
+Tensor empty(const Shape& shape, const TensorOptions& options, MemoryFormat format);
 Tensor zeros(const Shape& shape, const TensorOptions& options = {});
 Tensor ones(const Shape& shape, const TensorOptions& options = {});
 Tensor full(const Shape& shape, double value, const TensorOptions& options = {});
@@ -130,6 +145,8 @@ Tensor scalar_tensor(double value, const TensorOptions& options = {});  // 0-dim
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = kI64);
 Tensor arange(int64_t end, const TensorOptions& options = kI64);
 Tensor empty_like(const Tensor& t);
+// Uninitialized, of t's shape and options, channels-last when t is (and not also contiguous).
+Tensor empty_like_format(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 // Copies `values` into a new tensor of dtype DTypeOf<T> (then converted to options.dtype()).

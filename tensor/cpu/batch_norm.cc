@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/cpu/batch_norm_channels_last.h"
 #include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
@@ -108,6 +109,9 @@ void channel_sums(const NCS& d, RowSums row_sums, std::vector<double>* sum,
 }  // namespace
 
 void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+    return batch_norm_stats_channels_last(x, mean, var);
+  }
   const NCS d = ncs(x);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
     using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
@@ -185,6 +189,9 @@ void apply_row(const T* row, const T* res, T* dst, int64_t s, S scale, S shift) 
 template <bool kRelu>
 void apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
            const Tensor& bias, const Tensor& residual, const Tensor& out) {
+  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+    return batch_norm_apply_channels_last(x, mean, invstd, weight, bias, residual, kRelu, out);
+  }
   const NCS d = ncs(x);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm", [&] {
     using S = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
@@ -338,6 +345,10 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
                                      const Tensor& invstd, const Tensor& weight, bool training,
                                      const Tensor& grad_in, const Tensor& grad_weight,
                                      const Tensor& grad_bias) {
+  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+    return batch_norm_backward_channels_last(grad_out, Tensor(), Tensor(), x, mean, invstd,
+                                             weight, training, grad_in, grad_weight, grad_bias);
+  }
   const NCS d = ncs(x);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm_backward", [&] {
     const scalar_t* pg = grad_out.data<scalar_t>();
@@ -354,6 +365,11 @@ void CpuBackend::batch_norm_relu_backward(const Tensor& grad_out, const Tensor& 
                                           const Tensor& grad_weight, const Tensor& grad_bias,
                                           const Tensor& grad_residual) {
   const NCS d = ncs(x);
+  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+    const Tensor masked = grad_residual.defined() ? grad_residual : empty_channels_last_ncs(x);
+    return batch_norm_backward_channels_last(grad_out, out, masked, x, mean, invstd, weight,
+                                             training, grad_in, grad_weight, grad_bias);
+  }
   const Tensor masked = grad_residual.defined() ? grad_residual : empty_like(grad_out);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm_relu_backward", [&] {
     const scalar_t* pg = grad_out.data<scalar_t>();

@@ -45,9 +45,9 @@ struct ConvSetup {
   memory::desc any(const memory::dims& d) const {
     return memory::desc(d, type, Tag::any);
   }
-  // tessera's plain layouts.
-  memory::desc plain_src(const memory::dims& d) const {
-    return memory::desc(d, type, Tag::nchw);
+  // An activation's layout in tessera: contiguous NCHW, or channels-last NHWC.
+  memory::desc plain_src(const memory::dims& d, const Tensor& t) const {
+    return memory::desc(d, type, t.is_contiguous() ? Tag::nchw : Tag::nhwc);
   }
   memory::desc plain_weights() const {
     return memory::desc(weights, type, grouped ? Tag::goihw : Tag::oihw);
@@ -93,9 +93,9 @@ void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias
   const ConvSetup c(input.shape(), weight.shape(), out.shape(), p, input.dtype());
   const auto pd = c.forward(bias.defined());
   dnnl::stream s(engine());
-  Operand x(c.plain_src(c.src), input, pd.src_desc());
+  Operand x(c.plain_src(c.src, input), input, pd.src_desc());
   Operand w(c.plain_weights(), weight, pd.weights_desc());
-  Operand y(c.plain_src(c.dst), out, pd.dst_desc());
+  Operand y(c.plain_src(c.dst, out), out, pd.dst_desc());
   x.to_primitive(s);
   w.to_primitive(s);
   std::unordered_map<int, memory> args = {
@@ -138,7 +138,7 @@ void run_backward_data(const ConvSetup& c,
                        const memory& dy, const Tensor& weight, const Tensor& grad_in,
                        dnnl::stream& s) {
   Operand w(c.plain_weights(), weight, pd.weights_desc());
-  Operand dx(c.plain_src(c.src), grad_in, pd.diff_src_desc());
+  Operand dx(c.plain_src(c.src, grad_in), grad_in, pd.diff_src_desc());
   w.to_primitive(s);
   dnnl::convolution_backward_data(pd).execute(
       s, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w.mem()}, {DNNL_ARG_DIFF_SRC, dx.mem()}});
@@ -149,7 +149,7 @@ void run_backward_weights(const ConvSetup& c,
                           const dnnl::convolution_backward_weights::primitive_desc& pd,
                           const memory& dy, const Tensor& input, const Tensor& grad_weight,
                           dnnl::stream& s) {
-  Operand x(c.plain_src(c.src), input, pd.src_desc());
+  Operand x(c.plain_src(c.src, input), input, pd.src_desc());
   Operand dw(c.plain_weights(), grad_weight, pd.diff_weights_desc());
   x.to_primitive(s);
   dnnl::convolution_backward_weights(pd).execute(
@@ -164,7 +164,7 @@ void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
   const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
   const auto pd = backward_data(c, c.forward(false));
   dnnl::stream s(engine());
-  Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
+  Operand dy(c.plain_src(c.dst, grad_out), grad_out, pd.diff_dst_desc());
   dy.to_primitive(s);
   run_backward_data(c, pd, dy.mem(), weight, grad_in, s);
   s.wait();
@@ -175,7 +175,7 @@ void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
   const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype());
   const auto pd = backward_weights(c, c.forward(false));
   dnnl::stream s(engine());
-  Operand dy(c.plain_src(c.dst), grad_out, pd.diff_dst_desc());
+  Operand dy(c.plain_src(c.dst, grad_out), grad_out, pd.diff_dst_desc());
   dy.to_primitive(s);
   run_backward_weights(c, pd, dy.mem(), input, grad_weight, s);
   s.wait();
@@ -191,13 +191,13 @@ void conv2d_backward_onednn(const Tensor& grad_out, const Tensor& input, const T
   dnnl::stream s(engine());
   // One reorder of the output gradient serves both passes when they want the same layout
   // (bf16: both nChw16c).
-  Operand dy(c.plain_src(c.dst), grad_out, data_pd.diff_dst_desc());
+  Operand dy(c.plain_src(c.dst, grad_out), grad_out, data_pd.diff_dst_desc());
   dy.to_primitive(s);
   run_backward_data(c, data_pd, dy.mem(), weight, grad_in, s);
   if (weights_pd.diff_dst_desc() == data_pd.diff_dst_desc()) {
     run_backward_weights(c, weights_pd, dy.mem(), input, grad_weight, s);
   } else {
-    Operand dy_w(c.plain_src(c.dst), grad_out, weights_pd.diff_dst_desc());
+    Operand dy_w(c.plain_src(c.dst, grad_out), grad_out, weights_pd.diff_dst_desc());
     dy_w.to_primitive(s);
     run_backward_weights(c, weights_pd, dy_w.mem(), input, grad_weight, s);
   }

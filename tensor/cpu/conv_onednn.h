@@ -19,8 +19,8 @@
 namespace tessera {
 namespace cpu {
 
-// All tensors contiguous NCHW / OIHW, f32 or bf16, shapes checked by ops_nn.cc; bias may be
-// undefined.
+// Weights contiguous OIHW; activations contiguous NCHW or all channels-last NHWC; f32 or bf16;
+// shapes checked by ops_nn.cc; bias may be undefined.
 void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const Conv2dParams& p, const Tensor& out);
 void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,

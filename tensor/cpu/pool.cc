@@ -58,9 +58,111 @@ void store_plane(const C* plane, T* p, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// Max pooling on channels-last tensors (NHWC storage, indices too): a row of outputs at a time,
+// with the input rows under its windows widened to C once; each output pixel scans its taps in
+// row-major order across all channels at once, keeping the first maximum (or first NaN) as the
+// NCHW kernel does, so both give the same outputs and indices.
+template <typename T, typename C>
+void max_pool2d_channels_last(const T* x, T* y, int64_t* idx, int64_t n, int64_t ch,
+                              const Planes& g, const Pool2dParams& p) {
+  const int64_t sy = p.stride[0], sx = p.stride[1], ky = p.kernel[0], kx = p.kernel[1];
+  const int64_t pad_y = p.padding[0], pad_x = p.padding[1], h = g.h, w = g.w, ow = g.ow;
+  TS_CHECK(h * w <= std::numeric_limits<int32_t>::max(), "max_pool2d: a channels-last plane of ",
+           h, "x", w, " pixels is more than its 32-bit tap indices hold");
+  parallel_for(n * g.oh, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<std::vector<C>> bufs(ky);
+    std::vector<C> out_buf;
+    std::vector<int32_t> tap_buf(ch);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / g.oh, oy = r % g.oh;
+      std::vector<const C*> rows(ky, nullptr);
+      for (int64_t i = 0; i < ky; ++i) {
+        const int64_t iy = oy * sy - pad_y + i;
+        if (iy >= 0 && iy < h) rows[i] = plane_in(x + (b * h + iy) * w * ch, w * ch, bufs[i]);
+      }
+      C* yr = plane_out(y + r * ow * ch, ow * ch, false, out_buf);
+      int64_t* ir = idx + r * ow * ch;
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        // The first tap inside the input initializes the window; each later one replaces a
+        // channel's value where it is larger (or NaN over a number), in a loop of same-width
+        // compares and blends that vectorizes (the index is 32-bit until it is stored).
+        C* __restrict best = yr + ox * ch;
+        int32_t* __restrict at = tap_buf.data();
+        bool first = true;
+        for (int64_t i = 0; i < ky; ++i) {
+          if (!rows[i]) continue;
+          const int64_t iy = oy * sy - pad_y + i;
+          for (int64_t j = 0; j < kx; ++j) {
+            const int64_t ix = ox * sx - pad_x + j;
+            if (ix < 0 || ix >= w) continue;
+            const C* __restrict v = rows[i] + ix * ch;
+            const int32_t tap = static_cast<int32_t>(iy * w + ix);
+            if (first) {
+              for (int64_t c = 0; c < ch; ++c) {
+                best[c] = v[c];
+                at[c] = tap;
+              }
+              first = false;
+              continue;
+            }
+            for (int64_t c = 0; c < ch; ++c) {
+              const bool take = (v[c] > best[c]) | ((v[c] != v[c]) & (best[c] == best[c]));
+              best[c] = take ? v[c] : best[c];
+              at[c] = take ? tap : at[c];
+            }
+          }
+        }
+        if (first) {  // no tap inside the input
+          for (int64_t c = 0; c < ch; ++c) {
+            best[c] = -std::numeric_limits<C>::infinity();
+            at[c] = -1;
+          }
+        }
+        for (int64_t c = 0; c < ch; ++c) ir[ox * ch + c] = at[c];
+      }
+      store_plane(yr, y + r * ow * ch, ow * ch);
+    }
+  });
+}
+
+// Its backward: each image's input gradient summed in C, outputs in row-major order (the NCHW
+// kernel's order, so the sums are the same), rounded to T once.
+template <typename T, typename C>
+void max_pool2d_backward_channels_last(const T* dy, const int64_t* idx, T* dx, int64_t n,
+                                       int64_t ch, const Planes& g) {
+  const int64_t in_image = g.h * g.w * ch, out_pixels = g.oh * g.ow;
+  parallel_for(n, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<C> dy_buf, dx_buf;
+    for (int64_t b = b0; b < b1; ++b) {
+      const C* dyi = plane_in(dy + b * out_pixels * ch, out_pixels * ch, dy_buf);
+      const int64_t* ii = idx + b * out_pixels * ch;
+      C* dxi = plane_out(dx + b * in_image, in_image, true, dx_buf);
+      for (int64_t o = 0; o < out_pixels; ++o) {
+        for (int64_t c = 0; c < ch; ++c) {
+          const int64_t at = ii[o * ch + c];
+          if (at >= 0) dxi[at * ch + c] += dyi[o * ch + c];
+        }
+      }
+      store_plane(dxi, dx + b * in_image, in_image);
+    }
+  });
+}
+
+}  // namespace
+
 void CpuBackend::max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
                             const Tensor& indices) {
   const Planes g = planes(input, out);
+  if (!input.is_contiguous()) {  // channels-last (Backend::channels_last)
+    TS_DISPATCH_FLOATING(input.dtype(), "max_pool2d", [&] {
+      max_pool2d_channels_last<scalar_t, compute_t<scalar_t>>(
+          input.data<scalar_t>(), out.data<scalar_t>(), indices.data<int64_t>(), input.size(0),
+          input.size(1), g, p);
+    });
+    return;
+  }
   int64_t* idx = indices.data<int64_t>();
   TS_DISPATCH_FLOATING(input.dtype(), "max_pool2d", [&] {
     using C = compute_t<scalar_t>;
@@ -119,6 +221,14 @@ void CpuBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indic
                                      const Tensor& grad_in) {
   const Planes g = planes(grad_in, grad_out);
   const int64_t* idx = indices.data<int64_t>();
+  if (!grad_in.is_contiguous()) {  // channels-last (Backend::channels_last)
+    TS_DISPATCH_FLOATING(grad_out.dtype(), "max_pool2d_backward", [&] {
+      max_pool2d_backward_channels_last<scalar_t, compute_t<scalar_t>>(
+          grad_out.data<scalar_t>(), idx, grad_in.data<scalar_t>(), grad_in.size(0),
+          grad_in.size(1), g);
+    });
+    return;
+  }
   TS_DISPATCH_FLOATING(grad_out.dtype(), "max_pool2d_backward", [&] {
     using C = compute_t<scalar_t>;
     const scalar_t* dy = grad_out.data<scalar_t>();

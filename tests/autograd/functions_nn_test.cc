@@ -107,6 +107,48 @@ TEST(Gradcheck, BatchNormReluTrainingAndEval) {
       std::vector<Tensor>{r({2, 3, 3, 1}, 51), r({3}, 52), r({3}, 53), r({2, 3, 3, 1}, 54)});
 }
 
+// The same ops on channels-last inputs (tensor.h's MemoryFormat), which run the NHWC kernels:
+// batch norm (+ ReLU, + residual), training and eval, and max pooling, differentiated through
+// the layout change (whose gradient passes through in the layout it arrives in).
+TEST(Gradcheck, ChannelsLastBatchNormAndMaxPool) {
+  const MemoryFormat cl = MemoryFormat::kChannelsLast;
+  const Tensor rm = zeros({5}, kF64), rv = ones({5}, kF64);
+  const auto nhwc = [cl](const Variable& v) {
+    const Variable out = contiguous(v, cl);
+    EXPECT_TRUE(out.data().is_channels_last() && !out.data().is_contiguous());
+    return out;
+  };
+  const auto expect_nhwc = [](const Variable& y) {
+    EXPECT_TRUE(y.data().is_channels_last() && !y.data().is_contiguous()) << shape_str(y.shape());
+    return y;
+  };
+  EXPECT_GRADCHECK(
+      [&](const V& v) {
+        return expect_nhwc(batch_norm(nhwc(v[0]), v[1], v[2], rm.clone(), rv.clone(), true));
+      },
+      std::vector<Tensor>{r({3, 5, 3, 4}, 60), r({5}, 61), r({5}, 62)});
+  EXPECT_GRADCHECK(
+      [&](const V& v) {
+        return expect_nhwc(batch_norm_relu(nhwc(v[0]), v[1], v[2], nhwc(v[3]), rm.clone(),
+                                           rv.clone(), true));
+      },
+      std::vector<Tensor>{r({3, 5, 3, 4}, 63), r({5}, 64), r({5}, 65), r({3, 5, 3, 4}, 66)});
+  const Tensor erm = r({5}, 67), erv = add(abs(r({5}, 68)), 0.5);
+  EXPECT_GRADCHECK(
+      [&](const V& v) {
+        return expect_nhwc(batch_norm_relu(nhwc(v[0]), v[1], v[2], Variable(), erm, erv, false));
+      },
+      std::vector<Tensor>{r({2, 5, 3, 2}, 69), r({5}, 70), r({5}, 71)});
+  Pool2dParams p;
+  p.kernel = {3, 2};
+  p.stride = {2, 1};
+  p.padding = {1, 1};
+  const Tensor distinct = add(mul(arange(0, 120, 1, kF64).view({2, 2, 5, 6}), 0.1),
+                              mul(r({2, 2, 5, 6}, 72), 1e-3));
+  EXPECT_GRADCHECK([&](const V& v) { return expect_nhwc(max_pool2d(nhwc(v[0]), p)); },
+                   std::vector<Tensor>{distinct});
+}
+
 // In a residual block the residual is often the block's input, which also feeds the
 // convolutions: its gradient is the sum over both paths, as with the unfused ops.
 TEST(BatchNormRelu, GradientsEqualTheUnfusedOpsWhenTheResidualIsReused) {

@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char* kUsage =
     "--models=a,b --steps=N --threads=N --amp=off,bf16,fp16 --param-dtype=f32|bf16|f16 "
-    "--clock=cpu";
+    "--channels-last --clock=cpu";
 
 bool parse_param_dtype(const std::string& d, DType* dtype) {
   if (d != "f32" && d != "bf16" && d != "f16") {
@@ -49,6 +49,8 @@ bool parse_train_bench_flags(int argc, char** argv, TrainBenchFlags* flags) {
       if (!parse_numbers("train_bench", "--threads=", v, 1, &flags->thread_counts)) return false;
     } else if ((v = flag_value(argv[i], "--param-dtype="))) {
       if (!parse_param_dtype(v, &flags->param_dtype)) return false;
+    } else if (std::string(argv[i]) == "--channels-last") {
+      flags->channels_last = true;
     } else if (parse_clock_flag(argv[i])) {  // it set bench::cpu_clock
     } else if ((v = flag_value(argv[i], "--steps="))) {
       if (!parse_number("train_bench", "--steps=", v, 1, &flags->resnet_steps)) return false;

@@ -1,5 +1,5 @@
 // train_bench's command line: which models, how many steps and threads, which autocast dtypes,
-// the parameters' dtype between steps, and the clock.
+// the parameters' dtype between steps, the activations' memory format, and the clock.
 #pragma once
 
 #include <string>
@@ -18,6 +18,9 @@ struct TrainBenchFlags {
   // f32, or bf16/f16 for parameters kept in that dtype between steps (model->to; the optimizer
   // keeps f32 masters, BatchNorm stays f32), so autocast has no per-forward casts to make.
   DType param_dtype = kF32;
+  // --channels-last: model->to(MemoryFormat::kChannelsLast), so convolutions that can (bf16
+  // on oneDNN) read and write NHWC, and batch norm and pooling keep it.
+  bool channels_last = false;
 };
 
 // Fills `flags` from argv (--clock=cpu sets bench::cpu_clock). False, with the reason on stderr,

@@ -1,0 +1,99 @@
+// A ResNet-18 step with channels-last activations (Module::to(MemoryFormat::kChannelsLast))
+// against the same step in NCHW, from the same seed and batch:
+//   - f32 (no channels-last convolution kernels on the CPU): the convolutions stay NCHW, so
+//     three SGD steps are the same bit for bit;
+//   - bf16 autocast on a CPU whose bf16 convolutions run on oneDNN: the activations are NHWC
+//     from the stem on (checked on the stem's output); the convolutions give the NCHW path's
+//     bits (tests/tensor/channels_last_test.cc) while batch norm adds its sums in another
+//     order, so the two bf16 runs differ by rounding, which a bf16 ResNet amplifies through its
+//     depth (either run's gradients are 25-45% from f32's at init). The reference is f32: the
+//     channels-last gradients must be no farther from it than the NCHW bf16 ones (the loss
+//     within 1%).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+
+#include "autograd/autocast.h"
+#include "autograd/functions.h"
+#include "models/resnet.h"
+#include "optim/sgd.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace {
+
+struct TrainingRun {
+  std::vector<double> losses;
+  std::vector<Tensor> grads;  // the last step's, per parameter
+  bool stem_nhwc = false;
+};
+
+TrainingRun train(bool channels_last, std::optional<DType> amp, int steps, int64_t size) {
+  manual_seed(5);
+  auto model = models::ResNet18(3, 10);
+  if (channels_last) model->to(MemoryFormat::kChannelsLast);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.01));
+  TrainingRun run;
+  // The stem's output (convolution, batch norm + ReLU, max pooling): its layout says whether
+  // the network ran channels-last.
+  model->children().front()->register_forward_hook([&run](nn::Module&, const Variable& out) {
+    run.stem_nhwc = out.data().is_channels_last() && !out.data().is_contiguous();
+    return out;
+  });
+  for (int step = 0; step < steps; ++step) {
+    Generator g(100 + step);
+    const Tensor x = randn({4, 3, size, size}, kF32, &g);
+    const Tensor y = from_vector<int64_t>({step, step + 3, step + 5, 9 - step}, {4});
+    opt.zero_grad();
+    Variable loss;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (amp) autocast.emplace(*amp);
+      loss = cross_entropy((*model)(Variable(x)), y);
+    }
+    loss.backward();
+    run.losses.push_back(loss.data().item());
+    if (step + 1 == steps) {
+      for (const Variable& p : model->parameters()) run.grads.push_back(p.grad().to(kF64));
+    }
+    opt.step();
+  }
+  return run;
+}
+
+double norm(const Tensor& t) { return std::sqrt(sum(mul(t, t)).item()); }
+
+TEST(ChannelsLastTraining, F32ResNetIsTheNchwRunBitForBit) {
+  const TrainingRun a = train(false, std::nullopt, 3, 32), b = train(true, std::nullopt, 3, 32);
+  EXPECT_FALSE(b.stem_nhwc);
+  EXPECT_EQ(a.losses, b.losses);
+  for (size_t k = 0; k < a.grads.size(); ++k) {
+    EXPECT_EQ(max_abs_diff(a.grads[k], b.grads[k]), 0.0) << k;
+  }
+}
+
+TEST(ChannelsLastTraining, Bf16ResNetIsAsCloseToF32AsTheNchwRun) {
+  if (!backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, kBF16)) {
+    GTEST_SKIP() << "this CPU runs bf16 convolutions on widened copies (no AVX-512 BF16), in NCHW";
+  }
+  const TrainingRun f32 = train(false, std::nullopt, 1, 64);
+  const TrainingRun nchw = train(false, kBF16, 1, 64), nhwc = train(true, kBF16, 1, 64);
+  EXPECT_FALSE(nchw.stem_nhwc);
+  EXPECT_TRUE(nhwc.stem_nhwc);
+  EXPECT_NEAR(nhwc.losses[0], nchw.losses[0], 0.01 * nchw.losses[0]);
+  double all_nchw = 0, all_nhwc = 0;
+  for (size_t k = 0; k < f32.grads.size(); ++k) {
+    const double ref = norm(f32.grads[k]);
+    const double e_nchw = norm(sub(nchw.grads[k], f32.grads[k])) / ref;
+    const double e_nhwc = norm(sub(nhwc.grads[k], f32.grads[k])) / ref;
+    EXPECT_LE(e_nhwc, 1.3 * e_nchw + 0.02) << "parameter " << k;
+    all_nchw += e_nchw * e_nchw;
+    all_nhwc += e_nhwc * e_nhwc;
+  }
+  EXPECT_LE(std::sqrt(all_nhwc), 1.1 * std::sqrt(all_nchw) + 0.01);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,216 @@
+// Channels-last tensors (tensor.h's MemoryFormat): the layout itself, and every op with
+// channels-last kernels against the same op on contiguous NCHW copies of its operands:
+//   - batch norm and batch norm + ReLU (+ residual), forward and backward, training and eval:
+//     the same formulas with the sums in another order, so f64 agrees to 1e-12 and f32/bf16 to
+//     rounding; shapes with odd sizes, more channels than a 256-channel segment and more
+//     pixels than a 256-row block;
+//   - max pooling: the same outputs, indices and input gradients bit for bit (NaNs, padding,
+//     strides, overlapping windows);
+//   - elementwise ops on NHWC operands give NHWC results with the same values;
+//   - convolutions keep NCHW where the backend has no channels-last kernel for the dtype, and
+//     (bf16 on oneDNN) give NHWC results equal bit for bit to the NCHW path's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+#include "tests/util/test_util.h"
+
+namespace tessera {
+namespace {
+
+constexpr MemoryFormat kCL = MemoryFormat::kChannelsLast;
+
+bool nhwc(const Tensor& t) { return t.is_channels_last() && !t.is_contiguous(); }
+
+Tensor seeded(const Shape& shape, uint64_t seed, DType dtype = kF64) {
+  Generator g(seed);
+  return randn(shape, kF64, &g).to(dtype);
+}
+
+TEST(ChannelsLast, LayoutAndConversions) {
+  const Tensor x = seeded({2, 3, 4, 5}, 1);
+  EXPECT_TRUE(x.is_contiguous());
+  EXPECT_FALSE(x.is_channels_last());
+  const Tensor y = x.contiguous(kCL);
+  EXPECT_EQ(y.shape(), x.shape());
+  EXPECT_EQ(y.strides(), (Shape{60, 1, 15, 3}));
+  EXPECT_TRUE(y.is_channels_last());
+  EXPECT_FALSE(y.is_contiguous());
+  EXPECT_TRUE(y.contiguous(kCL).is_same(y));
+  EXPECT_EQ(max_abs_diff(y, x), 0.0);
+  EXPECT_EQ(max_abs_diff(y.contiguous(), x), 0.0);
+  // The storage really is NHWC: element (n, c, h, w) at ((n * H + h) * W + w) * C + c.
+  const double* p = y.data<double>();
+  EXPECT_EQ(p[((1 * 4 + 2) * 5 + 3) * 3 + 2], x.at({1, 2, 2, 3}));
+  const Tensor e = empty({2, 3, 4, 5}, kF32, kCL);
+  EXPECT_TRUE(e.is_channels_last());
+  EXPECT_EQ(e.dtype(), kF32);
+  // One channel, or 1x1 planes: both layouts are the same bytes, and the tensor is both.
+  EXPECT_TRUE(seeded({2, 1, 4, 5}, 2).is_channels_last());
+  EXPECT_TRUE(seeded({2, 3, 1, 1}, 2).is_channels_last());
+  EXPECT_THROW(seeded({2, 3, 4}, 3).contiguous(kCL), Error);
+  EXPECT_THROW(empty({2, 3}, kF32, kCL), Error);
+}
+
+// batch_norm / batch_norm_relu on NHWC operands against the same on NCHW ones.
+void expect_batch_norm_matches(const Shape& shape, DType dtype, double tol) {
+  const int64_t c = shape[1];
+  const Tensor x = seeded(shape, 10, dtype), res = seeded(shape, 11, dtype);
+  const Tensor g = seeded(shape, 12, dtype);
+  const Tensor w = add(seeded({c}, 13, kF32), 1.0), b = seeded({c}, 14, kF32);
+  for (bool training : {true, false}) {
+    for (int kind = 0; kind < 3; ++kind) {  // batch norm, + ReLU, + residual + ReLU
+      SCOPED_TRACE(::testing::Message() << shape_str(shape) << " " << dtype << " training " << training
+                                      << " kind " << kind);
+      Tensor rm[2], rv[2];
+      for (int k = 0; k < 2; ++k) {
+        rm[k] = seeded({c}, 15, kF32);
+        rv[k] = add(abs(seeded({c}, 16, kF32)), 0.5);
+      }
+      BatchNormResult out[2];
+      Tensor dx[2], dw[2], db[2], dres[2];
+      for (int k = 0; k < 2; ++k) {
+        const auto lay = [&](const Tensor& t) { return k ? t.contiguous(kCL) : t; };
+        if (kind == 0) {
+          out[k] = batch_norm(lay(x), w, b, rm[k], rv[k], training, 0.1, 1e-5);
+          const BatchNormGrads d = batch_norm_backward(lay(g), lay(x), w, out[k].mean,
+                                                       out[k].invstd, training, true, true);
+          dx[k] = d.input, dw[k] = d.weight, db[k] = d.bias;
+        } else {
+          const Tensor r = kind == 2 ? lay(res) : Tensor();
+          out[k] = batch_norm_relu(lay(x), w, b, r, rm[k], rv[k], training, 0.1, 1e-5);
+          const BatchNormReluGrads d =
+              batch_norm_relu_backward(lay(g), out[k].output, lay(x), w, out[k].mean,
+                                       out[k].invstd, training, true, true, kind == 2);
+          dx[k] = d.input, dw[k] = d.weight, db[k] = d.bias, dres[k] = d.residual;
+        }
+      }
+      // (1x1 planes: NHWC and NCHW are the same bytes, and the results both.)
+      EXPECT_TRUE(out[1].output.is_channels_last());
+      EXPECT_TRUE(dx[1].is_channels_last());
+      EXPECT_LE(max_abs_diff(out[1].output, out[0].output), tol);
+      EXPECT_LE(max_abs_diff(out[1].mean, out[0].mean), tol);
+      EXPECT_LE(max_abs_diff(out[1].invstd, out[0].invstd), tol);
+      EXPECT_LE(max_abs_diff(rm[1], rm[0]), tol);
+      EXPECT_LE(max_abs_diff(rv[1], rv[0]), tol);
+      EXPECT_LE(max_abs_diff(dx[1], dx[0]), tol);
+      EXPECT_LE(max_abs_diff(dw[1], dw[0]), tol * shape[0] * shape[2] * shape[3]);
+      EXPECT_LE(max_abs_diff(db[1], db[0]), tol * shape[0] * shape[2] * shape[3]);
+      if (kind == 2) {
+        EXPECT_TRUE(dres[1].is_channels_last());
+        EXPECT_EQ(max_abs_diff(dres[1], dres[0]), 0.0);  // the masked gradient: no arithmetic
+      }
+    }
+  }
+}
+
+TEST(ChannelsLast, BatchNormMatchesNchw) {
+  for (const Shape& shape : {Shape{2, 3, 5, 7}, Shape{1, 300, 3, 3}, Shape{3, 17, 13, 11},
+                             Shape{2, 5, 1, 1}}) {
+    expect_batch_norm_matches(shape, kF64, 1e-12);
+    expect_batch_norm_matches(shape, kF32, 2e-5);
+  }
+  // bf16: both round the same f32 values once, which may differ by the sums' order.
+  expect_batch_norm_matches({2, 19, 6, 5}, kBF16, 0.07);
+}
+
+TEST(ChannelsLast, MaxPoolIsTheNchwPoolBitForBit) {
+  for (DType dtype : {kF32, kF64, kBF16, kF16}) {
+    for (const Pool2dParams& p :
+         {Pool2dParams{{3, 3}, {2, 2}, {1, 1}}, Pool2dParams{{2, 2}, {2, 2}, {0, 0}},
+          Pool2dParams{{3, 2}, {1, 2}, {1, 1}}}) {
+      SCOPED_TRACE(::testing::Message() << dtype << " kernel " << p.kernel[0] << "x" << p.kernel[1]);
+      Tensor x = seeded({2, 5, 9, 8}, 20);
+      // Ties and NaNs: the first maximum (or first NaN) of a window wins in both layouts.
+      x.narrow(3, 0, 2).fill_(1.5);
+      Tensor(x.select(0, 1).select(0, 2).select(0, 4)).fill_(std::nan(""));
+      x = x.to(dtype);
+      const auto [y0, i0] = max_pool2d_with_indices(x, p);
+      const auto [y1, i1] = max_pool2d_with_indices(x.contiguous(kCL), p);
+      EXPECT_TRUE(nhwc(y1));
+      EXPECT_TRUE(nhwc(i1));
+      EXPECT_EQ(i1.contiguous().to_vector<int64_t>(), i0.to_vector<int64_t>());
+      const std::vector<double> a = y0.to(kF64).to_vector<double>();
+      const std::vector<double> b = y1.contiguous().to(kF64).to_vector<double>();
+      for (size_t k = 0; k < a.size(); ++k) {
+        ASSERT_TRUE(a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k]))) << k;
+      }
+      const Tensor g = seeded(y0.shape(), 21, dtype);
+      const Tensor d0 = max_pool2d_backward(g, i0, x.shape());
+      const Tensor d1 = max_pool2d_backward(g.contiguous(kCL), i1, x.shape());
+      EXPECT_TRUE(nhwc(d1));
+      EXPECT_EQ(max_abs_diff(d1, d0), 0.0);
+    }
+  }
+}
+
+TEST(ChannelsLast, ElementwiseKeepsTheLayout) {
+  const Tensor a = seeded({2, 3, 4, 5}, 30), b = seeded({2, 3, 4, 5}, 31);
+  const Tensor a1 = a.contiguous(kCL), b1 = b.contiguous(kCL);
+  const Tensor sum = add(a1, b1), prod = mul(a1, b1), neg_a = neg(a1);
+  EXPECT_TRUE(nhwc(sum));
+  EXPECT_TRUE(nhwc(prod));
+  EXPECT_TRUE(nhwc(neg_a));
+  EXPECT_EQ(max_abs_diff(sum, add(a, b)), 0.0);
+  EXPECT_EQ(max_abs_diff(prod, mul(a, b)), 0.0);
+  EXPECT_EQ(max_abs_diff(neg_a, neg(a)), 0.0);
+  // Mixed layouts and broadcasts take the strided path, contiguous result, same values.
+  const Tensor mixed = add(a1, b);
+  EXPECT_TRUE(mixed.is_contiguous());
+  EXPECT_EQ(max_abs_diff(mixed, add(a, b)), 0.0);
+  EXPECT_EQ(max_abs_diff(add(a1, seeded({1, 3, 1, 1}, 32)), add(a, seeded({1, 3, 1, 1}, 32))),
+            0.0);
+}
+
+TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
+  Conv2dParams p;
+  p.padding = {1, 1};
+  p.channels_last = true;
+  for (DType dtype : {kF32, kF64}) {
+    ASSERT_FALSE(backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, dtype));
+    const Tensor x = seeded({2, 3, 6, 5}, 40, dtype), w = seeded({4, 3, 3, 3}, 41, dtype);
+    Conv2dParams plain = p;
+    plain.channels_last = false;
+    const Tensor want = conv2d(x, w, Tensor(), plain);
+    for (const Tensor& in : {x, x.contiguous(kCL)}) {
+      const Tensor y = conv2d(in, w, Tensor(), p);
+      EXPECT_TRUE(y.is_contiguous());
+      EXPECT_EQ(max_abs_diff(y, want), 0.0);
+    }
+  }
+}
+
+TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
+  if (!backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, kBF16)) {
+    GTEST_SKIP() << "this CPU runs bf16 convolutions on widened copies (no AVX-512 BF16), in NCHW";
+  }
+  for (int64_t stride : {1, 2}) {
+    Conv2dParams p, q;
+    p.stride = q.stride = {stride, stride};
+    p.padding = q.padding = {1, 1};
+    q.channels_last = true;
+    const Tensor x = seeded({2, 16, 9, 10}, 50, kBF16), w = seeded({32, 16, 3, 3}, 51, kBF16);
+    const Tensor y0 = conv2d(x, w, Tensor(), p), y1 = conv2d(x, w, Tensor(), q);
+    EXPECT_TRUE(nhwc(y1));
+    EXPECT_EQ(max_abs_diff(y1, y0), 0.0);
+    const Tensor g = seeded(y0.shape(), 52, kBF16);
+    const auto [dx0, dw0] = conv2d_backward(g, x, w, x.shape(), p, true, true);
+    const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
+                                            x.contiguous(MemoryFormat::kChannelsLast), w,
+                                            x.shape(), q, true, true);
+    EXPECT_TRUE(nhwc(dx1));
+    EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
+    EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
+    // The passes alone, as the zero-bubble schedules call them.
+    const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
+    EXPECT_TRUE(nhwc(dx_alone));
+    EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
+    EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace tessera
