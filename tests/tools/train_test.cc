@@ -343,6 +343,27 @@ TEST(Train, HalfPrecisionParametersLearnWithF32Masters) {
             std::string::npos) << window.output;
 }
 
+// --memory-format=channels-last: under f32 (no channels-last convolutions on the CPU) the run is
+// the NCHW run to the printed digit; under bf16 it trains as the NCHW run does (its
+// convolutions NHWC where oneDNN runs them, batch norm summing in another order).
+TEST(Train, ChannelsLastTrainsAsNchw) {
+  const std::string base = "--model=resnet20 --train-limit=256 --batch-size=64 --epochs=1 "
+                           "--threads=1 ";
+  for (const char* amp : {"off", "bf16"}) {
+    const auto nchw = run(base + "--amp=" + amp);
+    const auto nhwc = run(base + "--amp=" + amp + " --memory-format=channels-last");
+    ASSERT_EQ(nchw.exit_code, 0) << nchw.output;
+    ASSERT_EQ(nhwc.exit_code, 0) << nhwc.output;
+    const double a = json_number(last_json_line(nchw.output), "train_loss");
+    const double b = json_number(last_json_line(nhwc.output), "train_loss");
+    if (std::string(amp) == "off") {
+      EXPECT_EQ(a, b);
+    } else {
+      EXPECT_NEAR(a, b, 0.05 * a) << amp;
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -73,7 +73,7 @@ def build(name):
     return getattr(torchvision.models, name)(num_classes=1000)
 
 
-def step_times(name, batch, threads, warmup, steps, amp):
+def step_times(name, batch, threads, warmup, steps, amp, channels_last=False):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model, shape = build(name), input_shape(name)
@@ -82,6 +82,9 @@ def step_times(name, batch, threads, warmup, steps, amp):
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(*shape)
+    if channels_last:  # PyTorch's recipe: the model and its input in torch.channels_last
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
     y = torch.arange(shape[0]) % 10
     loss_fn = torch.nn.CrossEntropyLoss()
     times = []
@@ -105,6 +108,8 @@ def main():
     parser.add_argument("--batch", type=int, default=0, help="0: the model's own (8, or 128)")
     parser.add_argument("--amp", default="off", help="off, bf16 or both: off,bf16")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--channels-last", action="store_true",
+                        help="model and input in torch.channels_last (train_bench --channels-last)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"],
                         help="cpu: the process's CPU time (as train_bench --clock=cpu), which "
@@ -117,7 +122,8 @@ def main():
     for name in args.models.split(","):
         for threads in [int(t) for t in args.threads.split(",")]:
             for amp in args.amp.split(","):
-                ms = step_times(name, args.batch, threads, args.warmup, args.steps, amp)
+                ms = step_times(name, args.batch, threads, args.warmup, args.steps, amp,
+                                args.channels_last)
                 batch = args.batch or input_shape(name)[0]
                 print("%-10s %6d %8d %14.3f %12.3f %5s %15.2f" % (name, batch, threads, median(ms),
                                                                min(ms), amp, 0.0), flush=True)

@@ -8,7 +8,7 @@
 #   tools/bench/side_by_side.sh [--models=resnet18,resnet50] [--threads=1,2] [--steps=10]
 #                               [--rounds=2] [--tessera=path/to/train_bench]
 #                               [--baseline=path/to/an/older/train_bench] [--amp=off,bf16]
-#                               [--clock=wall|cpu]
+#                               [--clock=wall|cpu] [--channels-last]
 #
 # --amp: f32 (off) and/or bf16 autocast, each timed in every round on both sides (issue 12:
 # bf16 against f32 in one run); the models may include resnet20 (batch 128, 1x28x28).
@@ -19,6 +19,8 @@
 # barriers, so use it at one thread only.
 #
 # Builds //tools/bench:train_bench with --config=native unless --tessera names a binary.
+# --channels-last: both sides run channels-last activations (train_bench --channels-last;
+# PyTorch's model and input .to(memory_format=torch.channels_last)); so does --baseline.
 # --baseline adds a third contender (say, the train_bench of the commit before a change), timed
 # in the same rounds, with its own ratio to PyTorch.
 # Needs python3-torch and python3-torchvision (apt-get install python3-torchvision).
@@ -26,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline= amps=off clock=wall
+layout=()
 for arg in "$@"; do
   case "$arg" in
     --models=*) models=${arg#*=} ;;
@@ -36,6 +39,7 @@ for arg in "$@"; do
     --baseline=*) baseline=${arg#*=} ;;
     --amp=*) amps=${arg#*=} ;;
     --clock=*) clock=${arg#*=} ;;
+    --channels-last) layout=(--channels-last) ;;
     *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -68,10 +72,12 @@ for ((round = 1; round <= rounds; round++)); do
         amp_flag=()
         [[ "$amp" != off ]] && amp_flag=(--amp="$amp")
         [[ "$clock" != wall ]] && amp_flag+=(--clock="$clock")
+        amp_flag+=("${layout[@]}")
         read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" \
           "${amp_flag[@]}" | median_min)
         read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
-          --models="$model" --threads="$t" --steps="$steps" --amp="$amp" --clock="$clock" | median_min)
+          --models="$model" --threads="$t" --steps="$steps" --amp="$amp" --clock="$clock" \
+          "${layout[@]}" | median_min)
         printf '%-9s %-7s %-4s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$amp" \
           "$round" "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
         if [[ -n "$baseline" ]]; then

@@ -111,6 +111,7 @@ struct Config {
   std::string amp = "off";  // off|fp16|bf16
   double loss_scale = 0;    // 0: dynamic; else the static scale
   std::string param_dtype = "f32";  // f32|f16|bf16: the model's parameters (f32 masters in the optimizer)
+  std::string memory_format = "contiguous";  // contiguous|channels-last: the activations' layout
   int64_t loss_scale_window = 2000;    // clean steps before the scale grows
   int64_t loss_scale_hysteresis = 1;   // overflows in a row before it backs off
   double min_loss_scale = 0;           // the scale never drops below this

@@ -27,6 +27,7 @@ DType place_model(const Config& c, nn::Module& model, Device device) {
   // Half-precision parameters take inputs of their dtype (BatchNorm stays f32 and takes them).
   const DType input_dtype = c.param_dtype == "f16" ? kF16 : c.param_dtype == "bf16" ? kBF16 : kF32;
   model.to(input_dtype);
+  if (c.memory_format == "channels-last") model.to(MemoryFormat::kChannelsLast);
   return input_dtype;
 }
 
