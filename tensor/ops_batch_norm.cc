@@ -16,7 +16,7 @@ namespace {
 // contiguous) and the backend has channels-last batch norm kernels; else contiguous. Every
 // [N, C, S] operand of the call is passed in it.
 MemoryFormat layout_of(const Tensor& input) {
-  return input.is_channels_last() && !input.is_contiguous() &&
+  return detail::is_nhwc(input) &&
                  backend(input.device()).channels_last(ChannelsLastKernel::kBatchNorm,
                                                        input.dtype())
              ? MemoryFormat::kChannelsLast

@@ -21,7 +21,7 @@ bool is_comparison(BinaryOp op) {
 
 // Channels-last operands (tensor.h's MemoryFormat) give a channels-last result, as in PyTorch:
 // when every operand is NHWC the kernel runs over their storage as one flat run.
-bool is_nhwc(const Tensor& t) { return t.is_channels_last() && !t.is_contiguous(); }
+using detail::is_nhwc;
 Tensor flat(const Tensor& t) { return Tensor(t.storage(), {t.numel()}, {1}, t.offset(), t.dtype()); }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {

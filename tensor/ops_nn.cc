@@ -182,7 +182,7 @@ MemoryFormat conv_format(const Conv2dParams& p, std::initializer_list<Tensor> ac
                          DType dtype, Device device) {
   bool nhwc = p.channels_last;
   for (const Tensor& t : activations) {
-    nhwc = nhwc || (t.defined() && t.is_channels_last() && !t.is_contiguous());
+    nhwc = nhwc || (t.defined() && detail::is_nhwc(t));
   }
   return nhwc && backend(device).channels_last(ChannelsLastKernel::kConv2d, dtype)
              ? MemoryFormat::kChannelsLast
@@ -276,7 +276,7 @@ namespace {
 // Channels-last when `t` is NHWC (and not also contiguous) and the backend pools such tensors
 // of `dtype` (the forward: the input's; the backward: the gradient's, with NHWC indices).
 MemoryFormat max_pool_format(const Tensor& t, DType dtype) {
-  return t.is_channels_last() && !t.is_contiguous() &&
+  return detail::is_nhwc(t) &&
                  backend(t.device()).channels_last(ChannelsLastKernel::kMaxPool2d, dtype)
              ? MemoryFormat::kChannelsLast
              : MemoryFormat::kContiguous;

@@ -6,6 +6,10 @@
 namespace tessera {
 namespace detail {
 
+// NHWC storage that is not also contiguous NCHW (1x1 planes or one channel are both): the
+// tensors ops give channels-last kernels (Backend::channels_last).
+inline bool is_nhwc(const Tensor& t) { return t.is_channels_last() && !t.is_contiguous(); }
+
 inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
   TS_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
 }

@@ -408,10 +408,6 @@ Tensor zeros(const Shape& shape, const TensorOptions& options) { return full(sha
 Tensor ones(const Shape& shape, const TensorOptions& options) { return full(shape, 1, options); }
 Tensor scalar_tensor(double value, const TensorOptions& options) { return full({}, value, options); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.options()); }
-Tensor empty_like_format(const Tensor& t) {
-  const bool nhwc = t.is_channels_last() && !t.is_contiguous();
-  return empty(t.shape(), t.options(), nhwc ? MemoryFormat::kChannelsLast : MemoryFormat::kContiguous);
-}
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.options()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.options()); }
 

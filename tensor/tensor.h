@@ -145,8 +145,6 @@ Tensor scalar_tensor(double value, const TensorOptions& options = {});  // 0-dim
 Tensor arange(double start, double end, double step = 1, const TensorOptions& options = kI64);
 Tensor arange(int64_t end, const TensorOptions& options = kI64);
 Tensor empty_like(const Tensor& t);
-// Uninitialized, of t's shape and options, channels-last when t is (and not also contiguous).
-Tensor empty_like_format(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 // Copies `values` into a new tensor of dtype DTypeOf<T> (then converted to options.dtype()).
