@@ -16,11 +16,8 @@ namespace {
 // contiguous) and the backend has channels-last batch norm kernels; else contiguous. Every
 // [N, C, S] operand of the call is passed in it.
 MemoryFormat layout_of(const Tensor& input) {
-  return detail::is_nhwc(input) &&
-                 backend(input.device()).channels_last(ChannelsLastKernel::kBatchNorm,
-                                                       input.dtype())
-             ? MemoryFormat::kChannelsLast
-             : MemoryFormat::kContiguous;
+  return detail::kernel_format(detail::is_nhwc(input), ChannelsLastKernel::kBatchNorm,
+                               input.dtype(), input.device());
 }
 
 // [N, C, ...] -> [N, C, S], contiguous or (channels-last) strides [S*C, 1, C].

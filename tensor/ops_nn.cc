@@ -173,20 +173,14 @@ void check_conv(const Shape& in, const Shape& w, const Conv2dParams& p, const ch
            " with padding [", p.padding[0], ", ", p.padding[1], "] (output would be ", out[2],
            "x", out[3], ")");
 }
-}  // namespace
 
-namespace {
 // A convolution's activations are channels-last when it asks for that or is given an NHWC
-// tensor (one that is not also contiguous), and the backend has the kernels; else NCHW.
+// tensor, and the backend has the kernels; else NCHW.
 MemoryFormat conv_format(const Conv2dParams& p, std::initializer_list<Tensor> activations,
                          DType dtype, Device device) {
   bool nhwc = p.channels_last;
-  for (const Tensor& t : activations) {
-    nhwc = nhwc || (t.defined() && detail::is_nhwc(t));
-  }
-  return nhwc && backend(device).channels_last(ChannelsLastKernel::kConv2d, dtype)
-             ? MemoryFormat::kChannelsLast
-             : MemoryFormat::kContiguous;
+  for (const Tensor& t : activations) nhwc = nhwc || (t.defined() && detail::is_nhwc(t));
+  return detail::kernel_format(nhwc, ChannelsLastKernel::kConv2d, dtype, device);
 }
 }  // namespace
 
@@ -272,22 +266,11 @@ std::pair<Tensor, Tensor> conv2d_backward(const Tensor& grad_out, const Tensor& 
 
 // ---------------------------------------------------------------------------- pooling
 
-namespace {
-// Channels-last when `t` is NHWC (and not also contiguous) and the backend pools such tensors
-// of `dtype` (the forward: the input's; the backward: the gradient's, with NHWC indices).
-MemoryFormat max_pool_format(const Tensor& t, DType dtype) {
-  return detail::is_nhwc(t) &&
-                 backend(t.device()).channels_last(ChannelsLastKernel::kMaxPool2d, dtype)
-             ? MemoryFormat::kChannelsLast
-             : MemoryFormat::kContiguous;
-}
-MemoryFormat max_pool_format(const Tensor& input) { return max_pool_format(input, input.dtype()); }
-}  // namespace
-
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p) {
   check_pool(input, p, "max_pool2d");
   const Shape shape = pool_output_shape(input, p, "max_pool2d");
-  const MemoryFormat format = max_pool_format(input);
+  const MemoryFormat format = detail::kernel_format(
+      detail::is_nhwc(input), ChannelsLastKernel::kMaxPool2d, input.dtype(), input.device());
   Tensor out = empty(shape, input.options(), format);
   Tensor indices = empty(shape, TensorOptions(kI64).device(input.device()), format);
   backend(input.device()).max_pool2d(input.contiguous(format), p, out, indices);
@@ -298,7 +281,10 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
                            const Shape& input_shape) {
   TS_CHECK(grad_out.shape() == indices.shape(), "max_pool2d_backward: grad shape ",
            grad_out.shape(), " differs from indices shape ", indices.shape());
-  const MemoryFormat format = max_pool_format(indices, grad_out.dtype());
+  // NHWC indices come from an NHWC forward.
+  const MemoryFormat format =
+      detail::kernel_format(detail::is_nhwc(indices), ChannelsLastKernel::kMaxPool2d,
+                            grad_out.dtype(), grad_out.device());
   Tensor grad_in = empty(input_shape, grad_out.options(), format);
   grad_in.zero_();
   backend(grad_out.device())

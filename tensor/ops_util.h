@@ -1,6 +1,7 @@
 // Small checks shared by the ops_*.cc files (internal to //tensor).
 #pragma once
 
+#include "tensor/backend.h"
 #include "tensor/tensor.h"
 
 namespace tessera {
@@ -9,6 +10,14 @@ namespace detail {
 // NHWC storage that is not also contiguous NCHW (1x1 planes or one channel are both): the
 // tensors ops give channels-last kernels (Backend::channels_last).
 inline bool is_nhwc(const Tensor& t) { return t.is_channels_last() && !t.is_contiguous(); }
+
+// The layout an op hands its kernel: channels-last when `nhwc` (the op's operands are, or it is
+// asked to be) and the device's backend has that channels-last kernel for `dtype`.
+inline MemoryFormat kernel_format(bool nhwc, ChannelsLastKernel kernel, DType dtype,
+                                  Device device) {
+  return nhwc && backend(device).channels_last(kernel, dtype) ? MemoryFormat::kChannelsLast
+                                                              : MemoryFormat::kContiguous;
+}
 
 inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
   TS_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");

@@ -109,7 +109,7 @@ void channel_sums(const NCS& d, RowSums row_sums, std::vector<double>* sum,
 }  // namespace
 
 void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
-  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+  if (runs_channels_last(x)) {
     return batch_norm_stats_channels_last(x, mean, var);
   }
   const NCS d = ncs(x);
@@ -189,7 +189,7 @@ void apply_row(const T* row, const T* res, T* dst, int64_t s, S scale, S shift) 
 template <bool kRelu>
 void apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
            const Tensor& bias, const Tensor& residual, const Tensor& out) {
-  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+  if (runs_channels_last(x)) {
     return batch_norm_apply_channels_last(x, mean, invstd, weight, bias, residual, kRelu, out);
   }
   const NCS d = ncs(x);
@@ -345,7 +345,7 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
                                      const Tensor& invstd, const Tensor& weight, bool training,
                                      const Tensor& grad_in, const Tensor& grad_weight,
                                      const Tensor& grad_bias) {
-  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+  if (runs_channels_last(x)) {
     return batch_norm_backward_channels_last(grad_out, Tensor(), Tensor(), x, mean, invstd,
                                              weight, training, grad_in, grad_weight, grad_bias);
   }
@@ -364,12 +364,12 @@ void CpuBackend::batch_norm_relu_backward(const Tensor& grad_out, const Tensor& 
                                           bool training, const Tensor& grad_in,
                                           const Tensor& grad_weight, const Tensor& grad_bias,
                                           const Tensor& grad_residual) {
-  const NCS d = ncs(x);
-  if (is_channels_last_ncs(x) && !x.is_contiguous()) {
+  if (runs_channels_last(x)) {
     const Tensor masked = grad_residual.defined() ? grad_residual : empty_channels_last_ncs(x);
     return batch_norm_backward_channels_last(grad_out, out, masked, x, mean, invstd, weight,
                                              training, grad_in, grad_weight, grad_bias);
   }
+  const NCS d = ncs(x);
   const Tensor masked = grad_residual.defined() ? grad_residual : empty_like(grad_out);
   TS_DISPATCH_FLOATING(x.dtype(), "batch_norm_relu_backward", [&] {
     const scalar_t* pg = grad_out.data<scalar_t>();

@@ -12,6 +12,10 @@ namespace cpu {
 // [N, C, S] with strides [S*C, 1, C] (size-1 dims' strides ignored). A tensor can be both this
 // and contiguous (same bytes either way); the kernels take NHWC ones that are not.
 bool is_channels_last_ncs(const Tensor& x);
+// What the CPU batch norm entry points branch on: NHWC-ordered and not also contiguous.
+inline bool runs_channels_last(const Tensor& x) {
+  return is_channels_last_ncs(x) && !x.is_contiguous();
+}
 // Uninitialized, of like's shape and options, laid out so.
 Tensor empty_channels_last_ncs(const Tensor& like);
 

@@ -75,12 +75,13 @@ void max_pool2d_channels_last(const T* x, T* y, int64_t* idx, int64_t n, int64_t
     std::vector<std::vector<C>> bufs(ky);
     std::vector<C> out_buf;
     std::vector<int32_t> tap_buf(ch);
+    std::vector<const C*> rows(ky);  // the input rows under this output row's windows
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / g.oh, oy = r % g.oh;
-      std::vector<const C*> rows(ky, nullptr);
       for (int64_t i = 0; i < ky; ++i) {
         const int64_t iy = oy * sy - pad_y + i;
-        if (iy >= 0 && iy < h) rows[i] = plane_in(x + (b * h + iy) * w * ch, w * ch, bufs[i]);
+        rows[i] = iy >= 0 && iy < h ? plane_in(x + (b * h + iy) * w * ch, w * ch, bufs[i])
+                                    : nullptr;
       }
       C* yr = plane_out(y + r * ow * ch, ow * ch, false, out_buf);
       int64_t* ir = idx + r * ow * ch;
