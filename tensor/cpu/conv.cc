@@ -8,11 +8,14 @@
 //     dcol_g = W_g^T . dy_g, then col2im adds dcol back onto the input positions;
 //     dW_g  += dy_g . col_g^T, summed over images.
 // G is 1 for large maps and grows for small ones (7x7 has only 49 columns per image), so every
-// GEMM has a few hundred columns: wide enough for OpenBLAS to run well, small enough that the
-// col buffer stays in cache. Groups of images run in parallel on OpenMP threads; the GEMMs
-// inside run single-threaded (OpenBLAS's OpenMP build does so inside a parallel region). The
-// weight gradient is summed per fixed block of images and the blocks are added in order, so the
-// result does not depend on the number of threads.
+// GEMM has a few hundred columns: wide enough for the GEMM to run well, small enough that the
+// col buffer stays in cache. Groups of images run in parallel on OpenMP threads; each GEMM
+// inside runs on one thread (oneDNN's sgemm on CPUs with AVX-512, else OpenBLAS's, which its
+// OpenMP build runs single-threaded inside a parallel region; gemm_onednn.h). A forward or
+// input-gradient GEMM is cut into fixed column pieces, which run in parallel when one task
+// is all there is. The weight gradient is summed per fixed block of images (or, for a lone
+// task, per column piece) and the blocks are added in order. So the result does not depend on
+// the number of threads.
 // bf16 goes to oneDNN where the CPU computes bf16 natively (conv_onednn.h).
 #include <algorithm>
 #include <cstring>
@@ -33,6 +36,7 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kTargetColumns = 256;  // GEMM columns per task (images x output pixels)
+constexpr int64_t kGemmColumns = 1024;   // columns per piece of one product (gemm_by_columns)
 
 struct Geometry {
   int64_t n, c, h, w;  // input
@@ -141,10 +145,34 @@ template <typename T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
           const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if constexpr (std::is_same_v<T, float>) {
-    gemm_f32(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    if (onednn_sgemm_for_conv()) {
+      gemm_f32_onednn_one_thread(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    } else {
+      gemm_f32(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    }
   } else {
     gemm_f64(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
   }
+}
+
+// n columns in about kGemmColumns each: pieces [piece_start(p), piece_start(p + 1)).
+int64_t column_pieces(int64_t n) { return std::max<int64_t>(1, (n + kGemmColumns - 1) / kGemmColumns); }
+int64_t piece_start(int64_t n, int64_t pieces, int64_t piece) { return n * piece / pieces; }
+
+// c[m, n] = op(a)[m, k] . b[k, n] (the forward and input-gradient products, whose output
+// columns are independent) in column pieces of about kGemmColumns, run on tessera's threads
+// when the caller is not on one already (a single task: one image at batch 1, say). The
+// pieces depend only on n, so the result does not depend on the thread count.
+template <typename T>
+void gemm_by_columns(bool ta, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+                     const T* b, int64_t ldb, T* c, int64_t ldc) {
+  const int64_t pieces = column_pieces(n);
+  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t piece = p0; piece < p1; ++piece) {
+      const int64_t j0 = piece_start(n, pieces, piece), j1 = piece_start(n, pieces, piece + 1);
+      gemm<T>(ta, false, m, j1 - j0, k, a, lda, b + j0, ldb, T(0), c + j0, ldc);
+    }
+  });
 }
 
 // [O, (i, plane)] <-> y[i, O, plane] for the nc images of one task.
@@ -181,8 +209,8 @@ void conv_forward(const T* x, const T* w, const T* bias, const Geometry& g, T* y
       // One image writes straight into y; several go through tmp and are unpacked.
       T* out = nc == 1 ? y + first * g.o * plane : tmp.get();
       for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm<T>(false, false, outs, cols, rows, w + gi * outs * rows, rows,
-                col.get() + gi * rows * cols, cols, T(0), out + gi * outs * cols, cols);
+        gemm_by_columns<T>(false, outs, cols, rows, w + gi * outs * rows, rows,
+                           col.get() + gi * rows * cols, cols, out + gi * outs * cols, cols);
       }
       if (nc > 1) unpack_rows(tmp.get(), nc, g, y + first * g.o * plane);
       if (bias != nullptr) {
@@ -212,8 +240,8 @@ void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
         grad = tmp.get();
       }
       for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm<T>(true, false, rows, cols, outs, w + gi * outs * rows, rows,
-                grad + gi * outs * cols, cols, T(0), dcol.get() + gi * rows * cols, cols);
+        gemm_by_columns<T>(true, rows, cols, outs, w + gi * outs * rows, rows,
+                           grad + gi * outs * cols, cols, dcol.get() + gi * rows * cols, cols);
       }
       T* dxi = dx + first * g.c * g.h * g.w;
       std::memset(dxi, 0, nc * g.c * g.h * g.w * sizeof(T));
@@ -222,12 +250,44 @@ void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
   });
 }
 
+// The weight gradient when all the images make one task (batch 1, or a few small maps): its
+// columns are cut into fixed pieces, each with its own partial gradient, so that the threads
+// share the product; the partials are added in order.
+template <typename T>
+void conv_backward_weight_one_task(const T* dy, const T* x, const Geometry& g, T* dw) {
+  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), cols = g.n * g.plane();
+  const int64_t weight_size = g.o * rows, pieces = column_pieces(cols);
+  const auto col = scratch<T>(g.col_rows() * cols);
+  const auto tmp = scratch<T>(g.n > 1 ? g.o * cols : 0);
+  im2col(x, g.n, g, col.get());
+  const T* grad = dy;
+  if (g.n > 1) {
+    pack_rows(dy, g.n, g, tmp.get());
+    grad = tmp.get();
+  }
+  const auto partial = scratch<T>(pieces * weight_size);
+  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t piece = p0; piece < p1; ++piece) {
+      const int64_t j0 = piece_start(cols, pieces, piece);
+      const int64_t columns = piece_start(cols, pieces, piece + 1) - j0;
+      for (int64_t gi = 0; gi < g.groups; ++gi) {
+        gemm<T>(false, true, outs, rows, columns, grad + gi * outs * cols + j0, cols,
+                col.get() + gi * rows * cols + j0, cols, T(0),
+                partial.get() + piece * weight_size + gi * outs * rows, rows);
+      }
+    }
+  });
+  std::memcpy(dw, partial.get(), weight_size * sizeof(T));
+  for (int64_t p = 1; p < pieces; ++p) accumulate_row(dw, partial.get() + p * weight_size, weight_size);
+}
+
 template <typename T>
 void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
   const int64_t weight_size = g.o * rows;
   // Fixed blocks of images (independent of the thread count) each get a partial gradient.
   const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  if (tasks == 1) return conv_backward_weight_one_task(dy, x, g, dw);
   const auto partial = scratch<T>(tasks * weight_size);
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
     const auto col = scratch<T>(g.col_rows() * per_task * plane);

@@ -1,5 +1,6 @@
 #include "tensor/cpu/gemm_onednn.h"
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdlib>
@@ -64,6 +65,32 @@ void gemm_bf16_onednn(const GemmArgs& g) {
   dnnl::stream stream(engine());
   matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
   stream.wait();
+}
+
+bool onednn_sgemm_for_conv() {
+  static const bool chosen = [] {
+    const char* setting = std::getenv("TESSERA_CONV_GEMM");
+    if (setting != nullptr && std::strcmp(setting, "openblas") == 0) return false;
+    if (setting != nullptr && std::strcmp(setting, "onednn") == 0) return true;
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512;
+  }();
+  return chosen;
+}
+
+void gemm_f32_onednn_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float* a, int64_t lda, const float* b,
+                                int64_t ldb, float beta, float* c, int64_t ldc) {
+  // oneDNN's OpenMP build sizes its sgemm by omp_get_max_threads(), which reads the calling
+  // thread's own setting: 1 for the call, then back.
+  const int threads = omp_get_max_threads();
+  if (threads > 1) omp_set_num_threads(1);
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k,
+                                          alpha, a, lda, b, ldb, beta, c, ldc);
+  if (threads > 1) omp_set_num_threads(threads);
+  TS_INTERNAL_ASSERT(status == dnnl_success, "dnnl_sgemm failed with status ",
+                     static_cast<int>(status), " (m ", m, ", n ", n, ", k ", k, ")");
 }
 
 }  // namespace cpu

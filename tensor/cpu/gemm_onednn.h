@@ -23,5 +23,21 @@ bool onednn_bf16_available();
 // dimensions and batch strides exactly as GemmArgs describes (stride 0 broadcasts an operand).
 void gemm_bf16_onednn(const GemmArgs& g);
 
+// True when the f32 GEMMs of im2col convolutions (conv.cc) run on oneDNN's sgemm instead of
+// OpenBLAS's: on CPUs where oneDNN runs AVX-512. On an Intel Xeon with AMX its sgemm ran the
+// thin products of ResNet-50's 1x1 convolutions 1.1-1.6x faster than OpenBLAS's (one thread, 8
+// images: 64->256 channels at 56x56 in 4.3 ms against 5.5 forward, 4.5 against 6.6 for the
+// input gradient). AVX2-only CPUs, where this was not measured, keep OpenBLAS.
+// TESSERA_CONV_GEMM=openblas keeps OpenBLAS everywhere (for comparisons), =onednn forces oneDNN.
+bool onednn_sgemm_for_conv();
+
+// C = alpha op(A) op(B) + beta C in f32, row-major, by oneDNN's sgemm on the calling thread
+// alone, whatever tessera's thread count: oneDNN may split the k dimension between threads,
+// which would make the sums' rounding depend on the thread count. Callers split the work into
+// pieces that depend only on the shape and run those on tessera's threads.
+void gemm_f32_onednn_one_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float* a, int64_t lda, const float* b,
+                                int64_t ldb, float beta, float* c, int64_t ldc);
+
 }  // namespace cpu
 }  // namespace tessera

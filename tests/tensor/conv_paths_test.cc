@@ -3,14 +3,18 @@
 // tessera's own kernels elsewhere. Each pass is checked against the f64 im2col reference (which
 // the autograd gradcheck covers) and by finite differences in f32, on small odd shapes with
 // strides, padding and a batch of 1. The same file runs three times (BUILD): with the shape
-// rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution.
+// rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution; a
+// fourth run takes tessera's side with OpenBLAS's GEMM (TESSERA_CONV_GEMM=openblas) instead of
+// oneDNN's sgemm, which CPUs with AVX-512 use.
 // Also: results that must not depend on the thread count at a batch of 8 or less (the direct
 // weight gradient and batch norm's sums now split channels there), and max pooling's choice
 // among equal values.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -35,6 +39,9 @@ std::vector<Case> cases() {
       {"3x3 16->24 11x9", {3, 16, 11, 9}, {24, 16, 3, 3}, 1, 1},
       {"7x7/2 stem 3->8 15x13", {2, 3, 15, 13}, {8, 3, 7, 7}, 2, 3},
       {"5x5 4->6 no padding", {1, 4, 9, 8}, {6, 4, 5, 5}, 1, 0},
+      // Past 1024 output columns in one task: the products run in column pieces (conv.cc).
+      {"1x1 8->16 41x67 batch 1", {1, 8, 41, 67}, {16, 8, 1, 1}, 1, 0},
+      {"5x5/2 3->8 95x90 batch 1", {1, 3, 95, 90}, {8, 3, 5, 5}, 2, 2},
   };
 }
 
@@ -188,6 +195,39 @@ TEST(ConvPaths, SmallBatchWeightGradientDoesNotDependOnTheThreadCount) {
           conv2d_backward_weight(g, x, w.shape(), p).to_vector<float>();
       EXPECT_EQ(one, two) << "batch " << n << " stride " << stride;
     }
+  }
+  set_num_threads(1);
+}
+
+// im2col + GEMM at batch 1: one task, whose products are cut into column pieces that run on
+// both threads. Every pass must give the one-thread bits. (oneDNN's convolution primitives,
+// which by default take kernels larger than 3x3, choose their own threading: the 5x5 case runs
+// where TESSERA_CONV=own keeps it on tessera's side.)
+TEST(ConvPaths, SingleTaskProductsDoNotDependOnTheThreadCount) {
+  const char* forced = std::getenv("TESSERA_CONV");
+  const std::string side = forced == nullptr ? "" : forced;
+  if (side == "onednn") GTEST_SKIP() << "every convolution runs on oneDNN's primitives";
+  manual_seed(8);
+  for (const Case& c : cases()) {
+    if (std::string(c.name).find("batch 1") == std::string::npos || c.x[2] * c.x[3] < 1024) {
+      continue;
+    }
+    if (c.w[2] > 3 && side != "own") continue;
+    const Conv2dParams p = params(c);
+    const Tensor x = randn(c.x), w = randn(c.w);
+    const Tensor g = randn(conv2d(x, w, Tensor(), p).shape());
+    std::vector<std::vector<float>> runs;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      std::vector<float> all = conv2d(x, w, Tensor(), p).to_vector<float>();
+      for (const Tensor& t : {conv2d_backward_input(g, w, c.x, p),
+                              conv2d_backward_weight(g, x, c.w, p)}) {
+        const std::vector<float> v = t.to_vector<float>();
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      runs.push_back(all);
+    }
+    EXPECT_EQ(runs[0], runs[1]) << c.name;
   }
   set_num_threads(1);
 }
