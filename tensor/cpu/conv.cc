@@ -196,21 +196,36 @@ void pack_rows(const T* y, int64_t nc, const Geometry& g, T* tmp) {
   }
 }
 
+// A 1x1 convolution at stride 1 without padding: one image's input already is its patch matrix.
+bool patches_are_input(const Geometry& g, int64_t images) {
+  return images == 1 && g.kh == 1 && g.kw == 1 && g.p.stride[0] == 1 && g.p.stride[1] == 1 &&
+         g.p.padding[0] == 0 && g.p.padding[1] == 0;
+}
+
+// The patch matrix of the images at x: x itself where patches_are_input, else im2col's copy
+// in col.
+template <typename T>
+const T* patches(const T* x, int64_t images, const Geometry& g, T* col) {
+  if (patches_are_input(g, images)) return x;
+  im2col(x, images, g, col);
+  return col;
+}
+
 template <typename T>
 void conv_forward(const T* x, const T* w, const T* bias, const Geometry& g, T* y) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
   const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto col = scratch<T>(g.col_rows() * per_task * plane);
+    const auto col = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
     const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
-      im2col(x + first * g.c * g.h * g.w, nc, g, col.get());
+      const T* patch = patches(x + first * g.c * g.h * g.w, nc, g, col.get());
       // One image writes straight into y; several go through tmp and are unpacked.
       T* out = nc == 1 ? y + first * g.o * plane : tmp.get();
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         gemm_by_columns<T>(false, outs, cols, rows, w + gi * outs * rows, rows,
-                           col.get() + gi * rows * cols, cols, out + gi * outs * cols, cols);
+                           patch + gi * rows * cols, cols, out + gi * outs * cols, cols);
       }
       if (nc > 1) unpack_rows(tmp.get(), nc, g, y + first * g.o * plane);
       if (bias != nullptr) {
@@ -257,9 +272,9 @@ template <typename T>
 void conv_backward_weight_one_task(const T* dy, const T* x, const Geometry& g, T* dw) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), cols = g.n * g.plane();
   const int64_t weight_size = g.o * rows, pieces = column_pieces(cols);
-  const auto col = scratch<T>(g.col_rows() * cols);
+  const auto col = scratch<T>(patches_are_input(g, g.n) ? 0 : g.col_rows() * cols);
   const auto tmp = scratch<T>(g.n > 1 ? g.o * cols : 0);
-  im2col(x, g.n, g, col.get());
+  const T* patch = patches(x, g.n, g, col.get());
   const T* grad = dy;
   if (g.n > 1) {
     pack_rows(dy, g.n, g, tmp.get());
@@ -272,7 +287,7 @@ void conv_backward_weight_one_task(const T* dy, const T* x, const Geometry& g, T
       const int64_t columns = piece_start(cols, pieces, piece + 1) - j0;
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         gemm<T>(false, true, outs, rows, columns, grad + gi * outs * cols + j0, cols,
-                col.get() + gi * rows * cols + j0, cols, T(0),
+                patch + gi * rows * cols + j0, cols, T(0),
                 partial.get() + piece * weight_size + gi * outs * rows, rows);
       }
     }
@@ -290,11 +305,11 @@ void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
   if (tasks == 1) return conv_backward_weight_one_task(dy, x, g, dw);
   const auto partial = scratch<T>(tasks * weight_size);
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto col = scratch<T>(g.col_rows() * per_task * plane);
+    const auto col = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
     const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
-      im2col(x + first * g.c * g.h * g.w, nc, g, col.get());
+      const T* patch = patches(x + first * g.c * g.h * g.w, nc, g, col.get());
       const T* grad = dy + first * g.o * plane;
       if (nc > 1) {
         pack_rows(grad, nc, g, tmp.get());
@@ -302,7 +317,7 @@ void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
       }
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         gemm<T>(false, true, outs, rows, cols, grad + gi * outs * cols, cols,
-                col.get() + gi * rows * cols, cols, T(0),
+                patch + gi * rows * cols, cols, T(0),
                 partial.get() + t * weight_size + gi * outs * rows, rows);
       }
     }
