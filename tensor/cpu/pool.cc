@@ -153,6 +153,26 @@ void max_pool2d_backward_channels_last(const T* dy, const int64_t* idx, T* dx, i
 
 }  // namespace
 
+namespace {
+
+// One window tap over a row of outputs [lo, hi): output ox compares in[ox * stride] (the input
+// under the tap, at input index at0 + ox * stride) with its best so far. Bitwise | rather than
+// ||: no branches, so the loop vectorizes. S: the stride as a constant (0: the argument's).
+template <int S, typename C, typename I>
+void max_tap(const C* __restrict in, C* __restrict best, I* __restrict index, I at0, I stride,
+             int64_t lo, int64_t hi) {
+  if constexpr (S != 0) stride = S;
+  for (int64_t ox = lo; ox < hi; ++ox) {
+    const C v = in[ox * stride], b = best[ox];
+    const I i = index[ox];
+    const bool take = (i < 0) | (v > b) | ((v != v) & (b == b));
+    best[ox] = take ? v : b;
+    index[ox] = take ? static_cast<I>(at0 + static_cast<I>(ox) * stride) : i;
+  }
+}
+
+}  // namespace
+
 void CpuBackend::max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
                             const Tensor& indices) {
   const Planes g = planes(input, out);
@@ -175,41 +195,51 @@ void CpuBackend::max_pool2d(const Tensor& input, const Pool2dParams& p, const Te
     // still keeps its first maximum (or its first NaN), as PyTorch's window scan does. (Window
     // by window, the compare was a branch that random or post-ReLU data mispredicted: the stem's
     // pool took 50-85 ms at batch 8 on one thread.)
+    // The taps' indices are kept as 32-bit ints while a row is scanned (a 64-bit index blend
+    // did not vectorize) and widened once per row; planes past 2^31 elements keep 64-bit
+    // ones. At stride s > 1 the plane is first split into its s column phases
+    // (phase r holds columns r, r + s, ...), so that every tap reads consecutive floats. (With
+    // strided reads and 64-bit indices the stem's pool took 10 ms at batch 8 on one thread.)
     const int64_t sy = p.stride[0], sx = p.stride[1], ky = p.kernel[0], kx = p.kernel[1];
     const int64_t pad_y = p.padding[0], pad_x = p.padding[1], h = g.h, w = g.w, ow = g.ow;
+    const bool narrow_index = h * w <= std::numeric_limits<int32_t>::max();
     parallel_for(g.count, 1, [&](int64_t p0, int64_t p1) {
       std::vector<C> in_buf, out_buf;
+      std::vector<int32_t> row_index(ow);
       for (int64_t pl = p0; pl < p1; ++pl) {
         const C* xp = plane_in(x + pl * h * w, h * w, in_buf);
         C* yp = plane_out(y + pl * g.oh * ow, g.oh * ow, false, out_buf);
         for (int64_t oy = 0; oy < g.oh; ++oy) {
-          C* __restrict yr = yp + oy * ow;
-          int64_t* __restrict ir = idx + (pl * g.oh + oy) * ow;
-          for (int64_t ox = 0; ox < ow; ++ox) {
-            yr[ox] = -std::numeric_limits<C>::infinity();
-            ir[ox] = -1;
-          }
-          for (int64_t i = 0; i < ky; ++i) {
-            const int64_t iy = oy * sy - pad_y + i;
-            if (iy < 0 || iy >= h) continue;
-            for (int64_t j = 0; j < kx; ++j) {
-              // Outputs [lo, hi) have this tap's column ix = ox * sx - pad_x + j inside the row.
-              const int64_t lo = std::min(ow, std::max<int64_t>(0, (pad_x - j + sx - 1) / sx));
-              const int64_t hi = std::max(lo, std::min(ow, (w - 1 + pad_x - j) / sx + 1));
-              const C* __restrict in = xp + iy * w - pad_x + j;  // in[ox * sx]
-              const int64_t at0 = iy * w - pad_x + j;
-              // Bitwise | rather than ||: no branches, so the loop vectorizes.
-              auto taps = [&](auto stride) {
-                for (int64_t ox = lo; ox < hi; ++ox) {
-                  const C v = in[ox * stride], best = yr[ox];
-                  const bool take = (ir[ox] < 0) | (v > best) | ((v != v) & (best == best));
-                  yr[ox] = take ? v : yr[ox];
-                  ir[ox] = take ? at0 + ox * stride : ir[ox];
-                }
-              };
-              if (sx == 2) taps(std::integral_constant<int64_t, 2>{});
-              else taps(sx);
+          int64_t* out_index = idx + (pl * g.oh + oy) * ow;
+          auto scan = [&](auto* __restrict ir) {
+            using I = std::remove_reference_t<decltype(*ir)>;
+            C* __restrict yr = yp + oy * ow;
+            for (int64_t ox = 0; ox < ow; ++ox) {
+              yr[ox] = -std::numeric_limits<C>::infinity();
+              ir[ox] = -1;
             }
+            for (int64_t i = 0; i < ky; ++i) {
+              const int64_t iy = oy * sy - pad_y + i;
+              if (iy < 0 || iy >= h) continue;
+              for (int64_t j = 0; j < kx; ++j) {
+                // Outputs [lo, hi) have this tap's column ix = ox * sx - pad_x + j in the row.
+                const int64_t lo = std::min(ow, std::max<int64_t>(0, (pad_x - j + sx - 1) / sx));
+                const int64_t hi = std::max(lo, std::min(ow, (w - 1 + pad_x - j) / sx + 1));
+                const C* in = xp + iy * w - pad_x + j;  // in[ox * sx]
+                const I at0 = static_cast<I>(iy * w - pad_x + j);
+                if (sx == 2) {
+                  max_tap<2>(in, yr, ir, at0, I{2}, lo, hi);
+                } else {
+                  max_tap<0>(in, yr, ir, at0, static_cast<I>(sx), lo, hi);
+                }
+              }
+            }
+          };
+          if (narrow_index) {
+            scan(row_index.data());
+            std::copy(row_index.begin(), row_index.end(), out_index);
+          } else {
+            scan(out_index);
           }
         }
         store_plane(yp, y + pl * g.oh * ow, g.oh * ow);

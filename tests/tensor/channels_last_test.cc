@@ -121,7 +121,8 @@ TEST(ChannelsLast, MaxPoolIsTheNchwPoolBitForBit) {
   for (DType dtype : {kF32, kF64, kBF16, kF16}) {
     for (const Pool2dParams& p :
          {Pool2dParams{{3, 3}, {2, 2}, {1, 1}}, Pool2dParams{{2, 2}, {2, 2}, {0, 0}},
-          Pool2dParams{{3, 2}, {1, 2}, {1, 1}}}) {
+          Pool2dParams{{3, 2}, {1, 2}, {1, 1}}, Pool2dParams{{2, 3}, {2, 1}, {0, 1}},
+          Pool2dParams{{3, 3}, {3, 3}, {1, 1}}}) {
       SCOPED_TRACE(::testing::Message() << dtype << " kernel " << p.kernel[0] << "x" << p.kernel[1]);
       Tensor x = seeded({2, 5, 9, 8}, 20);
       // Ties and NaNs: the first maximum (or first NaN) of a window wins in both layouts.
