@@ -1,6 +1,8 @@
-// Which kernel runs an f32 convolution pass: tessera's direct 3x3 kernels, oneDNN, or
-// im2col + OpenBLAS GEMM. The choice is per shape and per pass, and comes from the per-layer
-// table of //tools/bench:layer_bench (docs/BENCHMARKS.md, issue 15), not from taste.
+// Which kernel runs an f32 convolution pass: tessera's direct 3x3 kernels, oneDNN's
+// convolution primitives, or im2col + GEMM (conv.cc). The choice is per shape (and may be per
+// pass; today's rules give each shape one side for all three passes), and comes from the
+// per-layer table of //tools/bench:layer_bench (docs/BENCHMARKS.md, issues 15 and 31), not from
+// taste.
 //
 // Determinism: tessera's own kernels give the same bits at any thread count; oneDNN's give the
 // same bits run after run at one thread count, but its weight gradients split their sums by
