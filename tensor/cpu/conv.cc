@@ -245,7 +245,7 @@ void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
   const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
   const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto dcol = scratch<T>(g.col_rows() * per_task * plane);
+    const auto dcol = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
     const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
@@ -254,11 +254,15 @@ void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
         pack_rows(grad, nc, g, tmp.get());
         grad = tmp.get();
       }
+      T* dxi = dx + first * g.c * g.h * g.w;
+      // Where the input is its own patch matrix, so is its gradient: the product writes dx.
+      const bool direct = patches_are_input(g, nc);
+      T* out = direct ? dxi : dcol.get();
       for (int64_t gi = 0; gi < g.groups; ++gi) {
         gemm_by_columns<T>(true, rows, cols, outs, w + gi * outs * rows, rows,
-                           grad + gi * outs * cols, cols, dcol.get() + gi * rows * cols, cols);
+                           grad + gi * outs * cols, cols, out + gi * rows * cols, cols);
       }
-      T* dxi = dx + first * g.c * g.h * g.w;
+      if (direct) continue;
       std::memset(dxi, 0, nc * g.c * g.h * g.w * sizeof(T));
       col2im(dcol.get(), nc, g, dxi);
     }
@@ -384,16 +388,19 @@ Tensor flip_and_swap_channels(const Tensor& weight) {
   Tensor out = empty({c, o, kh, kw}, weight.dtype());
   const T* w = weight.data<T>();
   T* f = out.data<T>();
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t ic = 0; ic < c; ++ic)
+  // Written in order, read strided (strided writes cost more than strided reads).
+  for (int64_t ic = 0; ic < c; ++ic)
+    for (int64_t oc = 0; oc < o; ++oc)
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j)
           f[((ic * o + oc) * kh + i) * kw + j] = w[((oc * c + ic) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
   return out;
 }
 
+// A 1x1 kernel is left to conv_backward_input: W^T . dy is the input gradient itself, with no
+// flipped copy of the weights to make and no col2im (patches_are_input).
 bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
-  return p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 &&
+  return weight[2] * weight[3] > 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 &&
          p.padding[0] <= p.dilation[0] * (weight[2] - 1) &&
          p.padding[1] <= p.dilation[1] * (weight[3] - 1);
 }
