@@ -343,6 +343,45 @@ void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
 
 }  // namespace
 
+namespace {
+
+// True when the f32 forward of this convolution runs tessera's direct 3x3 kernel; f16 and bf16
+// inputs then run it too, converted as the kernel pads its planes and copies its rows out.
+bool forward_runs_direct(const Shape& input, const Shape& weight, const Conv2dParams& p) {
+  return !conv_uses_onednn(ConvPass::kForward, input, weight, p) &&
+         direct_conv3x3_applies(weight[0], weight[2], weight[3], p.stride[0], p.stride[1],
+                                p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
+                                p.groups);
+}
+
+// The same for the weight gradient (the direct kernel takes any channel counts).
+bool weight_grad_runs_direct(const Shape& input, const Shape& weight, const Conv2dParams& p) {
+  return !conv_uses_onednn(ConvPass::kBackwardWeight, input, weight, p) &&
+         direct_conv3x3_applies(8, weight[2], weight[3], p.stride[0], p.stride[1], p.padding[0],
+                                p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+}
+
+// The direct weight gradient of f32, f16 or bf16 dy and x, into the f32 tensor dw.
+template <typename T>
+void direct_weight_grad(const Tensor& grad_out, const Tensor& input, const Conv2dParams& p,
+                        const Tensor& dw) {
+  direct_conv3x3_backward_weight(grad_out.data<T>(), input.data<T>(), dw.data<float>(),
+                                 input.size(0), input.size(1), dw.size(0), input.size(2),
+                                 input.size(3), static_cast<int>(p.stride[0]));
+}
+
+// The direct kernel on f16/bf16 x and y (weights and bias widened: they are small).
+template <typename T>
+void direct_conv3x3_half(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Conv2dParams& p, const Tensor& out) {
+  const Tensor w32 = weight.to(kF32), b32 = bias.defined() ? bias.to(kF32) : Tensor();
+  direct_conv3x3(input.data<T>(), w32.data<float>(), b32.defined() ? b32.data<float>() : nullptr,
+                 out.data<T>(), input.size(0), input.size(1), weight.size(0), input.size(2),
+                 input.size(3), static_cast<int>(p.stride[0]));
+}
+
+}  // namespace
+
 void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
   if ((input.dtype() == kBF16 && onednn_bf16_available()) ||
@@ -351,14 +390,17 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
     return conv2d_onednn(input, weight, bias, p, out);
   }
   const Geometry g = geometry(input.shape(), weight.shape(), out.shape(), p);
-  if (input.dtype() == kF32 &&
-      direct_conv3x3_applies(weight.size(0), weight.size(2), weight.size(3), p.stride[0],
-                             p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
-                             p.dilation[1], p.groups)) {
-    return direct_conv3x3(input.data<float>(), weight.data<float>(),
-                          bias.defined() ? bias.data<float>() : nullptr, out.data<float>(),
-                          input.size(0), input.size(1), weight.size(0), input.size(2),
-                          input.size(3), static_cast<int>(p.stride[0]));
+  if (forward_runs_direct(input.shape(), weight.shape(), p)) {
+    switch (input.dtype()) {
+      case kF32:
+        return direct_conv3x3(input.data<float>(), weight.data<float>(),
+                              bias.defined() ? bias.data<float>() : nullptr, out.data<float>(),
+                              input.size(0), input.size(1), weight.size(0), input.size(2),
+                              input.size(3), static_cast<int>(p.stride[0]));
+      case kF16: return direct_conv3x3_half<Half>(input, weight, bias, p, out);
+      case kBF16: return direct_conv3x3_half<BFloat16>(input, weight, bias, p, out);
+      default: break;
+    }
   }
   switch (input.dtype()) {
     case kF32:
@@ -405,6 +447,34 @@ bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
          p.padding[1] <= p.dilation[1] * (weight[3] - 1);
 }
 
+Tensor flipped_weight(const Tensor& weight) {
+  Tensor out;
+  TS_DISPATCH_FLOATING(weight.dtype(), "conv2d_backward_input",
+                       [&] { out = flip_and_swap_channels<scalar_t>(weight); });
+  return out;
+}
+
+// The flipped convolution's parameters: padded by d(k-1) - p.
+Conv2dParams flipped_params(const Conv2dParams& p, const Shape& weight) {
+  Conv2dParams q = p;
+  q.padding = {p.dilation[0] * (weight[2] - 1) - p.padding[0],
+               p.dilation[1] * (weight[3] - 1) - p.padding[1]};
+  return q;
+}
+
+// True for an f16/bf16 input gradient (bf16 where oneDNN does not take it) whose f32 twin runs
+// as a flipped convolution on the direct kernel: the half-precision one then does too, with no
+// widened copies (forward_runs_direct).
+bool half_input_grad_runs_direct(const Shape& grad_out, const Tensor& weight,
+                                 const Conv2dParams& p, const Shape& grad_in) {
+  const DType t = weight.dtype();
+  if (!(t == kF16 || (t == kBF16 && !onednn_bf16_available()))) return false;
+  const Shape& w = weight.shape();
+  return backward_input_as_convolution(p, w) &&
+         !conv_uses_onednn(ConvPass::kBackwardInput, grad_in, w, p) &&
+         forward_runs_direct(grad_out, {w[1], w[0], w[2], w[3]}, flipped_params(p, w));
+}
+
 }  // namespace
 
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
@@ -414,14 +484,11 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
        conv_uses_onednn(ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p))) {
     return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
   }
-  if ((weight.dtype() == kF32 || weight.dtype() == kF64) &&
-      backward_input_as_convolution(p, weight.shape())) {
-    const int64_t kh = weight.size(2), kw = weight.size(3);
-    const Tensor flipped = weight.dtype() == kF32 ? flip_and_swap_channels<float>(weight)
-                                                  : flip_and_swap_channels<double>(weight);
-    Conv2dParams q = p;
-    q.padding = {p.dilation[0] * (kh - 1) - p.padding[0], p.dilation[1] * (kw - 1) - p.padding[1]};
-    return conv2d(grad_out, flipped, Tensor(), q, grad_in);
+  if (((weight.dtype() == kF32 || weight.dtype() == kF64) &&
+       backward_input_as_convolution(p, weight.shape())) ||
+      half_input_grad_runs_direct(grad_out.shape(), weight, p, grad_in.shape())) {
+    return conv2d(grad_out, flipped_weight(weight), Tensor(), flipped_params(p, weight.shape()),
+                  grad_in);
   }
   if (weight.dtype() == kF32 && p.stride[0] == 2 &&
       direct_conv3x3_applies(grad_in.size(1), weight.size(2), weight.size(3), p.stride[0],
@@ -456,14 +523,19 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& in
     return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
   }
   const Geometry g = geometry(input.shape(), grad_weight.shape(), grad_out.shape(), p);
-  if (input.dtype() == kF32 &&
-      direct_conv3x3_applies(8, grad_weight.size(2), grad_weight.size(3), p.stride[0],
-                             p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
-                             p.dilation[1], p.groups)) {
-    return direct_conv3x3_backward_weight(grad_out.data<float>(), input.data<float>(),
-                                          grad_weight.data<float>(), input.size(0),
-                                          input.size(1), grad_weight.size(0), input.size(2),
-                                          input.size(3), static_cast<int>(p.stride[0]));
+  if (input.dtype() != kF64 && weight_grad_runs_direct(input.shape(), grad_weight.shape(), p)) {
+    // f16/bf16 read their half-precision dy and x; the f32 sums are rounded once.
+    const bool half = input.dtype() != kF32;
+    const Tensor dw = half ? empty(grad_weight.shape(), kF32) : grad_weight;
+    if (input.dtype() == kF32) {
+      direct_weight_grad<float>(grad_out, input, p, dw);
+    } else if (input.dtype() == kF16) {
+      direct_weight_grad<Half>(grad_out, input, p, dw);
+    } else {
+      direct_weight_grad<BFloat16>(grad_out, input, p, dw);
+    }
+    if (half) Tensor(grad_weight).copy_(dw);
+    return;
   }
   switch (input.dtype()) {
     case kF32:
@@ -494,7 +566,14 @@ void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
        conv_uses_onednn(ConvPass::kBackwardWeight, input.shape(), weight.shape(), p))) {
     return conv2d_backward_onednn(grad_out, input, weight, p, grad_in, grad_weight);
   }
-  if (type == kF16 || type == kBF16) {
+  const bool half = type == kF16 || type == kBF16;
+  if (half_input_grad_runs_direct(grad_out.shape(), weight, p, grad_in.shape()) ||
+      (half && weight_grad_runs_direct(input.shape(), weight.shape(), p))) {
+    // Each pass alone: the one(s) on the direct kernels read dy in half precision, so dy is
+    // widened at most once (by the other pass).
+    return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
+  }
+  if (half) {
     // The f32 kernels on widened copies, as each pass alone runs them, with the output
     // gradient widened once instead of once per pass.
     const Tensor grad_in32 = empty(grad_in.shape(), kF32);

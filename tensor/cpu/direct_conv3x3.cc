@@ -96,8 +96,8 @@ TS_SIMD_INLINE void forward_tile(const float* xp, const float* wb, simd::VecT<L>
   for (int l = 0; l < L; ++l) simd::store<L>(flat_out + l * f.positions + q, acc[l]);
 }
 
-template <int L>
-TS_SIMD_INLINE void forward_images(const float* x, const float* wp, const float* bias, float* y,
+template <int L, typename T>
+TS_SIMD_INLINE void forward_images(const T* x, const float* wp, const float* bias, T* y,
                                    int64_t first, int64_t count, int64_t c, int64_t k,
                                    const Flat& f, float* xp, float* flat_out) {
   const int64_t hw = f.h * f.wd, out_hw = f.ho * f.wo;
@@ -121,8 +121,8 @@ TS_SIMD_INLINE void forward_images(const float* x, const float* wp, const float*
       }
       for (int64_t l = 0; l < lanes; ++l) {
         for (int64_t r = 0; r < f.ho; ++r) {
-          simd::copy_row(y + (im * k + k0 + l) * out_hw + r * f.wo,
-                         flat_out + l * f.positions + r * f.so, f.wo);
+          store_row(y + (im * k + k0 + l) * out_hw + r * f.wo,
+                    flat_out + l * f.positions + r * f.so, f.wo);
         }
       }
     }
@@ -130,13 +130,15 @@ TS_SIMD_INLINE void forward_images(const float* x, const float* wp, const float*
 }
 
 // The two instruction sets' entry points (each inlines the templates above for its target).
-TS_AVX512 void forward_images_avx512(const float* x, const float* wp, const float* bias, float* y,
+template <typename T>
+TS_AVX512 void forward_images_avx512(const T* x, const float* wp, const float* bias, T* y,
                                      int64_t first, int64_t count, int64_t c, int64_t k,
                                      const Flat& f, float* xp, float* flat_out) {
   forward_images<16>(x, wp, bias, y, first, count, c, k, f, xp, flat_out);
 }
 
-TS_AVX2 void forward_images_avx2(const float* x, const float* wp, const float* bias, float* y,
+template <typename T>
+TS_AVX2 void forward_images_avx2(const T* x, const float* wp, const float* bias, T* y,
                                  int64_t first, int64_t count, int64_t c, int64_t k,
                                  const Flat& f, float* xp, float* flat_out) {
   forward_images<8>(x, wp, bias, y, first, count, c, k, f, xp, flat_out);
@@ -160,8 +162,9 @@ bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_
          dilation_h == 1 && dilation_w == 1 && groups == 1;
 }
 
-void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
-                    int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
+template <typename T>
+void direct_conv3x3(const T* x, const float* w, const float* bias, T* y, int64_t n, int64_t c,
+                    int64_t k, int64_t h, int64_t wd, int stride) {
   const int lanes = direct_conv3x3_lanes();
   const Flat f(h, wd, stride, lanes);
   const std::vector<float> wp = pack_weights(w, c, k, lanes);
@@ -176,6 +179,13 @@ void direct_conv3x3(const float* x, const float* w, const float* bias, float* y,
     }
   });
 }
+
+template void direct_conv3x3(const float*, const float*, const float*, float*, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, int);
+template void direct_conv3x3(const Half*, const float*, const float*, Half*, int64_t, int64_t,
+                             int64_t, int64_t, int64_t, int);
+template void direct_conv3x3(const BFloat16*, const float*, const float*, BFloat16*, int64_t,
+                             int64_t, int64_t, int64_t, int64_t, int);
 
 }  // namespace cpu
 }  // namespace tessera

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "tensor/half.h"
+
 namespace tessera {
 namespace cpu {
 
@@ -30,9 +32,13 @@ bool direct_conv3x3_applies(int64_t out_channels, int64_t kh, int64_t kw, int64_
 
 // y[n, k, :, :] = bias[k] + sum_c w[k, c] * x[n, c] (3x3, padding 1, stride 1 or 2: y is
 // ((h - 1) / stride + 1) x ((wd - 1) / stride + 1)); bias may be null. Images run in parallel
-// on tessera's threads.
-void direct_conv3x3(const float* x, const float* w, const float* bias, float* y, int64_t n,
-                    int64_t c, int64_t k, int64_t h, int64_t wd, int stride);
+// on tessera's threads. T is float, or Half / BFloat16 for x and y: each input plane is then
+// widened as it is padded and each output row rounded once as it is copied out, with f32
+// weights, bias and arithmetic, so the result is the f32 kernel's on the widened input,
+// rounded, without a widened copy of either tensor.
+template <typename T>
+void direct_conv3x3(const T* x, const float* w, const float* bias, T* y, int64_t n, int64_t c,
+                    int64_t k, int64_t h, int64_t wd, int stride);
 
 // dx of the stride-2 convolution y = direct_conv3x3(x, w, ..., stride 2): dy is n x k x ho x wo,
 // w is k x c x 3 x 3 (the forward's), dx is n x c x h x wd and written whole. Its channels c
@@ -42,9 +48,11 @@ void direct_conv3x3_backward_input_stride2(const float* dy, const float* w, floa
 
 // dw[k, c] = sum over images and positions of dy[n, k] * x[n, c] shifted by each tap (the
 // weight gradient of the same convolution). Images are summed in fixed blocks, then the blocks
-// in order, so the result does not depend on the thread count.
-void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
-                                    int64_t c, int64_t k, int64_t h, int64_t wd, int stride);
+// in order, so the result does not depend on the thread count. T is float, or Half / BFloat16
+// for dy and x, widened an image at a time as they are padded and blocked (dw stays f32).
+template <typename T>
+void direct_conv3x3_backward_weight(const T* dy, const T* x, float* dw, int64_t n, int64_t c,
+                                    int64_t k, int64_t h, int64_t wd, int stride);
 
 }  // namespace cpu
 }  // namespace tessera

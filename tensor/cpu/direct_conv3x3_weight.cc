@@ -13,6 +13,7 @@
 // channel and kernel row, the 6 input scalars (9 at stride 2) the 4 positions' 3 taps touch,
 // and does 72 FMAs: about half a load per FMA, so the FMA units set the pace, not the cache.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/cpu/block_sums.h"
@@ -136,12 +137,23 @@ TS_SIMD_INLINE void channel_passes(const float* xp, const float* dyt, int64_t co
 // The two halves of one block of images: prepare pads images [i0, i1)'s inputs and blocks
 // their gradients; passes adds the block's weight gradient for output channel blocks [b0, b1)
 // into dw (zeroed by the caller).
-template <int L>
-TS_SIMD_INLINE void prepare_images(const float* dy, const float* x, int64_t i0, int64_t i1,
+// f16/bf16 inputs are widened as they are padded, and each image's gradient into one image's
+// f32 buffer before it is blocked.
+template <int L, typename T>
+TS_SIMD_INLINE void prepare_images(const T* dy, const T* x, int64_t i0, int64_t i1,
                                    const Shape& f, float* xp, float* dyt) {
+  std::vector<float> wide(std::is_same_v<T, float> ? 0 : f.k * f.out_hw);
   for (int64_t im = i0; im < i1; ++im) {
     pad_planes(x + im * f.c * f.hw, f.c, f.h, f.wd, f.plane, xp + im * f.c * f.plane);
-    block_gradient<L>(dy + im * f.k * f.out_hw, f, dyt + im * f.channel_blocks * f.out_hw * L);
+    const T* g = dy + im * f.k * f.out_hw;
+    const float* g32;
+    if constexpr (std::is_same_v<T, float>) {
+      g32 = g;
+    } else {
+      widen(g, wide.data(), f.k * f.out_hw);
+      g32 = wide.data();
+    }
+    block_gradient<L>(g32, f, dyt + im * f.channel_blocks * f.out_hw * L);
   }
 }
 
@@ -152,12 +164,14 @@ TS_SIMD_INLINE void passes(const float* xp, const float* dyt, int64_t count, con
   channel_passes<L, 2>(xp, dyt, count, f, b0, b1, dw);
 }
 
-TS_AVX512 void prepare_avx512(const float* dy, const float* x, int64_t i0, int64_t i1,
-                              const Shape& f, float* xp, float* dyt) {
+template <typename T>
+TS_AVX512 void prepare_avx512(const T* dy, const T* x, int64_t i0, int64_t i1, const Shape& f,
+                              float* xp, float* dyt) {
   prepare_images<16>(dy, x, i0, i1, f, xp, dyt);
 }
-TS_AVX2 void prepare_avx2(const float* dy, const float* x, int64_t i0, int64_t i1,
-                          const Shape& f, float* xp, float* dyt) {
+template <typename T>
+TS_AVX2 void prepare_avx2(const T* dy, const T* x, int64_t i0, int64_t i1, const Shape& f,
+                          float* xp, float* dyt) {
   prepare_images<8>(dy, x, i0, i1, f, xp, dyt);
 }
 TS_AVX512 void passes_avx512(const float* xp, const float* dyt, int64_t count, const Shape& f,
@@ -172,8 +186,9 @@ TS_AVX2 void passes_avx2(const float* xp, const float* dyt, int64_t count, const
 // One block of images, on the calling thread or, when `split` is set, with its images
 // (prepare) and then its output channel blocks (passes) spread over tessera's threads. Either
 // way every sum is added in the same order, so the result is the same bits.
-void weight_block(const float* dy, const float* x, float* dw, int64_t count, const Shape& f,
-                  int stride, bool split, float* xp, float* dyt) {
+template <typename T>
+void weight_block(const T* dy, const T* x, float* dw, int64_t count, const Shape& f, int stride,
+                  bool split, float* xp, float* dyt) {
   const bool wide = direct_conv3x3_lanes() == 16;
   auto prepare = [&](int64_t i0, int64_t i1) {
     wide ? prepare_avx512(dy, x, i0, i1, f, xp, dyt) : prepare_avx2(dy, x, i0, i1, f, xp, dyt);
@@ -192,8 +207,9 @@ void weight_block(const float* dy, const float* x, float* dw, int64_t count, con
 
 }  // namespace
 
-void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, int64_t n,
-                                    int64_t c, int64_t k, int64_t h, int64_t wd, int stride) {
+template <typename T>
+void direct_conv3x3_backward_weight(const T* dy, const T* x, float* dw, int64_t n, int64_t c,
+                                    int64_t k, int64_t h, int64_t wd, int stride) {
   const int lanes = direct_conv3x3_lanes();
   const Shape f(c, k, h, wd, stride, lanes);
   const int64_t weight_size = k * c * 9;
@@ -220,6 +236,13 @@ void direct_conv3x3_backward_weight(const float* dy, const float* x, float* dw, 
     for (int64_t i = 0; i < weight_size; ++i) dw[i] += p[i];
   }
 }
+
+template void direct_conv3x3_backward_weight(const float*, const float*, float*, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t, int);
+template void direct_conv3x3_backward_weight(const Half*, const Half*, float*, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t, int);
+template void direct_conv3x3_backward_weight(const BFloat16*, const BFloat16*, float*, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t, int);
 
 }  // namespace cpu
 }  // namespace tessera
