@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/cpu/conv_path.h"
 #include "tensor/cpu/cpu_backend.h"
@@ -331,6 +332,27 @@ void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
   for (int64_t t = 1; t < tasks; ++t) accumulate_row(dw, partial.get() + t * weight_size, weight_size);
 }
 
+// The forward of f16/bf16 images on the im2col path: each task's images are widened into an
+// f32 buffer, run as that task of conv_forward<float> (the same images per task, so the same
+// products and bits), and its outputs rounded back: no widened copy of a whole tensor.
+template <typename S>
+void conv_forward_half(const S* x, const float* w, const float* bias, const Geometry& g, S* y) {
+  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  const int64_t in_image = g.c * g.h * g.w, out_image = g.o * g.plane();
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    const auto in = scratch<float>(per_task * in_image);
+    const auto out = scratch<float>(per_task * out_image);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
+      widen(x + first * in_image, in.get(), nc * in_image);
+      Geometry task = g;
+      task.n = nc;
+      conv_forward<float>(in.get(), w, bias, task, out.get());
+      narrow(out.get(), y + first * out_image, nc * out_image);
+    }
+  });
+}
+
 // f16/bf16: run the f32 kernels on widened copies.
 template <typename F>
 void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
@@ -411,7 +433,19 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
       return conv_forward<double>(input.data<double>(), weight.data<double>(),
                                   bias.defined() ? bias.data<double>() : nullptr, g,
                                   out.data<double>());
-    default:  // f16/bf16: the f32 kernel on widened copies
+    case kF16:
+    case kBF16:
+      if (!conv_uses_onednn(ConvPass::kForward, input.shape(), weight.shape(), p)) {
+        const Tensor w32 = weight.to(kF32), b32 = bias.defined() ? bias.to(kF32) : Tensor();
+        const float* b = b32.defined() ? b32.data<float>() : nullptr;
+        if (input.dtype() == kF16) {
+          return conv_forward_half(input.data<Half>(), w32.data<float>(), b, g, out.data<Half>());
+        }
+        return conv_forward_half(input.data<BFloat16>(), w32.data<float>(), b, g,
+                                 out.data<BFloat16>());
+      }
+      [[fallthrough]];
+    default:  // f16/bf16 on oneDNN's f32 primitives: the f32 kernel on widened copies
       return in_f32({input, weight, bias}, out, [&](const std::vector<Tensor>& v, const Tensor& o) {
         conv2d(v[0], v[1], v[2], p, o);
       });

@@ -203,7 +203,8 @@ TYPED_TEST(HalfOps, UnaryBinaryAndMatmulRoundOnceFromF32) {
 // outputs) read half-precision planes as they pad them and round each output row once: the f32
 // kernel's result on the same (exactly widened) values, rounded once, bit for bit: forward,
 // input gradient and weight gradient, each alone and the two gradients from one call, at
-// strides 1 and 2 (the stride-2 input gradient still runs on widened copies). bf16 where oneDNN
+// strides 1 and 2 (the stride-2 input gradient still runs on widened copies); and 1x1
+// forwards on im2col + GEMM, widened a task's images at a time. bf16 where oneDNN
 // computes it natively takes oneDNN's kernels, which sum in another order: compared within one
 // rounding instead.
 TYPED_TEST(HalfOps, DirectConvolutionRoundsOnceFromF32) {
@@ -238,6 +239,19 @@ TYPED_TEST(HalfOps, DirectConvolutionRoundsOnceFromF32) {
     const auto [dxw, dww] = conv2d_backward(dyw, xw, ww, x.shape(), p, true, true);
     expect_rounded_once(dx, dxw, "joint input gradient" + at);
     expect_rounded_once(dw, dww, "joint weight gradient" + at);
+  }
+  // 1x1 convolutions on im2col + GEMM: the forward widens a task's images at a time (several
+  // images per task on small maps; one image, its own patch matrix, on large ones).
+  for (const auto& [xs, ws, stride] :
+       {std::tuple<Shape, Shape, int64_t>{{2, 16, 11, 9}, {24, 16, 1, 1}, 1},
+        std::tuple<Shape, Shape, int64_t>{{3, 8, 17, 19}, {16, 8, 1, 1}, 1},
+        std::tuple<Shape, Shape, int64_t>{{3, 8, 17, 19}, {16, 8, 1, 1}, 2}}) {
+    Conv2dParams p;
+    p.stride = {stride, stride};
+    const Tensor x1 = randn(xs, kF32, &g).to(dt), w1 = randn(ws, kF32, &g).to(dt);
+    expect_rounded_once(conv2d(x1, w1, b.narrow(0, 0, ws[0]), p),
+                        conv2d(x1.to(kF32), w1.to(kF32), bw.narrow(0, 0, ws[0]), p),
+                        "1x1 forward, stride " + std::to_string(stride));
   }
 }
 
