@@ -301,9 +301,26 @@ void conv_backward_weight_one_task(const T* dy, const T* x, const Geometry& g, T
   for (int64_t p = 1; p < pieces; ++p) accumulate_row(dw, partial.get() + p * weight_size, weight_size);
 }
 
+// One task's weight gradient (nc images at dy and x) into `partial`, with scratch col and tmp.
+template <typename T>
+void weight_task(const T* dy, const T* x, int64_t nc, const Geometry& g, T* col, T* tmp,
+                 T* partial) {
+  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), cols = nc * g.plane();
+  const T* patch = patches(x, nc, g, col);
+  const T* grad = dy;
+  if (nc > 1) {
+    pack_rows(grad, nc, g, tmp);
+    grad = tmp;
+  }
+  for (int64_t gi = 0; gi < g.groups; ++gi) {
+    gemm<T>(false, true, outs, rows, cols, grad + gi * outs * cols, cols, patch + gi * rows * cols,
+            cols, T(0), partial + gi * outs * rows, rows);
+  }
+}
+
 template <typename T>
 void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
-  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
+  const int64_t rows = g.rows_per_group(), plane = g.plane();
   const int64_t weight_size = g.o * rows;
   // Fixed blocks of images (independent of the thread count) each get a partial gradient.
   const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
@@ -313,18 +330,9 @@ void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
     const auto col = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
     const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
-      const T* patch = patches(x + first * g.c * g.h * g.w, nc, g, col.get());
-      const T* grad = dy + first * g.o * plane;
-      if (nc > 1) {
-        pack_rows(grad, nc, g, tmp.get());
-        grad = tmp.get();
-      }
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm<T>(false, true, outs, rows, cols, grad + gi * outs * cols, cols,
-                patch + gi * rows * cols, cols, T(0),
-                partial.get() + t * weight_size + gi * outs * rows, rows);
-      }
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
+      weight_task(dy + first * g.o * plane, x + first * g.c * g.h * g.w, nc, g, col.get(),
+                  tmp.get(), partial.get() + t * weight_size);
     }
   });
   // Blocks are added in a fixed order: the sum is the same for any thread count.
@@ -351,6 +359,53 @@ void conv_forward_half(const S* x, const float* w, const float* bias, const Geom
       narrow(out.get(), y + first * out_image, nc * out_image);
     }
   });
+}
+
+// The input gradient likewise: a task's output gradient widened, its input gradient rounded.
+template <typename S>
+void conv_backward_input_half(const S* dy, const float* w, const Geometry& g, S* dx) {
+  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  const int64_t in_image = g.c * g.h * g.w, out_image = g.o * g.plane();
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    const auto grad = scratch<float>(per_task * out_image);
+    const auto out = scratch<float>(per_task * in_image);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
+      widen(dy + first * out_image, grad.get(), nc * out_image);
+      Geometry task = g;
+      task.n = nc;
+      conv_backward_input<float>(grad.get(), w, task, out.get());
+      narrow(out.get(), dx + first * in_image, nc * in_image);
+    }
+  });
+}
+
+// The weight gradient likewise: each task widens its images' output gradient and input, and
+// adds the f32 kernel's partial for them; the partials are added in order, into f32 dw. (A
+// lone task is the whole batch: conv_backward_weight on it widened.)
+template <typename S>
+void conv_backward_weight_half(const S* dy, const S* x, const Geometry& g, float* dw) {
+  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
+  const int64_t in_image = g.c * g.h * g.w, out_image = g.o * g.plane();
+  const int64_t weight_size = g.o * g.rows_per_group(), plane = g.plane();
+  const auto partial = scratch<float>(tasks * weight_size);
+  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
+    const auto grad = scratch<float>(per_task * out_image);
+    const auto in = scratch<float>(per_task * in_image);
+    const auto col = scratch<float>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
+    const auto tmp = scratch<float>(per_task > 1 ? g.o * per_task * plane : 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
+      widen(dy + first * out_image, grad.get(), nc * out_image);
+      widen(x + first * in_image, in.get(), nc * in_image);
+      if (tasks == 1) return conv_backward_weight<float>(grad.get(), in.get(), g, dw);
+      weight_task<float>(grad.get(), in.get(), nc, g, col.get(), tmp.get(),
+                         partial.get() + t * weight_size);
+    }
+  });
+  if (tasks == 1) return;
+  std::memcpy(dw, partial.get(), weight_size * sizeof(float));
+  for (int64_t t = 1; t < tasks; ++t) accumulate_row(dw, partial.get() + t * weight_size, weight_size);
 }
 
 // f16/bf16: run the f32 kernels on widened copies.
@@ -496,13 +551,38 @@ Conv2dParams flipped_params(const Conv2dParams& p, const Shape& weight) {
   return q;
 }
 
+// f16, or bf16 where oneDNN does not compute it: tessera's f32 kernels on its widened values.
+// f16, or bf16 where oneDNN does not compute it: tessera's f32 kernels on its widened values.
+bool runs_half_on_f32_kernels(DType t) {
+  return t == kF16 || (t == kBF16 && !onednn_bf16_available());
+}
+
+// True for an f16/bf16 input gradient whose f32 twin runs conv_backward_input (im2col + GEMM,
+// col2im): the half-precision one then runs it a task at a time (conv_backward_input_half).
+bool half_input_grad_on_im2col(const Tensor& weight, const Conv2dParams& p,
+                               const Shape& grad_in) {
+  const Shape& w = weight.shape();
+  return runs_half_on_f32_kernels(weight.dtype()) &&
+         !conv_uses_onednn(ConvPass::kBackwardInput, grad_in, w, p) &&
+         !backward_input_as_convolution(p, w) &&
+         !(p.stride[0] == 2 && direct_conv3x3_applies(grad_in[1], w[2], w[3], p.stride[0],
+                                                      p.stride[1], p.padding[0], p.padding[1],
+                                                      p.dilation[0], p.dilation[1], p.groups));
+}
+
+// True for an f16/bf16 weight gradient whose f32 twin runs conv_backward_weight.
+bool half_weight_grad_on_im2col(const Shape& input, const Tensor& weight, const Conv2dParams& p) {
+  return runs_half_on_f32_kernels(weight.dtype()) &&
+         !conv_uses_onednn(ConvPass::kBackwardWeight, input, weight.shape(), p) &&
+         !weight_grad_runs_direct(input, weight.shape(), p);
+}
+
 // True for an f16/bf16 input gradient (bf16 where oneDNN does not take it) whose f32 twin runs
 // as a flipped convolution on the direct kernel: the half-precision one then does too, with no
 // widened copies (forward_runs_direct).
 bool half_input_grad_runs_direct(const Shape& grad_out, const Tensor& weight,
                                  const Conv2dParams& p, const Shape& grad_in) {
-  const DType t = weight.dtype();
-  if (!(t == kF16 || (t == kBF16 && !onednn_bf16_available()))) return false;
+  if (!runs_half_on_f32_kernels(weight.dtype())) return false;
   const Shape& w = weight.shape();
   return backward_input_as_convolution(p, w) &&
          !conv_uses_onednn(ConvPass::kBackwardInput, grad_in, w, p) &&
@@ -532,6 +612,16 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
                                                  grad_in.data<float>(), grad_in.size(0),
                                                  grad_in.size(1), weight.size(0),
                                                  grad_in.size(2), grad_in.size(3));
+  }
+  if (half_input_grad_on_im2col(weight, p, grad_in.shape())) {
+    const Geometry g = geometry(grad_in.shape(), weight.shape(), grad_out.shape(), p);
+    const Tensor w32 = weight.to(kF32);
+    if (weight.dtype() == kF16) {
+      return conv_backward_input_half(grad_out.data<Half>(), w32.data<float>(), g,
+                                      grad_in.data<Half>());
+    }
+    return conv_backward_input_half(grad_out.data<BFloat16>(), w32.data<float>(), g,
+                                    grad_in.data<BFloat16>());
   }
   const Geometry g = geometry(grad_in.shape(), weight.shape(), grad_out.shape(), p);
   switch (weight.dtype()) {
@@ -571,6 +661,17 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& in
     if (half) Tensor(grad_weight).copy_(dw);
     return;
   }
+  if (half_weight_grad_on_im2col(input.shape(), grad_weight, p)) {
+    const Tensor dw = empty(grad_weight.shape(), kF32);
+    if (input.dtype() == kF16) {
+      conv_backward_weight_half(grad_out.data<Half>(), input.data<Half>(), g, dw.data<float>());
+    } else {
+      conv_backward_weight_half(grad_out.data<BFloat16>(), input.data<BFloat16>(), g,
+                                dw.data<float>());
+    }
+    Tensor(grad_weight).copy_(dw);
+    return;
+  }
   switch (input.dtype()) {
     case kF32:
       return conv_backward_weight<float>(grad_out.data<float>(), input.data<float>(), g,
@@ -602,9 +703,11 @@ void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
   }
   const bool half = type == kF16 || type == kBF16;
   if (half_input_grad_runs_direct(grad_out.shape(), weight, p, grad_in.shape()) ||
-      (half && weight_grad_runs_direct(input.shape(), weight.shape(), p))) {
-    // Each pass alone: the one(s) on the direct kernels read dy in half precision, so dy is
-    // widened at most once (by the other pass).
+      half_input_grad_on_im2col(weight, p, grad_in.shape()) ||
+      (half && weight_grad_runs_direct(input.shape(), weight.shape(), p)) ||
+      half_weight_grad_on_im2col(input.shape(), weight, p)) {
+    // Each pass alone: those on the direct kernels read dy in half precision, those on im2col
+    // widen it a task at a time, so no pass or at most one widens the whole of it.
     return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
   }
   if (half) {

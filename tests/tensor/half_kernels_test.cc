@@ -204,10 +204,10 @@ TYPED_TEST(HalfOps, UnaryBinaryAndMatmulRoundOnceFromF32) {
 // kernel's result on the same (exactly widened) values, rounded once, bit for bit: forward,
 // input gradient and weight gradient, each alone and the two gradients from one call, at
 // strides 1 and 2 (the stride-2 input gradient still runs on widened copies); and 1x1
-// forwards on im2col + GEMM, widened a task's images at a time. bf16 where oneDNN
-// computes it natively takes oneDNN's kernels, which sum in another order: compared within one
-// rounding instead.
-TYPED_TEST(HalfOps, DirectConvolutionRoundsOnceFromF32) {
+// convolutions' three passes on im2col + GEMM, widened a task's images at a time. bf16 where
+// oneDNN computes it natively takes oneDNN's kernels, which sum in another order: compared
+// within one rounding instead.
+TYPED_TEST(HalfOps, ConvolutionsRoundOnceFromF32) {
   using T = TypeParam;
   const DType dt = TestFixture::kType;
   Generator g(5);
@@ -240,7 +240,7 @@ TYPED_TEST(HalfOps, DirectConvolutionRoundsOnceFromF32) {
     expect_rounded_once(dx, dxw, "joint input gradient" + at);
     expect_rounded_once(dw, dww, "joint weight gradient" + at);
   }
-  // 1x1 convolutions on im2col + GEMM: the forward widens a task's images at a time (several
+  // 1x1 convolutions on im2col + GEMM: each pass widens a task's images at a time (several
   // images per task on small maps; one image, its own patch matrix, on large ones).
   for (const auto& [xs, ws, stride] :
        {std::tuple<Shape, Shape, int64_t>{{2, 16, 11, 9}, {24, 16, 1, 1}, 1},
@@ -249,9 +249,20 @@ TYPED_TEST(HalfOps, DirectConvolutionRoundsOnceFromF32) {
     Conv2dParams p;
     p.stride = {stride, stride};
     const Tensor x1 = randn(xs, kF32, &g).to(dt), w1 = randn(ws, kF32, &g).to(dt);
+    const std::string at = ", stride " + std::to_string(stride);
+    const Tensor x1w = x1.to(kF32), w1w = w1.to(kF32);
     expect_rounded_once(conv2d(x1, w1, b.narrow(0, 0, ws[0]), p),
-                        conv2d(x1.to(kF32), w1.to(kF32), bw.narrow(0, 0, ws[0]), p),
-                        "1x1 forward, stride " + std::to_string(stride));
+                        conv2d(x1w, w1w, bw.narrow(0, 0, ws[0]), p), "1x1 forward" + at);
+    const Tensor dy = randn(conv2d(x1w, w1w, Tensor(), p).shape(), kF32, &g).to(dt);
+    const Tensor dyw = dy.to(kF32);
+    expect_rounded_once(conv2d_backward_input(dy, w1, xs, p),
+                        conv2d_backward_input(dyw, w1w, xs, p), "1x1 input gradient" + at);
+    expect_rounded_once(conv2d_backward_weight(dy, x1, ws, p),
+                        conv2d_backward_weight(dyw, x1w, ws, p), "1x1 weight gradient" + at);
+    const auto [dx, dw] = conv2d_backward(dy, x1, w1, xs, p, true, true);
+    const auto [dxw, dww] = conv2d_backward(dyw, x1w, w1w, xs, p, true, true);
+    expect_rounded_once(dx, dxw, "1x1 joint input gradient" + at);
+    expect_rounded_once(dw, dww, "1x1 joint weight gradient" + at);
   }
 }
 
