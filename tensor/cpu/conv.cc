@@ -340,44 +340,42 @@ void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
   for (int64_t t = 1; t < tasks; ++t) accumulate_row(dw, partial.get() + t * weight_size, weight_size);
 }
 
-// The forward of f16/bf16 images on the im2col path: each task's images are widened into an
-// f32 buffer, run as that task of conv_forward<float> (the same images per task, so the same
-// products and bits), and its outputs rounded back: no widened copy of a whole tensor.
-template <typename S>
-void conv_forward_half(const S* x, const float* w, const float* bias, const Geometry& g, S* y) {
+// f16/bf16 passes on the im2col path, a task of images at a time: `in` (in_image values per
+// image) widened into an f32 buffer, run(task geometry, widened in, f32 result) for that task
+// of the f32 pass (the same images per task, so the same products and bits), and the result
+// (out_image values per image) rounded into `out`: no widened copy of a whole tensor.
+template <typename S, typename Run>
+void by_task_widened(const S* in, int64_t in_image, S* out, int64_t out_image, const Geometry& g,
+                     Run run) {
   const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  const int64_t in_image = g.c * g.h * g.w, out_image = g.o * g.plane();
   parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto in = scratch<float>(per_task * in_image);
-    const auto out = scratch<float>(per_task * out_image);
+    const auto wide_in = scratch<float>(per_task * in_image);
+    const auto wide_out = scratch<float>(per_task * out_image);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
-      widen(x + first * in_image, in.get(), nc * in_image);
+      widen(in + first * in_image, wide_in.get(), nc * in_image);
       Geometry task = g;
       task.n = nc;
-      conv_forward<float>(in.get(), w, bias, task, out.get());
-      narrow(out.get(), y + first * out_image, nc * out_image);
+      run(task, wide_in.get(), wide_out.get());
+      narrow(wide_out.get(), out + first * out_image, nc * out_image);
     }
   });
 }
 
-// The input gradient likewise: a task's output gradient widened, its input gradient rounded.
+template <typename S>
+void conv_forward_half(const S* x, const float* w, const float* bias, const Geometry& g, S* y) {
+  by_task_widened(x, g.c * g.h * g.w, y, g.o * g.plane(), g,
+                  [&](const Geometry& task, const float* xt, float* yt) {
+                    conv_forward<float>(xt, w, bias, task, yt);
+                  });
+}
+
 template <typename S>
 void conv_backward_input_half(const S* dy, const float* w, const Geometry& g, S* dx) {
-  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  const int64_t in_image = g.c * g.h * g.w, out_image = g.o * g.plane();
-  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto grad = scratch<float>(per_task * out_image);
-    const auto out = scratch<float>(per_task * in_image);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
-      widen(dy + first * out_image, grad.get(), nc * out_image);
-      Geometry task = g;
-      task.n = nc;
-      conv_backward_input<float>(grad.get(), w, task, out.get());
-      narrow(out.get(), dx + first * in_image, nc * in_image);
-    }
-  });
+  by_task_widened(dy, g.o * g.plane(), dx, g.c * g.h * g.w, g,
+                  [&](const Geometry& task, const float* dyt, float* dxt) {
+                    conv_backward_input<float>(dyt, w, task, dxt);
+                  });
 }
 
 // The weight gradient likewise: each task widens its images' output gradient and input, and
