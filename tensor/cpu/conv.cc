@@ -1,412 +1,32 @@
-// CPU 2-D convolution by im2col + GEMM, a small group of images per task.
+// The CPU backend's convolutions: which kernel runs each pass.
 //
-// im2col lays the input patches of G images out side by side as one matrix
-//     col[(c, ki, kj), (i, oh, ow)] = x[i, c, oh*s - p + ki*d, ow*s - p + kj*d]   (0 off the edge)
-// so that for each group g the convolution of those images is one GEMM:
-//     y_g[O/g, G*OH*OW] = W_g[O/g, C/g*KH*KW] . col_g
-// and its backward passes are GEMMs too:
-//     dcol_g = W_g^T . dy_g, then col2im adds dcol back onto the input positions;
-//     dW_g  += dy_g . col_g^T, summed over images.
-// G is 1 for large maps and grows for small ones (7x7 has only 49 columns per image), so every
-// GEMM has a few hundred columns: wide enough for the GEMM to run well, small enough that the
-// col buffer stays in cache. Groups of images run in parallel on OpenMP threads; each GEMM
-// inside runs on one thread (oneDNN's sgemm on CPUs with AVX-512, else OpenBLAS's, which its
-// OpenMP build runs single-threaded inside a parallel region; gemm_onednn.h). A forward or
-// input-gradient GEMM is cut into fixed column pieces, which run in parallel when one task
-// is all there is. The weight gradient is summed per fixed block of images (or, for a lone
-// task, per column piece) and the blocks are added in order. So the result does not depend on
-// the number of threads.
-// bf16 goes to oneDNN where the CPU computes bf16 natively (conv_onednn.h).
-#include <algorithm>
-#include <cstring>
-#include <memory>
+// f32: oneDNN's primitives for the shapes conv_path.h names, tessera's direct 3x3 kernels
+// (direct_conv3x3.h) where they apply, im2col + GEMM (conv_im2col.h) for everything else; at
+// stride 1 the input gradient is itself a convolution (of dy with flipped weights) and takes the
+// same choice. f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16 primitives where the
+// CPU computes bf16 natively (conv_onednn.h).
+//
+// f16, and bf16 elsewhere, follow the f32 route exactly: the direct and im2col kernels take
+// half-precision tensors and convert inside (planes as they are padded, tasks of images), so
+// they give the f32 result on the widened values, rounded once, without widening whole tensors.
+// Only where the f32 route is oneDNN's f32 primitives (or the stride-2 direct input gradient,
+// which is f32 only) are whole tensors widened (in_f32).
 #include <vector>
 
-#include "tensor/cpu/bf16_block.h"
+#include "tensor/cpu/conv_im2col.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/cpu/conv_path.h"
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/direct_conv3x3.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/cpu/gemm_onednn.h"
-#include "tensor/parallel.h"
 
 namespace tessera {
 namespace cpu {
 
 namespace {
 
-constexpr int64_t kTargetColumns = 256;  // GEMM columns per task (images x output pixels)
-constexpr int64_t kGemmColumns = 1024;   // columns per piece of one product (gemm_by_columns)
-
-struct Geometry {
-  int64_t n, c, h, w;  // input
-  int64_t o, kh, kw;   // weight [O, C/g, KH, KW]
-  int64_t oh, ow;      // output plane
-  int64_t groups;
-  Conv2dParams p;
-  int64_t col_rows() const { return c * kh * kw; }  // all groups
-  int64_t plane() const { return oh * ow; }
-  int64_t rows_per_group() const { return col_rows() / groups; }
-  int64_t out_per_group() const { return o / groups; }
-  // Images per task: enough for ~kTargetColumns GEMM columns.
-  int64_t images_per_task() const {
-    return std::clamp<int64_t>((kTargetColumns + plane() - 1) / plane(), 1, n);
-  }
-};
-
-Geometry geometry(const Shape& in, const Shape& weight, const Shape& out, const Conv2dParams& p) {
-  return {in[0], in[1], in[2], in[3], weight[0], weight[2], weight[3], out[2], out[3],
-          p.groups, p};
-}
-
-// The output columns [lo, hi) whose input column ix = xo*stride - pad + offset is in [0, w).
-inline void valid_range(int64_t offset, int64_t stride, int64_t pad, int64_t w, int64_t ow,
-                        int64_t* lo, int64_t* hi) {
-  const int64_t first = pad - offset;  // ix >= 0  <=>  xo*stride >= pad - offset
-  *lo = first <= 0 ? 0 : std::min(ow, (first + stride - 1) / stride);
-  const int64_t last = w - 1 + pad - offset;  // ix <= w-1
-  *hi = last < 0 ? 0 : std::min(ow, last / stride + 1);
-  if (*hi < *lo) *hi = *lo;
-}
-
-// Scratch memory for one task; deliberately not zero-filled (every element is written).
-template <typename T>
-std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::unique_ptr<T[]>(new T[static_cast<size_t>(n)]);
-}
-
-// dst[i] += src[i]; the two never overlap, which lets the compiler vectorize.
-template <typename T>
-inline void accumulate_row(T* __restrict dst, const T* __restrict src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
-// col[(c, ki, kj), (i, oh, ow)] for the nc images starting at x (each [C, H, W]).
-template <typename T>
-void im2col(const T* x, int64_t nc, const Geometry& g, T* col) {
-  const int64_t sy = g.p.stride[0], sx = g.p.stride[1], cols = nc * g.plane();
-  for (int64_t row = 0; row < g.col_rows(); ++row) {
-    const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
-    const int64_t off_x = kj * g.p.dilation[1];
-    int64_t lo, hi;
-    valid_range(off_x, sx, g.p.padding[1], g.w, g.ow, &lo, &hi);
-    for (int64_t i = 0; i < nc; ++i) {
-      const T* plane = x + (i * g.c + ch) * g.h * g.w;
-      T* dst = col + row * cols + i * g.plane();
-      for (int64_t y = 0; y < g.oh; ++y) {
-        const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
-        T* out_row = dst + y * g.ow;
-        if (iy < 0 || iy >= g.h) {
-          std::memset(out_row, 0, g.ow * sizeof(T));
-          continue;
-        }
-        const T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;  // in_row[xo*sx] = x[iy][ix]
-        if (lo > 0) std::memset(out_row, 0, lo * sizeof(T));
-        if (sx == 1) {
-          std::memcpy(out_row + lo, in_row + lo, (hi - lo) * sizeof(T));
-        } else {
-          for (int64_t xo = lo; xo < hi; ++xo) out_row[xo] = in_row[xo * sx];
-        }
-        if (hi < g.ow) std::memset(out_row + hi, 0, (g.ow - hi) * sizeof(T));
-      }
-    }
-  }
-}
-
-// dx[i, c, ...] += dcol[(c, ki, kj), (i, oh, ow)] for the nc images starting at dx (zeroed by
-// the caller).
-template <typename T>
-void col2im(const T* dcol, int64_t nc, const Geometry& g, T* dx) {
-  const int64_t sy = g.p.stride[0], sx = g.p.stride[1], cols = nc * g.plane();
-  for (int64_t row = 0; row < g.col_rows(); ++row) {
-    const int64_t kj = row % g.kw, ki = (row / g.kw) % g.kh, ch = row / (g.kw * g.kh);
-    const int64_t off_x = kj * g.p.dilation[1];
-    int64_t lo, hi;
-    valid_range(off_x, sx, g.p.padding[1], g.w, g.ow, &lo, &hi);
-    for (int64_t i = 0; i < nc; ++i) {
-      T* plane = dx + (i * g.c + ch) * g.h * g.w;
-      const T* src = dcol + row * cols + i * g.plane();
-      for (int64_t y = 0; y < g.oh; ++y) {
-        const int64_t iy = y * sy - g.p.padding[0] + ki * g.p.dilation[0];
-        if (iy < 0 || iy >= g.h) continue;
-        T* in_row = plane + iy * g.w - g.p.padding[1] + off_x;
-        const T* s = src + y * g.ow;
-        if (sx == 1) {
-          accumulate_row(in_row + lo, s + lo, hi - lo);
-        } else {
-          for (int64_t xo = lo; xo < hi; ++xo) in_row[xo * sx] += s[xo];
-        }
-      }
-    }
-  }
-}
-
-template <typename T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (onednn_sgemm_for_conv()) {
-      gemm_f32_onednn_one_thread(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    } else {
-      gemm_f32(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-    }
-  } else {
-    gemm_f64(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
-  }
-}
-
-// n columns in about kGemmColumns each: pieces [piece_start(p), piece_start(p + 1)).
-int64_t column_pieces(int64_t n) { return std::max<int64_t>(1, (n + kGemmColumns - 1) / kGemmColumns); }
-int64_t piece_start(int64_t n, int64_t pieces, int64_t piece) { return n * piece / pieces; }
-
-// c[m, n] = op(a)[m, k] . b[k, n] (the forward and input-gradient products, whose output
-// columns are independent) in column pieces of about kGemmColumns, run on tessera's threads
-// when the caller is not on one already (a single task: one image at batch 1, say). The
-// pieces depend only on n, so the result does not depend on the thread count.
-template <typename T>
-void gemm_by_columns(bool ta, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
-                     const T* b, int64_t ldb, T* c, int64_t ldc) {
-  const int64_t pieces = column_pieces(n);
-  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t piece = p0; piece < p1; ++piece) {
-      const int64_t j0 = piece_start(n, pieces, piece), j1 = piece_start(n, pieces, piece + 1);
-      gemm<T>(ta, false, m, j1 - j0, k, a, lda, b + j0, ldb, T(0), c + j0, ldc);
-    }
-  });
-}
-
-// [O, (i, plane)] <-> y[i, O, plane] for the nc images of one task.
-template <typename T>
-void unpack_rows(const T* tmp, int64_t nc, const Geometry& g, T* y) {
-  for (int64_t i = 0; i < nc; ++i) {
-    for (int64_t oc = 0; oc < g.o; ++oc) {
-      std::memcpy(y + (i * g.o + oc) * g.plane(), tmp + oc * nc * g.plane() + i * g.plane(),
-                  g.plane() * sizeof(T));
-    }
-  }
-}
-
-template <typename T>
-void pack_rows(const T* y, int64_t nc, const Geometry& g, T* tmp) {
-  for (int64_t i = 0; i < nc; ++i) {
-    for (int64_t oc = 0; oc < g.o; ++oc) {
-      std::memcpy(tmp + oc * nc * g.plane() + i * g.plane(), y + (i * g.o + oc) * g.plane(),
-                  g.plane() * sizeof(T));
-    }
-  }
-}
-
-// A 1x1 convolution at stride 1 without padding: one image's input already is its patch matrix.
-bool patches_are_input(const Geometry& g, int64_t images) {
-  return images == 1 && g.kh == 1 && g.kw == 1 && g.p.stride[0] == 1 && g.p.stride[1] == 1 &&
-         g.p.padding[0] == 0 && g.p.padding[1] == 0;
-}
-
-// The patch matrix of the images at x: x itself where patches_are_input, else im2col's copy
-// in col.
-template <typename T>
-const T* patches(const T* x, int64_t images, const Geometry& g, T* col) {
-  if (patches_are_input(g, images)) return x;
-  im2col(x, images, g, col);
-  return col;
-}
-
-template <typename T>
-void conv_forward(const T* x, const T* w, const T* bias, const Geometry& g, T* y) {
-  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
-  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto col = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
-    const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
-      const T* patch = patches(x + first * g.c * g.h * g.w, nc, g, col.get());
-      // One image writes straight into y; several go through tmp and are unpacked.
-      T* out = nc == 1 ? y + first * g.o * plane : tmp.get();
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm_by_columns<T>(false, outs, cols, rows, w + gi * outs * rows, rows,
-                           patch + gi * rows * cols, cols, out + gi * outs * cols, cols);
-      }
-      if (nc > 1) unpack_rows(tmp.get(), nc, g, y + first * g.o * plane);
-      if (bias != nullptr) {
-        for (int64_t i = first; i < first + nc; ++i) {
-          for (int64_t oc = 0; oc < g.o; ++oc) {
-            T* row = y + (i * g.o + oc) * plane;
-            for (int64_t j = 0; j < plane; ++j) row[j] += bias[oc];
-          }
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-void conv_backward_input(const T* dy, const T* w, const Geometry& g, T* dx) {
-  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), plane = g.plane();
-  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto dcol = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
-    const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first), cols = nc * plane;
-      const T* grad = dy + first * g.o * plane;
-      if (nc > 1) {
-        pack_rows(grad, nc, g, tmp.get());
-        grad = tmp.get();
-      }
-      T* dxi = dx + first * g.c * g.h * g.w;
-      // Where the input is its own patch matrix, so is its gradient: the product writes dx.
-      const bool direct = patches_are_input(g, nc);
-      T* out = direct ? dxi : dcol.get();
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm_by_columns<T>(true, rows, cols, outs, w + gi * outs * rows, rows,
-                           grad + gi * outs * cols, cols, out + gi * rows * cols, cols);
-      }
-      if (direct) continue;
-      std::memset(dxi, 0, nc * g.c * g.h * g.w * sizeof(T));
-      col2im(dcol.get(), nc, g, dxi);
-    }
-  });
-}
-
-// The weight gradient when all the images make one task (batch 1, or a few small maps): its
-// columns are cut into fixed pieces, each with its own partial gradient, so that the threads
-// share the product; the partials are added in order.
-template <typename T>
-void conv_backward_weight_one_task(const T* dy, const T* x, const Geometry& g, T* dw) {
-  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), cols = g.n * g.plane();
-  const int64_t weight_size = g.o * rows, pieces = column_pieces(cols);
-  const auto col = scratch<T>(patches_are_input(g, g.n) ? 0 : g.col_rows() * cols);
-  const auto tmp = scratch<T>(g.n > 1 ? g.o * cols : 0);
-  const T* patch = patches(x, g.n, g, col.get());
-  const T* grad = dy;
-  if (g.n > 1) {
-    pack_rows(dy, g.n, g, tmp.get());
-    grad = tmp.get();
-  }
-  const auto partial = scratch<T>(pieces * weight_size);
-  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t piece = p0; piece < p1; ++piece) {
-      const int64_t j0 = piece_start(cols, pieces, piece);
-      const int64_t columns = piece_start(cols, pieces, piece + 1) - j0;
-      for (int64_t gi = 0; gi < g.groups; ++gi) {
-        gemm<T>(false, true, outs, rows, columns, grad + gi * outs * cols + j0, cols,
-                patch + gi * rows * cols + j0, cols, T(0),
-                partial.get() + piece * weight_size + gi * outs * rows, rows);
-      }
-    }
-  });
-  std::memcpy(dw, partial.get(), weight_size * sizeof(T));
-  for (int64_t p = 1; p < pieces; ++p) accumulate_row(dw, partial.get() + p * weight_size, weight_size);
-}
-
-// One task's weight gradient (nc images at dy and x) into `partial`, with scratch col and tmp.
-template <typename T>
-void weight_task(const T* dy, const T* x, int64_t nc, const Geometry& g, T* col, T* tmp,
-                 T* partial) {
-  const int64_t rows = g.rows_per_group(), outs = g.out_per_group(), cols = nc * g.plane();
-  const T* patch = patches(x, nc, g, col);
-  const T* grad = dy;
-  if (nc > 1) {
-    pack_rows(grad, nc, g, tmp);
-    grad = tmp;
-  }
-  for (int64_t gi = 0; gi < g.groups; ++gi) {
-    gemm<T>(false, true, outs, rows, cols, grad + gi * outs * cols, cols, patch + gi * rows * cols,
-            cols, T(0), partial + gi * outs * rows, rows);
-  }
-}
-
-template <typename T>
-void conv_backward_weight(const T* dy, const T* x, const Geometry& g, T* dw) {
-  const int64_t rows = g.rows_per_group(), plane = g.plane();
-  const int64_t weight_size = g.o * rows;
-  // Fixed blocks of images (independent of the thread count) each get a partial gradient.
-  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  if (tasks == 1) return conv_backward_weight_one_task(dy, x, g, dw);
-  const auto partial = scratch<T>(tasks * weight_size);
-  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto col = scratch<T>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
-    const auto tmp = scratch<T>(per_task > 1 ? g.o * per_task * plane : 0);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
-      weight_task(dy + first * g.o * plane, x + first * g.c * g.h * g.w, nc, g, col.get(),
-                  tmp.get(), partial.get() + t * weight_size);
-    }
-  });
-  // Blocks are added in a fixed order: the sum is the same for any thread count.
-  std::memcpy(dw, partial.get(), weight_size * sizeof(T));
-  for (int64_t t = 1; t < tasks; ++t) accumulate_row(dw, partial.get() + t * weight_size, weight_size);
-}
-
-// f16/bf16 passes on the im2col path, a task of images at a time: `in` (in_image values per
-// image) widened into an f32 buffer, run(task geometry, widened in, f32 result) for that task
-// of the f32 pass (the same images per task, so the same products and bits), and the result
-// (out_image values per image) rounded into `out`: no widened copy of a whole tensor.
-template <typename S, typename Run>
-void by_task_widened(const S* in, int64_t in_image, S* out, int64_t out_image, const Geometry& g,
-                     Run run) {
-  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto wide_in = scratch<float>(per_task * in_image);
-    const auto wide_out = scratch<float>(per_task * out_image);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
-      widen(in + first * in_image, wide_in.get(), nc * in_image);
-      Geometry task = g;
-      task.n = nc;
-      run(task, wide_in.get(), wide_out.get());
-      narrow(wide_out.get(), out + first * out_image, nc * out_image);
-    }
-  });
-}
-
-template <typename S>
-void conv_forward_half(const S* x, const float* w, const float* bias, const Geometry& g, S* y) {
-  by_task_widened(x, g.c * g.h * g.w, y, g.o * g.plane(), g,
-                  [&](const Geometry& task, const float* xt, float* yt) {
-                    conv_forward<float>(xt, w, bias, task, yt);
-                  });
-}
-
-template <typename S>
-void conv_backward_input_half(const S* dy, const float* w, const Geometry& g, S* dx) {
-  by_task_widened(dy, g.o * g.plane(), dx, g.c * g.h * g.w, g,
-                  [&](const Geometry& task, const float* dyt, float* dxt) {
-                    conv_backward_input<float>(dyt, w, task, dxt);
-                  });
-}
-
-// The weight gradient likewise: each task widens its images' output gradient and input, and
-// adds the f32 kernel's partial for them; the partials are added in order, into f32 dw. (A
-// lone task is the whole batch: conv_backward_weight on it widened.)
-template <typename S>
-void conv_backward_weight_half(const S* dy, const S* x, const Geometry& g, float* dw) {
-  const int64_t per_task = g.images_per_task(), tasks = (g.n + per_task - 1) / per_task;
-  const int64_t in_image = g.c * g.h * g.w, out_image = g.o * g.plane();
-  const int64_t weight_size = g.o * g.rows_per_group(), plane = g.plane();
-  const auto partial = scratch<float>(tasks * weight_size);
-  parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-    const auto grad = scratch<float>(per_task * out_image);
-    const auto in = scratch<float>(per_task * in_image);
-    const auto col = scratch<float>(patches_are_input(g, per_task) ? 0 : g.col_rows() * per_task * plane);
-    const auto tmp = scratch<float>(per_task > 1 ? g.o * per_task * plane : 0);
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t first = t * per_task, nc = std::min(per_task, g.n - first);
-      widen(dy + first * out_image, grad.get(), nc * out_image);
-      widen(x + first * in_image, in.get(), nc * in_image);
-      if (tasks == 1) return conv_backward_weight<float>(grad.get(), in.get(), g, dw);
-      weight_task<float>(grad.get(), in.get(), nc, g, col.get(), tmp.get(),
-                         partial.get() + t * weight_size);
-    }
-  });
-  if (tasks == 1) return;
-  std::memcpy(dw, partial.get(), weight_size * sizeof(float));
-  for (int64_t t = 1; t < tasks; ++t) accumulate_row(dw, partial.get() + t * weight_size, weight_size);
-}
-
-// f16/bf16: run the f32 kernels on widened copies.
+// f16/bf16: run the f32 route on widened copies.
 template <typename F>
 void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
   std::vector<Tensor> wide;
@@ -416,100 +36,48 @@ void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
   Tensor(out).copy_(out32);  // converts back to out's dtype
 }
 
-}  // namespace
+bool native_bf16(DType t) { return t == kBF16 && onednn_bf16_available(); }
 
-namespace {
+// True when this pass's f32 route is oneDNN's f32 primitives (never for f64).
+bool on_onednn_f32(DType t, ConvPass pass, const Shape& input, const Shape& weight,
+                   const Conv2dParams& p) {
+  return t != kF64 && conv_uses_onednn(pass, input, weight, p);
+}
 
-// True when the f32 forward of this convolution runs tessera's direct 3x3 kernel; f16 and bf16
-// inputs then run it too, converted as the kernel pads its planes and copies its rows out.
-bool forward_runs_direct(const Shape& input, const Shape& weight, const Conv2dParams& p) {
-  return !conv_uses_onednn(ConvPass::kForward, input, weight, p) &&
-         direct_conv3x3_applies(weight[0], weight[2], weight[3], p.stride[0], p.stride[1],
+bool direct_applies(int64_t out_channels, const Shape& weight, const Conv2dParams& p) {
+  return direct_conv3x3_applies(out_channels, weight[2], weight[3], p.stride[0], p.stride[1],
                                 p.padding[0], p.padding[1], p.dilation[0], p.dilation[1],
                                 p.groups);
 }
 
-// The same for the weight gradient (the direct kernel takes any channel counts).
-bool weight_grad_runs_direct(const Shape& input, const Shape& weight, const Conv2dParams& p) {
-  return !conv_uses_onednn(ConvPass::kBackwardWeight, input, weight, p) &&
-         direct_conv3x3_applies(8, weight[2], weight[3], p.stride[0], p.stride[1], p.padding[0],
-                                p.padding[1], p.dilation[0], p.dilation[1], p.groups);
+// The stride-2 input gradient of a direct convolution (its channels c are the vector lanes).
+bool input_grad_runs_direct_stride2(const Shape& grad_in, const Shape& weight,
+                                    const Conv2dParams& p) {
+  return p.stride[0] == 2 && direct_applies(grad_in[1], weight, p);
 }
 
-// The direct weight gradient of f32, f16 or bf16 dy and x, into the f32 tensor dw.
+// The direct kernel on x and y of type T (f16/bf16: weights and bias widened, they are small).
 template <typename T>
-void direct_weight_grad(const Tensor& grad_out, const Tensor& input, const Conv2dParams& p,
-                        const Tensor& dw) {
-  direct_conv3x3_backward_weight(grad_out.data<T>(), input.data<T>(), dw.data<float>(),
-                                 input.size(0), input.size(1), dw.size(0), input.size(2),
-                                 input.size(3), static_cast<int>(p.stride[0]));
-}
-
-// The direct kernel on f16/bf16 x and y (weights and bias widened: they are small).
-template <typename T>
-void direct_conv3x3_half(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         const Conv2dParams& p, const Tensor& out) {
+void run_direct_conv3x3(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Conv2dParams& p, const Tensor& out) {
   const Tensor w32 = weight.to(kF32), b32 = bias.defined() ? bias.to(kF32) : Tensor();
   direct_conv3x3(input.data<T>(), w32.data<float>(), b32.defined() ? b32.data<float>() : nullptr,
                  out.data<T>(), input.size(0), input.size(1), weight.size(0), input.size(2),
                  input.size(3), static_cast<int>(p.stride[0]));
 }
 
-}  // namespace
-
-void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                        const Conv2dParams& p, const Tensor& out) {
-  if ((input.dtype() == kBF16 && onednn_bf16_available()) ||
-      (input.dtype() == kF32 &&
-       conv_uses_onednn(ConvPass::kForward, input.shape(), weight.shape(), p))) {
-    return conv2d_onednn(input, weight, bias, p, out);
-  }
-  const Geometry g = geometry(input.shape(), weight.shape(), out.shape(), p);
-  if (forward_runs_direct(input.shape(), weight.shape(), p)) {
-    switch (input.dtype()) {
-      case kF32:
-        return direct_conv3x3(input.data<float>(), weight.data<float>(),
-                              bias.defined() ? bias.data<float>() : nullptr, out.data<float>(),
-                              input.size(0), input.size(1), weight.size(0), input.size(2),
-                              input.size(3), static_cast<int>(p.stride[0]));
-      case kF16: return direct_conv3x3_half<Half>(input, weight, bias, p, out);
-      case kBF16: return direct_conv3x3_half<BFloat16>(input, weight, bias, p, out);
-      default: break;
-    }
-  }
-  switch (input.dtype()) {
-    case kF32:
-      return conv_forward<float>(input.data<float>(), weight.data<float>(),
-                                 bias.defined() ? bias.data<float>() : nullptr, g,
-                                 out.data<float>());
-    case kF64:
-      return conv_forward<double>(input.data<double>(), weight.data<double>(),
-                                  bias.defined() ? bias.data<double>() : nullptr, g,
-                                  out.data<double>());
-    case kF16:
-    case kBF16:
-      if (!conv_uses_onednn(ConvPass::kForward, input.shape(), weight.shape(), p)) {
-        const Tensor w32 = weight.to(kF32), b32 = bias.defined() ? bias.to(kF32) : Tensor();
-        const float* b = b32.defined() ? b32.data<float>() : nullptr;
-        if (input.dtype() == kF16) {
-          return conv_forward_half(input.data<Half>(), w32.data<float>(), b, g, out.data<Half>());
-        }
-        return conv_forward_half(input.data<BFloat16>(), w32.data<float>(), b, g,
-                                 out.data<BFloat16>());
-      }
-      [[fallthrough]];
-    default:  // f16/bf16 on oneDNN's f32 primitives: the f32 kernel on widened copies
-      return in_f32({input, weight, bias}, out, [&](const std::vector<Tensor>& v, const Tensor& o) {
-        conv2d(v[0], v[1], v[2], p, o);
-      });
-  }
+// The direct weight gradient of dy and x of type T, into the f32 tensor dw.
+template <typename T>
+void run_direct_weight_grad(const Tensor& grad_out, const Tensor& input, const Conv2dParams& p,
+                            const Tensor& dw) {
+  direct_conv3x3_backward_weight(grad_out.data<T>(), input.data<T>(), dw.data<float>(),
+                                 input.size(0), input.size(1), dw.size(0), input.size(2),
+                                 input.size(3), static_cast<int>(p.stride[0]));
 }
-
-namespace {
 
 // With stride 1 the input gradient is itself a convolution: of dy with the weights flipped in
 // space and with input and output channels swapped, W'[c, o, i, j] = W[o, c, kh-1-i, kw-1-j],
-// padded by d(k-1) - p. That reuses the forward kernel (im2col, which only copies, instead of
+// padded by d(k-1) - p. That reuses the forward kernels (im2col, which only copies, instead of
 // col2im, which scatters and adds) and writes dx directly.
 template <typename T>
 Tensor flip_and_swap_channels(const Tensor& weight) {
@@ -524,14 +92,6 @@ Tensor flip_and_swap_channels(const Tensor& weight) {
         for (int64_t j = 0; j < kw; ++j)
           f[((ic * o + oc) * kh + i) * kw + j] = w[((oc * c + ic) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
   return out;
-}
-
-// A 1x1 kernel is left to conv_backward_input: W^T . dy is the input gradient itself, with no
-// flipped copy of the weights to make and no col2im (patches_are_input).
-bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
-  return weight[2] * weight[3] > 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 &&
-         p.padding[0] <= p.dilation[0] * (weight[2] - 1) &&
-         p.padding[1] <= p.dilation[1] * (weight[3] - 1);
 }
 
 Tensor flipped_weight(const Tensor& weight) {
@@ -549,140 +109,92 @@ Conv2dParams flipped_params(const Conv2dParams& p, const Shape& weight) {
   return q;
 }
 
-// f16, or bf16 where oneDNN does not compute it: tessera's f32 kernels on its widened values.
-// f16, or bf16 where oneDNN does not compute it: tessera's f32 kernels on its widened values.
-bool runs_half_on_f32_kernels(DType t) {
-  return t == kF16 || (t == kBF16 && !onednn_bf16_available());
-}
-
-// True for an f16/bf16 input gradient whose f32 twin runs conv_backward_input (im2col + GEMM,
-// col2im): the half-precision one then runs it a task at a time (conv_backward_input_half).
-bool half_input_grad_on_im2col(const Tensor& weight, const Conv2dParams& p,
-                               const Shape& grad_in) {
-  const Shape& w = weight.shape();
-  return runs_half_on_f32_kernels(weight.dtype()) &&
-         !conv_uses_onednn(ConvPass::kBackwardInput, grad_in, w, p) &&
-         !backward_input_as_convolution(p, w) &&
-         !(p.stride[0] == 2 && direct_conv3x3_applies(grad_in[1], w[2], w[3], p.stride[0],
-                                                      p.stride[1], p.padding[0], p.padding[1],
-                                                      p.dilation[0], p.dilation[1], p.groups));
-}
-
-// True for an f16/bf16 weight gradient whose f32 twin runs conv_backward_weight.
-bool half_weight_grad_on_im2col(const Shape& input, const Tensor& weight, const Conv2dParams& p) {
-  return runs_half_on_f32_kernels(weight.dtype()) &&
-         !conv_uses_onednn(ConvPass::kBackwardWeight, input, weight.shape(), p) &&
-         !weight_grad_runs_direct(input, weight.shape(), p);
-}
-
-// True for an f16/bf16 input gradient (bf16 where oneDNN does not take it) whose f32 twin runs
-// as a flipped convolution on the direct kernel: the half-precision one then does too, with no
-// widened copies (forward_runs_direct).
-bool half_input_grad_runs_direct(const Shape& grad_out, const Tensor& weight,
-                                 const Conv2dParams& p, const Shape& grad_in) {
-  if (!runs_half_on_f32_kernels(weight.dtype())) return false;
-  const Shape& w = weight.shape();
-  return backward_input_as_convolution(p, w) &&
-         !conv_uses_onednn(ConvPass::kBackwardInput, grad_in, w, p) &&
-         forward_runs_direct(grad_out, {w[1], w[0], w[2], w[3]}, flipped_params(p, w));
+// A 1x1 kernel is left to im2col + GEMM: W^T . dy is the input gradient itself, with no
+// flipped copy of the weights to make and no col2im.
+bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
+  return weight[2] * weight[3] > 1 && p.stride[0] == 1 && p.stride[1] == 1 && p.groups == 1 &&
+         p.padding[0] <= p.dilation[0] * (weight[2] - 1) &&
+         p.padding[1] <= p.dilation[1] * (weight[3] - 1);
 }
 
 }  // namespace
 
+void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        const Conv2dParams& p, const Tensor& out) {
+  const DType t = input.dtype();
+  if (native_bf16(t)) return conv2d_onednn(input, weight, bias, p, out);
+  if (on_onednn_f32(t, ConvPass::kForward, input.shape(), weight.shape(), p)) {
+    if (t == kF32) return conv2d_onednn(input, weight, bias, p, out);
+    return in_f32({input, weight, bias}, out, [&](const std::vector<Tensor>& v, const Tensor& o) {
+      conv2d(v[0], v[1], v[2], p, o);
+    });
+  }
+  if (t != kF64 && direct_applies(weight.size(0), weight.shape(), p)) {
+    if (t == kF32) {
+      return direct_conv3x3(input.data<float>(), weight.data<float>(),
+                            bias.defined() ? bias.data<float>() : nullptr, out.data<float>(),
+                            input.size(0), input.size(1), weight.size(0), input.size(2),
+                            input.size(3), static_cast<int>(p.stride[0]));
+    }
+    if (t == kF16) return run_direct_conv3x3<Half>(input, weight, bias, p, out);
+    return run_direct_conv3x3<BFloat16>(input, weight, bias, p, out);
+  }
+  im2col_conv2d(input, weight, bias, p, out);
+}
+
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
-  if ((weight.dtype() == kBF16 && onednn_bf16_available()) ||
-      (weight.dtype() == kF32 &&
-       conv_uses_onednn(ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p))) {
-    return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
+  const DType t = weight.dtype();
+  if (native_bf16(t)) return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
+  if (on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p)) {
+    if (t == kF32) return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
+    return in_f32({grad_out, weight}, grad_in, [&](const std::vector<Tensor>& v, const Tensor& o) {
+      conv2d_backward_input(v[0], v[1], p, o);
+    });
   }
-  if (((weight.dtype() == kF32 || weight.dtype() == kF64) &&
-       backward_input_as_convolution(p, weight.shape())) ||
-      half_input_grad_runs_direct(grad_out.shape(), weight, p, grad_in.shape())) {
+  if (backward_input_as_convolution(p, weight.shape())) {
     return conv2d(grad_out, flipped_weight(weight), Tensor(), flipped_params(p, weight.shape()),
                   grad_in);
   }
-  if (weight.dtype() == kF32 && p.stride[0] == 2 &&
-      direct_conv3x3_applies(grad_in.size(1), weight.size(2), weight.size(3), p.stride[0],
-                             p.stride[1], p.padding[0], p.padding[1], p.dilation[0],
-                             p.dilation[1], p.groups)) {
-    return direct_conv3x3_backward_input_stride2(grad_out.data<float>(), weight.data<float>(),
-                                                 grad_in.data<float>(), grad_in.size(0),
-                                                 grad_in.size(1), weight.size(0),
-                                                 grad_in.size(2), grad_in.size(3));
-  }
-  if (half_input_grad_on_im2col(weight, p, grad_in.shape())) {
-    const Geometry g = geometry(grad_in.shape(), weight.shape(), grad_out.shape(), p);
-    const Tensor w32 = weight.to(kF32);
-    if (weight.dtype() == kF16) {
-      return conv_backward_input_half(grad_out.data<Half>(), w32.data<float>(), g,
-                                      grad_in.data<Half>());
+  if (t != kF64 && input_grad_runs_direct_stride2(grad_in.shape(), weight.shape(), p)) {
+    if (t == kF32) {
+      return direct_conv3x3_backward_input_stride2(grad_out.data<float>(), weight.data<float>(),
+                                                   grad_in.data<float>(), grad_in.size(0),
+                                                   grad_in.size(1), weight.size(0),
+                                                   grad_in.size(2), grad_in.size(3));
     }
-    return conv_backward_input_half(grad_out.data<BFloat16>(), w32.data<float>(), g,
-                                    grad_in.data<BFloat16>());
+    return in_f32({grad_out, weight}, grad_in, [&](const std::vector<Tensor>& v, const Tensor& o) {
+      conv2d_backward_input(v[0], v[1], p, o);
+    });
   }
-  const Geometry g = geometry(grad_in.shape(), weight.shape(), grad_out.shape(), p);
-  switch (weight.dtype()) {
-    case kF32:
-      return conv_backward_input<float>(grad_out.data<float>(), weight.data<float>(), g,
-                                        grad_in.data<float>());
-    case kF64:
-      return conv_backward_input<double>(grad_out.data<double>(), weight.data<double>(), g,
-                                         grad_in.data<double>());
-    default:
-      return in_f32({grad_out, weight}, grad_in,
-                    [&](const std::vector<Tensor>& v, const Tensor& o) {
-                      conv2d_backward_input(v[0], v[1], p, o);
-                    });
-  }
+  im2col_conv2d_backward_input(grad_out, weight, p, grad_in);
 }
 
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
-  if ((input.dtype() == kBF16 && onednn_bf16_available()) ||
-      (input.dtype() == kF32 &&
-       conv_uses_onednn(ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p))) {
-    return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
+  const DType t = input.dtype();
+  if (native_bf16(t)) return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
+  if (on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p)) {
+    if (t == kF32) return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
+    return in_f32({grad_out, input}, grad_weight,
+                  [&](const std::vector<Tensor>& v, const Tensor& o) {
+                    conv2d_backward_weight(v[0], v[1], p, o);
+                  });
   }
-  const Geometry g = geometry(input.shape(), grad_weight.shape(), grad_out.shape(), p);
-  if (input.dtype() != kF64 && weight_grad_runs_direct(input.shape(), grad_weight.shape(), p)) {
+  // The direct kernel takes any channel counts for the weight gradient.
+  if (t != kF64 && direct_applies(8, grad_weight.shape(), p)) {
+    if (t == kF32) return run_direct_weight_grad<float>(grad_out, input, p, grad_weight);
     // f16/bf16 read their half-precision dy and x; the f32 sums are rounded once.
-    const bool half = input.dtype() != kF32;
-    const Tensor dw = half ? empty(grad_weight.shape(), kF32) : grad_weight;
-    if (input.dtype() == kF32) {
-      direct_weight_grad<float>(grad_out, input, p, dw);
-    } else if (input.dtype() == kF16) {
-      direct_weight_grad<Half>(grad_out, input, p, dw);
-    } else {
-      direct_weight_grad<BFloat16>(grad_out, input, p, dw);
-    }
-    if (half) Tensor(grad_weight).copy_(dw);
-    return;
-  }
-  if (half_weight_grad_on_im2col(input.shape(), grad_weight, p)) {
     const Tensor dw = empty(grad_weight.shape(), kF32);
-    if (input.dtype() == kF16) {
-      conv_backward_weight_half(grad_out.data<Half>(), input.data<Half>(), g, dw.data<float>());
+    if (t == kF16) {
+      run_direct_weight_grad<Half>(grad_out, input, p, dw);
     } else {
-      conv_backward_weight_half(grad_out.data<BFloat16>(), input.data<BFloat16>(), g,
-                                dw.data<float>());
+      run_direct_weight_grad<BFloat16>(grad_out, input, p, dw);
     }
     Tensor(grad_weight).copy_(dw);
     return;
   }
-  switch (input.dtype()) {
-    case kF32:
-      return conv_backward_weight<float>(grad_out.data<float>(), input.data<float>(), g,
-                                         grad_weight.data<float>());
-    case kF64:
-      return conv_backward_weight<double>(grad_out.data<double>(), input.data<double>(), g,
-                                          grad_weight.data<double>());
-    default:
-      return in_f32({grad_out, input}, grad_weight,
-                    [&](const std::vector<Tensor>& v, const Tensor& o) {
-                      conv2d_backward_weight(v[0], v[1], p, o);
-                    });
-  }
+  im2col_conv2d_backward_weight(grad_out, input, p, grad_weight);
 }
 
 void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
@@ -691,26 +203,19 @@ void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
   if (!grad_in.defined() || !grad_weight.defined()) {
     return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
   }
-  const DType type = weight.dtype();
-  const bool bf16_onednn = type == kBF16 && onednn_bf16_available();
-  if (bf16_onednn ||
-      (type == kF32 &&
-       conv_uses_onednn(ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p) &&
-       conv_uses_onednn(ConvPass::kBackwardWeight, input.shape(), weight.shape(), p))) {
+  const DType t = weight.dtype();
+  const bool input_on_onednn =
+      on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p);
+  const bool weight_on_onednn =
+      on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), weight.shape(), p);
+  if (native_bf16(t) || (t == kF32 && input_on_onednn && weight_on_onednn)) {
     return conv2d_backward_onednn(grad_out, input, weight, p, grad_in, grad_weight);
   }
-  const bool half = type == kF16 || type == kBF16;
-  if (half_input_grad_runs_direct(grad_out.shape(), weight, p, grad_in.shape()) ||
-      half_input_grad_on_im2col(weight, p, grad_in.shape()) ||
-      (half && weight_grad_runs_direct(input.shape(), weight.shape(), p)) ||
-      half_weight_grad_on_im2col(input.shape(), weight, p)) {
-    // Each pass alone: those on the direct kernels read dy in half precision, those on im2col
-    // widen it a task at a time, so no pass or at most one widens the whole of it.
-    return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
-  }
-  if (half) {
-    // The f32 kernels on widened copies, as each pass alone runs them, with the output
-    // gradient widened once instead of once per pass.
+  const bool input_widens =
+      input_on_onednn || input_grad_runs_direct_stride2(grad_in.shape(), weight.shape(), p);
+  if ((t == kF16 || t == kBF16) && input_widens && weight_on_onednn) {
+    // Both passes would widen whole tensors: widen the output gradient once for both and run
+    // the f32 passes.
     const Tensor grad_in32 = empty(grad_in.shape(), kF32);
     const Tensor grad_weight32 = empty(grad_weight.shape(), kF32);
     conv2d_backward(grad_out.to(kF32), input.to(kF32), weight.to(kF32), p, grad_in32,
@@ -719,6 +224,8 @@ void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
     Tensor(grad_weight).copy_(grad_weight32);
     return;
   }
+  // Each pass alone: those on tessera's kernels read dy in half precision (the direct kernels)
+  // or widen it a task at a time (im2col), so at most one pass widens the whole of it.
   Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
 }
 
