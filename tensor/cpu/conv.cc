@@ -7,10 +7,11 @@
 // CPU computes bf16 natively (conv_onednn.h).
 //
 // f16, and bf16 elsewhere, follow the f32 route exactly: the direct and im2col kernels take
-// half-precision tensors and convert inside (planes as they are padded, tasks of images), so
-// they give the f32 result on the widened values, rounded once, without widening whole tensors.
-// Only where the f32 route is oneDNN's f32 primitives (or the stride-2 direct input gradient,
-// which is f32 only) are whole tensors widened (in_f32).
+// half-precision tensors and convert inside (planes as they are padded, tasks of images), and
+// oneDNN's f32 primitives convert in the reorders into and out of their layouts
+// (conv_onednn.h), so each gives the f32 result on the widened values, rounded once, without
+// widening whole tensors. Only the stride-2 direct input gradient, which is f32 only, runs on
+// widened copies (in_f32).
 #include <vector>
 
 #include "tensor/cpu/conv_im2col.h"
@@ -124,10 +125,7 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
   const DType t = input.dtype();
   if (native_bf16(t)) return conv2d_onednn(input, weight, bias, p, out);
   if (on_onednn_f32(t, ConvPass::kForward, input.shape(), weight.shape(), p)) {
-    if (t == kF32) return conv2d_onednn(input, weight, bias, p, out);
-    return in_f32({input, weight, bias}, out, [&](const std::vector<Tensor>& v, const Tensor& o) {
-      conv2d(v[0], v[1], v[2], p, o);
-    });
+    return conv2d_onednn(input, weight, bias, p, out);
   }
   if (t != kF64 && direct_applies(weight.size(0), weight.shape(), p)) {
     if (t == kF32) {
@@ -147,10 +145,7 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
   const DType t = weight.dtype();
   if (native_bf16(t)) return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
   if (on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p)) {
-    if (t == kF32) return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
-    return in_f32({grad_out, weight}, grad_in, [&](const std::vector<Tensor>& v, const Tensor& o) {
-      conv2d_backward_input(v[0], v[1], p, o);
-    });
+    return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
   }
   if (backward_input_as_convolution(p, weight.shape())) {
     return conv2d(grad_out, flipped_weight(weight), Tensor(), flipped_params(p, weight.shape()),
@@ -175,11 +170,7 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& in
   const DType t = input.dtype();
   if (native_bf16(t)) return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
   if (on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p)) {
-    if (t == kF32) return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
-    return in_f32({grad_out, input}, grad_weight,
-                  [&](const std::vector<Tensor>& v, const Tensor& o) {
-                    conv2d_backward_weight(v[0], v[1], p, o);
-                  });
+    return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
   }
   // The direct kernel takes any channel counts for the weight gradient.
   if (t != kF64 && direct_applies(8, grad_weight.shape(), p)) {
@@ -208,24 +199,12 @@ void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
       on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p);
   const bool weight_on_onednn =
       on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), weight.shape(), p);
-  if (native_bf16(t) || (t == kF32 && input_on_onednn && weight_on_onednn)) {
+  if (native_bf16(t) || (input_on_onednn && weight_on_onednn)) {
     return conv2d_backward_onednn(grad_out, input, weight, p, grad_in, grad_weight);
   }
-  const bool input_widens =
-      input_on_onednn || input_grad_runs_direct_stride2(grad_in.shape(), weight.shape(), p);
-  if ((t == kF16 || t == kBF16) && input_widens && weight_on_onednn) {
-    // Both passes would widen whole tensors: widen the output gradient once for both and run
-    // the f32 passes.
-    const Tensor grad_in32 = empty(grad_in.shape(), kF32);
-    const Tensor grad_weight32 = empty(grad_weight.shape(), kF32);
-    conv2d_backward(grad_out.to(kF32), input.to(kF32), weight.to(kF32), p, grad_in32,
-                    grad_weight32);
-    Tensor(grad_in).copy_(grad_in32);
-    Tensor(grad_weight).copy_(grad_weight32);
-    return;
-  }
   // Each pass alone: those on tessera's kernels read dy in half precision (the direct kernels)
-  // or widen it a task at a time (im2col), so at most one pass widens the whole of it.
+  // or widen it a task at a time (im2col), and oneDNN's convert it in their reorders, so only
+  // the stride-2 direct input gradient widens the whole of it.
   Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
 }
 

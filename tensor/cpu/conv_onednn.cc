@@ -2,7 +2,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <algorithm>
 #include <unordered_map>
+
+#include "tensor/cpu/bf16_block.h"
+#include "tensor/cpu/channel_blocks.h"
+#include "tensor/cpu/gemm_onednn.h"
+#include "tensor/parallel.h"
 
 namespace tessera {
 namespace cpu {
@@ -35,7 +41,8 @@ struct ConvSetup {
         // oneDNN counts dilation from 0 (0: dense); tessera from 1, as PyTorch.
         dilates{p.dilation[0] - 1, p.dilation[1] - 1},
         pad{p.padding[0], p.padding[1]},
-        type(dtype == kBF16 ? memory::data_type::bf16 : memory::data_type::f32),
+        type(dtype == kBF16 && onednn_bf16_available() ? memory::data_type::bf16
+                                                       : memory::data_type::f32),
         grouped(p.groups > 1) {
     if (grouped) {
       weights = {p.groups, weight[0] / p.groups, weight[1], weight[2], weight[3]};
@@ -66,23 +73,123 @@ struct ConvSetup {
   }
 };
 
-// A tensor's data as oneDNN memory in the layout `wanted`: the tensor itself when the layouts
-// agree, else a reordered copy (`to_primitive`), or a scratch buffer to reorder back from after
-// the primitive ran (`from_primitive`).
+// n values of a dense f16/bf16 tensor widened into f32, or f32 values narrowed into one, in memory
+// order (so either layout, NCHW or NHWC, stays as it is).
+template <typename T>
+void widen_all(const T* in, float* out, int64_t n) {
+  parallel_for(n, 1 << 16, [&](int64_t i0, int64_t i1) { widen(in + i0, out + i0, i1 - i0); });
+}
+template <typename T>
+void narrow_all(const float* in, T* out, int64_t n) {
+  parallel_for(n, 1 << 16, [&](int64_t i0, int64_t i1) { narrow(in + i0, out + i0, i1 - i0); });
+}
+
+// True when `plain` is f32 NCHW and `wanted` f32 nChw16c of the same shape with whole blocks of
+// channels: the reorder channel_blocks.h does while converting.
+bool is_channel_blocked(const memory::desc& plain, const memory::desc& wanted) {
+  const memory::dims d = plain.dims();
+  const auto f32 = memory::data_type::f32;
+  return d.size() == 4 && d[1] % 16 == 0 && plain == memory::desc(d, f32, Tag::nchw) &&
+         wanted == memory::desc(d, f32, Tag::nChw16c);
+}
+
+// True when `plain` is f32 OIHW and `wanted` keeps 16 x 16 tiles of output and input channels (the
+// weight reorders channel_blocks.h does while converting); fills *b.
+bool is_weight_blocked(const memory::desc& plain, const memory::desc& wanted, WeightBlocks* b) {
+  const memory::dims d = plain.dims();
+  const auto f32 = memory::data_type::f32;
+  if (d.size() != 4 || d[0] % 16 != 0 || d[1] % 16 != 0) return false;
+  if (plain != memory::desc(d, f32, Tag::oihw) || wanted.data_type() != f32) return false;
+  const dnnl_memory_desc_t& w = wanted.data;
+  if (w.format_kind != dnnl_blocked || w.offset0 != 0) return false;
+  for (int k = 0; k < 4; ++k) {
+    if (w.padded_dims[k] != d[k]) return false;
+  }
+  const auto& blocking = w.format_desc.blocking;
+  if (blocking.inner_nblks != 2 || blocking.inner_blks[0] != 16 || blocking.inner_blks[1] != 16) {
+    return false;
+  }
+  const bool o_innermost = blocking.inner_idxs[0] == 1 && blocking.inner_idxs[1] == 0;
+  const bool i_innermost = blocking.inner_idxs[0] == 0 && blocking.inner_idxs[1] == 1;
+  if (!o_innermost && !i_innermost) return false;
+  const auto& st = blocking.strides;
+  *b = {d[0], d[1], d[2], d[3], {st[0], st[1], st[2], st[3]}, o_innermost};
+  return true;
+}
+
+// A tensor's data as oneDNN memory in the layout `wanted`: the tensor itself when the layouts and
+// types agree, else a reordered copy (`to_primitive`), or a scratch buffer to reorder back from
+// after the primitive ran (`from_primitive`). `plain` is the tensor's own layout in the primitive's
+// type. An f16/bf16 tensor for an f32 primitive is converted on the way: in one pass where the
+// primitive wants NCHW, nChw16c or tiles of 16 x 16 weight channels (channel_blocks.h), else
+// widened into a plain f32 copy that oneDNN's reorder reads (narrowed after it on the way back).
 class Operand {
  public:
-  Operand(const memory::desc& plain, const Tensor& t, const memory::desc& wanted)
-      : user_(plain, engine(), t.raw_data()),
-        mem_(plain == wanted ? user_ : memory(wanted, engine())) {}
+  Operand(const memory::desc& plain, const Tensor& t, const memory::desc& wanted) : tensor_(t) {
+    const bool converts =
+        t.dtype() != (plain.data_type() == memory::data_type::bf16 ? kBF16 : kF32);
+    if (converts && is_channel_blocked(plain, wanted)) {
+      how_ = How::kChannelBlocks;
+    } else if (converts && is_weight_blocked(plain, wanted, &weight_blocks_)) {
+      how_ = How::kWeightBlocks;
+    } else if (converts) {
+      how_ = How::kWidenAndReorder;
+      user_ = memory(plain, engine());
+    } else {
+      user_ = memory(plain, engine(), t.raw_data());
+    }
+    mem_ = plain == wanted && user_ ? user_ : memory(wanted, engine());
+  }
   const memory& mem() const { return mem_; }
+
   void to_primitive(dnnl::stream& s) {
+    switch (how_) {
+      case How::kChannelBlocks:
+        return convert([&](auto* t) { to_channel_blocks(t, data(mem_), n(), c(), positions()); });
+      case How::kWeightBlocks:
+        return convert([&](auto* t) { to_weight_blocks(t, data(mem_), weight_blocks_); });
+      case How::kWidenAndReorder:
+        convert([&](auto* t) { widen_all(t, data(user_), tensor_.numel()); });
+        break;
+      case How::kSameType:
+        break;
+    }
     if (mem_ != user_) dnnl::reorder(user_, mem_).execute(s, user_, mem_);
   }
+
   void from_primitive(dnnl::stream& s) {
+    switch (how_) {
+      case How::kChannelBlocks:
+        return convert([&](auto* t) { from_channel_blocks(data(mem_), t, n(), c(), positions()); });
+      case How::kWeightBlocks:
+        return convert([&](auto* t) { from_weight_blocks(data(mem_), t, weight_blocks_); });
+      case How::kWidenAndReorder:
+      case How::kSameType:
+        break;
+    }
     if (mem_ != user_) dnnl::reorder(mem_, user_).execute(s, mem_, user_);
+    if (how_ == How::kWidenAndReorder) {
+      convert([&](auto* t) { narrow_all(data(user_), t, tensor_.numel()); });
+    }
   }
 
  private:
+  enum class How { kSameType, kChannelBlocks, kWeightBlocks, kWidenAndReorder };
+
+  static float* data(const memory& m) { return static_cast<float *>(m.get_data_handle()); }
+  int64_t n() const { return tensor_.size(0); }
+  int64_t c() const { return tensor_.size(1); }
+  int64_t positions() const { return tensor_.size(2) * tensor_.size(3); }
+  // f(pointer to the tensor's f16 or bf16 data).
+  template <typename F>
+  void convert(F f) const {
+    if (tensor_.dtype() == kF16) return f(tensor_.data<Half>());
+    f(tensor_.data<BFloat16>());
+  }
+
+  Tensor tensor_;
+  How how_ = How::kSameType;
+  WeightBlocks weight_blocks_{};
   memory user_, mem_;
 };
 
@@ -100,9 +207,9 @@ void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias
   w.to_primitive(s);
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, x.mem()}, {DNNL_ARG_WEIGHTS, w.mem()}, {DNNL_ARG_DST, y.mem()}};
-  if (bias.defined()) {
-    args[DNNL_ARG_BIAS] = memory(pd.bias_desc(), engine(), bias.raw_data());
-  }
+  // An f16/bf16 bias for an f32 primitive is widened (it is small).
+  const Tensor b = !bias.defined() || c.type == memory::data_type::bf16 ? bias : bias.to(kF32);
+  if (b.defined()) args[DNNL_ARG_BIAS] = memory(pd.bias_desc(), engine(), b.raw_data());
   dnnl::convolution_forward(pd).execute(s, args);
   y.from_primitive(s);
   s.wait();

@@ -19,8 +19,11 @@
 namespace tessera {
 namespace cpu {
 
-// Weights contiguous OIHW; activations contiguous NCHW or all channels-last NHWC; f32 or bf16;
-// shapes checked by ops_nn.cc; bias may be undefined.
+// Weights contiguous OIHW; activations contiguous NCHW or all channels-last NHWC; shapes checked
+// by ops_nn.cc; bias may be undefined. f32, or bf16 on CPUs with native bf16 (bf16 primitives);
+// f16, and bf16 elsewhere, run the f32 primitives, converted in the reorders into and out of
+// their layouts (channel_blocks.h), so no whole widened copy is made first. Results are those of
+// the f32 primitives on the widened values, rounded once.
 void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const Conv2dParams& p, const Tensor& out);
 void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,

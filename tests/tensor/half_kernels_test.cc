@@ -213,7 +213,6 @@ TYPED_TEST(HalfOps, ConvolutionsRoundOnceFromF32) {
   Generator g(5);
   const Tensor x = randn({2, 16, 11, 9}, kF32, &g).to(dt), w = randn({24, 16, 3, 3}, kF32, &g).to(dt);
   const Tensor b = randn({24}, kF32, &g).to(dt);
-  const Tensor xw = x.to(kF32), ww = w.to(kF32), bw = b.to(kF32);
   auto expect_rounded_once = [&](const Tensor& got, const Tensor& want, const std::string& what) {
     if (dt == kF16 || !computes_natively(Device(DeviceType::kCPU), kBF16)) {
       expect_same_bits<T>(got, round_each<T>(want), what.c_str());
@@ -223,11 +222,10 @@ TYPED_TEST(HalfOps, ConvolutionsRoundOnceFromF32) {
       EXPECT_EQ(sum(gt(diff, tol).to(kF32)).item(), 0.0) << what;
     }
   };
-  for (int64_t stride : {1, 2}) {
-    Conv2dParams p;
-    p.stride = {stride, stride};
-    p.padding = {1, 1};
-    const std::string at = " at stride " + std::to_string(stride);
+  // Every pass, alone and jointly, of one convolution of x and w.
+  auto check_passes = [&](const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                          const std::string& at) {
+    const Tensor xw = x.to(kF32), ww = w.to(kF32), bw = b.to(kF32);
     expect_rounded_once(conv2d(x, w, b, p), conv2d(xw, ww, bw, p), "forward" + at);
     const Tensor dy = randn(conv2d(xw, ww, Tensor(), p).shape(), kF32, &g).to(dt);
     const Tensor dyw = dy.to(kF32);
@@ -239,6 +237,12 @@ TYPED_TEST(HalfOps, ConvolutionsRoundOnceFromF32) {
     const auto [dxw, dww] = conv2d_backward(dyw, xw, ww, x.shape(), p, true, true);
     expect_rounded_once(dx, dxw, "joint input gradient" + at);
     expect_rounded_once(dw, dww, "joint weight gradient" + at);
+  };
+  for (int64_t stride : {1, 2}) {
+    Conv2dParams p;
+    p.stride = {stride, stride};
+    p.padding = {1, 1};
+    check_passes(x, w, b, p, " at stride " + std::to_string(stride));
   }
   // 1x1 convolutions on im2col + GEMM: each pass widens a task's images at a time (several
   // images per task on small maps; one image, its own patch matrix, on large ones).
@@ -248,21 +252,25 @@ TYPED_TEST(HalfOps, ConvolutionsRoundOnceFromF32) {
         std::tuple<Shape, Shape, int64_t>{{3, 8, 17, 19}, {16, 8, 1, 1}, 2}}) {
     Conv2dParams p;
     p.stride = {stride, stride};
-    const Tensor x1 = randn(xs, kF32, &g).to(dt), w1 = randn(ws, kF32, &g).to(dt);
-    const std::string at = ", stride " + std::to_string(stride);
-    const Tensor x1w = x1.to(kF32), w1w = w1.to(kF32);
-    expect_rounded_once(conv2d(x1, w1, b.narrow(0, 0, ws[0]), p),
-                        conv2d(x1w, w1w, bw.narrow(0, 0, ws[0]), p), "1x1 forward" + at);
-    const Tensor dy = randn(conv2d(x1w, w1w, Tensor(), p).shape(), kF32, &g).to(dt);
-    const Tensor dyw = dy.to(kF32);
-    expect_rounded_once(conv2d_backward_input(dy, w1, xs, p),
-                        conv2d_backward_input(dyw, w1w, xs, p), "1x1 input gradient" + at);
-    expect_rounded_once(conv2d_backward_weight(dy, x1, ws, p),
-                        conv2d_backward_weight(dyw, x1w, ws, p), "1x1 weight gradient" + at);
-    const auto [dx, dw] = conv2d_backward(dy, x1, w1, xs, p, true, true);
-    const auto [dxw, dww] = conv2d_backward(dyw, x1w, w1w, xs, p, true, true);
-    expect_rounded_once(dx, dxw, "1x1 joint input gradient" + at);
-    expect_rounded_once(dw, dww, "1x1 joint weight gradient" + at);
+    check_passes(randn(xs, kF32, &g).to(dt), randn(ws, kF32, &g).to(dt), b.narrow(0, 0, ws[0]), p,
+                 ", 1x1 at stride " + std::to_string(stride));
+  }
+  // Shapes conv_path.h gives oneDNN's f32 primitives (unless TESSERA_CONV says otherwise), whose
+  // reorders convert (channel_blocks.h): 128+ channels on small maps in whole blocks of 16 (one
+  // pass each way, activations and weights), 136 input channels (widened, then oneDNN's
+  // reorder), and the 7x7 stem's 3 channels (its input stays NCHW: widened only).
+  for (const auto& [xs, ws, stride, pad] :
+       {std::tuple<Shape, Shape, int64_t, int64_t>{{2, 128, 7, 5}, {128, 128, 3, 3}, 1, 1},
+        std::tuple<Shape, Shape, int64_t, int64_t>{{2, 256, 6, 6}, {128, 256, 1, 1}, 1, 0},
+        std::tuple<Shape, Shape, int64_t, int64_t>{{1, 136, 5, 7}, {128, 136, 1, 1}, 1, 0},
+        std::tuple<Shape, Shape, int64_t, int64_t>{{2, 3, 20, 18}, {16, 3, 7, 7}, 2, 3}}) {
+    Conv2dParams p;
+    p.stride = {stride, stride};
+    p.padding = {pad, pad};
+    const Tensor bias = randn({ws[0]}, kF32, &g).to(dt);
+    check_passes(randn(xs, kF32, &g).to(dt), mul(randn(ws, kF32, &g), 0.1).to(dt), bias, p,
+                 ", " + std::to_string(ws[1]) + "->" + std::to_string(ws[0]) + " kernel " +
+                     std::to_string(ws[2]));
   }
 }
 

@@ -1,0 +1,126 @@
+#include "tensor/cpu/channel_blocks.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "tensor/cpu/bf16_block.h"
+#include "tensor/parallel.h"
+
+namespace tessera {
+namespace cpu {
+
+namespace {
+
+constexpr int64_t kBlock = 16;  // channels per block (the 16c of nChw16c)
+constexpr int64_t kPiece = 64;  // positions widened or narrowed at a time: 16 rows, 4 KiB
+
+// Each task is blocks [b0, b1) of 16 * s elements; about 64K elements per task at least.
+template <typename F>
+void for_each_block(int64_t n, int64_t c, int64_t s, F f) {
+  const int64_t blocks = n * (c / kBlock);
+  const int64_t grain = std::max<int64_t>(1, 65536 / (kBlock * s));
+  parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) f(b * kBlock * s);
+  });
+}
+
+template <typename T>
+void to_blocks(const T* x, float* blocked, int64_t n, int64_t c, int64_t s) {
+  for_each_block(n, c, s, [&](int64_t offset) {
+    const T* rows = x + offset;  // 16 rows of s
+    float* out = blocked + offset;
+    float piece[kBlock][kPiece];
+    for (int64_t j0 = 0; j0 < s; j0 += kPiece) {
+      const int64_t m = std::min(kPiece, s - j0);
+      for (int64_t l = 0; l < kBlock; ++l) widen(rows + l * s + j0, piece[l], m);
+      for (int64_t j = 0; j < m; ++j) {
+        for (int64_t l = 0; l < kBlock; ++l) out[(j0 + j) * kBlock + l] = piece[l][j];
+      }
+    }
+  });
+}
+
+template <typename T>
+void from_blocks(const float* blocked, T* x, int64_t n, int64_t c, int64_t s) {
+  for_each_block(n, c, s, [&](int64_t offset) {
+    const float* in = blocked + offset;
+    T* rows = x + offset;
+    float piece[kBlock][kPiece];
+    for (int64_t j0 = 0; j0 < s; j0 += kPiece) {
+      const int64_t m = std::min(kPiece, s - j0);
+      for (int64_t j = 0; j < m; ++j) {
+        for (int64_t l = 0; l < kBlock; ++l) piece[l][j] = in[(j0 + j) * kBlock + l];
+      }
+      for (int64_t l = 0; l < kBlock; ++l) narrow(piece[l], rows + l * s + j0, m);
+    }
+  });
+}
+
+// Weights into tiles (kToBlocks) or back: each task takes tile-rows (ob, ib), 16 output channels'
+// runs of 16 * kh * kw contiguous values, widened into `row` ([16][16 * kh * kw]) and scattered
+// into the tiles, or gathered from them into `row` and narrowed.
+template <bool kToBlocks, typename T, typename B>
+void weight_tiles(T* w, B* blocked, const WeightBlocks& b) {
+  const int64_t taps = b.kh * b.kw, width = kBlock * taps;
+  const int64_t ib_count = b.i / kBlock;
+  parallel_for((b.o / kBlock) * ib_count, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> row(kBlock * width);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ob = t / ib_count, ib = t % ib_count;
+      // Output channel ob*16 + o's 16 input channels from ib*16 on: width contiguous values.
+      T* src = w + ((ob * kBlock) * b.i + ib * kBlock) * taps;
+      if constexpr (kToBlocks) {
+        for (int64_t o = 0; o < kBlock; ++o) widen(src + o * b.i * taps, &row[o * width], width);
+      }
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        B* tile = blocked + ob * b.stride[0] + ib * b.stride[1] + (tap / b.kw) * b.stride[2] +
+                  (tap % b.kw) * b.stride[3];
+        for (int64_t o = 0; o < kBlock; ++o) {
+          for (int64_t i = 0; i < kBlock; ++i) {
+            auto& v = tile[b.o_innermost ? o + kBlock * i : kBlock * o + i];
+            float& r = row[o * width + i * taps + tap];
+            if constexpr (kToBlocks) {
+              v = r;
+            } else {
+              r = v;
+            }
+          }
+        }
+      }
+      if constexpr (!kToBlocks) {
+        for (int64_t o = 0; o < kBlock; ++o) narrow(&row[o * width], src + o * b.i * taps, width);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void to_weight_blocks(const Half* w, float* blocked, const WeightBlocks& b) {
+  weight_tiles<true>(w, blocked, b);
+}
+void to_weight_blocks(const BFloat16* w, float* blocked, const WeightBlocks& b) {
+  weight_tiles<true>(w, blocked, b);
+}
+void from_weight_blocks(const float* blocked, Half* w, const WeightBlocks& b) {
+  weight_tiles<false>(w, blocked, b);
+}
+void from_weight_blocks(const float* blocked, BFloat16* w, const WeightBlocks& b) {
+  weight_tiles<false>(w, blocked, b);
+}
+
+void to_channel_blocks(const Half* x, float* blocked, int64_t n, int64_t c, int64_t s) {
+  to_blocks(x, blocked, n, c, s);
+}
+void to_channel_blocks(const BFloat16* x, float* blocked, int64_t n, int64_t c, int64_t s) {
+  to_blocks(x, blocked, n, c, s);
+}
+void from_channel_blocks(const float* blocked, Half* x, int64_t n, int64_t c, int64_t s) {
+  from_blocks(blocked, x, n, c, s);
+}
+void from_channel_blocks(const float* blocked, BFloat16* x, int64_t n, int64_t c, int64_t s) {
+  from_blocks(blocked, x, n, c, s);
+}
+
+}  // namespace cpu
+}  // namespace tessera
