@@ -75,14 +75,17 @@ void weight_tiles(T* w, B* blocked, const WeightBlocks& b) {
       for (int64_t tap = 0; tap < taps; ++tap) {
         B* tile = blocked + ob * b.stride[0] + ib * b.stride[1] + (tap / b.kw) * b.stride[2] +
                   (tap % b.kw) * b.stride[3];
-        for (int64_t o = 0; o < kBlock; ++o) {
-          for (int64_t i = 0; i < kBlock; ++i) {
-            auto& v = tile[b.o_innermost ? o + kBlock * i : kBlock * o + i];
-            float& r = row[o * width + i * taps + tap];
+        // The tile in order: (outer, inner) is (i, o) for 16i16o, else (o, i).
+        const int64_t outer_step = b.o_innermost ? taps : width;
+        const int64_t inner_step = b.o_innermost ? width : taps;
+        for (int64_t u = 0; u < kBlock; ++u) {
+          B* t = tile + u * kBlock;
+          float* r = &row[u * outer_step + tap];
+          for (int64_t v = 0; v < kBlock; ++v) {
             if constexpr (kToBlocks) {
-              v = r;
+              t[v] = r[v * inner_step];
             } else {
-              r = v;
+              r[v * inner_step] = t[v];
             }
           }
         }
@@ -101,6 +104,9 @@ void to_weight_blocks(const Half* w, float* blocked, const WeightBlocks& b) {
 }
 void to_weight_blocks(const BFloat16* w, float* blocked, const WeightBlocks& b) {
   weight_tiles<true>(w, blocked, b);
+}
+void from_weight_blocks(const float* blocked, float* w, const WeightBlocks& b) {
+  weight_tiles<false>(w, blocked, b);
 }
 void from_weight_blocks(const float* blocked, Half* w, const WeightBlocks& b) {
   weight_tiles<false>(w, blocked, b);

@@ -14,7 +14,9 @@
 // position together, the tiles placed by strides it chooses per primitive (OIhw16i16o for a
 // forward, IOhw16o16i for an input gradient, ...). Each task widens a tile-row's 16 output channels
 // of 16 * kh * kw contiguous values into a buffer and scatters them into the tiles
-// (to_weight_blocks), or gathers and narrows (from_weight_blocks, the weight gradient).
+// (to_weight_blocks), or gathers and narrows (from_weight_blocks, the weight gradient). f32 weight
+// gradients take this way back as well: oneDNN's own reorder out of its tiles was slow for 1x1
+// weights with many input channels (3.2 ms for ResNet-50's 512x2048, against 0.7 here).
 //
 // Every value converts exactly (widening) or is rounded once to nearest even (narrowing), as
 // widen/narrow in bf16_block.h and f16_block.h do, so results equal those of widening the tensor
@@ -46,6 +48,7 @@ struct WeightBlocks {
 };
 void to_weight_blocks(const Half* w, float* blocked, const WeightBlocks& b);
 void to_weight_blocks(const BFloat16* w, float* blocked, const WeightBlocks& b);
+void from_weight_blocks(const float* blocked, float* w, const WeightBlocks& b);
 void from_weight_blocks(const float* blocked, Half* w, const WeightBlocks& b);
 void from_weight_blocks(const float* blocked, BFloat16* w, const WeightBlocks& b);
 
