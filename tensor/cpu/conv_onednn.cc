@@ -8,6 +8,7 @@
 #include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/channel_blocks.h"
 #include "tensor/cpu/gemm_onednn.h"
+#include "tensor/cpu/transpose16.h"
 #include "tensor/parallel.h"
 
 namespace tessera {
@@ -93,6 +94,15 @@ bool is_channel_blocked(const memory::desc& plain, const memory::desc& wanted) {
          wanted == memory::desc(d, f32, Tag::nChw16c);
 }
 
+// True when `plain` is bf16 NCHW and `wanted` bf16 NHWC of the same shape: the transpose
+// transpose16.h does (oneDNN's bf16 primitives pick NHWC on CPUs with native bf16).
+bool is_bf16_to_nhwc(const memory::desc& plain, const memory::desc& wanted) {
+  const memory::dims d = plain.dims();
+  const auto bf16 = memory::data_type::bf16;
+  return d.size() == 4 && plain == memory::desc(d, bf16, Tag::nchw) &&
+         wanted == memory::desc(d, bf16, Tag::nhwc);
+}
+
 // True when `plain` is f32 OIHW and `wanted` keeps 16 x 16 tiles of output and input channels (the
 // weight reorders channel_blocks.h does while converting); fills *b.
 bool is_weight_blocked(const memory::desc& plain, const memory::desc& wanted, WeightBlocks* b) {
@@ -123,6 +133,8 @@ bool is_weight_blocked(const memory::desc& plain, const memory::desc& wanted, We
 // type. An f16/bf16 tensor for an f32 primitive is converted on the way: in one pass where the
 // primitive wants NCHW, nChw16c or tiles of 16 x 16 weight channels (channel_blocks.h), else
 // widened into a plain f32 copy that oneDNN's reorder reads (narrowed after it on the way back).
+// A bf16 activation for a native bf16 primitive that wants NHWC is transposed by transpose16.h,
+// faster than oneDNN's own reorder for it.
 class Operand {
  public:
   Operand(const memory::desc& plain, const Tensor& t, const memory::desc& wanted) : tensor_(t) {
@@ -135,6 +147,8 @@ class Operand {
     } else if (converts) {
       how_ = How::kWidenAndReorder;
       user_ = memory(plain, engine());
+    } else if (is_bf16_to_nhwc(plain, wanted)) {
+      how_ = How::kTransposeToNhwc;
     } else {
       user_ = memory(plain, engine(), t.raw_data());
       // An f32 weight gradient comes back from the tiles through tessera's gather too: oneDNN's
@@ -151,6 +165,9 @@ class Operand {
         return convert([&](auto* t) { to_channel_blocks(t, data(mem_), n(), c(), positions()); });
       case How::kWeightBlocks:
         return convert([&](auto* t) { to_weight_blocks(t, data(mem_), weight_blocks_); });
+      case How::kTransposeToNhwc:
+        return nchw_to_nhwc_16bit(bits(tensor_.raw_data()), bits(mem_.get_data_handle()), n(), c(),
+                                  positions());
       case How::kWidenAndReorder:
         convert([&](auto* t) { widen_all(t, data(user_), tensor_.numel()); });
         break;
@@ -169,6 +186,9 @@ class Operand {
         return convert([&](auto* t) { from_channel_blocks(data(mem_), t, n(), c(), positions()); });
       case How::kWeightBlocks:
         return convert([&](auto* t) { from_weight_blocks(data(mem_), t, weight_blocks_); });
+      case How::kTransposeToNhwc:
+        return nhwc_to_nchw_16bit(bits(mem_.get_data_handle()), bits(tensor_.raw_data()), n(), c(),
+                                  positions());
       case How::kWidenAndReorder:
       case How::kSameType:
         break;
@@ -180,9 +200,10 @@ class Operand {
   }
 
  private:
-  enum class How { kSameType, kChannelBlocks, kWeightBlocks, kWidenAndReorder };
+  enum class How { kSameType, kChannelBlocks, kWeightBlocks, kTransposeToNhwc, kWidenAndReorder };
 
-  static float* data(const memory& m) { return static_cast<float *>(m.get_data_handle()); }
+  static float* data(const memory& m) { return static_cast<float*>(m.get_data_handle()); }
+  static uint16_t* bits(void* p) { return static_cast<uint16_t*>(p); }
   int64_t n() const { return tensor_.size(0); }
   int64_t c() const { return tensor_.size(1); }
   int64_t positions() const { return tensor_.size(2) * tensor_.size(3); }

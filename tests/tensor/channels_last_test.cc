@@ -188,28 +188,33 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
   if (!backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, kBF16)) {
     GTEST_SKIP() << "this CPU runs bf16 convolutions on widened copies (no AVX-512 BF16), in NCHW";
   }
-  for (int64_t stride : {1, 2}) {
-    Conv2dParams p, q;
-    p.stride = q.stride = {stride, stride};
-    p.padding = q.padding = {1, 1};
-    q.channels_last = true;
-    const Tensor x = seeded({2, 16, 9, 10}, 50, kBF16), w = seeded({32, 16, 3, 3}, 51, kBF16);
-    const Tensor y0 = conv2d(x, w, Tensor(), p), y1 = conv2d(x, w, Tensor(), q);
-    EXPECT_TRUE(nhwc(y1));
-    EXPECT_EQ(max_abs_diff(y1, y0), 0.0);
-    const Tensor g = seeded(y0.shape(), 52, kBF16);
-    const auto [dx0, dw0] = conv2d_backward(g, x, w, x.shape(), p, true, true);
-    const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
-                                            x.contiguous(MemoryFormat::kChannelsLast), w,
-                                            x.shape(), q, true, true);
-    EXPECT_TRUE(nhwc(dx1));
-    EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
-    EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
-    // The passes alone, as the zero-bubble schedules call them.
-    const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
-    EXPECT_TRUE(nhwc(dx_alone));
-    EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
-    EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
+  // The NCHW side's activations go through tessera's NCHW <-> NHWC transposes (transpose16.h):
+  // whole 32 x 16 tiles and the edges of both, here with 48 and 40 channels on 13x11.
+  for (const auto& [xs, ws] : {std::pair<Shape, Shape>{{2, 16, 9, 10}, {32, 16, 3, 3}},
+                               std::pair<Shape, Shape>{{1, 48, 13, 11}, {40, 48, 3, 3}}}) {
+    for (int64_t stride : {1, 2}) {
+      Conv2dParams p, q;
+      p.stride = q.stride = {stride, stride};
+      p.padding = q.padding = {1, 1};
+      q.channels_last = true;
+      const Tensor x = seeded(xs, 50, kBF16), w = seeded(ws, 51, kBF16);
+      const Tensor y0 = conv2d(x, w, Tensor(), p), y1 = conv2d(x, w, Tensor(), q);
+      EXPECT_TRUE(nhwc(y1));
+      EXPECT_EQ(max_abs_diff(y1, y0), 0.0);
+      const Tensor g = seeded(y0.shape(), 52, kBF16);
+      const auto [dx0, dw0] = conv2d_backward(g, x, w, x.shape(), p, true, true);
+      const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
+                                              x.contiguous(MemoryFormat::kChannelsLast), w,
+                                              x.shape(), q, true, true);
+      EXPECT_TRUE(nhwc(dx1));
+      EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
+      EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
+      // The passes alone, as the zero-bubble schedules call them.
+      const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
+      EXPECT_TRUE(nhwc(dx_alone));
+      EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
+      EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
+    }
   }
 }
 
