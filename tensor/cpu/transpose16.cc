@@ -13,7 +13,7 @@ namespace {
 
 constexpr int64_t kTileRows = 32, kTileCols = 16;
 
-#define TS_AVX512BW __attribute__((target("avx512f,avx512bw")))
+#define TS_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 // In place: r[j]'s 32-bit lane k becomes the old r[k]'s lane j (a 16 x 16 transpose). Stage one
 // interleaves lanes of row pairs, stage two 64-bit pairs, so s[4b + m]'s 128-bit block L holds
@@ -45,25 +45,31 @@ TS_AVX512BW void transpose_16x16_epi32(__m512i* r) {
   }
 }
 
-// src rows [0, 32) x columns [0, 16) -> dst rows [0, 16) x columns [0, 32).
-TS_AVX512BW void tile_avx512(const uint16_t* src, int64_t src_ld, uint16_t* dst,
-                             int64_t dst_ld) {
+// Row i's columns under the mask, or zeros past the last row m - 1.
+TS_AVX512BW __m256i load_row(const uint16_t* src, int64_t src_ld, int64_t i, int64_t m,
+                             __mmask16 columns) {
+  return i < m ? _mm256_maskz_loadu_epi16(columns, src + i * src_ld) : _mm256_setzero_si256();
+}
+
+// src rows [0, m) x columns [0, q) -> dst rows [0, q) x columns [0, m), m <= 32, q <= 16: a
+// whole tile, or an edge one through masked loads (missing rows read as zeros) and masked stores.
+TS_AVX512BW void tile_avx512(const uint16_t* src, int64_t src_ld, uint16_t* dst, int64_t dst_ld,
+                             int64_t m, int64_t q) {
   // Lane e of the result takes value pair[e] of [row a | row b]: a[0], b[0], a[1], b[1], ...
   alignas(64) static const uint16_t kPair[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
                                                  21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
                                                  11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i pair = _mm512_load_si512(kPair);
+  const __mmask16 columns = static_cast<__mmask16>((1u << q) - 1);
   __m512i r[16];
   for (int k = 0; k < 16; ++k) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k * src_ld));
-    const __m256i b =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (2 * k + 1) * src_ld));
+    const __m256i a = load_row(src, src_ld, 2 * k, m, columns);
+    const __m256i b = load_row(src, src_ld, 2 * k + 1, m, columns);
     r[k] = _mm512_permutexvar_epi16(pair, _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1));
   }
   transpose_16x16_epi32(r);
-  for (int j = 0; j < 16; ++j) {
-    _mm512_storeu_si512(reinterpret_cast<void*>(dst + j * dst_ld), r[j]);
-  }
+  const __mmask32 rows = m == kTileRows ? ~__mmask32{0} : static_cast<__mmask32>((1u << m) - 1);
+  for (int64_t j = 0; j < q; ++j) _mm512_mask_storeu_epi16(dst + j * dst_ld, rows, r[j]);
 }
 
 void tile_scalar(const uint16_t* src, int64_t src_ld, uint16_t* dst, int64_t dst_ld,
@@ -74,7 +80,8 @@ void tile_scalar(const uint16_t* src, int64_t src_ld, uint16_t* dst, int64_t dst
 }
 
 bool has_avx512bw() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const bool yes = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   return yes;
 }
 
@@ -89,13 +96,13 @@ void transpose(const uint16_t* src, uint16_t* dst, int64_t n, int64_t rows, int6
       const int64_t m = std::min(kTileRows, rows - r0);
       const uint16_t* s = src + image * rows * cols + r0 * cols;
       uint16_t* d = dst + image * rows * cols + r0;
-      int64_t c0 = 0;
-      if (vector && m == kTileRows) {
-        for (; c0 + kTileCols <= cols; c0 += kTileCols) {
-          tile_avx512(s + c0, cols, d + c0 * rows, rows);
-        }
+      if (!vector) {
+        tile_scalar(s, cols, d, rows, m, cols);
+        continue;
       }
-      tile_scalar(s + c0, cols, d + c0 * rows, rows, m, cols - c0);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTileCols) {
+        tile_avx512(s + c0, cols, d + c0 * rows, rows, m, std::min(kTileCols, cols - c0));
+      }
     }
   });
 }
