@@ -151,9 +151,12 @@ class Operand {
       how_ = How::kTransposeToNhwc;
     } else {
       user_ = memory(plain, engine(), t.raw_data());
-      // An f32 weight gradient comes back from the tiles through tessera's gather too: oneDNN's
-      // reorder took 3.2 ms for ResNet-50's 512x2048 1x1 weights where this takes 0.7.
-      f32_tiles_back_ = t.dtype() == kF32 && is_weight_blocked(plain, wanted, &weight_blocks_);
+      // f32 weights go into the tiles by oneDNN's reorder (no slower than tessera's in a step),
+      // and a weight gradient comes back by tessera's gather: oneDNN's took 3.2 ms for
+      // ResNet-50's 512x2048 1x1 weights where this takes 0.7.
+      if (t.dtype() == kF32 && is_weight_blocked(plain, wanted, &weight_blocks_)) {
+        how_ = How::kF32WeightTiles;
+      }
     }
     mem_ = plain == wanted && user_ ? user_ : memory(wanted, engine());
   }
@@ -171,6 +174,7 @@ class Operand {
       case How::kWidenAndReorder:
         convert([&](auto* t) { widen_all(t, data(user_), tensor_.numel()); });
         break;
+      case How::kF32WeightTiles:
       case How::kSameType:
         break;
     }
@@ -178,9 +182,6 @@ class Operand {
   }
 
   void from_primitive(dnnl::stream& s) {
-    if (f32_tiles_back_) {
-      return from_weight_blocks(data(mem_), tensor_.data<float>(), weight_blocks_);
-    }
     switch (how_) {
       case How::kChannelBlocks:
         return convert([&](auto* t) { from_channel_blocks(data(mem_), t, n(), c(), positions()); });
@@ -189,6 +190,8 @@ class Operand {
       case How::kTransposeToNhwc:
         return nhwc_to_nchw_16bit(bits(mem_.get_data_handle()), bits(tensor_.raw_data()), n(), c(),
                                   positions());
+      case How::kF32WeightTiles:
+        return from_weight_blocks(data(mem_), tensor_.data<float>(), weight_blocks_);
       case How::kWidenAndReorder:
       case How::kSameType:
         break;
@@ -200,7 +203,14 @@ class Operand {
   }
 
  private:
-  enum class How { kSameType, kChannelBlocks, kWeightBlocks, kTransposeToNhwc, kWidenAndReorder };
+  enum class How {
+    kSameType,          // the tensor itself, or oneDNN's reorder both ways
+    kChannelBlocks,     // f16/bf16 activations <-> f32 nChw16c (channel_blocks.h)
+    kWeightBlocks,      // f16/bf16 weights <-> f32 16x16 tiles (channel_blocks.h)
+    kF32WeightTiles,    // f32 weights: oneDNN's reorder in, tessera's gather out
+    kTransposeToNhwc,   // bf16 activations <-> bf16 NHWC (transpose16.h)
+    kWidenAndReorder,   // f16/bf16 anything else: widened copy, oneDNN's reorder
+  };
 
   static float* data(const memory& m) { return static_cast<float*>(m.get_data_handle()); }
   static uint16_t* bits(void* p) { return static_cast<uint16_t*>(p); }
@@ -217,7 +227,6 @@ class Operand {
   Tensor tensor_;
   How how_ = How::kSameType;
   WeightBlocks weight_blocks_{};
-  bool f32_tiles_back_ = false;
   memory user_, mem_;
 };
 
