@@ -24,8 +24,10 @@ void for_each_block(int64_t n, int64_t c, int64_t s, F f) {
   });
 }
 
+}  // namespace
+
 template <typename T>
-void to_blocks(const T* x, float* blocked, int64_t n, int64_t c, int64_t s) {
+void to_channel_blocks(const T* x, float* blocked, int64_t n, int64_t c, int64_t s) {
   for_each_block(n, c, s, [&](int64_t offset) {
     const T* rows = x + offset;  // 16 rows of s
     float* out = blocked + offset;
@@ -41,7 +43,7 @@ void to_blocks(const T* x, float* blocked, int64_t n, int64_t c, int64_t s) {
 }
 
 template <typename T>
-void from_blocks(const float* blocked, T* x, int64_t n, int64_t c, int64_t s) {
+void from_channel_blocks(const float* blocked, T* x, int64_t n, int64_t c, int64_t s) {
   for_each_block(n, c, s, [&](int64_t offset) {
     const float* in = blocked + offset;
     T* rows = x + offset;
@@ -56,6 +58,8 @@ void from_blocks(const float* blocked, T* x, int64_t n, int64_t c, int64_t s) {
   });
 }
 
+namespace {
+
 // Weights into tiles (kToBlocks) or back: each task takes tile-rows (ob, ib), 16 output channels'
 // runs of 16 * kh * kw contiguous values, widened into `row` ([16][16 * kh * kw]) and scattered
 // into the tiles, or gathered from them into `row` and narrowed.
@@ -63,6 +67,9 @@ template <bool kToBlocks, typename T, typename B>
 void weight_tiles(T* w, B* blocked, const WeightBlocks& b) {
   const int64_t taps = b.kh * b.kw, width = kBlock * taps;
   const int64_t ib_count = b.i / kBlock;
+  // Each tile in its own order: (outer, inner) is (i, o) for 16i16o, else (o, i).
+  const int64_t outer_step = b.o_innermost ? taps : width;
+  const int64_t inner_step = b.o_innermost ? width : taps;
   parallel_for((b.o / kBlock) * ib_count, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> row(kBlock * width);
     for (int64_t t = t0; t < t1; ++t) {
@@ -75,9 +82,6 @@ void weight_tiles(T* w, B* blocked, const WeightBlocks& b) {
       for (int64_t tap = 0; tap < taps; ++tap) {
         B* tile = blocked + ob * b.stride[0] + ib * b.stride[1] + (tap / b.kw) * b.stride[2] +
                   (tap % b.kw) * b.stride[3];
-        // The tile in order: (outer, inner) is (i, o) for 16i16o, else (o, i).
-        const int64_t outer_step = b.o_innermost ? taps : width;
-        const int64_t inner_step = b.o_innermost ? width : taps;
         for (int64_t u = 0; u < kBlock; ++u) {
           B* t = tile + u * kBlock;
           float* r = &row[u * outer_step + tap];
@@ -99,34 +103,24 @@ void weight_tiles(T* w, B* blocked, const WeightBlocks& b) {
 
 }  // namespace
 
-void to_weight_blocks(const Half* w, float* blocked, const WeightBlocks& b) {
+template <typename T>
+void to_weight_blocks(const T* w, float* blocked, const WeightBlocks& b) {
   weight_tiles<true>(w, blocked, b);
 }
-void to_weight_blocks(const BFloat16* w, float* blocked, const WeightBlocks& b) {
-  weight_tiles<true>(w, blocked, b);
-}
-void from_weight_blocks(const float* blocked, float* w, const WeightBlocks& b) {
-  weight_tiles<false>(w, blocked, b);
-}
-void from_weight_blocks(const float* blocked, Half* w, const WeightBlocks& b) {
-  weight_tiles<false>(w, blocked, b);
-}
-void from_weight_blocks(const float* blocked, BFloat16* w, const WeightBlocks& b) {
+template <typename T>
+void from_weight_blocks(const float* blocked, T* w, const WeightBlocks& b) {
   weight_tiles<false>(w, blocked, b);
 }
 
-void to_channel_blocks(const Half* x, float* blocked, int64_t n, int64_t c, int64_t s) {
-  to_blocks(x, blocked, n, c, s);
-}
-void to_channel_blocks(const BFloat16* x, float* blocked, int64_t n, int64_t c, int64_t s) {
-  to_blocks(x, blocked, n, c, s);
-}
-void from_channel_blocks(const float* blocked, Half* x, int64_t n, int64_t c, int64_t s) {
-  from_blocks(blocked, x, n, c, s);
-}
-void from_channel_blocks(const float* blocked, BFloat16* x, int64_t n, int64_t c, int64_t s) {
-  from_blocks(blocked, x, n, c, s);
-}
+template void to_channel_blocks(const Half*, float*, int64_t, int64_t, int64_t);
+template void to_channel_blocks(const BFloat16*, float*, int64_t, int64_t, int64_t);
+template void from_channel_blocks(const float*, Half*, int64_t, int64_t, int64_t);
+template void from_channel_blocks(const float*, BFloat16*, int64_t, int64_t, int64_t);
+template void to_weight_blocks(const Half*, float*, const WeightBlocks&);
+template void to_weight_blocks(const BFloat16*, float*, const WeightBlocks&);
+template void from_weight_blocks(const float*, float*, const WeightBlocks&);
+template void from_weight_blocks(const float*, Half*, const WeightBlocks&);
+template void from_weight_blocks(const float*, BFloat16*, const WeightBlocks&);
 
 }  // namespace cpu
 }  // namespace tessera

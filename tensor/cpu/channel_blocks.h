@@ -32,10 +32,11 @@ namespace tessera {
 namespace cpu {
 
 // x: [n, c, s] of T (plain NCHW, s = H*W), blocked: [n, c / 16, s, 16] of f32; c % 16 == 0.
-void to_channel_blocks(const Half* x, float* blocked, int64_t n, int64_t c, int64_t s);
-void to_channel_blocks(const BFloat16* x, float* blocked, int64_t n, int64_t c, int64_t s);
-void from_channel_blocks(const float* blocked, Half* x, int64_t n, int64_t c, int64_t s);
-void from_channel_blocks(const float* blocked, BFloat16* x, int64_t n, int64_t c, int64_t s);
+// T: Half or BFloat16.
+template <typename T>
+void to_channel_blocks(const T* x, float* blocked, int64_t n, int64_t c, int64_t s);
+template <typename T>
+void from_channel_blocks(const float* blocked, T* x, int64_t n, int64_t c, int64_t s);
 
 // Where oneDNN keeps the tile of output block ob and input block ib at kernel position (h, w):
 //   ob * stride[0] + ib * stride[1] + h * stride[2] + w * stride[3];
@@ -46,11 +47,11 @@ struct WeightBlocks {
   int64_t stride[4];
   bool o_innermost;
 };
-void to_weight_blocks(const Half* w, float* blocked, const WeightBlocks& b);
-void to_weight_blocks(const BFloat16* w, float* blocked, const WeightBlocks& b);
-void from_weight_blocks(const float* blocked, float* w, const WeightBlocks& b);
-void from_weight_blocks(const float* blocked, Half* w, const WeightBlocks& b);
-void from_weight_blocks(const float* blocked, BFloat16* w, const WeightBlocks& b);
+// T: Half or BFloat16 both ways, and float for the way back (f32 weight gradients).
+template <typename T>
+void to_weight_blocks(const T* w, float* blocked, const WeightBlocks& b);
+template <typename T>
+void from_weight_blocks(const float* blocked, T* w, const WeightBlocks& b);
 
 }  // namespace cpu
 }  // namespace tessera

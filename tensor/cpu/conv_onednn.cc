@@ -2,14 +2,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <algorithm>
 #include <unordered_map>
 
-#include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/channel_blocks.h"
 #include "tensor/cpu/gemm_onednn.h"
 #include "tensor/cpu/transpose16.h"
-#include "tensor/parallel.h"
 
 namespace tessera {
 namespace cpu {
@@ -74,17 +71,6 @@ struct ConvSetup {
   }
 };
 
-// n values of a dense f16/bf16 tensor widened into f32, or f32 values narrowed into one, in memory
-// order (so either layout, NCHW or NHWC, stays as it is).
-template <typename T>
-void widen_all(const T* in, float* out, int64_t n) {
-  parallel_for(n, 1 << 16, [&](int64_t i0, int64_t i1) { widen(in + i0, out + i0, i1 - i0); });
-}
-template <typename T>
-void narrow_all(const float* in, T* out, int64_t n) {
-  parallel_for(n, 1 << 16, [&](int64_t i0, int64_t i1) { narrow(in + i0, out + i0, i1 - i0); });
-}
-
 // True when `plain` is f32 NCHW and `wanted` f32 nChw16c of the same shape with whole blocks of
 // channels: the reorder channel_blocks.h does while converting.
 bool is_channel_blocked(const memory::desc& plain, const memory::desc& wanted) {
@@ -145,8 +131,11 @@ class Operand {
     } else if (converts && is_weight_blocked(plain, wanted, &weight_blocks_)) {
       how_ = How::kWeightBlocks;
     } else if (converts) {
+      // An f32 tensor in the same layout (NCHW, or channels-last NHWC) as t.
       how_ = How::kWidenAndReorder;
-      user_ = memory(plain, engine());
+      wide_ = empty(t.shape(), kF32,
+                    t.is_contiguous() ? MemoryFormat::kContiguous : MemoryFormat::kChannelsLast);
+      user_ = memory(plain, engine(), wide_.raw_data());
     } else if (is_bf16_to_nhwc(plain, wanted)) {
       how_ = How::kTransposeToNhwc;
     } else {
@@ -172,7 +161,7 @@ class Operand {
         return nchw_to_nhwc_16bit(bits(tensor_.raw_data()), bits(mem_.get_data_handle()), n(), c(),
                                   positions());
       case How::kWidenAndReorder:
-        convert([&](auto* t) { widen_all(t, data(user_), tensor_.numel()); });
+        wide_.copy_(tensor_);
         break;
       case How::kF32WeightTiles:
       case How::kSameType:
@@ -197,9 +186,7 @@ class Operand {
         break;
     }
     if (mem_ != user_) dnnl::reorder(mem_, user_).execute(s, mem_, user_);
-    if (how_ == How::kWidenAndReorder) {
-      convert([&](auto* t) { narrow_all(data(user_), t, tensor_.numel()); });
-    }
+    if (how_ == How::kWidenAndReorder) Tensor(tensor_).copy_(wide_);
   }
 
  private:
@@ -225,6 +212,7 @@ class Operand {
   }
 
   Tensor tensor_;
+  Tensor wide_;  // kWidenAndReorder: the f32 copy oneDNN's reorder reads or writes
   How how_ = How::kSameType;
   WeightBlocks weight_blocks_{};
   memory user_, mem_;

@@ -225,17 +225,30 @@ TEST(FullyShardedMixedPrecision, MlpEqualsDdpUnderTheSameAutocast) {
   EXPECT_LT(bf16_reduce, 2e-3);
 }
 
-TEST(FullyShardedMixedPrecision, ResNet20WithEveryLayerAUnitKeepsBatchNormInF32) {
+std::shared_ptr<nn::Sequential> seeded_resnet20() {
+  manual_seed(3);
+  return models::ResNet20(1, 10);
+}
+
+// Step `step`'s batch of 1x12x12 images for ResNet-20, this rank's 2 of the world's 2N.
+std::function<std::pair<Tensor, Tensor>(int)> resnet_batches(uint64_t seed) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
-  auto resnet = [] {
-    manual_seed(3);
-    return models::ResNet20(1, 10);
+  return [=](int step) {
+    Generator g(seed + step);
+    const Tensor x = randn({2 * N, 1, 12, 12}, kF32, &g).narrow(0, 2 * r, 2);
+    const Tensor y = arange(2 * N, kI64).narrow(0, 2 * r, 2);
+    return std::make_pair(x, y);
   };
+}
+
+TEST(FullyShardedMixedPrecision, ResNet20WithEveryLayerAUnitKeepsBatchNormInF32) {
+  auto world = dist::world();
+  const int r = world->rank();
   const FullyShardedOptions layers =
       FullyShardedOptions().wrap_layers(true).mixed_precision(bf16().reduce_dtype(kF32));
   {
-    FullyShardedDataParallel fsdp(resnet(), world, layers);
+    FullyShardedDataParallel fsdp(seeded_resnet20(), world, layers);
     int norms = 0;
     for (const auto& u : fsdp.units()) {
       const bool norm = u->name() != "root" && u->params()[0].first.find("bn") != std::string::npos;
@@ -246,13 +259,7 @@ TEST(FullyShardedMixedPrecision, ResNet20WithEveryLayerAUnitKeepsBatchNormInF32)
     }
     EXPECT_GT(norms, 0);
   }
-  auto data = [&](int step) {
-    Generator g(900 + step);
-    const Tensor x = randn({2 * N, 1, 12, 12}, kF32, &g).narrow(0, 2 * r, 2);
-    const Tensor y = arange(2 * N, kI64).narrow(0, 2 * r, 2);
-    return std::make_pair(x, y);
-  };
-  const double worst = fsdp_against_ddp(resnet, layers, data);
+  const double worst = fsdp_against_ddp(seeded_resnet20, layers, resnet_batches(900));
   if (r == 0) {
     std::printf("ResNet-20, every layer a unit, mixed_precision(bf16) against DDP under bf16 "
                 "autocast, 3 steps: largest difference %.3g\n", worst);
@@ -265,22 +272,10 @@ TEST(FullyShardedMixedPrecision, ResNet20WithEveryLayerAUnitKeepsBatchNormInF32)
 // primitives, whose reorders convert the f16 activations and weights (ZeRO-3's gathered views
 // among them) on the way in and the results on the way out.
 TEST(FullyShardedMixedPrecision, ResNet20UnderFp16AutocastEqualsDdp) {
-  auto world = dist::world();
-  const int N = world->size(), r = world->rank();
-  auto resnet = [] {
-    manual_seed(3);
-    return models::ResNet20(1, 10);
-  };
   const FullyShardedOptions layers = FullyShardedOptions().wrap_layers(true).mixed_precision(
       MixedPrecision().param_dtype(kF16).reduce_dtype(kF32));
-  auto data = [&](int step) {
-    Generator g(950 + step);
-    const Tensor x = randn({2 * N, 1, 12, 12}, kF32, &g).narrow(0, 2 * r, 2);
-    const Tensor y = arange(2 * N, kI64).narrow(0, 2 * r, 2);
-    return std::make_pair(x, y);
-  };
-  const double worst = fsdp_against_ddp(resnet, layers, data, kF16);
-  if (r == 0) {
+  const double worst = fsdp_against_ddp(seeded_resnet20, layers, resnet_batches(950), kF16);
+  if (dist::world()->rank() == 0) {
     std::printf("ResNet-20, every layer a unit, mixed_precision(f16) against DDP under fp16 "
                 "autocast, 3 steps: largest difference %.3g\n", worst);
   }
