@@ -166,6 +166,29 @@ TEST(ChannelsLast, ElementwiseKeepsTheLayout) {
             0.0);
 }
 
+// Fills and copies walk their output in memory order (loops.h): for channels-last or
+// transposed outputs that is not the logical order, and every element must still be written
+// once, with its own value.
+TEST(ChannelsLast, FillsAndCopiesWriteEveryElementInAnyLayout) {
+  const Tensor a = seeded({2, 3, 4, 5}, 35);
+  Tensor filled = empty({2, 3, 4, 5}, kF64, kCL);
+  filled.fill_(2.5);
+  EXPECT_EQ(max_abs_diff(filled, full({2, 3, 4, 5}, 2.5, kF64)), 0.0);
+  Tensor copied = empty({2, 3, 4, 5}, kF64, kCL);
+  copied.copy_(a);
+  EXPECT_TRUE(nhwc(copied));
+  EXPECT_EQ(max_abs_diff(copied, a), 0.0);
+  EXPECT_EQ(max_abs_diff(copied.contiguous(), a), 0.0);
+  // A transposed view as the output: its columns are written in memory order.
+  Tensor m = zeros({6, 7}, kF64);
+  Tensor mt = m.t();
+  const Tensor src = seeded({7, 6}, 36);
+  mt.copy_(src);
+  EXPECT_EQ(max_abs_diff(m, src.t().contiguous()), 0.0);
+  mt.fill_(-1.0);
+  EXPECT_EQ(max_abs_diff(m, full({6, 7}, -1.0, kF64)), 0.0);
+}
+
 TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
   Conv2dParams p;
   p.padding = {1, 1};
