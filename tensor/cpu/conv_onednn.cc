@@ -30,8 +30,12 @@ struct ConvSetup {
   memory::data_type type;
   bool grouped = false;
 
+  // f32 activations that are channels-last tensors are given to the primitives as NHWC (`any`
+  // made oneDNN 2.6 pick nChw16c and reorder them both ways); otherwise the primitive picks.
+  memory::format_tag activations = Tag::any;
+
   ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p,
-            DType dtype)
+            DType dtype, bool nhwc = false)
       : src(input.begin(), input.end()),
         weights(weight.begin(), weight.end()),
         dst(output.begin(), output.end()),
@@ -45,10 +49,15 @@ struct ConvSetup {
     if (grouped) {
       weights = {p.groups, weight[0] / p.groups, weight[1], weight[2], weight[3]};
     }
+    if (nhwc && type == memory::data_type::f32) activations = Tag::nhwc;
   }
   // Descriptors with format `any`: the primitive picks its favourite layout.
   memory::desc any(const memory::dims& d) const {
     return memory::desc(d, type, Tag::any);
+  }
+  // An activation's descriptor for a primitive: `any`, or NHWC where `activations` pins it.
+  memory::desc activation(const memory::dims& d) const {
+    return memory::desc(d, type, activations);
   }
   // An activation's layout in tessera: contiguous NCHW, or channels-last NHWC.
   memory::desc plain_src(const memory::dims& d, const Tensor& t) const {
@@ -61,12 +70,12 @@ struct ConvSetup {
     const auto kind = dnnl::prop_kind::forward_training;
     const auto algo = dnnl::algorithm::convolution_direct;
     const auto d = with_bias ? dnnl::convolution_forward::desc(
-                                   kind, algo, any(src), any(weights),
+                                   kind, algo, activation(src), any(weights),
                                    memory::desc({dst[1]}, type, Tag::x),
-                                   any(dst), strides, dilates, pad, pad)
-                             : dnnl::convolution_forward::desc(kind, algo, any(src), any(weights),
-                                                               any(dst), strides, dilates, pad,
-                                                               pad);
+                                   activation(dst), strides, dilates, pad, pad)
+                             : dnnl::convolution_forward::desc(kind, algo, activation(src),
+                                                               any(weights), activation(dst),
+                                                               strides, dilates, pad, pad);
     return dnnl::convolution_forward::primitive_desc(d, engine());
   }
 };
@@ -222,7 +231,7 @@ class Operand {
 
 void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
-  const ConvSetup c(input.shape(), weight.shape(), out.shape(), p, input.dtype());
+  const ConvSetup c(input.shape(), weight.shape(), out.shape(), p, input.dtype(), !input.is_contiguous());
   const auto pd = c.forward(bias.defined());
   dnnl::stream s(engine());
   Operand x(c.plain_src(c.src, input), input, pd.src_desc());
@@ -249,9 +258,10 @@ using ForwardPd = dnnl::convolution_forward::primitive_desc;
 dnnl::convolution_backward_data::primitive_desc backward_data(const ConvSetup& c,
                                                               const ForwardPd& hint) {
   return dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, c.any(c.src),
-                                            c.any(c.weights), c.any(c.dst), c.strides,
-                                            c.dilates, c.pad, c.pad),
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct,
+                                            c.activation(c.src), c.any(c.weights),
+                                            c.activation(c.dst), c.strides, c.dilates, c.pad,
+                                            c.pad),
       engine(), hint);
 }
 
@@ -259,8 +269,9 @@ dnnl::convolution_backward_weights::primitive_desc backward_weights(const ConvSe
                                                                     const ForwardPd& hint) {
   return dnnl::convolution_backward_weights::primitive_desc(
       dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
-                                               c.any(c.src), c.any(c.weights), c.any(c.dst),
-                                               c.strides, c.dilates, c.pad, c.pad),
+                                               c.activation(c.src), c.any(c.weights),
+                                               c.activation(c.dst), c.strides, c.dilates, c.pad,
+                                               c.pad),
       engine(), hint);
 }
 
@@ -293,7 +304,7 @@ void run_backward_weights(const ConvSetup& c,
 
 void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
                                   const Conv2dParams& p, const Tensor& grad_in) {
-  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
+  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype(), !grad_in.is_contiguous());
   const auto pd = backward_data(c, c.forward(false));
   dnnl::stream s(engine());
   Operand dy(c.plain_src(c.dst, grad_out), grad_out, pd.diff_dst_desc());
@@ -304,7 +315,7 @@ void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
 
 void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
                                    const Conv2dParams& p, const Tensor& grad_weight) {
-  const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype());
+  const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype(), !input.is_contiguous());
   const auto pd = backward_weights(c, c.forward(false));
   dnnl::stream s(engine());
   Operand dy(c.plain_src(c.dst, grad_out), grad_out, pd.diff_dst_desc());
@@ -316,7 +327,7 @@ void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
 void conv2d_backward_onednn(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
                             const Conv2dParams& p, const Tensor& grad_in,
                             const Tensor& grad_weight) {
-  const ConvSetup c(input.shape(), weight.shape(), grad_out.shape(), p, weight.dtype());
+  const ConvSetup c(input.shape(), weight.shape(), grad_out.shape(), p, weight.dtype(), !input.is_contiguous());
   const ForwardPd hint = c.forward(false);
   const auto data_pd = backward_data(c, hint);
   const auto weights_pd = backward_weights(c, hint);

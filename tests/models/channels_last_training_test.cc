@@ -1,7 +1,10 @@
 // A ResNet-18 step with channels-last activations (Module::to(MemoryFormat::kChannelsLast))
 // against the same step in NCHW, from the same seed and batch:
-//   - f32 (no channels-last convolution kernels on the CPU): the convolutions stay NCHW, so
-//     three SGD steps are the same bit for bit;
+//   - f32: the channels-last convolutions run oneDNN's primitives on NHWC, the NCHW ones mostly
+//     tessera's own kernels: the same sums in other orders, so the loss agrees to 1e-5 and
+//     every parameter's gradient to 1e-4 (relative norm; 1.1e-5 measured). (Over three steps
+//     at 32x32 and batch 4, with batch norm over 4 values at the last 1x1 maps, such rounding
+//     differences grew to whole gradients: the f32 test takes one step at 64x64.)
 //   - bf16 autocast on a CPU whose bf16 convolutions run on oneDNN: the activations are NHWC
 //     from the stem on (checked on the stem's output); the convolutions give the NCHW path's
 //     bits (tests/tensor/channels_last_test.cc) while batch norm adds its sums in another
@@ -11,7 +14,9 @@
 //     within 1%).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 #include "autograd/autocast.h"
@@ -65,13 +70,20 @@ TrainingRun train(bool channels_last, std::optional<DType> amp, int steps, int64
 
 double norm(const Tensor& t) { return std::sqrt(sum(mul(t, t)).item()); }
 
-TEST(ChannelsLastTraining, F32ResNetIsTheNchwRunBitForBit) {
-  const TrainingRun a = train(false, std::nullopt, 3, 32), b = train(true, std::nullopt, 3, 32);
-  EXPECT_FALSE(b.stem_nhwc);
-  EXPECT_EQ(a.losses, b.losses);
-  for (size_t k = 0; k < a.grads.size(); ++k) {
-    EXPECT_EQ(max_abs_diff(a.grads[k], b.grads[k]), 0.0) << k;
+TEST(ChannelsLastTraining, F32ResNetMatchesTheNchwRun) {
+  const TrainingRun a = train(false, std::nullopt, 1, 64), b = train(true, std::nullopt, 1, 64);
+  EXPECT_FALSE(a.stem_nhwc);
+  EXPECT_TRUE(b.stem_nhwc);
+  for (size_t s = 0; s < a.losses.size(); ++s) {
+    EXPECT_NEAR(b.losses[s], a.losses[s], 1e-5 * a.losses[s]) << "step " << s;
   }
+  double worst = 0;
+  for (size_t k = 0; k < a.grads.size(); ++k) {
+    const double e = norm(sub(b.grads[k], a.grads[k])) / norm(a.grads[k]);
+    EXPECT_LE(e, 1e-4) << "parameter " << k;
+    worst = std::max(worst, e);
+  }
+  std::printf("largest relative gradient difference, channels-last against NCHW: %.2e\n", worst);
 }
 
 TEST(ChannelsLastTraining, Bf16ResNetIsAsCloseToF32AsTheNchwRun) {

@@ -7,8 +7,9 @@
 //   - max pooling: the same outputs, indices and input gradients bit for bit (NaNs, padding,
 //     strides, overlapping windows);
 //   - elementwise ops on NHWC operands give NHWC results with the same values;
-//   - convolutions keep NCHW where the backend has no channels-last kernel for the dtype, and
-//     (bf16 on oneDNN) give NHWC results equal bit for bit to the NCHW path's.
+//   - convolutions keep NCHW where the backend has no channels-last kernel for the dtype; f32
+//     ones (oneDNN on NHWC) give NHWC results held to f64's; bf16 ones on oneDNN give NHWC
+//     results equal bit for bit to the NCHW path's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -193,7 +194,7 @@ TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
   Conv2dParams p;
   p.padding = {1, 1};
   p.channels_last = true;
-  for (DType dtype : {kF32, kF64}) {
+  for (DType dtype : {kF64, kF16}) {
     ASSERT_FALSE(backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, dtype));
     const Tensor x = seeded({2, 3, 6, 5}, 40, dtype), w = seeded({4, 3, 3, 3}, 41, dtype);
     Conv2dParams plain = p;
@@ -204,6 +205,50 @@ TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
       EXPECT_TRUE(y.is_contiguous());
       EXPECT_EQ(max_abs_diff(y, want), 0.0);
     }
+  }
+}
+
+// f32 channels-last convolutions run oneDNN's primitives on NHWC as it is, where the NCHW ones
+// run tessera's direct or im2col kernels (or oneDNN's, reordered): the same sums in another
+// order, so both are held to the f64 result. Shapes: whole and partial blocks of 16 channels,
+// strides 1 and 2, a 1x1 projection and the 3-channel 7x7 stem.
+TEST(ChannelsLast, F32ConvolutionsOnOneDnnGiveNhwcResults) {
+  ASSERT_TRUE(backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, kF32));
+  struct Case {
+    Shape x, w;
+    int64_t stride, pad;
+  };
+  for (const Case& k : {Case{{2, 16, 9, 10}, {32, 16, 3, 3}, 1, 1},
+                        Case{{1, 48, 13, 11}, {40, 48, 3, 3}, 2, 1},
+                        Case{{2, 24, 8, 7}, {40, 24, 1, 1}, 2, 0},
+                        Case{{1, 3, 20, 18}, {16, 3, 7, 7}, 2, 3},
+                        // One input channel: the input is NCHW and NHWC at once, the output NHWC.
+                        Case{{2, 1, 12, 10}, {16, 1, 3, 3}, 1, 1}}) {
+    Conv2dParams p, q;
+    p.stride = q.stride = {k.stride, k.stride};
+    p.padding = q.padding = {k.pad, k.pad};
+    q.channels_last = true;
+    const Tensor x = seeded(k.x, 60), w = seeded(k.w, 61);  // f64: the reference
+    const Tensor x32 = x.to(kF32), w32 = w.to(kF32);
+    const Tensor want = conv2d(x, w, Tensor(), p);
+    const double tol = 1e-5 * std::sqrt(static_cast<double>(w.numel() / w.size(0)));
+    const Tensor y = conv2d(x32.contiguous(kCL), w32, Tensor(), q);
+    EXPECT_TRUE(nhwc(y));
+    EXPECT_LE(max_abs_diff(y.to(kF64), want), tol);
+    const Tensor g = seeded(want.shape(), 62);
+    const auto [dx, dw] = conv2d_backward(g, x, w, x.shape(), p, true, true);
+    const Tensor g32 = g.to(kF32).contiguous(kCL), xc = x32.contiguous(kCL);
+    const auto [dx1, dw1] = conv2d_backward(g32, xc, w32, x.shape(), q, true, true);
+    EXPECT_TRUE(dx1.is_channels_last());  // (1 channel: NCHW too)
+    const double tol_dx = 1e-5 * std::sqrt(static_cast<double>(w.size(0) * k.w[2] * k.w[3]));
+    const double tol_dw = 1e-5 * std::sqrt(static_cast<double>(g.numel() / g.size(1)));
+    EXPECT_LE(max_abs_diff(dx1.to(kF64), dx), tol_dx);
+    EXPECT_LE(max_abs_diff(dw1.to(kF64), dw), tol_dw);
+    // The passes alone, as the zero-bubble schedules call them.
+    const Tensor dx_alone = conv2d_backward_input(g32, w32, x.shape(), q);
+    EXPECT_TRUE(dx_alone.is_channels_last());
+    EXPECT_LE(max_abs_diff(dx_alone.to(kF64), dx), tol_dx);
+    EXPECT_LE(max_abs_diff(conv2d_backward_weight(g32, xc, w.shape(), q).to(kF64), dw), tol_dw);
   }
 }
 
@@ -229,12 +274,12 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
       const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
                                               x.contiguous(MemoryFormat::kChannelsLast), w,
                                               x.shape(), q, true, true);
-      EXPECT_TRUE(nhwc(dx1));
+      EXPECT_TRUE(dx1.is_channels_last());  // (1 channel: NCHW too)
       EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
       EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
       // The passes alone, as the zero-bubble schedules call them.
       const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
-      EXPECT_TRUE(nhwc(dx_alone));
+      EXPECT_TRUE(dx_alone.is_channels_last());
       EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
       EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
     }

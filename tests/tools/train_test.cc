@@ -343,12 +343,14 @@ TEST(Train, HalfPrecisionParametersLearnWithF32Masters) {
             std::string::npos) << window.output;
 }
 
-// --memory-format=channels-last: under f32 (no channels-last convolutions on the CPU) the run is
-// the NCHW run to the printed digit; under bf16 it trains as the NCHW run does (its
-// convolutions NHWC where oneDNN runs them, batch norm summing in another order).
+// --memory-format=channels-last trains as the NCHW run does: under f32 its convolutions run
+// oneDNN's primitives on NHWC (the NCHW run's mostly tessera's own kernels), under bf16 NHWC
+// where oneDNN runs them, and batch norm sums in another order; so the losses agree to
+// rounding: 1e-4 (f32; equal to the printed digits when measured) or bf16's (5%). At a small
+// learning rate: at ResNet-20's 0.1, four Nesterov steps grew f32 rounding to 0.1%.
 TEST(Train, ChannelsLastTrainsAsNchw) {
   const std::string base = "--model=resnet20 --train-limit=256 --batch-size=64 --epochs=1 "
-                           "--threads=1 ";
+                           "--threads=1 --lr=0.001 ";
   for (const char* amp : {"off", "bf16"}) {
     const auto nchw = run(base + "--amp=" + amp);
     const auto nhwc = run(base + "--amp=" + amp + " --memory-format=channels-last");
@@ -356,8 +358,9 @@ TEST(Train, ChannelsLastTrainsAsNchw) {
     ASSERT_EQ(nhwc.exit_code, 0) << nhwc.output;
     const double a = json_number(last_json_line(nchw.output), "train_loss");
     const double b = json_number(last_json_line(nhwc.output), "train_loss");
+    std::printf("--amp=%s: train_loss NCHW %.9g, channels-last %.9g\n", amp, a, b);
     if (std::string(amp) == "off") {
-      EXPECT_EQ(a, b);
+      EXPECT_NEAR(a, b, 1e-4 * a);
     } else {
       EXPECT_NEAR(a, b, 0.05 * a) << amp;
     }
