@@ -32,8 +32,8 @@ struct Runs {
 // first: its largest stride first, ties in their own order. Row-major order for a contiguous
 // output; for a channels-last one [N, C, H, W] the order N, H, W, C, so its runs are whole
 // pixels' channels rather than rows of W at a stride of C (filling a 8x64x112x112 max-pool
-// gradient that way took 45 ms, a memset's worth of time 15 times over). Elementwise results do
-// not depend on the order the elements are visited in.
+// gradient that way took about 45 ms a step, some 15 times a memset of it). Elementwise
+// results do not depend on the order the elements are visited in.
 template <size_t N>
 std::vector<size_t> memory_order(const Shape& shape, const std::array<Shape, N>& strides) {
   std::vector<size_t> order(shape.size());
