@@ -93,7 +93,8 @@ class Backend {
                                       const Tensor& grad_logits) = 0;
 
   // NCHW, all contiguous; bias may be undefined. (Or, where channels_last(kConv2d) says so,
-  // input/out/grad_out/grad_in all NHWC; weights are always contiguous OIHW.)
+  // input/out/grad_out/grad_in all NHWC in memory, though one with a single channel or 1x1 maps
+  // is contiguous NCHW as well; weights are always contiguous OIHW.)
   virtual void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       const Conv2dParams& p, const Tensor& out) = 0;
   virtual void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,

@@ -44,16 +44,9 @@ bool native_bf16(DType t) { return t == kBF16 && onednn_bf16_available(); }
 // Convolutions that run oneDNN's primitives whatever their shape: bf16 on CPUs that compute it,
 // and f32 with any channels-last activation (oneDNN reads and writes NHWC as it is; the direct
 // and im2col kernels are NCHW). One activation may be contiguous while another is not: a
-// 1-channel input is both NCHW and NHWC, its output NHWC only. Measured per pass on
-// ResNet-18's layers, oneDNN's NHWC f32 primitives ran level with tessera's NCHW kernels on
-// 56x56 and 10% faster on 28x28.
+// 1-channel input is both NCHW and NHWC, its output NHWC only.
 bool all_on_onednn(DType t, std::initializer_list<const Tensor*> activations) {
-  if (native_bf16(t)) return true;
-  if (t != kF32) return false;
-  for (const Tensor* a : activations) {
-    if (!a->is_contiguous()) return true;
-  }
-  return false;
+  return native_bf16(t) || (t == kF32 && any_nhwc(activations));
 }
 
 // True when this pass's f32 route is oneDNN's f32 primitives (never for f64).

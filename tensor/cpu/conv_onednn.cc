@@ -23,6 +23,7 @@ const dnnl::engine& engine() {
 
 memory::dims dims_of(const Tensor& t) { return memory::dims(t.shape().begin(), t.shape().end()); }
 
+
 // The three descriptors and the geometry every primitive of one convolution shares. Grouped
 // weights are [G, O/G, C/G, kh, kw] to oneDNN (the same bytes as tessera's [O, C/G, kh, kw]).
 struct ConvSetup {
@@ -30,8 +31,9 @@ struct ConvSetup {
   memory::data_type type;
   bool grouped = false;
 
-  // f32 activations that are channels-last tensors are given to the primitives as NHWC (`any`
-  // made oneDNN 2.6 pick nChw16c and reorder them both ways); otherwise the primitive picks.
+  // f32 convolutions with a channels-last activation (any_nhwc) give the primitives NHWC for
+  // all of them (`any` made oneDNN 2.6 pick nChw16c and reorder both ways); otherwise the
+  // primitive picks.
   memory::format_tag activations = Tag::any;
 
   ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p,
@@ -59,9 +61,11 @@ struct ConvSetup {
   memory::desc activation(const memory::dims& d) const {
     return memory::desc(d, type, activations);
   }
-  // An activation's layout in tessera: contiguous NCHW, or channels-last NHWC.
+  // An activation's layout in tessera: contiguous NCHW, or channels-last NHWC. A tensor that is
+  // both (one channel, or 1x1 maps) is NHWC where the primitives take NHWC, so needs no reorder.
   memory::desc plain_src(const memory::dims& d, const Tensor& t) const {
-    return memory::desc(d, type, t.is_contiguous() ? Tag::nchw : Tag::nhwc);
+    const bool nhwc = !t.is_contiguous() || (activations == Tag::nhwc && t.is_channels_last());
+    return memory::desc(d, type, nhwc ? Tag::nhwc : Tag::nchw);
   }
   memory::desc plain_weights() const {
     return memory::desc(weights, type, grouped ? Tag::goihw : Tag::oihw);
@@ -229,9 +233,17 @@ class Operand {
 
 }  // namespace
 
+bool any_nhwc(std::initializer_list<const Tensor*> activations) {
+  for (const Tensor* a : activations) {
+    if (!a->is_contiguous()) return true;
+  }
+  return false;
+}
+
 void conv2d_onednn(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
-  const ConvSetup c(input.shape(), weight.shape(), out.shape(), p, input.dtype(), !input.is_contiguous());
+  const ConvSetup c(input.shape(), weight.shape(), out.shape(), p, input.dtype(),
+                    any_nhwc({&input, &out}));
   const auto pd = c.forward(bias.defined());
   dnnl::stream s(engine());
   Operand x(c.plain_src(c.src, input), input, pd.src_desc());
@@ -304,7 +316,8 @@ void run_backward_weights(const ConvSetup& c,
 
 void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
                                   const Conv2dParams& p, const Tensor& grad_in) {
-  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype(), !grad_in.is_contiguous());
+  const ConvSetup c(grad_in.shape(), weight.shape(), grad_out.shape(), p, weight.dtype(),
+                    any_nhwc({&grad_in, &grad_out}));
   const auto pd = backward_data(c, c.forward(false));
   dnnl::stream s(engine());
   Operand dy(c.plain_src(c.dst, grad_out), grad_out, pd.diff_dst_desc());
@@ -315,7 +328,8 @@ void conv2d_backward_input_onednn(const Tensor& grad_out, const Tensor& weight,
 
 void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
                                    const Conv2dParams& p, const Tensor& grad_weight) {
-  const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype(), !input.is_contiguous());
+  const ConvSetup c(input.shape(), grad_weight.shape(), grad_out.shape(), p, input.dtype(),
+                    any_nhwc({&input, &grad_out}));
   const auto pd = backward_weights(c, c.forward(false));
   dnnl::stream s(engine());
   Operand dy(c.plain_src(c.dst, grad_out), grad_out, pd.diff_dst_desc());
@@ -327,7 +341,8 @@ void conv2d_backward_weight_onednn(const Tensor& grad_out, const Tensor& input,
 void conv2d_backward_onednn(const Tensor& grad_out, const Tensor& input, const Tensor& weight,
                             const Conv2dParams& p, const Tensor& grad_in,
                             const Tensor& grad_weight) {
-  const ConvSetup c(input.shape(), weight.shape(), grad_out.shape(), p, weight.dtype(), !input.is_contiguous());
+  const ConvSetup c(input.shape(), weight.shape(), grad_out.shape(), p, weight.dtype(),
+                    any_nhwc({&input, &grad_out, &grad_in}));
   const ForwardPd hint = c.forward(false);
   const auto data_pd = backward_data(c, hint);
   const auto weights_pd = backward_weights(c, hint);

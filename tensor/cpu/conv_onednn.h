@@ -13,13 +13,20 @@
 // eager does), and oneDNN's primitive cache keeps the compiled kernels between calls.
 #pragma once
 
+#include <initializer_list>
+
 #include "tensor/conv_params.h"
 #include "tensor/tensor.h"
 
 namespace tessera {
 namespace cpu {
 
-// Weights contiguous OIHW; activations contiguous NCHW or all channels-last NHWC; shapes checked
+// True when any of a convolution's activations is channels-last NHWC and not also contiguous
+// NCHW (a tensor with one channel or 1x1 maps is both). f32 convolutions then give oneDNN's
+// primitives all their activations as NHWC, without reorders.
+bool any_nhwc(std::initializer_list<const Tensor*> activations);
+
+// Weights contiguous OIHW; activations contiguous NCHW or channels-last NHWC; shapes checked
 // by ops_nn.cc; bias may be undefined. f32, or bf16 on CPUs with native bf16 (bf16 primitives);
 // f16, and bf16 elsewhere, run the f32 primitives, converted in the reorders into and out of
 // their layouts (channel_blocks.h), so no whole widened copy is made first. Results are those of

@@ -1,11 +1,11 @@
 // The strided loop under every CPU elementwise kernel.
 //
 // for_each_run() walks a shape for N operands that each have their own strides (0 for a
-// broadcast dim), in the order the first operand's elements lie in memory (row-major for a
-// contiguous one), and hands the kernel one *run* at a time: a stretch along the innermost dim,
-// with each operand's start offset and inner stride. Dims that are laid out back to back in
-// every operand are merged first, so a contiguous (or channels-last) tensor is one long run and
-// the kernel's inner loop (unit strides) vectorizes. The element range is split into chunks
+// broadcast dim), in row-major order or in the order the first operand's elements lie in memory
+// (coalesce), and hands the kernel one *run* at a time: a stretch along the innermost dim, with
+// each operand's start offset and inner stride. Dims that are laid out back to back in every
+// operand are merged first, so a contiguous (or channels-last) tensor is one long run and the
+// kernel's inner loop (unit strides) vectorizes. The element range is split into chunks
 // that OpenMP threads take in parallel; a chunk may start or end mid-row.
 #pragma once
 
@@ -30,10 +30,7 @@ struct Runs {
 
 // The dims in the order the first operand (the output) lays them out in memory, outermost
 // first: its largest stride first, ties in their own order. Row-major order for a contiguous
-// output; for a channels-last one [N, C, H, W] the order N, H, W, C, so its runs are whole
-// pixels' channels rather than rows of W at a stride of C (filling a 8x64x112x112 max-pool
-// gradient that way took about 45 ms a step, some 15 times a memset of it). Elementwise
-// results do not depend on the order the elements are visited in.
+// output; for a channels-last one [N, C, H, W] the order N, H, W, C.
 template <size_t N>
 std::vector<size_t> memory_order(const Shape& shape, const std::array<Shape, N>& strides) {
   std::vector<size_t> order(shape.size());
@@ -44,12 +41,13 @@ std::vector<size_t> memory_order(const Shape& shape, const std::array<Shape, N>&
   return order;
 }
 
-// Drops size-1 dims and merges adjacent dims (in memory_order) that are contiguous with each
-// other in every operand.
+// The dims taken in `order`, size-1 dims dropped, adjacent ones merged where they are
+// contiguous with each other in every operand.
 template <size_t N>
-Runs<N> coalesce(const Shape& shape, const std::array<Shape, N>& strides) {
+Runs<N> merged(const Shape& shape, const std::array<Shape, N>& strides,
+               const std::vector<size_t>& order) {
   Runs<N> r;
-  for (const size_t d : memory_order(shape, strides)) {
+  for (const size_t d : order) {
     if (shape[d] == 1) continue;
     bool merge = !r.shape.empty();
     for (size_t k = 0; k < N && merge; ++k) {
@@ -68,6 +66,21 @@ Runs<N> coalesce(const Shape& shape, const std::array<Shape, N>& strides) {
     for (size_t k = 0; k < N; ++k) r.strides[k].push_back(0);
   }
   return r;
+}
+
+// The runs for_each_run walks: the dims merged in the output's memory order or in their own
+// (row-major) order, whichever gives the longer innermost run. A channels-last output alone
+// (a fill, a copy from another channels-last tensor) becomes one run in memory order, where
+// row-major order gave rows of W at a stride of C; a copy from NCHW into channels-last keeps
+// rows of W, where memory order would give runs of C (3 for an RGB image). Elementwise results
+// do not depend on the order the elements are visited in.
+template <size_t N>
+Runs<N> coalesce(const Shape& shape, const std::array<Shape, N>& strides) {
+  std::vector<size_t> row_major(shape.size());
+  for (size_t d = 0; d < row_major.size(); ++d) row_major[d] = d;
+  Runs<N> in_memory = merged(shape, strides, memory_order(shape, strides));
+  Runs<N> in_order = merged(shape, strides, row_major);
+  return in_memory.shape.back() >= in_order.shape.back() ? in_memory : in_order;
 }
 
 // fn(const std::array<int64_t, N>& offsets, const std::array<int64_t, N>& inner_strides,

@@ -175,11 +175,16 @@ TEST(ChannelsLast, FillsAndCopiesWriteEveryElementInAnyLayout) {
   Tensor filled = empty({2, 3, 4, 5}, kF64, kCL);
   filled.fill_(2.5);
   EXPECT_EQ(max_abs_diff(filled, full({2, 3, 4, 5}, 2.5, kF64)), 0.0);
-  Tensor copied = empty({2, 3, 4, 5}, kF64, kCL);
-  copied.copy_(a);
-  EXPECT_TRUE(nhwc(copied));
-  EXPECT_EQ(max_abs_diff(copied, a), 0.0);
-  EXPECT_EQ(max_abs_diff(copied.contiguous(), a), 0.0);
+  // Copies from NCHW: with 3 channels along rows of 5 (row-major order), with 8 channels
+  // along each pixel's channels (the output's memory order; loops.h, coalesce).
+  for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{2, 8, 3, 2}}) {
+    const Tensor src = seeded(shape, 37);
+    Tensor copied = empty(shape, kF64, kCL);
+    copied.copy_(src);
+    EXPECT_TRUE(nhwc(copied));
+    EXPECT_EQ(max_abs_diff(copied, src), 0.0);
+    EXPECT_EQ(max_abs_diff(copied.contiguous(), src), 0.0);
+  }
   // A transposed view as the output: its columns are written in memory order.
   Tensor m = zeros({6, 7}, kF64);
   Tensor mt = m.t();
@@ -274,12 +279,12 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
       const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
                                               x.contiguous(MemoryFormat::kChannelsLast), w,
                                               x.shape(), q, true, true);
-      EXPECT_TRUE(dx1.is_channels_last());  // (1 channel: NCHW too)
+      EXPECT_TRUE(nhwc(dx1));
       EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
       EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
       // The passes alone, as the zero-bubble schedules call them.
       const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
-      EXPECT_TRUE(dx_alone.is_channels_last());
+      EXPECT_TRUE(nhwc(dx_alone));
       EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
       EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
     }

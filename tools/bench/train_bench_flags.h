@@ -18,8 +18,8 @@ struct TrainBenchFlags {
   // f32, or bf16/f16 for parameters kept in that dtype between steps (model->to; the optimizer
   // keeps f32 masters, BatchNorm stays f32), so autocast has no per-forward casts to make.
   DType param_dtype = kF32;
-  // --channels-last: model->to(MemoryFormat::kChannelsLast), so convolutions that can (bf16
-  // on oneDNN) read and write NHWC, and batch norm and pooling keep it.
+  // --channels-last: model->to(MemoryFormat::kChannelsLast), so convolutions that can (f32 on
+  // the CPU, and bf16 on oneDNN) read and write NHWC, and batch norm and pooling keep it.
   bool channels_last = false;
 };
 

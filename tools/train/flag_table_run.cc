@@ -152,8 +152,9 @@ std::vector<FlagSection> run_flag_sections() {
                 "the model's parameters and gradients; the optimizer keeps f32 masters, BatchNorm "
                 "stays f32, f16 parameters are loss-scaled"),
            Flag("memory-format", choice(&Config::memory_format, {"contiguous", "channels-last"}),
-                "channels-last: convolutions that can (f32, and bf16 on oneDNN) read and write NHWC "
-                "activations, and batch norm and pooling keep them (PyTorch's channels_last)"),
+                "channels-last: convolutions that can (f32 on the CPU, and bf16 on oneDNN) read "
+                "and write NHWC activations, and batch norm and pooling keep them (PyTorch's "
+                "channels_last)"),
            Flag("loss-scale", loss_scale(), "fp16 only; N: a static scale").default_is("dynamic"),
            Flag("loss-scale-window", integer(&Config::loss_scale_window, 1),
                 "clean steps before the scale doubles"),
