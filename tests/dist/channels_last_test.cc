@@ -1,4 +1,4 @@
-// Channels-last activations under the data-parallel strategies, on 2 and 3 ranks, in f64:
+// Channels-last activations under the data-parallel strategies, on 2 and 3 ranks. In f64:
 // a model whose first batch norm (+ ReLU) and max pooling get NHWC input (the NHWC kernels run
 // forward and backward; the convolution after them reads NCHW, there being no f64 channels-last
 // convolution), trained 3 SGD steps with DDP and with FullyShardedDataParallel (ZeRO-3) from
@@ -97,6 +97,55 @@ TEST(ChannelsLastDist, DdpAndFullyShardedFromNhwcBatchesEqualTheirNchwRuns) {
   }
   expect_same_state(ddp_models[1]->state_dict(), ddp_models[0]->state_dict(), "DDP");
   expect_same_state(fsdp[1]->state_dict(), fsdp[0]->state_dict(), "FSDP");
+}
+
+// f32, where the CPU's channels-last convolutions run oneDNN's NHWC primitives (tessera's own
+// kernels run the NCHW ones): FullyShardedDataParallel, each Conv2d and Linear a unit gathered
+// for its forward and backward, against DDP, both channels-last from NHWC batches, 3 SGD steps.
+// The parameters agree to f32 rounding of the gradient sums (reduce-scatter against
+// all-reduce: 2e-8 measured on 3 ranks, 1e-6 asserted); the convolution's output is NHWC in both.
+TEST(ChannelsLastDist, F32FullyShardedEqualsDdpWithNhwcConvolutions) {
+  auto world = dist::world();
+  const int r = world->rank();
+  auto f32_model = [] {
+    auto m = model();
+    m->to(kF32);
+    m->to(MemoryFormat::kChannelsLast);
+    return m;
+  };
+  auto ddp_model = f32_model(), fsdp_model = f32_model();
+  bool conv_nhwc[2] = {false, false};
+  for (int k = 0; k < 2; ++k) {
+    auto& m = k == 0 ? ddp_model : fsdp_model;
+    m->children()[2]->register_forward_hook([&conv_nhwc, k](nn::Module&, const Variable& y) {
+      conv_nhwc[k] = y.data().is_channels_last() && !y.data().is_contiguous();
+      return y;
+    });
+  }
+  DistributedDataParallel ddp(ddp_model, world);
+  FullyShardedDataParallel fsdp(fsdp_model, world, FullyShardedOptions().min_num_params(50));
+  auto ddp_opt = sgd(ddp_model->parameters());
+  auto fsdp_opt = sgd(fsdp.shard_parameters());
+  for (int step = 0; step < 3; ++step) {
+    ddp_opt->zero_grad();
+    fsdp_opt->zero_grad();
+    auto [x, y] = batch(step, r, true);
+    x = x.to(kF32).contiguous(MemoryFormat::kChannelsLast);  // to(dtype) gives NCHW
+    ASSERT_TRUE(x.is_channels_last());
+    cross_entropy(ddp.forward(Variable(x)), y).backward();
+    cross_entropy(fsdp.forward(Variable(x)), y).backward();
+    EXPECT_TRUE(conv_nhwc[0] && conv_nhwc[1]) << "step " << step;
+    ddp_opt->step();
+    fsdp_opt->step();
+  }
+  const StateDict want = ddp_model->state_dict(), got = fsdp.state_dict();
+  for (const auto& [name, t] : want) {
+    const bool buffer = name.find("running") != std::string::npos ||
+                        name.find("num_batches") != std::string::npos;
+    if (buffer) continue;  // DDP broadcasts rank 0's buffers, FSDP keeps each rank's
+    ASSERT_TRUE(got.contains(name)) << name;
+    EXPECT_LT(max_abs_diff(got.at(name), t), 1e-6) << name;
+  }
 }
 
 }  // namespace
