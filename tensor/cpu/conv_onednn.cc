@@ -23,7 +23,6 @@ const dnnl::engine& engine() {
 
 memory::dims dims_of(const Tensor& t) { return memory::dims(t.shape().begin(), t.shape().end()); }
 
-
 // The three descriptors and the geometry every primitive of one convolution shares. Grouped
 // weights are [G, O/G, C/G, kh, kw] to oneDNN (the same bytes as tessera's [O, C/G, kh, kw]).
 struct ConvSetup {

@@ -76,9 +76,12 @@ Runs<N> merged(const Shape& shape, const std::array<Shape, N>& strides,
 // do not depend on the order the elements are visited in.
 template <size_t N>
 Runs<N> coalesce(const Shape& shape, const std::array<Shape, N>& strides) {
+  const std::vector<size_t> order = memory_order(shape, strides);
+  Runs<N> in_memory = merged(shape, strides, order);
+  // A row-major output (the common case): the two orders are one.
+  if (std::is_sorted(order.begin(), order.end())) return in_memory;
   std::vector<size_t> row_major(shape.size());
   for (size_t d = 0; d < row_major.size(); ++d) row_major[d] = d;
-  Runs<N> in_memory = merged(shape, strides, memory_order(shape, strides));
   Runs<N> in_order = merged(shape, strides, row_major);
   return in_memory.shape.back() >= in_order.shape.back() ? in_memory : in_order;
 }
