@@ -109,7 +109,8 @@ class Backend {
                                const Tensor& grad_weight);
 
   // Contiguous NCHW (or NHWC, with indices in the same layout, where channels_last says so);
-  // indices hold h * W + w of each maximum in its input plane.
+  // indices hold h * W + w of each maximum in its input plane. max_pool2d_backward writes
+  // every element of grad_in (zero where no window took it).
   virtual void max_pool2d(const Tensor& input, const Pool2dParams& p, const Tensor& out,
                           const Tensor& indices) = 0;
   virtual void max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,

@@ -285,8 +285,7 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
   const MemoryFormat format =
       detail::kernel_format(detail::is_nhwc(indices), ChannelsLastKernel::kMaxPool2d,
                             grad_out.dtype(), grad_out.device());
-  Tensor grad_in = empty(input_shape, grad_out.options(), format);
-  grad_in.zero_();
+  Tensor grad_in = empty(input_shape, grad_out.options(), format);  // the backend zeroes it
   backend(grad_out.device())
       .max_pool2d_backward(grad_out.contiguous(format), indices.contiguous(format), grad_in);
   return grad_in;

@@ -40,6 +40,7 @@ void CudaBackend::max_pool2d(const Tensor& input, const Pool2dParams& p, const T
 void CudaBackend::max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
                                       const Tensor& grad_in) {
   OnDevice on(grad_in);
+  fill(grad_in, 0.0);  // the kernel adds into grad_in (Backend: every element is written)
   launch_max_pool2d_backward(grad_out.raw_data(), indices.data<int64_t>(), grad_in.raw_data(),
                              pool_args(grad_in, grad_out, nullptr), grad_out.dtype(), on.stream);
 }

@@ -5,7 +5,7 @@
 //     rounding; shapes with odd sizes, more channels than a 256-channel segment and more
 //     pixels than a 256-row block;
 //   - max pooling: the same outputs, indices and input gradients bit for bit (NaNs, padding,
-//     strides, overlapping windows);
+//     strides, overlapping windows), and gradients with exact zeros over reused memory;
 //   - elementwise ops on NHWC operands give NHWC results with the same values;
 //   - convolutions keep NCHW where the backend has no channels-last kernel for the dtype; f32
 //     ones (oneDNN on NHWC) give NHWC results held to f64's; bf16 ones on oneDNN give NHWC
@@ -145,6 +145,49 @@ TEST(ChannelsLast, MaxPoolIsTheNchwPoolBitForBit) {
       const Tensor d1 = max_pool2d_backward(g.contiguous(kCL), i1, x.shape());
       EXPECT_TRUE(nhwc(d1));
       EXPECT_EQ(max_abs_diff(d1, d0), 0.0);
+    }
+  }
+}
+
+// The backward writes every element of its input gradient itself (the backend contract): run on
+// memory a NaN-filled tensor of the same size just gave back to the allocator's cache, it gives
+// exact zeros where no window took the input, and elsewhere the sums of the windows' gradients,
+// added here from the indices in f64. 3x3 windows at stride 2 overlap, so inputs take up to
+// four sums, and a quarter of them none.
+TEST(ChannelsLast, MaxPoolBackwardZeroesInputsNoWindowTookOverReusedMemory) {
+  const Shape shape{4, 32, 33, 65};  // more than the 1 MiB from which freed blocks are reused
+  const Pool2dParams p{{3, 3}, {2, 2}, {1, 1}};
+  for (DType dtype : {kF32, kBF16}) {
+    for (MemoryFormat format : {MemoryFormat::kContiguous, kCL}) {
+      SCOPED_TRACE(::testing::Message() << dtype << (format == kCL ? " channels-last" : " NCHW"));
+      const Tensor x = seeded(shape, 40, dtype).contiguous(format);
+      const auto [y, indices] = max_pool2d_with_indices(x, p);
+      const Tensor g = seeded(y.shape(), 41, dtype).contiguous(format);
+      const std::vector<int64_t> at = indices.contiguous().to_vector<int64_t>();
+      const std::vector<double> gv = g.contiguous().to(kF64).to_vector<double>();
+      const int64_t planes = shape[0] * shape[1], in_plane = shape[2] * shape[3];
+      const int64_t out_plane = y.size(2) * y.size(3);
+      std::vector<double> want(planes * in_plane, 0.0);
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        for (int64_t o = 0; o < out_plane; ++o) {
+          want[pl * in_plane + at[pl * out_plane + o]] += gv[pl * out_plane + o];
+        }
+      }
+      { Tensor(empty(shape, TensorOptions(dtype), format)).fill_(std::nan("")); }
+      const std::vector<double> got =
+          max_pool2d_backward(g, indices, shape).contiguous().to(kF64).to_vector<double>();
+      ASSERT_EQ(got.size(), want.size());
+      int64_t zeros = 0;
+      const double tol = dtype == kBF16 ? 1e-2 : 1e-6;
+      for (size_t k = 0; k < want.size(); ++k) {
+        if (want[k] == 0.0) {
+          ++zeros;
+          ASSERT_EQ(got[k], 0.0) << k;
+        } else {
+          ASSERT_NEAR(got[k], want[k], tol * (1 + std::abs(want[k]))) << k;
+        }
+      }
+      EXPECT_GT(zeros, static_cast<int64_t>(want.size()) / 4);
     }
   }
 }
