@@ -49,8 +49,12 @@ bool conv_uses_onednn(ConvPass pass, const Shape& input, const Shape& weight,
     // oneDNN's forward and input gradient ran in 0.54-0.89x our time on an AMD EPYC, where the
     // weight gradients were level; on an Intel Xeon with AMX oneDNN's weight gradients there
     // ran in 0.78-0.90x ours (ResNet-18 at batch 8: 512 channels at 7x7 11.9 against 13.7 ms,
-    // 256->512 at stride 2 7.1 against 8.9), so every pass goes to oneDNN.
-    return std::min(c, k) >= 128 && out_h * out_w <= 196;
+    // 256->512 at stride 2 7.1 against 8.9), so every pass goes to oneDNN. At stride 2 with
+    // 128+ channels oneDNN is ahead on larger maps too on that Xeon: ResNet-50's 128->128 on
+    // 56x56 took 41-48 ms for its three passes against our 51-54 (three alternating runs); at
+    // 64->128 (ResNet-18) the two were level, so it stays ours.
+    const bool strided = p.stride[0] > 1 || p.stride[1] > 1;
+    return std::min(c, k) >= 128 && (out_h * out_w <= 196 || strided);
   }
   // Larger kernels (the 7x7/2 stem): oneDNN's direct kernels instead of im2col + GEMM, 0.6x.
   return kh * kw > 9;
