@@ -27,6 +27,23 @@ TEST(Engine, ChainRuleThroughSharedInputs) {
   EXPECT_EQ(b.grad().to_vector<double>(), (std::vector<double>{2, 3}));
 }
 
+// Sums of gradients run in place only on memory no one else holds. AddBackward hands one
+// gradient to both of its inputs; when that shared tensor is the first to reach a, a's later
+// sum must not write into it, or b (whose node runs after) would read a's sum. e is recorded
+// before c, so c's backward runs first and its gradient is the one a's slot starts from.
+TEST(Engine, InPlaceSumsLeaveSharedGradientsAlone) {
+  Variable x = leaf({1, 2, 3}), y = leaf({4, 5, 6});
+  const Variable w1 = Variable(from_vector<double>({1, -2, 3}, {3}), false);
+  const Variable w2 = Variable(from_vector<double>({0.5, 4, -1}, {3}), false);
+  const Variable a = x * 2.0, b = y * 5.0;
+  const Variable e = a * 3.0;
+  const Variable c = a + b;
+  (sum(c * w1) + sum(e * w2)).backward();
+  // dx = 2 * (w1 + 3 * w2), dy = 5 * w1
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{5, 20, 0}));
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{5, -10, 15}));
+}
+
 TEST(Engine, GradientsAccumulateAcrossBackwardCalls) {
   Variable a = leaf({1, 2});
   sum(a * 3.0).backward();
