@@ -1,6 +1,8 @@
 #include "tensor/accelerator.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "tensor/backend.h"
 #include "tensor/check.h"
@@ -9,7 +11,15 @@ namespace tessera {
 
 namespace {
 std::atomic<bool> g_allow_tf32{false};
+
+std::atomic<bool>& allow_winograd_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* setting = std::getenv("TESSERA_CONV_WINOGRAD");
+    return setting == nullptr || std::strcmp(setting, "off") != 0;
+  }()};
+  return flag;
 }
+}  // namespace
 
 int device_count(DeviceType type) {
   if (!backend_registered(type)) return 0;
@@ -56,5 +66,9 @@ std::string low_precision_advice(Device device, DType low_precision) {
 
 void set_allow_tf32(bool allow) { g_allow_tf32.store(allow); }
 bool allow_tf32() { return g_allow_tf32.load(); }
+
+void set_allow_winograd(bool allow) { allow_winograd_flag().store(allow); }
+bool allow_winograd() { return allow_winograd_flag().load(); }
+bool winograd_available(Device device) { return backend(device).winograd_available(); }
 
 }  // namespace tessera

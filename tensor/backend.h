@@ -53,6 +53,10 @@ class Backend {
   // Whether this device multiplies f16 or bf16 operands natively (true), or widens them to f32
   // and computes what f32 does (saving memory but not time).
   virtual bool computes_natively(DType /*low_precision*/) { return true; }
+  // Whether f32 3x3 convolutions may run Winograd's F(4x4, 3x3) here when allow_winograd()
+  // (accelerator.h) says so: the CPU where oneDNN has it (AVX-512). A GPU's library picks its
+  // own algorithms, so false.
+  virtual bool winograd_available() { return false; }
   // Whether this backend's `kernel` takes and gives channels-last tensors of `dtype`
   // (tensor.h's MemoryFormat). When it does, ops.cc passes NHWC operands (all of one call in
   // the same layout) where the caller's tensors are NHWC or a convolution asks for it

@@ -1,9 +1,10 @@
 // The CPU backend's convolutions: which kernel runs each pass.
 //
-// f32: oneDNN's primitives for the shapes conv_path.h names, tessera's direct 3x3 kernels
-// (direct_conv3x3.h) where they apply, im2col + GEMM (conv_im2col.h) for everything else; at
-// stride 1 the input gradient is itself a convolution (of dy with flipped weights) and takes the
-// same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's primitives in
+// f32: oneDNN's primitives for the shapes conv_path.h names (among them Winograd's F(4x4, 3x3)
+// for 3x3 layers of 32-256 channels at stride 1, where allow_winograd()), tessera's direct 3x3
+// kernels (direct_conv3x3.h) where they apply, im2col + GEMM (conv_im2col.h) for everything
+// else; at stride 1 the input gradient is itself a convolution (of dy with flipped weights) and
+// takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's primitives in
 // every pass, on NHWC as it is. f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16
 // primitives where the CPU computes bf16 natively (conv_onednn.h).
 //
@@ -52,7 +53,8 @@ bool all_on_onednn(DType t, std::initializer_list<const Tensor*> activations) {
 // True when this pass's f32 route is oneDNN's f32 primitives (never for f64).
 bool on_onednn_f32(DType t, ConvPass pass, const Shape& input, const Shape& weight,
                    const Conv2dParams& p) {
-  return t != kF64 && conv_uses_onednn(pass, input, weight, p);
+  return t != kF64 && (conv_uses_onednn(pass, input, weight, p) ||
+                       (t == kF32 && conv_uses_winograd(input, weight, p)));
 }
 
 bool direct_applies(int64_t out_channels, const Shape& weight, const Conv2dParams& p) {

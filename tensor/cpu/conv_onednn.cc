@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "tensor/cpu/channel_blocks.h"
+#include "tensor/cpu/conv_path.h"
 #include "tensor/cpu/gemm_onednn.h"
 #include "tensor/cpu/transpose16.h"
 
@@ -35,6 +36,9 @@ struct ConvSetup {
   // primitive picks.
   memory::format_tag activations = Tag::any;
 
+  // Winograd's F(4x4, 3x3) for f32 NCHW convolutions where conv_path.h says so; else direct.
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
+
   ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p,
             DType dtype, bool nhwc = false)
       : src(input.begin(), input.end()),
@@ -51,6 +55,9 @@ struct ConvSetup {
       weights = {p.groups, weight[0] / p.groups, weight[1], weight[2], weight[3]};
     }
     if (nhwc && type == memory::data_type::f32) activations = Tag::nhwc;
+    if (dtype == kF32 && !nhwc && conv_uses_winograd(input, weight, p)) {
+      algorithm = dnnl::algorithm::convolution_winograd;
+    }
   }
   // Descriptors with format `any`: the primitive picks its favourite layout.
   memory::desc any(const memory::dims& d) const {
@@ -71,7 +78,7 @@ struct ConvSetup {
   }
   dnnl::convolution_forward::primitive_desc forward(bool with_bias) const {
     const auto kind = dnnl::prop_kind::forward_training;
-    const auto algo = dnnl::algorithm::convolution_direct;
+    const auto algo = algorithm;
     const auto d = with_bias ? dnnl::convolution_forward::desc(
                                    kind, algo, activation(src), any(weights),
                                    memory::desc({dst[1]}, type, Tag::x),
@@ -232,6 +239,26 @@ class Operand {
 
 }  // namespace
 
+bool onednn_winograd_available() {
+  static const bool available = [] {
+    const memory::dims src{1, 16, 8, 8}, weights{16, 16, 3, 3}, strides{1, 1}, pad{1, 1};
+    const auto any = [](const memory::dims& d) {
+      return memory::desc(d, memory::data_type::f32, Tag::any);
+    };
+    try {
+      dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_winograd, any(src),
+                                          any(weights), any(src), strides, pad, pad),
+          engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;  // unimplemented on this CPU
+    }
+  }();
+  return available;
+}
+
 bool any_nhwc(std::initializer_list<const Tensor*> activations) {
   for (const Tensor* a : activations) {
     if (!a->is_contiguous()) return true;
@@ -269,7 +296,7 @@ using ForwardPd = dnnl::convolution_forward::primitive_desc;
 dnnl::convolution_backward_data::primitive_desc backward_data(const ConvSetup& c,
                                                               const ForwardPd& hint) {
   return dnnl::convolution_backward_data::primitive_desc(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct,
+      dnnl::convolution_backward_data::desc(c.algorithm,
                                             c.activation(c.src), c.any(c.weights),
                                             c.activation(c.dst), c.strides, c.dilates, c.pad,
                                             c.pad),
@@ -279,7 +306,7 @@ dnnl::convolution_backward_data::primitive_desc backward_data(const ConvSetup& c
 dnnl::convolution_backward_weights::primitive_desc backward_weights(const ConvSetup& c,
                                                                     const ForwardPd& hint) {
   return dnnl::convolution_backward_weights::primitive_desc(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+      dnnl::convolution_backward_weights::desc(c.algorithm,
                                                c.activation(c.src), c.any(c.weights),
                                                c.activation(c.dst), c.strides, c.dilates, c.pad,
                                                c.pad),

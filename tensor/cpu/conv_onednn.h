@@ -21,6 +21,10 @@
 namespace tessera {
 namespace cpu {
 
+// True when oneDNN 2.6 has its Winograd F(4x4, 3x3) f32 primitives on this CPU (AVX-512):
+// asked once, by building one.
+bool onednn_winograd_available();
+
 // True when any of a convolution's activations is channels-last NHWC and not also contiguous
 // NCHW (a tensor with one channel or 1x1 maps is both). f32 convolutions then give oneDNN's
 // primitives all their activations as NHWC, without reorders.

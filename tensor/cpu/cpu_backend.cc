@@ -1,5 +1,6 @@
 #include "tensor/cpu/cpu_backend.h"
 
+#include "tensor/cpu/conv_onednn.h"
 #include "tensor/cpu/gemm_onednn.h"
 
 namespace tessera {
@@ -10,6 +11,8 @@ namespace cpu {
 bool CpuBackend::computes_natively(DType low_precision) {
   return low_precision == kBF16 && onednn_bf16_available();
 }
+
+bool CpuBackend::winograd_available() { return onednn_winograd_available(); }
 
 // Convolutions: bf16 where oneDNN runs them (on CPUs with AMX its primitives read and write
 // NHWC, so channels-last activations need no reorder), and f32, whose channels-last

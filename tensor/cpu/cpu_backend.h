@@ -11,6 +11,7 @@ namespace cpu {
 class CpuBackend final : public Backend {
  public:
   bool computes_natively(DType low_precision) override;
+  bool winograd_available() override;
   bool channels_last(ChannelsLastKernel kernel, DType dtype) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& dst, double value) override;

@@ -1,6 +1,7 @@
 // The f32 convolution paths of issue 15 (tensor/cpu/conv_path.h): oneDNN for 1x1 layers with
-// 128+ channels, for 3x3 layers with 128+ channels on small maps and for larger kernels, and
-// tessera's own kernels elsewhere. Each pass is checked against the f64 im2col reference (which
+// 128+ channels, for 3x3 layers with 128+ channels on small maps or at stride 2 and for larger
+// kernels, oneDNN's Winograd F(4x4, 3x3) for 3x3 layers of 32-256 channels at stride 1 (where
+// allowed, tensor/accelerator.h), and tessera's own kernels elsewhere. Each pass is checked against the f64 im2col reference (which
 // the autograd gradcheck covers) and by finite differences in f32, on small odd shapes with
 // strides, padding and a batch of 1. The same file runs three times (BUILD): with the shape
 // rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution; a
@@ -11,11 +12,14 @@
 // among equal values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
 
+#include "tensor/accelerator.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 
@@ -42,7 +46,21 @@ std::vector<Case> cases() {
       // Past 1024 output columns in one task: the products run in column pieces (conv.cc).
       {"1x1 8->16 41x67 batch 1", {1, 8, 41, 67}, {16, 8, 1, 1}, 1, 0},
       {"5x5/2 3->8 95x90 batch 1", {1, 3, 95, 90}, {8, 3, 5, 5}, 2, 2},
+      // Winograd's F(4x4, 3x3) where allowed (tensor/accelerator.h): 4x4 output tiles, the
+      // last ones partial, with and without padding.
+      {"3x3 32->48 9x10 (Winograd)", {2, 32, 9, 10}, {48, 32, 3, 3}, 1, 1},
+      {"3x3 64->64 12x11 no padding batch 1 (Winograd)", {1, 64, 12, 11}, {64, 64, 3, 3}, 1, 0},
   };
+}
+
+// True for the cases Winograd's rule takes (conv_path.h): 3x3 at stride 1, padding at most 1,
+// channels multiples of 16 from 32 to 256, outputs of 8x8 or more.
+bool winograd_shape(const Case& c) {
+  const int64_t oh = c.x[2] + 2 * c.pad - 2, ow = c.x[3] + 2 * c.pad - 2;
+  const int64_t in = c.x[1], out = c.w[0];
+  return c.w[2] == 3 && c.w[3] == 3 && c.stride == 1 && c.pad <= 1 && in % 16 == 0 &&
+         out % 16 == 0 && std::min(in, out) >= 32 && std::max(in, out) <= 256 && oh >= 8 &&
+         ow >= 8;
 }
 
 Conv2dParams params(const Case& c) {
@@ -75,6 +93,42 @@ TEST(ConvPaths, F32PassesMatchTheF64Reference) {
     EXPECT_LT(max_rel_diff(dx32, conv2d_backward_input(g, w, c.x, p)), 1e-5) << c.name;
     const Tensor dw32 = conv2d_backward_weight(g.to(kF32), x.to(kF32), c.w, p);
     EXPECT_LT(max_rel_diff(dw32, conv2d_backward_weight(g, x, c.w, p)), 1e-5) << c.name;
+  }
+}
+
+// Winograd runs exactly where its rule says: every pass of those shapes gives other bits with it
+// allowed than without it (both held to f64 above), and every other shape the same bits. Not
+// where TESSERA_CONV=own forces tessera's kernels, nor on CPUs where oneDNN lacks it (no
+// AVX-512), where every shape gives the same bits.
+TEST(ConvPaths, WinogradRunsWhereItsRuleSays) {
+  const char* forced = std::getenv("TESSERA_CONV");
+  const bool own = forced != nullptr && std::string(forced) == "own";
+  const bool available = winograd_available(Device::cpu()) && !own;
+  std::printf("Winograd expected where its rule says: %s\n", available ? "yes" : "no");
+  manual_seed(9);
+  std::vector<Case> all = cases();
+  all.push_back({"3x3 16->16 (too few channels)", {2, 16, 9, 9}, {16, 16, 3, 3}, 1, 1});
+  all.push_back({"3x3 272->32 (too many)", {1, 272, 8, 8}, {32, 272, 3, 3}, 1, 1});
+  all.push_back({"3x3 32->32 on 7x7 (too small)", {1, 32, 7, 7}, {32, 32, 3, 3}, 1, 1});
+  all.push_back({"3x3 36->32 (not whole blocks)", {1, 36, 9, 9}, {32, 36, 3, 3}, 1, 1});
+  for (const Case& c : all) {
+    const Conv2dParams p = params(c);
+    const Tensor x = randn(c.x), w = randn(c.w);
+    const Tensor g = randn(conv2d(x, w, Tensor(), p).shape());
+    auto passes = [&](bool allow) {
+      set_allow_winograd(allow);
+      const std::vector<Tensor> out = {conv2d(x, w, Tensor(), p),
+                                       conv2d_backward_input(g, w, c.x, p),
+                                       conv2d_backward_weight(g, x, c.w, p)};
+      set_allow_winograd(true);
+      return out;
+    };
+    const std::vector<Tensor> with = passes(true), without = passes(false);
+    const bool expected = available && winograd_shape(c);
+    for (size_t k = 0; k < with.size(); ++k) {
+      const bool same = with[k].to_vector<float>() == without[k].to_vector<float>();
+      EXPECT_EQ(same, !expected) << c.name << ", pass " << k;
+    }
   }
 }
 
