@@ -31,12 +31,12 @@ struct ConvSetup {
   memory::data_type type;
   bool grouped = false;
 
-  // f32 convolutions with a channels-last activation (any_nhwc) give the primitives NHWC for
-  // all of them (`any` made oneDNN 2.6 pick nChw16c and reorder both ways); otherwise the
+  // f32 convolutions with a channels-last activation (any_nhwc) give the direct primitives NHWC
+  // for all of them (`any` made oneDNN 2.6 pick nChw16c and reorder both ways); otherwise the
   // primitive picks.
   memory::format_tag activations = Tag::any;
 
-  // Winograd's F(4x4, 3x3) for f32 NCHW convolutions where conv_path.h says so; else direct.
+  // Winograd's F(4x4, 3x3) for f32 convolutions where conv_path.h says so; else direct.
   dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
 
   ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p,
@@ -54,9 +54,12 @@ struct ConvSetup {
     if (grouped) {
       weights = {p.groups, weight[0] / p.groups, weight[1], weight[2], weight[3]};
     }
-    if (nhwc && type == memory::data_type::f32) activations = Tag::nhwc;
-    if (dtype == kF32 && !nhwc && conv_uses_winograd(input, weight, p)) {
+    if (dtype == kF32 && conv_uses_winograd(input, weight, p)) {
+      // Its primitives want nChw16c, so channels-last activations are reordered too (the
+      // reorders cost far less than the products saved).
       algorithm = dnnl::algorithm::convolution_winograd;
+    } else if (nhwc && type == memory::data_type::f32) {
+      activations = Tag::nhwc;
     }
   }
   // Descriptors with format `any`: the primitive picks its favourite layout.

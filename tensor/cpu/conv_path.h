@@ -32,9 +32,8 @@ bool conv_uses_onednn(ConvPass pass, const Shape& input, const Shape& weight,
 // all three passes (tensor/accelerator.h, allow_winograd): allowed, available on this CPU
 // (oneDNN has them for AVX-512), not forced onto tessera's own kernels (TESSERA_CONV=own), and
 // a shape where they measured faster: 3x3 at stride 1, no dilation or groups, padding at most 1,
-// channel counts multiples of 16 from 32 to 256, and outputs of 8x8 or more. Activations must be
-// NCHW (the primitives want nChw16c, so NCHW tensors are reordered as for the direct ones);
-// channels-last convolutions keep oneDNN's direct NHWC primitives.
+// channel counts multiples of 16 from 32 to 256, and outputs of 8x8 or more. The primitives want
+// nChw16c activations: NCHW and channels-last tensors alike are reordered into it and back.
 bool conv_uses_winograd(const Shape& input, const Shape& weight, const Conv2dParams& p);
 
 }  // namespace cpu

@@ -256,10 +256,10 @@ TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
   }
 }
 
-// f32 channels-last convolutions run oneDNN's primitives on NHWC as it is, where the NCHW ones
-// run tessera's direct or im2col kernels (or oneDNN's, reordered): the same sums in another
-// order, so both are held to the f64 result. Shapes: whole and partial blocks of 16 channels,
-// strides 1 and 2, a 1x1 projection and the 3-channel 7x7 stem.
+// f32 channels-last convolutions run oneDNN's direct primitives on NHWC as it is (Winograd's on
+// nChw16c, reordered), where the NCHW ones run tessera's direct or im2col kernels (or oneDNN's,
+// reordered): the same products in another order, so both are held to the f64 result. Shapes: whole and partial blocks of 16 channels,
+// strides 1 and 2, a 1x1 projection, the 3-channel 7x7 stem and a Winograd layer.
 TEST(ChannelsLast, F32ConvolutionsOnOneDnnGiveNhwcResults) {
   ASSERT_TRUE(backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, kF32));
   struct Case {
@@ -271,7 +271,10 @@ TEST(ChannelsLast, F32ConvolutionsOnOneDnnGiveNhwcResults) {
                         Case{{2, 24, 8, 7}, {40, 24, 1, 1}, 2, 0},
                         Case{{1, 3, 20, 18}, {16, 3, 7, 7}, 2, 3},
                         // One input channel: the input is NCHW and NHWC at once, the output NHWC.
-                        Case{{2, 1, 12, 10}, {16, 1, 3, 3}, 1, 1}}) {
+                        Case{{2, 1, 12, 10}, {16, 1, 3, 3}, 1, 1},
+                        // Winograd's shapes (tensor/accelerator.h): reordered into nChw16c and
+                        // back to NHWC.
+                        Case{{2, 32, 9, 10}, {48, 32, 3, 3}, 1, 1}}) {
     Conv2dParams p, q;
     p.stride = q.stride = {k.stride, k.stride};
     p.padding = q.padding = {k.pad, k.pad};
