@@ -54,7 +54,7 @@ bool all_on_onednn(DType t, std::initializer_list<const Tensor*> activations) {
 bool on_onednn_f32(DType t, ConvPass pass, const Shape& input, const Shape& weight,
                    const Conv2dParams& p) {
   return t != kF64 && (conv_uses_onednn(pass, input, weight, p) ||
-                       (t == kF32 && conv_uses_winograd(input, weight, p)));
+                       conv_uses_winograd(input, weight, p));
 }
 
 bool direct_applies(int64_t out_channels, const Shape& weight, const Conv2dParams& p) {

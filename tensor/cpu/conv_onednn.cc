@@ -36,7 +36,8 @@ struct ConvSetup {
   // primitive picks.
   memory::format_tag activations = Tag::any;
 
-  // Winograd's F(4x4, 3x3) for f32 convolutions where conv_path.h says so; else direct.
+  // Winograd's F(4x4, 3x3) for the f32 primitives (f32, and f16/bf16 converted into them)
+  // where conv_path.h says so; else direct.
   dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
 
   ConvSetup(const Shape& input, const Shape& weight, const Shape& output, const Conv2dParams& p,
@@ -54,7 +55,7 @@ struct ConvSetup {
     if (grouped) {
       weights = {p.groups, weight[0] / p.groups, weight[1], weight[2], weight[3]};
     }
-    if (dtype == kF32 && conv_uses_winograd(input, weight, p)) {
+    if (type == memory::data_type::f32 && conv_uses_winograd(input, weight, p)) {
       // Its primitives want nChw16c, so channels-last activations are reordered too (the
       // reorders cost far less than the products saved).
       algorithm = dnnl::algorithm::convolution_winograd;

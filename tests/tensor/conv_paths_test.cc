@@ -6,7 +6,8 @@
 // strides, padding and a batch of 1. The same file runs three times (BUILD): with the shape
 // rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution; a
 // fourth run takes tessera's side with OpenBLAS's GEMM (TESSERA_CONV_GEMM=openblas) instead of
-// oneDNN's sgemm, which CPUs with AVX-512 use.
+// oneDNN's sgemm, which CPUs with AVX-512 use; a fifth turns Winograd off by default
+// (TESSERA_CONV_WINOGRAD=off).
 // Also: results that must not depend on the thread count at a batch of 8 or less (the direct
 // weight gradient and batch norm's sums now split channels there), and max pooling's choice
 // among equal values.
@@ -101,6 +102,9 @@ TEST(ConvPaths, F32PassesMatchTheF64Reference) {
 // where TESSERA_CONV=own forces tessera's kernels, nor on CPUs where oneDNN lacks it (no
 // AVX-512), where every shape gives the same bits.
 TEST(ConvPaths, WinogradRunsWhereItsRuleSays) {
+  // The environment's setting is the default; the tests below set it either way.
+  const char* setting = std::getenv("TESSERA_CONV_WINOGRAD");
+  EXPECT_EQ(allow_winograd(), setting == nullptr || std::string(setting) != "off");
   const char* forced = std::getenv("TESSERA_CONV");
   const bool own = forced != nullptr && std::string(forced) == "own";
   const bool available = winograd_available(Device::cpu()) && !own;
