@@ -120,18 +120,28 @@ Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b) { return binary(BinaryOp::kDiv, scalar_operand(b, a), b, "div"); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
+namespace {
+// a = a op bx in place (bx has a's shape and dtype). Elementwise kernels read index i before
+// writing index i, so out may alias an input. A channels-last a is written over its memory as
+// one flat run, bx brought to the same layout (a backend call takes one layout; a copy back
+// from a fresh result cost a pass of its own); any other strided a goes through a copy.
+void binary_in_place(BinaryOp op, Tensor& a, const Tensor& bx, const char* name) {
+  if (a.is_contiguous()) return backend(a.device()).binary(op, a, bx, a);
+  if (a.is_channels_last()) {
+    const Tensor af = flat(a);
+    return backend(a.device())
+        .binary(op, af, flat(bx.contiguous(MemoryFormat::kChannelsLast)), af);
+  }
+  a.copy_(binary(op, a, bx, name));
+}
+}  // namespace
+
 Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   detail::check_defined(a, "add_");
   detail::check_defined(b, "add_");
   detail::check_same_device(a, b, "add_");
   const Tensor scaled = alpha == 1.0 ? b : mul(b, alpha);
-  const Tensor bx = scaled.to(a.dtype()).expand(a.shape());
-  if (a.is_contiguous()) {
-    // Elementwise kernels read index i before writing index i, so out may alias an input.
-    backend(a.device()).binary(BinaryOp::kAdd, a, bx, a);
-  } else {
-    a.copy_(add(a, bx));
-  }
+  binary_in_place(BinaryOp::kAdd, a, scaled.to(a.dtype()).expand(a.shape()), "add_");
   return a;
 }
 
@@ -139,12 +149,7 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   detail::check_defined(a, "mul_");
   detail::check_defined(b, "mul_");
   detail::check_same_device(a, b, "mul_");
-  const Tensor bx = b.to(a.dtype()).expand(a.shape());
-  if (a.is_contiguous()) {
-    backend(a.device()).binary(BinaryOp::kMul, a, bx, a);
-  } else {
-    a.copy_(mul(a, bx));
-  }
+  binary_in_place(BinaryOp::kMul, a, b.to(a.dtype()).expand(a.shape()), "mul_");
   return a;
 }
 

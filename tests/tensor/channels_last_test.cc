@@ -192,6 +192,25 @@ TEST(ChannelsLast, MaxPoolBackwardZeroesInputsNoWindowTookOverReusedMemory) {
   }
 }
 
+// add_ and mul_ on a channels-last tensor write its own memory in place (autograd sums
+// gradients with add_), with the values of the out-of-place ops, whatever b's layout.
+TEST(ChannelsLast, InPlaceAddAndMulWriteTheChannelsLastTensorItself) {
+  for (DType dtype : {kF32, kBF16}) {
+    const Tensor a0 = seeded({2, 3, 4, 5}, 32, dtype), b = seeded({2, 3, 4, 5}, 33, dtype);
+    for (const Tensor& bb : {b, b.contiguous(kCL)}) {
+      Tensor a = a0.contiguous(kCL);
+      const void* memory = a.raw_data();
+      add_(a, bb);
+      EXPECT_EQ(a.raw_data(), memory);
+      EXPECT_TRUE(nhwc(a));
+      EXPECT_EQ(max_abs_diff(a, add(a0, b)), 0.0);
+      mul_(a, bb);
+      EXPECT_EQ(a.raw_data(), memory);
+      EXPECT_EQ(max_abs_diff(a, mul(add(a0, b), b)), 0.0);
+    }
+  }
+}
+
 TEST(ChannelsLast, ElementwiseKeepsTheLayout) {
   const Tensor a = seeded({2, 3, 4, 5}, 30), b = seeded({2, 3, 4, 5}, 31);
   const Tensor a1 = a.contiguous(kCL), b1 = b.contiguous(kCL);
