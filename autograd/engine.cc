@@ -64,13 +64,15 @@ class CallbackScope {
 
 // Sums the gradients that reach one input. In place when the slot's memory is its own (no other
 // tensor or view holds it: a function that passes a gradient through, as AddBackward does,
-// hands the same storage to two slots) and the sum keeps its shape and dtype, as PyTorch's
-// InputBuffer does: a fresh tensor costs a pass of writes to cold memory, which was most of
-// the time of these sums in ResNet-50's backward (each block's input takes two).
+// hands the same storage to two slots), dense (SumBackward's expanded view gives every element
+// one address) and the sum keeps its shape and dtype, as PyTorch's InputBuffer does: a fresh
+// tensor costs a pass of writes to cold memory, which was most of the time of these sums in
+// ResNet-50's backward (each block's input takes two).
 void accumulate(Tensor& slot, Tensor grad) {
   if (!slot.defined()) {
     slot = std::move(grad);
-  } else if (slot.storage().use_count() == 1 && slot.shape() == grad.shape() &&
+  } else if (slot.storage().use_count() == 1 &&
+             (slot.is_contiguous() || slot.is_channels_last()) && slot.shape() == grad.shape() &&
              slot.dtype() == grad.dtype() && slot.device() == grad.device()) {
     add_(slot, grad);
   } else {

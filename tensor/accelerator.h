@@ -38,17 +38,17 @@ std::string low_precision_advice(Device device, DType low_precision);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
-// Whether f32 3x3 convolutions at stride 1 may use Winograd's minimal filtering F(4x4, 3x3)
-// (Lavin and Gray, 2016) on the CPU: oneDNN's primitives, on CPUs with AVX-512, for the shapes
-// where they measured faster (tensor/cpu/conv_path.h), in all three passes. f16 convolutions
-// (and bf16 ones on CPUs without native bf16), which run the f32 kernels on converted values,
-// take them too, so fp16 autocast keeps costing what f32 does. Each 4x4 tile of
-// outputs costs 36 products per channel pair instead of 144, so ResNets' 3x3 layers with 32-256
-// channels run in 0.4-0.7x the time. The arithmetic is f32, but the tile transforms add
-// rounding: on ResNet shapes each pass lay 4e-7 to 1.5e-6 (relative norm) from f64, a direct
-// convolution's 2e-7 to 2.8e-6 (its weight gradients' long sums; docs/BENCHMARKS.md). cuDNN's
-// Winograd algorithms make the same trade on GPUs. On by default; off (or TESSERA_CONV_WINOGRAD=off in the environment, read at
-// the first call) gives direct convolutions everywhere.
+// Whether f32 3x3 convolutions at stride 1 may use Winograd's minimal filtering F(4x4, 3x3) (Lavin
+// and Gray, 2016) on the CPU: oneDNN's primitives, on CPUs with AVX-512, for the shapes where they
+// measured faster (tensor/cpu/conv_path.h), in all three passes. f16 convolutions (and bf16 ones on
+// CPUs without native bf16), which run the f32 kernels on converted values, take them too, so fp16
+// autocast keeps costing what f32 does. Each 4x4 tile of outputs costs 36 products per channel pair
+// instead of 144, so ResNets' 3x3 layers with 32-256 channels run in 0.4-0.7x the time. The
+// arithmetic is f32, but the tile transforms add rounding: on ResNet shapes each pass lay 4e-7 to
+// 1.5e-6 (relative norm) from f64, a direct convolution's 1.8e-7 to 2.8e-6 (its weight gradients'
+// long sums; docs/BENCHMARKS.md). cuDNN's Winograd algorithms make the same trade on GPUs. On by
+// default; off (or TESSERA_CONV_WINOGRAD=off in the environment, read at the first call) gives
+// direct convolutions everywhere.
 void set_allow_winograd(bool allow);
 bool allow_winograd();
 // Whether `device` has that algorithm at all: the CPU where oneDNN has it (AVX-512); false for

@@ -124,10 +124,13 @@ namespace {
 // a = a op bx in place (bx has a's shape and dtype). Elementwise kernels read index i before
 // writing index i, so out may alias an input. A channels-last a is written over its memory as
 // one flat run, bx brought to the same layout (a backend call takes one layout; a copy back
-// from a fresh result cost a pass of its own); any other strided a goes through a copy.
+// from a fresh result cost a pass of its own); any other strided a, or a bx that overlaps a
+// elsewhere in its memory, goes through a copy.
 void binary_in_place(BinaryOp op, Tensor& a, const Tensor& bx, const char* name) {
-  if (a.is_contiguous()) return backend(a.device()).binary(op, a, bx, a);
-  if (a.is_channels_last()) {
+  // bx in a's memory but not a itself (a shifted view): a fresh result, copied back.
+  const bool overlaps = bx.storage() == a.storage() && !bx.is_same(a);
+  if (a.is_contiguous() && !overlaps) return backend(a.device()).binary(op, a, bx, a);
+  if (a.is_channels_last() && !overlaps) {
     const Tensor af = flat(a);
     return backend(a.device())
         .binary(op, af, flat(bx.contiguous(MemoryFormat::kChannelsLast)), af);

@@ -4,8 +4,9 @@
 // for 3x3 layers of 32-256 channels at stride 1, where allow_winograd()), tessera's direct 3x3
 // kernels (direct_conv3x3.h) where they apply, im2col + GEMM (conv_im2col.h) for everything
 // else; at stride 1 the input gradient is itself a convolution (of dy with flipped weights) and
-// takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's primitives in
-// every pass, on NHWC as it is. f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16
+// takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's
+// primitives in every pass: the direct ones on NHWC as it is, Winograd's on nChw16c, reordered.
+// f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16
 // primitives where the CPU computes bf16 natively (conv_onednn.h).
 //
 // f16, and bf16 elsewhere, follow the f32 route exactly: the direct and im2col kernels take

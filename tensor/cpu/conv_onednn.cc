@@ -244,17 +244,27 @@ class Operand {
 }  // namespace
 
 bool onednn_winograd_available() {
+  // Every primitive a convolution may ask for: forward with and without bias, both gradients.
   static const bool available = [] {
-    const memory::dims src{1, 16, 8, 8}, weights{16, 16, 3, 3}, strides{1, 1}, pad{1, 1};
-    const auto any = [](const memory::dims& d) {
-      return memory::desc(d, memory::data_type::f32, Tag::any);
-    };
+    const memory::dims src{1, 32, 8, 8}, weights{32, 32, 3, 3}, strides{1, 1}, pad{1, 1};
+    const auto f32 = memory::data_type::f32;
+    const memory::desc x(src, f32, Tag::any), w(weights, f32, Tag::any), b({32}, f32, Tag::x);
+    const auto wino = dnnl::algorithm::convolution_winograd;
     try {
-      dnnl::convolution_forward::primitive_desc(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::convolution_winograd, any(src),
-                                          any(weights), any(src), strides, pad, pad),
+      const dnnl::convolution_forward::primitive_desc hint(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, wino, x, w, x,
+                                          strides, pad, pad),
           engine());
+      dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, wino, x, w, b, x,
+                                          strides, pad, pad),
+          engine());
+      dnnl::convolution_backward_data::primitive_desc(
+          dnnl::convolution_backward_data::desc(wino, x, w, x, strides, pad, pad), engine(),
+          hint);
+      dnnl::convolution_backward_weights::primitive_desc(
+          dnnl::convolution_backward_weights::desc(wino, x, w, x, strides, pad, pad), engine(),
+          hint);
       return true;
     } catch (const dnnl::error&) {
       return false;  // unimplemented on this CPU

@@ -22,7 +22,7 @@ namespace tessera {
 namespace cpu {
 
 // True when oneDNN 2.6 has its Winograd F(4x4, 3x3) f32 primitives on this CPU (AVX-512):
-// asked once, by building one.
+// asked once, by building one of each pass (and the forward with a bias).
 bool onednn_winograd_available();
 
 // True when any of a convolution's activations is channels-last NHWC and not also contiguous

@@ -35,10 +35,10 @@ bool conv_uses_winograd(const Shape& input, const Shape& weight, const Conv2dPar
   const int64_t c = input[1], k = weight[0];
   const int64_t out_h = window_output_size(input[2], 3, 1, p.padding[0], 1);
   const int64_t out_w = window_output_size(input[3], 3, 1, p.padding[1], 1);
-  // One thread, all three passes, against oneDNN's direct kernels (tessera's own were level
-  // with those): 64 channels at 56x56 0.47x, 128 at 28x28 0.40x, 256 at 14x14 0.66x, and
-  // ResNet-20's 32 at 16x16 and 64 at 8x8 (batch 128) 0.59-0.74x; slower at 16 channels
-  // (1.1-1.3x at 32x32) and at 512 channels on 7x7 (1.2-1.3x). docs/BENCHMARKS.md.
+  // One thread, the three passes' sum, against oneDNN's direct kernels (tessera's own were
+  // level with those): 64 channels at 56x56 0.50x, 128 at 28x28 0.38x, 256 at 14x14 0.68x, and
+  // ResNet-20's 32 at 16x16 and 64 at 8x8 (batch 128) 0.70x and 0.58x; slower at 16 channels
+  // (1.15x at 32x32) and at 512 channels on 7x7 (1.28x). docs/BENCHMARKS.md.
   const bool shape = c % 16 == 0 && k % 16 == 0 && std::min(c, k) >= 32 &&
                      std::max(c, k) <= 256 && out_h >= 8 && out_w >= 8;
   return shape && onednn_winograd_available();

@@ -29,11 +29,12 @@ bool conv_uses_onednn(ConvPass pass, const Shape& input, const Shape& weight,
                       const Conv2dParams& p);
 
 // True when an f32 convolution of this shape (or an f16/bf16 one on the f32 primitives) runs
-// oneDNN's Winograd F(4x4, 3x3) primitives in all three passes (tensor/accelerator.h, allow_winograd): allowed, available on this CPU
-// (oneDNN has them for AVX-512), not forced onto tessera's own kernels (TESSERA_CONV=own), and
-// a shape where they measured faster: 3x3 at stride 1, no dilation or groups, padding at most 1,
-// channel counts multiples of 16 from 32 to 256, and outputs of 8x8 or more. The primitives want
-// nChw16c activations: NCHW and channels-last tensors alike are reordered into it and back.
+// oneDNN's Winograd F(4x4, 3x3) primitives in all three passes (tensor/accelerator.h,
+// allow_winograd): allowed, available on this CPU (oneDNN has them for AVX-512), not forced onto
+// tessera's own kernels (TESSERA_CONV=own), and a shape where they measured faster: 3x3 at stride
+// 1, no dilation or groups, padding at most 1, channel counts multiples of 16 from 32 to 256, and
+// outputs of 8x8 or more. The primitives want nChw16c activations: NCHW and channels-last tensors
+// alike are reordered into it and back.
 bool conv_uses_winograd(const Shape& input, const Shape& weight, const Conv2dParams& p);
 
 }  // namespace cpu

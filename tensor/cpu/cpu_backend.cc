@@ -14,11 +14,11 @@ bool CpuBackend::computes_natively(DType low_precision) {
 
 bool CpuBackend::winograd_available() { return onednn_winograd_available(); }
 
-// Convolutions: bf16 where oneDNN runs them (on CPUs with AMX its primitives read and write
-// NHWC, so channels-last activations need no reorder), and f32, whose channels-last
-// convolutions all run oneDNN's primitives on the NHWC tensors as they are (tessera's own f32
-// kernels are NCHW; conv.cc). Batch norm and max pooling: every floating dtype
-// (batch_norm_channels_last.cc, pool.cc).
+// Convolutions: bf16 where oneDNN runs them (on CPUs with AMX its primitives read and write NHWC,
+// so channels-last activations need no reorder), and f32, whose channels-last convolutions all run
+// oneDNN's primitives: the direct ones on the NHWC tensors as they are, Winograd's reordered into
+// nChw16c (tessera's own f32 kernels are NCHW; conv.cc). Batch norm and max pooling: every floating
+// dtype (batch_norm_channels_last.cc, pool.cc).
 bool CpuBackend::channels_last(ChannelsLastKernel kernel, DType dtype) {
   if (kernel == ChannelsLastKernel::kConv2d) {
     return dtype == kF32 || (dtype == kBF16 && onednn_bf16_available());

@@ -44,6 +44,18 @@ TEST(Engine, InPlaceSumsLeaveSharedGradientsAlone) {
   EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{5, -10, 15}));
 }
 
+// ... nor into a gradient whose elements share one address: SumBackward hands back its scalar
+// gradient expanded to the input's shape. q is recorded after p, so its gradient reaches x
+// first; summing p's into that view in place would give every element one value.
+TEST(Engine, InPlaceSumsLeaveExpandedGradientsAlone) {
+  Variable x = leaf({1, 2, 3});
+  const Variable w = Variable(from_vector<double>({4, -5, 6}, {3}), false);
+  const Variable p = sum(x * w);
+  const Variable q = sum(x) * 0.5;
+  (p + q).backward();
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{4.5, -4.5, 6.5}));  // w + 0.5
+}
+
 TEST(Engine, GradientsAccumulateAcrossBackwardCalls) {
   Variable a = leaf({1, 2});
   sum(a * 3.0).backward();

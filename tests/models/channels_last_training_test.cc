@@ -1,8 +1,9 @@
 // A ResNet-18 step with channels-last activations (Module::to(MemoryFormat::kChannelsLast))
 // against the same step in NCHW, from the same seed and batch:
-//   - f32: the channels-last convolutions run oneDNN's direct primitives on NHWC, the NCHW ones
-//     Winograd's F(4x4, 3x3) where it applies (tensor/accelerator.h) and tessera's own kernels
-//     elsewhere: each within about 1e-6 of f64, so the loss agrees to 1e-5 and every
+//   - f32: the 3x3 layers of 32-256 channels run Winograd's F(4x4, 3x3) in both layouts
+//     (tensor/accelerator.h); the other channels-last convolutions run oneDNN's direct
+//     primitives on NHWC, the NCHW ones mostly tessera's own kernels: each within about 1e-6 of
+//     f64, so the loss agrees to 1e-5 and every
 //     parameter's gradient to 1e-4 (relative norm; about 1e-5 measured). The test takes one
 //     step at 128x128, so the last blocks see 4x4 maps. On smaller maps batch norm gets
 //     channels whose values are all equal (their inputs dead after the ReLU), where rounding

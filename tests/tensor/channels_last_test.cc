@@ -155,7 +155,7 @@ TEST(ChannelsLast, MaxPoolIsTheNchwPoolBitForBit) {
 // added here from the indices in f64. 3x3 windows at stride 2 overlap, so inputs take up to
 // four sums, and a quarter of them none.
 TEST(ChannelsLast, MaxPoolBackwardZeroesInputsNoWindowTookOverReusedMemory) {
-  const Shape shape{4, 32, 33, 65};  // more than the 1 MiB from which freed blocks are reused
+  const Shape shape{8, 32, 33, 65};  // 1.1 MB in bf16: freed blocks of 1 MiB up are reused
   const Pool2dParams p{{3, 3}, {2, 2}, {1, 1}};
   for (DType dtype : {kF32, kBF16}) {
     for (MemoryFormat format : {MemoryFormat::kContiguous, kCL}) {
@@ -277,8 +277,9 @@ TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
 
 // f32 channels-last convolutions run oneDNN's direct primitives on NHWC as it is (Winograd's on
 // nChw16c, reordered), where the NCHW ones run tessera's direct or im2col kernels (or oneDNN's,
-// reordered): the same products in another order, so both are held to the f64 result. Shapes: whole and partial blocks of 16 channels,
-// strides 1 and 2, a 1x1 projection, the 3-channel 7x7 stem and a Winograd layer.
+// reordered): the same products in another order, so both are held to the f64 result. Shapes: whole
+// and partial blocks of 16 channels, strides 1 and 2, a 1x1 projection, the 3-channel 7x7 stem and
+// a Winograd layer.
 TEST(ChannelsLast, F32ConvolutionsOnOneDnnGiveNhwcResults) {
   ASSERT_TRUE(backend(Device::cpu()).channels_last(ChannelsLastKernel::kConv2d, kF32));
   struct Case {

@@ -1,16 +1,15 @@
-// The f32 convolution paths of issue 15 (tensor/cpu/conv_path.h): oneDNN for 1x1 layers with
-// 128+ channels, for 3x3 layers with 128+ channels on small maps or at stride 2 and for larger
-// kernels, oneDNN's Winograd F(4x4, 3x3) for 3x3 layers of 32-256 channels at stride 1 (where
-// allowed, tensor/accelerator.h), and tessera's own kernels elsewhere. Each pass is checked against the f64 im2col reference (which
-// the autograd gradcheck covers) and by finite differences in f32, on small odd shapes with
-// strides, padding and a batch of 1. The same file runs three times (BUILD): with the shape
-// rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution; a
+// The f32 convolution paths of issue 15 (tensor/cpu/conv_path.h): oneDNN for 1x1 layers with 128+
+// channels, for 3x3 layers with 128+ channels on small maps or at stride 2 and for larger kernels,
+// oneDNN's Winograd F(4x4, 3x3) for 3x3 layers of 32-256 channels at stride 1 (where allowed,
+// tensor/accelerator.h), and tessera's own kernels elsewhere. Each pass is checked against the f64
+// im2col reference (which the autograd gradcheck covers) and by finite differences in f32, on small
+// odd shapes with strides, padding and a batch of 1. The same file runs five times (BUILD): with
+// the shape rule, and with TESSERA_CONV=onednn / =own forcing one side for every f32 convolution; a
 // fourth run takes tessera's side with OpenBLAS's GEMM (TESSERA_CONV_GEMM=openblas) instead of
 // oneDNN's sgemm, which CPUs with AVX-512 use; a fifth turns Winograd off by default
-// (TESSERA_CONV_WINOGRAD=off).
-// Also: results that must not depend on the thread count at a batch of 8 or less (the direct
-// weight gradient and batch norm's sums now split channels there), and max pooling's choice
-// among equal values.
+// (TESSERA_CONV_WINOGRAD=off). Also: results that must not depend on the thread count at a batch of
+// 8 or less (the direct weight gradient and batch norm's sums now split channels there), and max
+// pooling's choice among equal values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -104,7 +103,8 @@ TEST(ConvPaths, F32PassesMatchTheF64Reference) {
 TEST(ConvPaths, WinogradRunsWhereItsRuleSays) {
   // The environment's setting is the default; the tests below set it either way.
   const char* setting = std::getenv("TESSERA_CONV_WINOGRAD");
-  EXPECT_EQ(allow_winograd(), setting == nullptr || std::string(setting) != "off");
+  const bool allowed = allow_winograd();
+  EXPECT_EQ(allowed, setting == nullptr || std::string(setting) != "off");
   const char* forced = std::getenv("TESSERA_CONV");
   const bool own = forced != nullptr && std::string(forced) == "own";
   const bool available = winograd_available(Device::cpu()) && !own;
@@ -124,7 +124,7 @@ TEST(ConvPaths, WinogradRunsWhereItsRuleSays) {
       const std::vector<Tensor> out = {conv2d(x, w, Tensor(), p),
                                        conv2d_backward_input(g, w, c.x, p),
                                        conv2d_backward_weight(g, x, c.w, p)};
-      set_allow_winograd(true);
+      set_allow_winograd(allowed);  // the later tests run with the environment's setting
       return out;
     };
     const std::vector<Tensor> with = passes(true), without = passes(false);

@@ -263,7 +263,9 @@ TYPED_TEST(HalfOps, ConvolutionsRoundOnceFromF32) {
        {std::tuple<Shape, Shape, int64_t, int64_t>{{2, 128, 7, 5}, {128, 128, 3, 3}, 1, 1},
         std::tuple<Shape, Shape, int64_t, int64_t>{{2, 256, 6, 6}, {128, 256, 1, 1}, 1, 0},
         std::tuple<Shape, Shape, int64_t, int64_t>{{1, 136, 5, 7}, {128, 136, 1, 1}, 1, 0},
-        std::tuple<Shape, Shape, int64_t, int64_t>{{2, 3, 20, 18}, {16, 3, 7, 7}, 2, 3}}) {
+        std::tuple<Shape, Shape, int64_t, int64_t>{{2, 3, 20, 18}, {16, 3, 7, 7}, 2, 3},
+        // Winograd's F(4x4, 3x3) (tensor/accelerator.h), with a bias, converted the same way.
+        std::tuple<Shape, Shape, int64_t, int64_t>{{2, 32, 9, 10}, {48, 32, 3, 3}, 1, 1}}) {
     Conv2dParams p;
     p.stride = {stride, stride};
     p.padding = {pad, pad};
