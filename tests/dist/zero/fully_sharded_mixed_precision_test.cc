@@ -10,7 +10,8 @@
 //   - the all-gathers carry bf16: 2 bytes per element, the reduce-scatter reduce_dtype's;
 //   - training equals DDP under the same autocast (reduce_dtype f32: to f32 rounding; bf16: to
 //     a stated tolerance), for an MLP and a ResNet-20 with every layer a unit (BatchNorm's
-//     parameters stay f32 and compute in f32);
+//     parameters stay f32 and compute in f32), and under fp16 autocast at 20x20, where stage
+//     2's convolutions run Winograd's primitives on the f16 values converted into them;
 //   - state_dict() returns the f32 masters exactly, and load_state_dict() rounds nothing.
 #include <gtest/gtest.h>
 
@@ -28,6 +29,7 @@
 #include "nn/batch_norm.h"
 #include "nn/linear.h"
 #include "optim/sgd.h"
+#include "tensor/accelerator.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
@@ -230,13 +232,13 @@ std::shared_ptr<nn::Sequential> seeded_resnet20() {
   return models::ResNet20(1, 10);
 }
 
-// Step `step`'s batch of 1x12x12 images for ResNet-20, this rank's 2 of the world's 2N.
-std::function<std::pair<Tensor, Tensor>(int)> resnet_batches(uint64_t seed) {
+// Step `step`'s batch of 1 x size x size images for ResNet-20, this rank's 2 of the world's 2N.
+std::function<std::pair<Tensor, Tensor>(int)> resnet_batches(uint64_t seed, int64_t size = 12) {
   auto world = dist::world();
   const int N = world->size(), r = world->rank();
   return [=](int step) {
     Generator g(seed + step);
-    const Tensor x = randn({2 * N, 1, 12, 12}, kF32, &g).narrow(0, 2 * r, 2);
+    const Tensor x = randn({2 * N, 1, size, size}, kF32, &g).narrow(0, 2 * r, 2);
     const Tensor y = arange(2 * N, kI64).narrow(0, 2 * r, 2);
     return std::make_pair(x, y);
   };
@@ -278,6 +280,22 @@ TEST(FullyShardedMixedPrecision, ResNet20UnderFp16AutocastEqualsDdp) {
   if (dist::world()->rank() == 0) {
     std::printf("ResNet-20, every layer a unit, mixed_precision(f16) against DDP under fp16 "
                 "autocast, 3 steps: largest difference %.3g\n", worst);
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
+// The same at 20x20, where stage 2's 32-channel 10x10 convolutions take Winograd's F(4x4, 3x3)
+// (tensor/accelerator.h) on CPUs with AVX-512: its f32 primitives convert the f16 activations
+// and ZeRO-3's gathered f16 weights in their reorders, on both sides.
+TEST(FullyShardedMixedPrecision, ResNet20OnWinogradLayersUnderFp16AutocastEqualsDdp) {
+  const FullyShardedOptions layers = FullyShardedOptions().wrap_layers(true).mixed_precision(
+      MixedPrecision().param_dtype(kF16).reduce_dtype(kF32));
+  const double worst =
+      fsdp_against_ddp(seeded_resnet20, layers, resnet_batches(960, 20), kF16);
+  if (dist::world()->rank() == 0) {
+    std::printf("ResNet-20 at 20x20 (Winograd %s), every layer a unit, mixed_precision(f16) "
+                "against DDP under fp16 autocast, 3 steps: largest difference %.3g\n",
+                winograd_available(Device::cpu()) && allow_winograd() ? "on" : "off", worst);
   }
   EXPECT_LT(worst, 1e-4);
 }
