@@ -127,7 +127,6 @@ namespace {
 // from a fresh result cost a pass of its own); any other strided a, or a bx that overlaps a
 // elsewhere in its memory, goes through a copy.
 void binary_in_place(BinaryOp op, Tensor& a, const Tensor& bx, const char* name) {
-  // bx in a's memory but not a itself (a shifted view): a fresh result, copied back.
   const bool overlaps = bx.storage() == a.storage() && !bx.is_same(a);
   if (a.is_contiguous() && !overlaps) return backend(a.device()).binary(op, a, bx, a);
   if (a.is_channels_last() && !overlaps) {

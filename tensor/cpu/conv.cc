@@ -6,8 +6,8 @@
 // else; at stride 1 the input gradient is itself a convolution (of dy with flipped weights) and
 // takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's
 // primitives in every pass: the direct ones on NHWC as it is, Winograd's on nChw16c, reordered.
-// f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16
-// primitives where the CPU computes bf16 natively (conv_onednn.h).
+// f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16 primitives where the CPU computes
+// bf16 natively (conv_onednn.h).
 //
 // f16, and bf16 elsewhere, follow the f32 route exactly: the direct and im2col kernels take
 // half-precision tensors and convert inside (planes as they are padded, tasks of images), and
@@ -136,8 +136,8 @@ bool backward_input_as_convolution(const Conv2dParams& p, const Shape& weight) {
 void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         const Conv2dParams& p, const Tensor& out) {
   const DType t = input.dtype();
-  if (all_on_onednn(t, {&input, &out})) return conv2d_onednn(input, weight, bias, p, out);
-  if (on_onednn_f32(t, ConvPass::kForward, input.shape(), weight.shape(), p)) {
+  if (all_on_onednn(t, {&input, &out}) ||
+      on_onednn_f32(t, ConvPass::kForward, input.shape(), weight.shape(), p)) {
     return conv2d_onednn(input, weight, bias, p, out);
   }
   if (t != kF64 && direct_applies(weight.size(0), weight.shape(), p)) {
@@ -156,10 +156,8 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
   const DType t = weight.dtype();
-  if (all_on_onednn(t, {&grad_out, &grad_in})) {
-    return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
-  }
-  if (on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p)) {
+  if (all_on_onednn(t, {&grad_out, &grad_in}) ||
+      on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p)) {
     return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
   }
   if (backward_input_as_convolution(p, weight.shape())) {
@@ -183,10 +181,8 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
   const DType t = input.dtype();
-  if (all_on_onednn(t, {&grad_out, &input})) {
-    return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
-  }
-  if (on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p)) {
+  if (all_on_onednn(t, {&grad_out, &input}) ||
+      on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p)) {
     return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
   }
   // The direct kernel takes any channel counts for the weight gradient.

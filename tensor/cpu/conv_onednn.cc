@@ -82,12 +82,11 @@ struct ConvSetup {
   }
   dnnl::convolution_forward::primitive_desc forward(bool with_bias) const {
     const auto kind = dnnl::prop_kind::forward_training;
-    const auto algo = algorithm;
     const auto d = with_bias ? dnnl::convolution_forward::desc(
-                                   kind, algo, activation(src), any(weights),
+                                   kind, algorithm, activation(src), any(weights),
                                    memory::desc({dst[1]}, type, Tag::x),
                                    activation(dst), strides, dilates, pad, pad)
-                             : dnnl::convolution_forward::desc(kind, algo, activation(src),
+                             : dnnl::convolution_forward::desc(kind, algorithm, activation(src),
                                                                any(weights), activation(dst),
                                                                strides, dilates, pad, pad);
     return dnnl::convolution_forward::primitive_desc(d, engine());
@@ -267,7 +266,7 @@ bool onednn_winograd_available() {
           hint);
       return true;
     } catch (const dnnl::error&) {
-      return false;  // unimplemented on this CPU
+      return false;  // oneDNN has no Winograd kernels for this CPU's instruction set
     }
   }();
   return available;
