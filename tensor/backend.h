@@ -63,6 +63,14 @@ class Backend {
   // (Conv2dParams::channels_last); otherwise every operand arrives contiguous NCHW, as the
   // comments below say. The default: no channels-last kernels.
   virtual bool channels_last(ChannelsLastKernel /*kernel*/, DType /*dtype*/) { return false; }
+  // Whether `kernel` on `dtype` runs fastest on channels-last tensors, so that a convolution
+  // gives NHWC output from NCHW input too: the layers after it keep that layout and the next
+  // convolution reads it as it is, where otherwise every call would transpose its activations
+  // in and out (the CPU's bf16 convolutions where oneDNN picks NHWC, with AMX). Only where
+  // channels_last(kernel, dtype) is true. The default: no such preference.
+  virtual bool prefers_channels_last(ChannelsLastKernel /*kernel*/, DType /*dtype*/) {
+    return false;
+  }
 
   // dst and src have the same shape; dtypes may differ (converted); either may be strided.
   // A Backend whose device is not the CPU also copies between its device and the CPU.

@@ -174,11 +174,13 @@ void check_conv(const Shape& in, const Shape& w, const Conv2dParams& p, const ch
            "x", out[3], ")");
 }
 
-// A convolution's activations are channels-last when it asks for that or is given an NHWC
-// tensor, and the backend has the kernels; else NCHW.
+// A convolution's activations are channels-last when it asks for that, is given an NHWC
+// tensor, or its kernels run fastest so (Backend::prefers_channels_last), and the backend has
+// the kernels; else NCHW.
 MemoryFormat conv_format(const Conv2dParams& p, std::initializer_list<Tensor> activations,
                          DType dtype, Device device) {
-  bool nhwc = p.channels_last;
+  bool nhwc =
+      p.channels_last || backend(device).prefers_channels_last(ChannelsLastKernel::kConv2d, dtype);
   for (const Tensor& t : activations) nhwc = nhwc || (t.defined() && detail::is_nhwc(t));
   return detail::kernel_format(nhwc, ChannelsLastKernel::kConv2d, dtype, device);
 }

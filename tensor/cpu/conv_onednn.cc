@@ -272,6 +272,22 @@ bool onednn_winograd_available() {
   return available;
 }
 
+bool onednn_bf16_prefers_nhwc() {
+  static const bool prefers = [] {
+    if (!onednn_bf16_available()) return false;
+    const memory::dims src{8, 64, 56, 56}, weights{64, 64, 3, 3}, strides{1, 1}, pad{1, 1};
+    const auto bf16 = memory::data_type::bf16;
+    const memory::desc x(src, bf16, Tag::any), w(weights, bf16, Tag::any);
+    const dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                        dnnl::algorithm::convolution_direct, x, w, x, strides,
+                                        pad, pad),
+        engine());
+    return pd.src_desc() == memory::desc(src, bf16, Tag::nhwc);
+  }();
+  return prefers;
+}
+
 bool any_nhwc(std::initializer_list<const Tensor*> activations) {
   for (const Tensor* a : activations) {
     if (!a->is_contiguous()) return true;

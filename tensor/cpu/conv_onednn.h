@@ -25,6 +25,10 @@ namespace cpu {
 // asked once, by building one of each pass (and the forward with a bias).
 bool onednn_winograd_available();
 
+// True when oneDNN's bf16 convolutions run natively here and pick NHWC activations (on CPUs
+// with AMX; with AVX-512 BF16 alone they pick nChw16c): asked once, of a 64-channel 3x3 layer.
+bool onednn_bf16_prefers_nhwc();
+
 // True when any of a convolution's activations is channels-last NHWC and not also contiguous
 // NCHW (a tensor with one channel or 1x1 maps is both). f32 convolutions then give oneDNN's
 // primitives all their activations as NHWC, without reorders.

@@ -13,6 +13,7 @@ class CpuBackend final : public Backend {
   bool computes_natively(DType low_precision) override;
   bool winograd_available() override;
   bool channels_last(ChannelsLastKernel kernel, DType dtype) override;
+  bool prefers_channels_last(ChannelsLastKernel kernel, DType dtype) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& dst, double value) override;
   void unary(UnaryOp op, const Tensor& in, const Tensor& out, double alpha,

@@ -8,6 +8,7 @@
 #include "tensor/cpu/cpu_backend.h"
 #include "tensor/cpu/dispatch.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/transpose16.h"
 
 namespace tessera {
 namespace cpu {
@@ -137,6 +138,18 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
       std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
     }
     return;
+  }
+  // 16-bit activations between NCHW and channels-last (a convolution's operands brought to the
+  // layout it runs in, and back): tiles transposed in registers, not the strided loop.
+  if (src.dtype() == dst.dtype() && src.element_size() == 2 && src.dim() == 4) {
+    const auto bits = [](const Tensor& t) { return static_cast<uint16_t*>(t.raw_data()); };
+    const int64_t n = src.size(0), c = src.size(1), s = src.size(2) * src.size(3);
+    if (src.is_contiguous() && dst.is_channels_last()) {
+      return nchw_to_nhwc_16bit(bits(src), bits(dst), n, c, s);
+    }
+    if (src.is_channels_last() && dst.is_contiguous()) {
+      return nhwc_to_nchw_16bit(bits(src), bits(dst), n, c, s);
+    }
   }
   TS_DISPATCH_ALL(dst.dtype(), "copy", [&] {
     using Out = scalar_t;

@@ -9,7 +9,9 @@
 //   - elementwise ops on NHWC operands give NHWC results with the same values;
 //   - convolutions keep NCHW where the backend has no channels-last kernel for the dtype; f32
 //     ones (oneDNN on NHWC) give NHWC results held to f64's; bf16 ones on oneDNN give NHWC
-//     results equal bit for bit to the NCHW path's.
+//     results equal bit for bit to the NCHW path's, and NHWC results from NCHW inputs too where
+//     their kernels prefer that layout (Backend::prefers_channels_last: AMX);
+//   - 16-bit copies between NCHW and NHWC (tiled transposes) move every value.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -257,6 +259,28 @@ TEST(ChannelsLast, FillsAndCopiesWriteEveryElementInAnyLayout) {
   EXPECT_EQ(max_abs_diff(m, full({6, 7}, -1.0, kF64)), 0.0);
 }
 
+// bf16 and f16 copies between contiguous NCHW and channels-last run the tiled transposes of
+// tensor/cpu/transpose16.h; the reference is the element-by-element conversion to f64 (another
+// dtype, so another loop). Shapes: whole 32 x 16 tiles and both edges, 16 channels on 7x7, one
+// image of a batch (a storage offset), and 1x1 maps (both layouts at once).
+TEST(ChannelsLast, SixteenBitCopiesBetweenLayoutsMoveEveryValue) {
+  for (DType dtype : {kBF16, kF16}) {
+    for (const Shape& shape : {Shape{2, 48, 13, 11}, Shape{3, 16, 7, 7}, Shape{1, 40, 5, 3},
+                               Shape{2, 64, 1, 1}}) {
+      const Tensor batch = seeded({3, shape[1], shape[2], shape[3]}, 38, dtype);
+      for (const Tensor& x : {seeded(shape, 39, dtype), batch.slice(0, 1, 2)}) {
+        const Tensor want = x.to(kF64);
+        const Tensor cl = x.contiguous(kCL);
+        EXPECT_TRUE(cl.is_channels_last());
+        EXPECT_EQ(max_abs_diff(cl.to(kF64), want), 0.0) << dtype << " " << x.str();
+        const Tensor back = cl.contiguous();
+        EXPECT_TRUE(back.is_contiguous());
+        EXPECT_EQ(max_abs_diff(back.to(kF64), want), 0.0) << dtype << " " << x.str();
+      }
+    }
+  }
+}
+
 TEST(ChannelsLast, ConvolutionsWithoutChannelsLastKernelsStayNchw) {
   Conv2dParams p;
   p.padding = {1, 1};
@@ -328,7 +352,11 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
     GTEST_SKIP() << "this CPU runs bf16 convolutions on widened copies (no AVX-512 BF16), in NCHW";
   }
   // The NCHW side's activations go through tessera's NCHW <-> NHWC transposes (transpose16.h):
-  // whole 32 x 16 tiles and the edges of both, here with 48 and 40 channels on 13x11.
+  // whole 32 x 16 tiles and the edges of both, here with 48 and 40 channels on 13x11. Where
+  // the bf16 primitives prefer NHWC (AMX), its results are NHWC too, so the layers after it and
+  // the next convolution need no transpose.
+  const bool prefers =
+      backend(Device::cpu()).prefers_channels_last(ChannelsLastKernel::kConv2d, kBF16);
   for (const auto& [xs, ws] : {std::pair<Shape, Shape>{{2, 16, 9, 10}, {32, 16, 3, 3}},
                                std::pair<Shape, Shape>{{1, 48, 13, 11}, {40, 48, 3, 3}}}) {
     for (int64_t stride : {1, 2}) {
@@ -339,9 +367,11 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
       const Tensor x = seeded(xs, 50, kBF16), w = seeded(ws, 51, kBF16);
       const Tensor y0 = conv2d(x, w, Tensor(), p), y1 = conv2d(x, w, Tensor(), q);
       EXPECT_TRUE(nhwc(y1));
+      EXPECT_EQ(nhwc(y0), prefers);
       EXPECT_EQ(max_abs_diff(y1, y0), 0.0);
       const Tensor g = seeded(y0.shape(), 52, kBF16);
       const auto [dx0, dw0] = conv2d_backward(g, x, w, x.shape(), p, true, true);
+      EXPECT_EQ(nhwc(dx0), prefers);
       const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
                                               x.contiguous(MemoryFormat::kChannelsLast), w,
                                               x.shape(), q, true, true);
