@@ -7,7 +7,8 @@
 // takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's
 // primitives in every pass: the direct ones on NHWC as it is, Winograd's on nChw16c, reordered.
 // f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16 primitives where the CPU computes
-// bf16 natively (conv_onednn.h).
+// bf16 natively (conv_onednn.h), but for the backward passes of 1x1 layers on channels-last
+// activations, which run as matmuls (conv_nhwc_matmul.h).
 //
 // f16, and bf16 elsewhere, follow the f32 route exactly: the direct and im2col kernels take
 // half-precision tensors and convert inside (planes as they are padded, tasks of images), and
@@ -18,6 +19,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "tensor/cpu/conv_nhwc_matmul.h"
 #include "tensor/cpu/conv_im2col.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/cpu/conv_path.h"
@@ -156,6 +158,9 @@ void CpuBackend::conv2d(const Tensor& input, const Tensor& weight, const Tensor&
 void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
                                        const Conv2dParams& p, const Tensor& grad_in) {
   const DType t = weight.dtype();
+  if (conv_backward_input_as_matmul(t, weight.shape(), p, {&grad_out, &grad_in})) {
+    return conv_backward_input_matmul(grad_out, weight, p, grad_in);
+  }
   if (all_on_onednn(t, {&grad_out, &grad_in}) ||
       on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p)) {
     return conv2d_backward_input_onednn(grad_out, weight, p, grad_in);
@@ -181,6 +186,10 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_out, const Tensor& wei
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
                                         const Conv2dParams& p, const Tensor& grad_weight) {
   const DType t = input.dtype();
+  if (conv_backward_weight_as_matmul(t, input.shape(), grad_weight.shape(), p,
+                                     {&grad_out, &input})) {
+    return conv_backward_weight_matmul(grad_out, input, p, grad_weight);
+  }
   if (all_on_onednn(t, {&grad_out, &input}) ||
       on_onednn_f32(t, ConvPass::kBackwardWeight, input.shape(), grad_weight.shape(), p)) {
     return conv2d_backward_weight_onednn(grad_out, input, p, grad_weight);
@@ -208,6 +217,12 @@ void CpuBackend::conv2d_backward(const Tensor& grad_out, const Tensor& input,
     return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
   }
   const DType t = weight.dtype();
+  // bf16 on channels-last: a pass that runs as a matmul runs alone (conv_nhwc_matmul.h).
+  if (conv_backward_input_as_matmul(t, weight.shape(), p, {&grad_out, &input, &grad_in}) ||
+      conv_backward_weight_as_matmul(t, input.shape(), weight.shape(), p,
+                                     {&grad_out, &input, &grad_in})) {
+    return Backend::conv2d_backward(grad_out, input, weight, p, grad_in, grad_weight);
+  }
   const bool input_on_onednn =
       on_onednn_f32(t, ConvPass::kBackwardInput, grad_in.shape(), weight.shape(), p);
   const bool weight_on_onednn =

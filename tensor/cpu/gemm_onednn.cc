@@ -21,11 +21,15 @@ const dnnl::engine& engine() {
 }
 
 // An operand's [batch, rows, cols] layout: (row, col) sits at row * ld + col, or at
-// col * ld + row when transposed; a batch stride of 0 (broadcast) becomes a batch of 1.
+// col * ld + row when transposed; a batch stride of 0 (broadcast) becomes a batch of 1. A batch
+// of 1 gets the stride of one whole matrix whatever the caller's was: a transposed [8, 1000]
+// view came with 1000, and oneDNN 2.6 took that layout for an unusual one and ran its slow
+// `gemm:jit` matmul instead of the AMX one (a ResNet's last Linear layer's weight gradient: 6-17
+// ms a step where the AMX kernel takes 0.6).
 memory::desc operand(int64_t batch, int64_t batch_stride, int64_t rows, int64_t cols, int64_t ld,
                      bool trans) {
   const int64_t b = batch_stride == 0 ? 1 : batch;
-  const int64_t bs = batch_stride == 0 ? rows * cols : batch_stride;
+  const int64_t bs = b == 1 ? (trans ? cols : rows) * ld : batch_stride;
   const memory::dims strides = trans ? memory::dims{bs, 1, ld} : memory::dims{bs, ld, 1};
   return memory::desc({b, rows, cols}, memory::data_type::bf16, strides);
 }

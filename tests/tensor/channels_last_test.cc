@@ -387,5 +387,59 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
   }
 }
 
+// bf16 convolutions on channels-last activations run some backward passes as matmuls
+// (tensor/cpu/conv_nhwc_matmul.h: 1x1 layers both, strided layers and small maps their weight
+// gradient through an NHWC im2col). Held to f64 on the same bf16 values, each result within one
+// bf16 rounding (2^-8 relative) plus the f32 sums' error. 1x1: stride 1, 2 on odd maps (the
+// sampled positions, and exact zeros in the input gradient everywhere else) and 3, one channel,
+// 1x1 maps. 3x3 with padding: stride 2 on an odd map, stride 1 on 7x5 (at most 64 outputs),
+// dilation 2, and 16 channels on 9x9 at stride 1 (the primitive's side of the rule). Where bf16
+// is not native the convolutions widen to f32 and the same bounds hold.
+TEST(ChannelsLast, Bf16BackwardPassesAsMatmulsAreHeldToF64) {
+  struct Case {
+    Shape x;
+    int64_t k, kernel, stride, pad, dilation;
+  };
+  for (const Case& c : {Case{{2, 48, 5, 7}, 40, 1, 1, 0, 1}, Case{{2, 40, 9, 11}, 24, 1, 2, 0, 1},
+                        Case{{3, 1, 6, 5}, 16, 1, 1, 0, 1}, Case{{2, 32, 1, 1}, 48, 1, 1, 0, 1},
+                        Case{{1, 64, 7, 7}, 32, 1, 3, 0, 1}, Case{{2, 32, 9, 11}, 24, 3, 2, 1, 1},
+                        Case{{2, 48, 7, 5}, 32, 3, 1, 1, 1}, Case{{1, 16, 8, 8}, 16, 3, 1, 2, 2},
+                        Case{{1, 16, 9, 9}, 32, 3, 1, 1, 1}}) {
+    Conv2dParams p;
+    p.stride = {c.stride, c.stride};
+    p.padding = {c.pad, c.pad};
+    p.dilation = {c.dilation, c.dilation};
+    p.channels_last = true;
+    const Tensor x = seeded(c.x, 70, kBF16), w = seeded({c.k, c.x[1], c.kernel, c.kernel}, 71, kBF16);
+    const auto out_size = [&](int64_t in) {
+      return (in + 2 * c.pad - c.dilation * (c.kernel - 1) - 1) / c.stride + 1;
+    };
+    const Tensor g = seeded({c.x[0], c.k, out_size(c.x[2]), out_size(c.x[3])}, 72, kBF16);
+    const Tensor x64 = x.to(kF64), w64 = w.to(kF64), g64 = g.to(kF64);
+    Conv2dParams p64 = p;
+    p64.channels_last = false;
+    const auto [dx_ref, dw_ref] = conv2d_backward(g64, x64, w64, c.x, p64, true, true);
+    // |got - want| <= 2^-8 |want| + 1e-5 (the f32 sums of up to a few thousand products of
+    // values near 1 are good to about 1e-5, far below bf16's rounding).
+    const auto within = [](const Tensor& got, const Tensor& want, const char* what) {
+      const Tensor err = sub(abs(sub(got.to(kF64), want)), add(mul(abs(want), 1.0 / 256), 1e-5));
+      EXPECT_LE(amax(err).item(), 0.0) << what;
+    };
+    const Tensor xc = x.contiguous(kCL), gc = g.contiguous(kCL);
+    const auto [dx, dw] = conv2d_backward(gc, xc, w, c.x, p, true, true);
+    within(dx, dx_ref, "input gradient, both passes");
+    within(dw, dw_ref, "weight gradient, both passes");
+    within(conv2d_backward_input(gc, w, c.x, p), dx_ref, "input gradient alone");
+    within(conv2d_backward_weight(gc, xc, w.shape(), p), dw_ref, "weight gradient alone");
+    if (c.kernel == 1 && c.stride > 1) {
+      // Positions no output reads get exact zeros.
+      Tensor unread = ones(c.x, kF64);
+      unread.slice(2, 0, c.x[2], c.stride).slice(3, 0, c.x[3], c.stride).zero_();
+      EXPECT_EQ(amax(abs(mul(dx.to(kF64), unread))).item(), 0.0);
+      EXPECT_GT(amax(abs(dx.to(kF64))).item(), 0.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera
