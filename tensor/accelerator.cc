@@ -19,6 +19,14 @@ std::atomic<bool>& allow_winograd_flag() {
   }()};
   return flag;
 }
+
+std::atomic<bool>& allow_preferred_layout_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* setting = std::getenv("TESSERA_PREFERRED_LAYOUT");
+    return setting == nullptr || std::strcmp(setting, "off") != 0;
+  }()};
+  return flag;
+}
 }  // namespace
 
 int device_count(DeviceType type) {
@@ -70,5 +78,8 @@ bool allow_tf32() { return g_allow_tf32.load(); }
 void set_allow_winograd(bool allow) { allow_winograd_flag().store(allow); }
 bool allow_winograd() { return allow_winograd_flag().load(); }
 bool winograd_available(Device device) { return backend(device).winograd_available(); }
+
+void set_allow_preferred_layout(bool allow) { allow_preferred_layout_flag().store(allow); }
+bool allow_preferred_layout() { return allow_preferred_layout_flag().load(); }
 
 }  // namespace tessera

@@ -55,4 +55,16 @@ bool allow_winograd();
 // CUDA devices, whose library picks its own algorithms.
 bool winograd_available(Device device);
 
+// Whether a convolution may give channels-last (NHWC) output from NCHW input where the device's
+// kernels run fastest on NHWC (Backend::prefers_channels_last): bf16 convolutions on CPUs with
+// AMX, whose oneDNN primitives would otherwise transpose the activations in and out on every
+// call. The layers after such a convolution (batch norm, pooling, elementwise ops) keep the
+// layout and the next convolution reads it as it is, so a ResNet's activations stay NHWC from
+// the stem on, as if the model had been given Module::to(MemoryFormat::kChannelsLast). Values
+// are the same either way; only the strides differ, so Tensor::view of a flattened activation
+// fails (reshape and flatten copy). On by default; off (or TESSERA_PREFERRED_LAYOUT=off in the
+// environment, read at the first call) keeps NCHW outputs from NCHW inputs.
+void set_allow_preferred_layout(bool allow);
+bool allow_preferred_layout();
+
 }  // namespace tessera

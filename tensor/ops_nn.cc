@@ -1,6 +1,7 @@
 // Neural-network kernels' front ends: softmax, convolution, pooling (batch norm: ops_batch_norm.cc).
 #include <cmath>
 
+#include "tensor/accelerator.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 #include "tensor/ops_util.h"
@@ -175,12 +176,13 @@ void check_conv(const Shape& in, const Shape& w, const Conv2dParams& p, const ch
 }
 
 // A convolution's activations are channels-last when it asks for that, is given an NHWC
-// tensor, or its kernels run fastest so (Backend::prefers_channels_last), and the backend has
-// the kernels; else NCHW.
+// tensor, or its kernels run fastest so (Backend::prefers_channels_last, where
+// allow_preferred_layout()), and the backend has the kernels; else NCHW.
 MemoryFormat conv_format(const Conv2dParams& p, std::initializer_list<Tensor> activations,
                          DType dtype, Device device) {
-  bool nhwc =
-      p.channels_last || backend(device).prefers_channels_last(ChannelsLastKernel::kConv2d, dtype);
+  bool nhwc = p.channels_last ||
+              (allow_preferred_layout() &&
+               backend(device).prefers_channels_last(ChannelsLastKernel::kConv2d, dtype));
   for (const Tensor& t : activations) nhwc = nhwc || (t.defined() && detail::is_nhwc(t));
   return detail::kernel_format(nhwc, ChannelsLastKernel::kConv2d, dtype, device);
 }

@@ -128,7 +128,12 @@ Tensor Tensor::view(Shape shape) const {
   shape = infer_shape(std::move(shape), numel_, "view", sizes_);
   auto strides = view_strides(sizes_, strides_, shape);
   TS_CHECK(strides.has_value(), "view: shape ", shape, " is not compatible with input of shape ",
-           sizes_, " and strides ", strides_, " (use reshape, which copies)");
+           sizes_, " and strides ", strides_, " (use reshape, which copies)",
+           is_channels_last() && !is_contiguous()
+               ? "; the input is channels-last (NHWC), as convolutions give where asked "
+                 "(Module::to(MemoryFormat::kChannelsLast)) and for bf16 on CPUs with AMX "
+                 "(set_allow_preferred_layout, tensor/accelerator.h)"
+               : "");
   return Tensor(storage_, std::move(shape), std::move(*strides), offset_, dtype_);
 }
 

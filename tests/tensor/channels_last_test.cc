@@ -15,8 +15,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
+#include "tensor/accelerator.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 #include "tests/util/test_util.h"
@@ -55,6 +58,14 @@ TEST(ChannelsLast, LayoutAndConversions) {
   EXPECT_TRUE(seeded({2, 1, 4, 5}, 2).is_channels_last());
   EXPECT_TRUE(seeded({2, 3, 1, 1}, 2).is_channels_last());
   EXPECT_THROW(seeded({2, 3, 4}, 3).contiguous(kCL), Error);
+  // view cannot flatten NHWC storage in NCHW order, and says the tensor is channels-last.
+  try {
+    (void)y.view({2, 60});
+    ADD_FAILURE() << "view of a channels-last tensor to [2, 60] did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("channels-last (NHWC)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(max_abs_diff(y.reshape({2, 60}), x.reshape({2, 60})), 0.0);
   EXPECT_THROW(empty({2, 3}, kF32, kCL), Error);
 }
 
@@ -354,37 +365,46 @@ TEST(ChannelsLast, Bf16ConvolutionsOnOneDnnGiveNhwcBitForBit) {
   // The NCHW side's activations go through tessera's NCHW <-> NHWC transposes (transpose16.h):
   // whole 32 x 16 tiles and the edges of both, here with 48 and 40 channels on 13x11. Where
   // the bf16 primitives prefer NHWC (AMX), its results are NHWC too, so the layers after it and
-  // the next convolution need no transpose.
-  const bool prefers =
+  // the next convolution need no transpose; with set_allow_preferred_layout(false) they stay
+  // NCHW, transposed back inside the convolution.
+  const bool kernels_prefer =
       backend(Device::cpu()).prefers_channels_last(ChannelsLastKernel::kConv2d, kBF16);
-  for (const auto& [xs, ws] : {std::pair<Shape, Shape>{{2, 16, 9, 10}, {32, 16, 3, 3}},
-                               std::pair<Shape, Shape>{{1, 48, 13, 11}, {40, 48, 3, 3}}}) {
-    for (int64_t stride : {1, 2}) {
-      Conv2dParams p, q;
-      p.stride = q.stride = {stride, stride};
-      p.padding = q.padding = {1, 1};
-      q.channels_last = true;
-      const Tensor x = seeded(xs, 50, kBF16), w = seeded(ws, 51, kBF16);
-      const Tensor y0 = conv2d(x, w, Tensor(), p), y1 = conv2d(x, w, Tensor(), q);
-      EXPECT_TRUE(nhwc(y1));
-      EXPECT_EQ(nhwc(y0), prefers);
-      EXPECT_EQ(max_abs_diff(y1, y0), 0.0);
-      const Tensor g = seeded(y0.shape(), 52, kBF16);
-      const auto [dx0, dw0] = conv2d_backward(g, x, w, x.shape(), p, true, true);
-      EXPECT_EQ(nhwc(dx0), prefers);
-      const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
-                                              x.contiguous(MemoryFormat::kChannelsLast), w,
-                                              x.shape(), q, true, true);
-      EXPECT_TRUE(nhwc(dx1));
-      EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
-      EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
-      // The passes alone, as the zero-bubble schedules call them.
-      const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
-      EXPECT_TRUE(nhwc(dx_alone));
-      EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
-      EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
+  const bool allowed = allow_preferred_layout();
+  const char* setting = std::getenv("TESSERA_PREFERRED_LAYOUT");
+  EXPECT_EQ(allowed, setting == nullptr || std::string(setting) != "off");
+  for (bool allow : {true, false}) {
+    set_allow_preferred_layout(allow);
+    const bool prefers = kernels_prefer && allow;
+    for (const auto& [xs, ws] : {std::pair<Shape, Shape>{{2, 16, 9, 10}, {32, 16, 3, 3}},
+                                 std::pair<Shape, Shape>{{1, 48, 13, 11}, {40, 48, 3, 3}}}) {
+      for (int64_t stride : {1, 2}) {
+        Conv2dParams p, q;
+        p.stride = q.stride = {stride, stride};
+        p.padding = q.padding = {1, 1};
+        q.channels_last = true;
+        const Tensor x = seeded(xs, 50, kBF16), w = seeded(ws, 51, kBF16);
+        const Tensor y0 = conv2d(x, w, Tensor(), p), y1 = conv2d(x, w, Tensor(), q);
+        EXPECT_TRUE(nhwc(y1));
+        EXPECT_EQ(nhwc(y0), prefers);
+        EXPECT_EQ(max_abs_diff(y1, y0), 0.0);
+        const Tensor g = seeded(y0.shape(), 52, kBF16);
+        const auto [dx0, dw0] = conv2d_backward(g, x, w, x.shape(), p, true, true);
+        EXPECT_EQ(nhwc(dx0), prefers);
+        const auto [dx1, dw1] = conv2d_backward(g.contiguous(MemoryFormat::kChannelsLast),
+                                                x.contiguous(MemoryFormat::kChannelsLast), w,
+                                                x.shape(), q, true, true);
+        EXPECT_TRUE(nhwc(dx1));
+        EXPECT_EQ(max_abs_diff(dx1, dx0), 0.0);
+        EXPECT_EQ(max_abs_diff(dw1, dw0), 0.0);
+        // The passes alone, as the zero-bubble schedules call them.
+        const Tensor dx_alone = conv2d_backward_input(g.contiguous(kCL), w, x.shape(), q);
+        EXPECT_TRUE(nhwc(dx_alone));
+        EXPECT_EQ(max_abs_diff(dx_alone, dx0), 0.0);
+        EXPECT_EQ(max_abs_diff(conv2d_backward_weight(g, x.contiguous(kCL), w.shape(), q), dw0), 0.0);
+      }
     }
   }
+  set_allow_preferred_layout(allowed);
 }
 
 // bf16 convolutions on channels-last activations run some backward passes as matmuls

@@ -154,7 +154,8 @@ std::vector<FlagSection> run_flag_sections() {
            Flag("memory-format", choice(&Config::memory_format, {"contiguous", "channels-last"}),
                 "channels-last: convolutions that can (f32 on the CPU, and bf16 on oneDNN) read "
                 "and write NHWC activations, and batch norm and pooling keep them (PyTorch's "
-                "channels_last)"),
+                "channels_last); bf16 on CPUs with AMX runs so either way "
+                "(TESSERA_PREFERRED_LAYOUT=off keeps contiguous)"),
            Flag("loss-scale", loss_scale(), "fp16 only; N: a static scale").default_is("dynamic"),
            Flag("loss-scale-window", integer(&Config::loss_scale_window, 1),
                 "clean steps before the scale doubles"),
