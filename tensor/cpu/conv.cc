@@ -7,8 +7,9 @@
 // takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's
 // primitives in every pass: the direct ones on NHWC as it is, Winograd's on nChw16c, reordered.
 // f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16 primitives where the CPU computes
-// bf16 natively (conv_onednn.h), but for the backward passes of 1x1 layers on channels-last
-// activations, which run as matmuls (conv_nhwc_matmul.h).
+// bf16 natively (conv_onednn.h), but for the backward passes on channels-last activations that
+// run faster as matmuls (conv_nhwc_matmul.h: both passes of 1x1 layers, and the weight gradients
+// of strided layers and small maps).
 //
 // f16, and bf16 elsewhere, follow the f32 route exactly: the direct and im2col kernels take
 // half-precision tensors and convert inside (planes as they are padded, tasks of images), and
@@ -19,8 +20,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "tensor/cpu/conv_nhwc_matmul.h"
 #include "tensor/cpu/conv_im2col.h"
+#include "tensor/cpu/conv_nhwc_matmul.h"
 #include "tensor/cpu/conv_onednn.h"
 #include "tensor/cpu/conv_path.h"
 #include "tensor/cpu/cpu_backend.h"

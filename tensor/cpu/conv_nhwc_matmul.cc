@@ -10,12 +10,18 @@ namespace cpu {
 
 namespace {
 
+// Every activation channels-last (a tensor with 1x1 maps or one channel is NCHW too: the same
+// bytes) and none empty (those keep the primitives' path).
 bool all_channels_last(std::initializer_list<const Tensor*> activations) {
   for (const Tensor* a : activations) {
-    if (!a->is_channels_last()) return false;
+    if (!a->is_channels_last() || a->numel() == 0) return false;
   }
   return true;
 }
+
+// The largest im2col matrix made for a weight gradient: 64 MiB (ResNet-50's largest at batch 8
+// is 14.5 MB; at batch 256 one would be 460 MB, where the primitive needs no such scratch).
+constexpr int64_t kMaxColsBytes = int64_t{64} << 20;
 
 bool one_by_one(const Shape& weight, const Conv2dParams& p) {
   return weight[2] == 1 && weight[3] == 1 && p.padding[0] == 0 && p.padding[1] == 0;
@@ -63,7 +69,7 @@ Tensor im2col_nhwc(const Tensor& x, const Shape& weight, const Conv2dParams& p, 
 
 // C[m, n] = op(A) B for bf16 row-major operands: A is [m, k] (or, transposed, stored [k, m]),
 // B [k, n], C [m, n], each dense.
-void matmul(bool trans_a, int64_t m, int64_t n, int64_t k, const Tensor& a, int64_t lda,
+void gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const Tensor& a, int64_t lda,
             const Tensor& b, const Tensor& c) {
   GemmArgs g;
   g.trans_a = trans_a;
@@ -85,52 +91,55 @@ void matmul(bool trans_a, int64_t m, int64_t n, int64_t k, const Tensor& a, int6
 
 bool conv_backward_input_as_matmul(DType dtype, const Shape& weight, const Conv2dParams& p,
                                    std::initializer_list<const Tensor*> activations) {
-  return dtype == kBF16 && onednn_bf16_available() && p.groups == 1 && one_by_one(weight, p) &&
-         all_channels_last(activations);
+  return dtype == kBF16 && onednn_bf16_available() && p.groups == 1 && weight[0] > 0 &&
+         one_by_one(weight, p) && all_channels_last(activations);
 }
 
 bool conv_backward_weight_as_matmul(DType dtype, const Shape& input, const Shape& weight,
                                     const Conv2dParams& p,
                                     std::initializer_list<const Tensor*> activations) {
-  if (dtype != kBF16 || !onednn_bf16_available() || p.groups != 1) return false;
+  if (dtype != kBF16 || !onednn_bf16_available() || p.groups != 1 || weight[0] == 0) {
+    return false;
+  }
   if (!all_channels_last(activations)) return false;
   if (one_by_one(weight, p)) return true;
-  // Larger kernels: whole 32-byte pixels to copy into cols, and a shape where the primitive
-  // measured slow (the header's figures).
+  // Larger kernels: pixels of 16 channels (32 bytes) or more to copy into cols, a shape where
+  // the primitive measured slow (the header's figures), and cols of at most kMaxColsBytes.
   const int64_t ho = window_output_size(input[2], weight[2], p.stride[0], p.padding[0],
                                         p.dilation[0]);
   const int64_t wo = window_output_size(input[3], weight[3], p.stride[1], p.padding[1],
                                         p.dilation[1]);
-  return input[1] >= 16 && (strided(p) || ho * wo <= 64);
+  const int64_t cols_bytes = input[0] * ho * wo * weight[2] * weight[3] * input[1] * 2;
+  return input[1] >= 16 && (strided(p) || ho * wo <= 64) && cols_bytes <= kMaxColsBytes;
 }
 
 void conv_backward_input_matmul(const Tensor& grad_out, const Tensor& weight,
                                 const Conv2dParams& p, const Tensor& grad_in) {
-  const int64_t positions = grad_out.numel() / grad_out.size(1);
+  const int64_t positions = grad_out.size(0) * grad_out.size(2) * grad_out.size(3);
   const int64_t k = weight.size(0), c = weight.size(1);
-  if (!strided(p)) return matmul(false, positions, c, k, grad_out, k, weight, grad_in);
+  if (!strided(p)) return gemm_bf16(false, positions, c, k, grad_out, k, weight, grad_in);
   // The sampled positions' gradients, then zeros everywhere else.
   const Tensor dx = empty({grad_out.size(0), c, grad_out.size(2), grad_out.size(3)}, kBF16,
                           MemoryFormat::kChannelsLast);
-  matmul(false, positions, c, k, grad_out, k, weight, dx);
+  gemm_bf16(false, positions, c, k, grad_out, k, weight, dx);
   Tensor(grad_in).zero_();
   sampled(grad_in, p).copy_(dx);
 }
 
 void conv_backward_weight_matmul(const Tensor& grad_out, const Tensor& input,
                                  const Conv2dParams& p, const Tensor& grad_weight) {
-  const int64_t positions = grad_out.numel() / grad_out.size(1);
+  const int64_t positions = grad_out.size(0) * grad_out.size(2) * grad_out.size(3);
   const int64_t k = grad_weight.size(0), c = grad_weight.size(1);
   if (one_by_one(grad_weight.shape(), p)) {
     const Tensor x = sampled(input, p).contiguous(MemoryFormat::kChannelsLast);
-    return matmul(true, k, c, positions, grad_out, k, x, grad_weight);
+    return gemm_bf16(true, k, c, positions, grad_out, k, x, grad_weight);
   }
   const int64_t kh = grad_weight.size(2), kw = grad_weight.size(3);
   const Tensor cols = im2col_nhwc(input, grad_weight.shape(), p, grad_out.size(2),
                                   grad_out.size(3));
   // dW in [K, KH, KW, C] order, then permuted (exactly) to [K, C, KH, KW].
   const Tensor dw = empty({k, kh, kw, c}, kBF16);
-  matmul(true, k, kh * kw * c, positions, grad_out, k, cols, dw);
+  gemm_bf16(true, k, kh * kw * c, positions, grad_out, k, cols, dw);
   Tensor(grad_weight).copy_(dw.permute({0, 3, 1, 2}));
 }
 

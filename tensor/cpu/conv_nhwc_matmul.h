@@ -16,12 +16,18 @@
 //   - 1x1 weight gradients: 3.7 -> 0.8 (1024 -> 256 channels, 14x14), 8.0 -> 1.2 (2048 -> 512,
 //     7x7), 19.4 -> 2.5 (1024 -> 2048, stride 2): about 4x the forward's time before, level
 //     after;
-//   - 1x1 stride-2 input gradients: 4.5-5.9 against 1.0-2.1 for their forward;
+//   - 1x1 input gradients: 0.7-0.9 -> 0.5-0.7 at stride 1, 4.5-6.0 -> 1.2-2.6 at stride 2
+//     (before the scatter into the zeroed gradient);
 //   - 3x3 weight gradients: 5.7 -> 2.1 (512 channels, 7x7), 13.8 -> 2.2 (512, stride 2 to 7x7),
 //     6.7 -> 2.5 (256, stride 2 to 14x14), 4.1 -> 2.1 (128, stride 2 to 28x28); but 3.1 -> 2.7
 //     (256, 14x14), 1.9 -> 1.9 (128, 28x28), 1.9 -> 2.3 (64, 56x56), before making cols.
 // So 1x1 layers take both passes here, and larger kernels their weight gradient where the stride
-// is 2 or more or the output has at most 8x8 positions. docs/BENCHMARKS.md has the step figures.
+// is 2 or more or the output has at most 8x8 positions, with 16 channels or more and im2col's
+// matrix at most 64 MiB (it is made whole). In whole ResNet bf16 steps the larger kernels' rule
+// measured 2-6% faster than 1x1 layers alone, and all larger kernels (big maps and the 3-channel
+// stem too) 2-25% slower (docs/BENCHMARKS.md, fourteenth session). Tensors with 1x1 maps or one
+// channel are NCHW and NHWC at once, so they take this path from NCHW models too (the same
+// bytes; only the order of the sums differs).
 //
 // Accumulation is f32 inside oneDNN and each result is rounded to bf16 once, as in the
 // convolution primitives; the sums run in another order, so results differ by rounding.

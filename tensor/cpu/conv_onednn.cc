@@ -278,12 +278,16 @@ bool onednn_bf16_prefers_nhwc() {
     const memory::dims src{8, 64, 56, 56}, weights{64, 64, 3, 3}, strides{1, 1}, pad{1, 1};
     const auto bf16 = memory::data_type::bf16;
     const memory::desc x(src, bf16, Tag::any), w(weights, bf16, Tag::any);
-    const dnnl::convolution_forward::primitive_desc pd(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                        dnnl::algorithm::convolution_direct, x, w, x, strides,
-                                        pad, pad),
-        engine());
-    return pd.src_desc() == memory::desc(src, bf16, Tag::nhwc);
+    try {
+      const dnnl::convolution_forward::primitive_desc pd(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_direct, x, w, x, strides,
+                                          pad, pad),
+          engine());
+      return pd.src_desc() == memory::desc(src, bf16, Tag::nhwc);
+    } catch (const dnnl::error&) {
+      return false;  // no such primitive: no layout to prefer (bf16 then widens, conv.cc)
+    }
   }();
   return prefers;
 }

@@ -1,5 +1,6 @@
-// 16-bit (bf16) activations between NCHW and NHWC: the reorders oneDNN's bf16 convolutions want
-// on CPUs with AMX or AVX-512 BF16, whose primitives pick channels-last (NHWC) for activations.
+// 16-bit (bf16, f16) activations between NCHW and NHWC: the reorders oneDNN's bf16 convolutions
+// want on CPUs with AMX, whose primitives pick channels-last (NHWC) for activations, and every
+// 16-bit copy between the two layouts (CpuBackend::copy: tensors made channels-last).
 //
 // Each image is a matrix transpose, [C][H*W] <-> [H*W][C]. oneDNN 2.6's own bf16 reorder for it
 // (`jit:uni`) took 3.7-5.1 ms for one 8x256x56x56 tensor, warm, a sixth of ResNet-50's bf16
