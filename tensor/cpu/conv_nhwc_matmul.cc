@@ -1,5 +1,6 @@
 #include "tensor/cpu/conv_nhwc_matmul.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "tensor/cpu/gemm_onednn.h"
@@ -36,7 +37,8 @@ Tensor sampled(const Tensor& x, const Conv2dParams& p) {
 }
 
 // cols[P, KH * KW * C] from NHWC x: row (n, oh, ow), block (i, j) of C values the pixel the
-// window's tap (i, j) reads, or zeros where it falls in the padding.
+// window's tap (i, j) reads, or zeros where it falls in the padding. Without dilation a
+// window row's taps are neighbouring pixels, KW * C values in a row of x: one copy each.
 Tensor im2col_nhwc(const Tensor& x, const Shape& weight, const Conv2dParams& p, int64_t ho,
                    int64_t wo) {
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
@@ -44,20 +46,40 @@ Tensor im2col_nhwc(const Tensor& x, const Shape& weight, const Conv2dParams& p, 
   const Tensor cols = empty({n * ho * wo, row}, kBF16);
   const auto* src = static_cast<const uint16_t*>(x.raw_data());
   auto* dst = static_cast<uint16_t*>(cols.raw_data());
-  const size_t bytes = static_cast<size_t>(c) * sizeof(uint16_t);
+  const auto zero = [](uint16_t* out, int64_t values) {
+    std::memset(out, 0, static_cast<size_t>(values) * sizeof(uint16_t));
+  };
+  const auto copy = [](const uint16_t* in, uint16_t* out, int64_t values) {
+    std::memcpy(out, in, static_cast<size_t>(values) * sizeof(uint16_t));
+  };
   parallel_for(n * ho, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t img = r / ho, oh = r % ho;
       for (int64_t ow = 0; ow < wo; ++ow) {
         uint16_t* out = dst + (r * wo + ow) * row;
-        for (int64_t i = 0; i < kh; ++i) {
+        const int64_t left = ow * p.stride[1] - p.padding[1];  // the first tap's column
+        for (int64_t i = 0; i < kh; ++i, out += kw * c) {
           const int64_t ih = oh * p.stride[0] - p.padding[0] + i * p.dilation[0];
-          for (int64_t j = 0; j < kw; ++j, out += c) {
-            const int64_t iw = ow * p.stride[1] - p.padding[1] + j * p.dilation[1];
-            if (ih < 0 || ih >= h || iw < 0 || iw >= w) {
-              std::memset(out, 0, bytes);
+          if (ih < 0 || ih >= h) {
+            zero(out, kw * c);
+            continue;
+          }
+          const uint16_t* in_row = src + (img * h + ih) * w * c;
+          if (p.dilation[1] == 1) {
+            // Taps [j0, j1) fall inside the row; the rest in the padding.
+            const int64_t j0 = std::clamp<int64_t>(-left, 0, kw);
+            const int64_t j1 = std::clamp<int64_t>(w - left, j0, kw);
+            zero(out, j0 * c);
+            if (j1 > j0) copy(in_row + (left + j0) * c, out + j0 * c, (j1 - j0) * c);
+            zero(out + j1 * c, (kw - j1) * c);
+            continue;
+          }
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t iw = left + j * p.dilation[1];
+            if (iw < 0 || iw >= w) {
+              zero(out + j * c, c);
             } else {
-              std::memcpy(out, src + ((img * h + ih) * w + iw) * c, bytes);
+              copy(in_row + iw * c, out + j * c, c);
             }
           }
         }
