@@ -15,7 +15,7 @@
 //     (Backend::prefers_channels_last: AMX) the NCHW model runs NHWC too, from the stem's
 //     output on, and so gives the channels-last model's bits. With that turned off
 //     (set_allow_preferred_layout(false)), and on other CPUs, the NCHW model stays NCHW: the
-//     convolutions give the NCHW path's bits (tests/tensor/channels_last_test.cc; the weight
+//     convolutions give the NCHW path's bits (tests/tensor/channels_last_conv_test.cc; the weight
 //     gradients that run as matmuls on NHWC within one bf16 rounding) while batch norm adds
 //     its sums in another order, so the two bf16 runs differ by rounding, which a
 //     bf16 ResNet amplifies through its depth (either run's gradients are 25-45% from f32's at
