@@ -109,21 +109,24 @@ void gemm_bf16(bool trans_a, int64_t m, int64_t n, int64_t k, const Tensor& a, i
   gemm_bf16_onednn(g);
 }
 
+// What both passes need: native bf16, no groups, output channels, NHWC activations.
+bool matmuls_apply(DType dtype, const Shape& weight, const Conv2dParams& p,
+                   std::initializer_list<const Tensor*> activations) {
+  return dtype == kBF16 && onednn_bf16_available() && p.groups == 1 && weight[0] > 0 &&
+         all_channels_last(activations);
+}
+
 }  // namespace
 
 bool conv_backward_input_as_matmul(DType dtype, const Shape& weight, const Conv2dParams& p,
                                    std::initializer_list<const Tensor*> activations) {
-  return dtype == kBF16 && onednn_bf16_available() && p.groups == 1 && weight[0] > 0 &&
-         one_by_one(weight, p) && all_channels_last(activations);
+  return matmuls_apply(dtype, weight, p, activations) && one_by_one(weight, p);
 }
 
 bool conv_backward_weight_as_matmul(DType dtype, const Shape& input, const Shape& weight,
                                     const Conv2dParams& p,
                                     std::initializer_list<const Tensor*> activations) {
-  if (dtype != kBF16 || !onednn_bf16_available() || p.groups != 1 || weight[0] == 0) {
-    return false;
-  }
-  if (!all_channels_last(activations)) return false;
+  if (!matmuls_apply(dtype, weight, p, activations)) return false;
   if (one_by_one(weight, p)) return true;
   // Larger kernels: pixels of 16 channels (32 bytes) or more to copy into cols, a shape where
   // the primitive measured slow (the header's figures), and cols of at most kMaxColsBytes.
