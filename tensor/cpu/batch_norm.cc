@@ -254,6 +254,19 @@ void mask_row(const T* g, const T* y, T* dst, int64_t s) {
   }
 }
 
+// f(xb, gb, j0, m) for each block of kBf16Block positions j0.. of the half-precision rows xr and
+// gr, widened into the f32 buffers xb and gb (m positions; f may overwrite gb).
+template <typename T, typename F>
+void for_each_widened_block(const T* xr, const T* gr, int64_t s, F f) {
+  float xb[kBf16Block], gb[kBf16Block];
+  for (int64_t j0 = 0; j0 < s; j0 += kBf16Block) {
+    const int64_t m = std::min(kBf16Block, s - j0);
+    widen(xr + j0, xb, m);
+    widen(gr + j0, gb, m);
+    f(xb, gb, j0, m);
+  }
+}
+
 // Batch norm's backward (the formulas at the top), with the gradient's rows supplied by the
 // caller: sums_row(t) and grad_row(t) return row t = i * C + c of the gradient for the
 // reduction pass and for the gradient pass (batch norm: rows of grad_out; batch norm + ReLU:
@@ -274,18 +287,14 @@ void backward(const NCS& d, SumsRow sums_row, GradRow grad_row, const Tensor& x,
     const scalar_t* xr = px + (i * d.c + c) * d.s;
     const scalar_t* gr = sums_row(i * d.c + c);
     if constexpr (kBlockWidened<scalar_t>) {
-      float xb[kBf16Block], gb[kBf16Block];
-      for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
-        const int64_t n = std::min(kBf16Block, d.s - j0);
-        widen(xr + j0, xb, n);
-        widen(gr + j0, gb, n);
+      for_each_widened_block(xr, gr, d.s, [&](float* xb, float* gb, int64_t, int64_t n) {
         add_row_sums<float, float>(
             n, [&](int64_t j, auto like) { return load_as<float>(gb + j, like); },
             [&](int64_t j, auto like) {
               return load_as<float>(gb + j, like) * (load_as<float>(xb + j, like) - m);
             },
             sg, sgx);
-      }
+      });
     } else {
       add_row_sums<scalar_t, C>(
           d.s, [&](int64_t j, auto like) { return load_as<C>(gr + j, like); },
@@ -297,9 +306,9 @@ void backward(const NCS& d, SumsRow sums_row, GradRow grad_row, const Tensor& x,
   };
   scalar_t* pdx = grad_in.defined() ? grad_in.data<scalar_t>() : nullptr;
   const double count = static_cast<double>(d.n * d.s);
-  // The gradient pass's row t = i * C + c, given its channel's sums.
-  const auto grad_row_at = [&](int64_t t, double sg, double sgx) {
-    const int64_t c = t % d.c;
+  // The gradient pass's row (i, c), given its channel's sums.
+  const auto grad_row_at = [&](int64_t i, int64_t c, double sg, double sgx) {
+    const int64_t t = i * d.c + c;
     const S w = pw ? pw[c] : S(1);
     const scalar_t* xr = px + t * d.s;
     const scalar_t* gr = grad_row(t);
@@ -312,14 +321,10 @@ void backward(const NCS& d, SumsRow sums_row, GradRow grad_row, const Tensor& x,
     const S mean_g = S(sg / count);
     const S proj = S(sgx / count) * pi[c];  // multiplies (x - mean)
     if constexpr (kBlockWidened<scalar_t>) {
-      float xb[kBf16Block], gb[kBf16Block];
-      for (int64_t j0 = 0; j0 < d.s; j0 += kBf16Block) {
-        const int64_t m = std::min(kBf16Block, d.s - j0);
-        widen(xr + j0, xb, m);
-        widen(gr + j0, gb, m);
+      for_each_widened_block(xr, gr, d.s, [&](float* xb, float* gb, int64_t j0, int64_t m) {
         for (int64_t j = 0; j < m; ++j) gb[j] = k * (gb[j] - mean_g - (xb[j] - pm[c]) * proj);
         narrow(gb, dr + j0, m);
-      }
+      });
     } else {
       for (int64_t j = 0; j < d.s; ++j) {
         const S g = static_cast<S>(static_cast<C>(gr[j]));
@@ -328,7 +333,7 @@ void backward(const NCS& d, SumsRow sums_row, GradRow grad_row, const Tensor& x,
       }
     }
   };
-  // Both passes a block of channels at a time (channel_blocks), the reduction pass's rows still
+  // Both passes a block of channels at a time (cached_channels), the reduction pass's rows still
   // in cache when the gradient pass reads them; each block's rows image by image, as
   // channel_sums visits them, so each channel adds its images in order.
   std::vector<double> sum_g(d.c, 0.0), sum_gxhat(d.c, 0.0);
@@ -352,7 +357,7 @@ void backward(const NCS& d, SumsRow sums_row, GradRow grad_row, const Tensor& x,
       }
       if (pdx == nullptr) continue;
       for (int64_t i = 0; i < d.n; ++i) {
-        for (int64_t c = c0; c < c1; ++c) grad_row_at(i * d.c + c, sum_g[c], sum_gxhat[c]);
+        for (int64_t c = c0; c < c1; ++c) grad_row_at(i, c, sum_g[c], sum_gxhat[c]);
       }
     }
   });
