@@ -72,7 +72,8 @@ void accumulate(Tensor& slot, Tensor grad) {
   if (!slot.defined()) {
     slot = std::move(grad);
   } else if (slot.storage().use_count() == 1 &&
-             (slot.is_contiguous() || slot.is_channels_last()) && slot.shape() == grad.shape() &&
+             (slot.is_contiguous() || slot.is_channels_last() || slot.is_channels_blocked()) &&
+             slot.shape() == grad.shape() &&
              slot.dtype() == grad.dtype() && slot.device() == grad.device()) {
     add_(slot, grad);
   } else {

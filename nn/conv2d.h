@@ -25,6 +25,9 @@ class Conv2dOptions {
   // Channels-last activations where the backend has such kernels (Conv2dParams::channels_last;
   // Module::to(MemoryFormat::kChannelsLast) sets it on every Conv2d of a model).
   Conv2dOptions& channels_last(bool on) { params_.channels_last = on; return *this; }
+  // Channels-blocked (nChw16c) activations where the backend has such kernels
+  // (Conv2dParams::channels_blocked; Module::to(MemoryFormat::kChannelsBlocked) sets it).
+  Conv2dOptions& channels_blocked(bool on) { params_.channels_blocked = on; return *this; }
 
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
@@ -48,6 +51,7 @@ class Conv2d : public Module {
   void reset_parameters();
   void set_memory_format(MemoryFormat format) override {
     options_.channels_last(format == MemoryFormat::kChannelsLast);
+    options_.channels_blocked(format == MemoryFormat::kChannelsBlocked);
   }
 
   const Variable& weight() const { return weight_; }

@@ -129,10 +129,13 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device);
   // The activations' memory format (PyTorch's model.to(memory_format=torch.channels_last)):
   // kChannelsLast makes every convolution read and write NHWC where the backend can, and the
-  // layers after it (batch norm, pooling, elementwise) keep that layout; the parameters do not
-  // change. Calls set_memory_format on this module and every descendant.
+  // layers after it (batch norm, pooling, elementwise) keep that layout; kChannelsBlocked does
+  // the same with oneDNN's nChw16c (f32 on the CPU: the layout its convolution kernels compute
+  // in, so no reorders around each call). The parameters do not change. Calls
+  // set_memory_format on this module and every descendant.
   void to(MemoryFormat format);
-  // What to(MemoryFormat) changes in this module alone (Conv2d: its channels_last option).
+  // What to(MemoryFormat) changes in this module alone (Conv2d: its channels_last and
+  // channels_blocked options).
   virtual void set_memory_format(MemoryFormat /*format*/) {}
   // True for modules whose parameters and buffers stay f32 under to(kF16 / kBF16) (ZeRO-3's
   // mixed precision asks it too).

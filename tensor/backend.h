@@ -35,7 +35,8 @@ struct GemmArgs {
   Device device;
 };
 
-// The kernels a backend may run on channels-last (NHWC) tensors (Backend::channels_last).
+// The kernels a backend may run on channels-last (NHWC) tensors (Backend::channels_last), and
+// on channels-blocked ones (Backend::channels_blocked).
 enum class ChannelsLastKernel { kConv2d, kBatchNorm, kMaxPool2d };
 
 class Backend {
@@ -71,6 +72,12 @@ class Backend {
   virtual bool prefers_channels_last(ChannelsLastKernel /*kernel*/, DType /*dtype*/) {
     return false;
   }
+  // Whether `kernel` takes and gives channels-blocked tensors of `dtype` (tensor.h's
+  // MemoryFormat::kChannelsBlocked, nChw16c). When it does, ops.cc passes them so (all of one
+  // call's activations with a multiple of 16 channels) where the caller's tensors are, or a
+  // convolution asks for it (Conv2dParams::channels_blocked); a kernel then reaches their
+  // elements through channel_blocks(). The default: none, so every operand arrives NCHW.
+  virtual bool channels_blocked(ChannelsLastKernel /*kernel*/, DType /*dtype*/) { return false; }
 
   // dst and src have the same shape; dtypes may differ (converted); either may be strided.
   // A Backend whose device is not the CPU also copies between its device and the CPU.

@@ -15,6 +15,10 @@ struct Conv2dParams {
   // kernels: the input converted to NHWC if it is not, the output and the input's gradient
   // NHWC (PyTorch: a channels_last weight). An NHWC input alone also asks for it.
   bool channels_last = false;
+  // Run on channels-blocked activations (nChw16c, tensor.h's MemoryFormat) where the backend has
+  // such kernels: every activation with a multiple of 16 channels converted to it if it is not,
+  // the output and the input's gradient so too. A channels-blocked input alone also asks for it.
+  bool channels_blocked = false;
 };
 
 struct Pool2dParams {

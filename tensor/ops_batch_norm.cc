@@ -16,12 +16,18 @@ namespace {
 // contiguous) and the backend has channels-last batch norm kernels; else contiguous. Every
 // [N, C, S] operand of the call is passed in it.
 MemoryFormat layout_of(const Tensor& input) {
+  if (input.is_channels_blocked() &&
+      backend(input.device()).channels_blocked(ChannelsLastKernel::kBatchNorm, input.dtype())) {
+    return MemoryFormat::kChannelsBlocked;
+  }
   return detail::kernel_format(detail::is_nhwc(input), ChannelsLastKernel::kBatchNorm,
                                input.dtype(), input.device());
 }
 
-// [N, C, ...] -> [N, C, S], contiguous or (channels-last) strides [S*C, 1, C].
+// [N, C, ...] -> [N, C, S], contiguous or (channels-last) strides [S*C, 1, C]; channels-blocked
+// tensors stay [N, C, H, W] (no strides to view them with: the kernels take them 4-D).
 Tensor as_ncs(const Tensor& x, MemoryFormat format) {
+  if (format == MemoryFormat::kChannelsBlocked) return x.contiguous(format);
   return x.contiguous(format).view(
       {x.size(0), x.size(1), x.numel() / std::max<int64_t>(x.size(0) * x.size(1), 1)});
 }
@@ -29,7 +35,13 @@ Tensor as_ncs(const Tensor& x, MemoryFormat format) {
 // Uninitialized [N, C, S] in the layout of the kernels' operand x.
 Tensor empty_ncs(const Tensor& x, MemoryFormat format) {
   if (format == MemoryFormat::kContiguous) return empty(x.shape(), x.options());
+  if (format == MemoryFormat::kChannelsBlocked) return empty(x.shape(), x.options(), format);
   return empty({x.size(0), x.size(2), x.size(1)}, x.options()).permute({0, 2, 1});
+}
+
+// A kernel's [N, C, S] operand as the caller's shape (channels-blocked ones have it already).
+Tensor as_shape(const Tensor& t, const Shape& shape) {
+  return t.is_channels_blocked() ? t : t.view(shape);
 }
 
 void check_channel_tensor(const Tensor& t, int64_t channels, const char* op, const char* what) {
@@ -68,7 +80,7 @@ BatchNormResult normalize(const char* op, bool relu, const Tensor& input, const 
   check_channel_tensor(running_var, channels, op, "running_var");
   const MemoryFormat format = layout_of(input);
   const Tensor x = as_ncs(input, format);
-  const int64_t per_channel = x.size(0) * x.size(2);
+  const int64_t per_channel = input.numel() / std::max<int64_t>(channels, 1);
   const TensorOptions stat_options =
       TensorOptions(detail::compute_dtype(input.dtype())).device(input.device());
   Backend& be = backend(input.device());
@@ -105,7 +117,7 @@ BatchNormResult normalize(const char* op, bool relu, const Tensor& input, const 
   } else {
     be.batch_norm_apply(x, result.mean, result.invstd, w, b, out);
   }
-  result.output = out.view(input.shape());
+  result.output = as_shape(out, input.shape());
   return result;
 }
 }  // namespace
@@ -141,7 +153,7 @@ BatchNormGrads grad_buffers(const Tensor& x, MemoryFormat format, const Tensor& 
 
 // From the kernels' [N, C, S] and compute-type tensors to the caller's shape and dtypes.
 void finish(BatchNormGrads* grads, const Tensor& input, const Tensor& weight) {
-  if (grads->input.defined()) grads->input = grads->input.view(input.shape());
+  if (grads->input.defined()) grads->input = as_shape(grads->input, input.shape());
   if (grads->weight.defined() && weight.defined()) {
     grads->weight = grads->weight.to(weight.dtype());
     grads->bias = grads->bias.to(weight.dtype());
@@ -185,7 +197,7 @@ BatchNormReluGrads batch_norm_relu_backward(const Tensor& grad_out, const Tensor
                                 grads.input, grads.weight, grads.bias, grad_residual);
   finish(&grads, input, weight);
   return {grads.input, grads.weight, grads.bias,
-          need_residual ? grad_residual.view(input.shape()) : Tensor()};
+          need_residual ? as_shape(grad_residual, input.shape()) : Tensor()};
 }
 
 }  // namespace tessera

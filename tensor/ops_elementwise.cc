@@ -1,5 +1,6 @@
 // Elementwise ops: broadcasting and dtype promotion here, arithmetic in the Backend.
 #include <cmath>
+#include <optional>
 
 #include "tensor/backend.h"
 #include "tensor/ops.h"
@@ -24,6 +25,32 @@ bool is_comparison(BinaryOp op) {
 using detail::is_nhwc;
 Tensor flat(const Tensor& t) { return Tensor(t.storage(), {t.numel()}, {1}, t.offset(), t.dtype()); }
 
+// b converted to dtype and broadcast to shape. A channels-blocked b (no strides to broadcast
+// with) stays as it is where it has the shape already, else is converted to NCHW first.
+Tensor expanded(const Tensor& b, DType dtype, const Shape& shape) {
+  Tensor t = b.to(dtype);
+  if (t.is_channels_blocked()) {
+    if (t.shape() == shape) return t;
+    t = t.contiguous();
+  }
+  return t.expand(shape);
+}
+
+// A channels-blocked operand of the result's shape gives a channels-blocked result (nChw16c),
+// computed over every operand's channel_blocks() view: the same positions element for element
+// whatever each operand's layout, broadcast ones included (stride-0 views).
+std::optional<Tensor> binary_blocked(BinaryOp op, const Tensor& a, const Tensor& b,
+                                     const Shape& shape, DType dtype,
+                                     const TensorOptions& options) {
+  const auto blocked = [&](const Tensor& t) { return t.is_channels_blocked() && t.shape() == shape; };
+  if (!blocked(a) && !blocked(b)) return std::nullopt;
+  Tensor out = empty(shape, options, MemoryFormat::kChannelsBlocked);
+  backend(a.device())
+      .binary(op, expanded(a, dtype, shape).channel_blocks(),
+              expanded(b, dtype, shape).channel_blocks(), out.channel_blocks());
+  return out;
+}
+
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   detail::check_defined(a, name, "first operand");
   detail::check_defined(b, name, "second operand");
@@ -31,8 +58,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   DType dtype = promote_types(a.dtype(), b.dtype());
   if ((op == BinaryOp::kDiv || op == BinaryOp::kPow) && !is_floating(dtype)) dtype = kF32;
-  const Tensor ax = a.to(dtype).expand(shape), bx = b.to(dtype).expand(shape);
   const TensorOptions options = TensorOptions(is_comparison(op) ? kBool : dtype).device(a.device());
+  if (auto out = binary_blocked(op, a, b, shape, dtype, options)) return *out;
+  const Tensor ax = expanded(a, dtype, shape), bx = expanded(b, dtype, shape);
   if (is_nhwc(ax) && is_nhwc(bx)) {
     Tensor out = empty(shape, options, MemoryFormat::kChannelsLast);
     backend(a.device()).binary(op, flat(ax), flat(bx), flat(out));
@@ -62,6 +90,11 @@ Tensor unary(UnaryOp op, const Tensor& a, const char* name, double alpha = 0, do
                            op != UnaryOp::kSign && op != UnaryOp::kSquare &&
                            op != UnaryOp::kClamp;
   const Tensor in = needs_float && !is_floating(a.dtype()) ? a.to(kF32) : a;
+  if (in.is_channels_blocked()) {
+    Tensor out = empty(in.shape(), in.options(), MemoryFormat::kChannelsBlocked);
+    backend(in.device()).unary(op, flat(in), flat(out), alpha, beta);
+    return out;
+  }
   if (is_nhwc(in)) {
     Tensor out = empty(in.shape(), in.options(), MemoryFormat::kChannelsLast);
     backend(in.device()).unary(op, flat(in), flat(out), alpha, beta);
@@ -121,13 +154,20 @@ Tensor operator/(double a, const Tensor& b) { return binary(BinaryOp::kDiv, scal
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 namespace {
-// a = a op bx in place (bx has a's shape and dtype). Elementwise kernels read index i before
-// writing index i, so out may alias an input. A channels-last a is written over its memory as
+// a = a op b in place (b has a's shape and dtype). Elementwise kernels read index i before
+// writing index i, so out may alias an input. A channels-blocked a is written over its memory as
+// its channel_blocks(), b seen the same way. A channels-last a is written over its memory as
 // one flat run, bx brought to the same layout (a backend call takes one layout; a copy back
 // from a fresh result cost a pass of its own); any other strided a, or a bx that overlaps a
 // elsewhere in its memory, goes through a copy.
-void binary_in_place(BinaryOp op, Tensor& a, const Tensor& bx, const char* name) {
-  const bool overlaps = bx.storage() == a.storage() && !bx.is_same(a);
+void binary_in_place(BinaryOp op, Tensor& a, const Tensor& b, const char* name) {
+  const bool overlaps = b.storage() == a.storage() && !b.is_same(a);
+  if (a.is_channels_blocked() && !overlaps) {
+    const Tensor ab = a.channel_blocks();
+    return backend(a.device()).binary(op, ab, b.channel_blocks(), ab);
+  }
+  // A channels-blocked b into a strided a: b read as NCHW.
+  const Tensor bx = b.is_channels_blocked() ? b.contiguous() : b;
   if (a.is_contiguous() && !overlaps) return backend(a.device()).binary(op, a, bx, a);
   if (a.is_channels_last() && !overlaps) {
     const Tensor af = flat(a);
@@ -143,7 +183,7 @@ Tensor& add_(Tensor& a, const Tensor& b, double alpha) {
   detail::check_defined(b, "add_");
   detail::check_same_device(a, b, "add_");
   const Tensor scaled = alpha == 1.0 ? b : mul(b, alpha);
-  binary_in_place(BinaryOp::kAdd, a, scaled.to(a.dtype()).expand(a.shape()), "add_");
+  binary_in_place(BinaryOp::kAdd, a, expanded(scaled, a.dtype(), a.shape()), "add_");
   return a;
 }
 
@@ -151,7 +191,7 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   detail::check_defined(a, "mul_");
   detail::check_defined(b, "mul_");
   detail::check_same_device(a, b, "mul_");
-  binary_in_place(BinaryOp::kMul, a, b.to(a.dtype()).expand(a.shape()), "mul_");
+  binary_in_place(BinaryOp::kMul, a, expanded(b, a.dtype(), a.shape()), "mul_");
   return a;
 }
 

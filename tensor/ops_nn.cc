@@ -180,11 +180,24 @@ void check_conv(const Shape& in, const Shape& w, const Conv2dParams& p, const ch
 // allow_preferred_layout()), and the backend has the kernels; else NCHW.
 MemoryFormat conv_format(const Conv2dParams& p, std::initializer_list<Tensor> activations,
                          DType dtype, Device device) {
+  // Channels-blocked (nChw16c) first: asked for, or given, and the backend has the kernels.
+  bool blocked = p.channels_blocked;
+  for (const Tensor& t : activations) blocked = blocked || (t.defined() && t.is_channels_blocked());
+  if (blocked && backend(device).channels_blocked(ChannelsLastKernel::kConv2d, dtype)) {
+    return MemoryFormat::kChannelsBlocked;
+  }
   bool nhwc = p.channels_last ||
               (allow_preferred_layout() &&
                backend(device).prefers_channels_last(ChannelsLastKernel::kConv2d, dtype));
   for (const Tensor& t : activations) nhwc = nhwc || (t.defined() && detail::is_nhwc(t));
   return detail::kernel_format(nhwc, ChannelsLastKernel::kConv2d, dtype, device);
+}
+
+// One activation's layout in a convolution laid out as `format`: channels-blocked takes whole
+// blocks of 16 channels, so an RGB image (the stem's input) stays NCHW.
+MemoryFormat activation_format(MemoryFormat format, int64_t channels) {
+  return format == MemoryFormat::kChannelsBlocked && channels % 16 != 0 ? MemoryFormat::kContiguous
+                                                                         : format;
 }
 }  // namespace
 
@@ -204,9 +217,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
   }
   const MemoryFormat format = conv_format(params, {input}, input.dtype(), input.device());
   Tensor out = empty(conv_output_shape(input.shape(), weight.shape(), params), input.options(),
-                     format);
+                     activation_format(format, weight.size(0)));
   backend(input.device())
-      .conv2d(input.contiguous(format), weight.contiguous(),
+      .conv2d(input.contiguous(activation_format(format, input.size(1))), weight.contiguous(),
               bias.defined() ? bias.to(input.dtype()).contiguous() : Tensor(), params, out);
   return out;
 }
@@ -218,10 +231,11 @@ Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& weight,
   TS_CHECK(grad_out.shape() == expected, "conv2d_backward_input: grad shape ", grad_out.shape(),
            " differs from the output shape ", expected);
   const MemoryFormat format = conv_format(params, {grad_out}, weight.dtype(), weight.device());
-  Tensor grad_in = empty(input_shape, weight.options(), format);
+  Tensor grad_in = empty(input_shape, weight.options(), activation_format(format, input_shape[1]));
   backend(weight.device())
-      .conv2d_backward_input(grad_out.to(weight.dtype()).contiguous(format),
-                             weight.contiguous(), params, grad_in);
+      .conv2d_backward_input(
+          grad_out.to(weight.dtype()).contiguous(activation_format(format, grad_out.size(1))),
+          weight.contiguous(), params, grad_in);
   return grad_in;
 }
 
@@ -235,8 +249,9 @@ Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& input,
   const MemoryFormat format =
       conv_format(params, {grad_out, input}, input.dtype(), input.device());
   backend(input.device())
-      .conv2d_backward_weight(grad_out.to(input.dtype()).contiguous(format),
-                              input.contiguous(format), params, grad_w);
+      .conv2d_backward_weight(
+          grad_out.to(input.dtype()).contiguous(activation_format(format, grad_out.size(1))),
+          input.contiguous(activation_format(format, input.size(1))), params, grad_w);
   return grad_w;
 }
 
@@ -257,22 +272,43 @@ std::pair<Tensor, Tensor> conv2d_backward(const Tensor& grad_out, const Tensor& 
   }
   const MemoryFormat format = conv_format(params, {grad_out, need_weight ? input : Tensor()},
                                           weight.dtype(), weight.device());
-  const Tensor grad_in = need_input ? empty(input_shape, weight.options(), format) : Tensor();
+  const MemoryFormat in_format = activation_format(format, input_shape[1]);
+  const Tensor grad_in = need_input ? empty(input_shape, weight.options(), in_format) : Tensor();
   const Tensor grad_w = need_weight ? empty(weight.shape(), weight.options()) : Tensor();
   if (need_input || need_weight) {
     backend(weight.device())
-        .conv2d_backward(grad_out.to(weight.dtype()).contiguous(format),
-                         need_weight ? input.contiguous(format) : Tensor(), weight.contiguous(),
-                         params, grad_in, grad_w);
+        .conv2d_backward(
+            grad_out.to(weight.dtype()).contiguous(activation_format(format, grad_out.size(1))),
+            need_weight ? input.contiguous(in_format) : Tensor(), weight.contiguous(), params,
+            grad_in, grad_w);
   }
   return {grad_in, grad_w};
 }
 
 // ---------------------------------------------------------------------------- pooling
 
+namespace {
+// Max pooling keeps a channels-blocked input so (output and indices too) where the backend's
+// channels-last kernel runs on each block of 16 channels (blocks_as_nhwc).
+bool pools_blocked(const Tensor& t) {
+  Backend& be = backend(t.device());
+  return t.is_channels_blocked() && be.channels_blocked(ChannelsLastKernel::kMaxPool2d, t.dtype()) &&
+         be.channels_last(ChannelsLastKernel::kMaxPool2d, t.dtype());
+}
+}  // namespace
+
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const Pool2dParams& p) {
   check_pool(input, p, "max_pool2d");
   const Shape shape = pool_output_shape(input, p, "max_pool2d");
+  if (pools_blocked(input)) {
+    const auto blocked = MemoryFormat::kChannelsBlocked;
+    Tensor out = empty(shape, input.options(), blocked);
+    Tensor indices = empty(shape, TensorOptions(kI64).device(input.device()), blocked);
+    backend(input.device())
+        .max_pool2d(detail::blocks_as_nhwc(input), p, detail::blocks_as_nhwc(out),
+                    detail::blocks_as_nhwc(indices));
+    return {out, indices};
+  }
   const MemoryFormat format = detail::kernel_format(
       detail::is_nhwc(input), ChannelsLastKernel::kMaxPool2d, input.dtype(), input.device());
   Tensor out = empty(shape, input.options(), format);
@@ -285,6 +321,14 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& indices,
                            const Shape& input_shape) {
   TS_CHECK(grad_out.shape() == indices.shape(), "max_pool2d_backward: grad shape ",
            grad_out.shape(), " differs from indices shape ", indices.shape());
+  if (indices.is_channels_blocked()) {  // from a channels-blocked forward (pools_blocked)
+    const auto blocked = MemoryFormat::kChannelsBlocked;
+    Tensor grad_in = empty(input_shape, grad_out.options(), blocked);  // the backend zeroes it
+    backend(grad_out.device())
+        .max_pool2d_backward(detail::blocks_as_nhwc(grad_out.contiguous(blocked)),
+                             detail::blocks_as_nhwc(indices), detail::blocks_as_nhwc(grad_in));
+    return grad_in;
+  }
   // NHWC indices come from an NHWC forward.
   const MemoryFormat format =
       detail::kernel_format(detail::is_nhwc(indices), ChannelsLastKernel::kMaxPool2d,

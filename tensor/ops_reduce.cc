@@ -40,6 +40,9 @@ Tensor reduce(ReduceOp op, const Tensor& a, const Shape& dims, bool keepdim, int
   if ((op == ReduceOp::kMean || op == ReduceOp::kVar) && !is_floating(a.dtype())) {
     return reduce(op, a.to(kF32), dims, keepdim, correction, name);
   }
+  if (a.is_channels_blocked()) {  // no strides to permute: read as NCHW
+    return reduce(op, a.contiguous(), dims, keepdim, correction, name);
+  }
   const std::vector<bool> mask = reduced_mask(a, dims, name);
   Shape perm, out_shape, kept_shape;
   int64_t outer = 1, inner = 1;

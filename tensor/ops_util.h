@@ -19,6 +19,14 @@ inline MemoryFormat kernel_format(bool nhwc, ChannelsLastKernel kernel, DType dt
                                                               : MemoryFormat::kContiguous;
 }
 
+// A channels-blocked [N, C, H, W] tensor seen as the NHWC [N * C/16, 16, H, W]: each (image,
+// block of 16 channels) an image of 16 channels, so a channels-last kernel that treats channels
+// independently (pooling) runs on it as it is.
+inline Tensor blocks_as_nhwc(const Tensor& t) {
+  const Tensor b = t.channel_blocks();  // [N, C/16, H, W, 16], contiguous
+  return b.view({b.size(0) * b.size(1), b.size(2), b.size(3), 16}).permute({0, 3, 1, 2});
+}
+
 inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
   TS_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
 }

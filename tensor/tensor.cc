@@ -85,11 +85,25 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape sizes, Shape strides, int
 }
 
 int64_t Tensor::size(int64_t d) const { return sizes_[wrap_dim(d, dim(), "Tensor::size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides_[wrap_dim(d, dim(), "Tensor::stride")]; }
+int64_t Tensor::stride(int64_t d) const {
+  check_strided("Tensor::stride");
+  return strides_[wrap_dim(d, dim(), "Tensor::stride")];
+}
+const Shape& Tensor::strides() const {
+  check_strided("Tensor::strides");
+  return strides_;
+}
+
+void Tensor::check_strided(const char* op) const {
+  TS_CHECK(!blocked_, op, ": the tensor of shape ", sizes_, " is channels-blocked (nChw16c, "
+           "MemoryFormat::kChannelsBlocked), which no strides express; convert it first "
+           "(contiguous()) or reach its elements through channel_blocks()");
+}
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
 
 bool Tensor::is_contiguous() const {
+  if (blocked_) return false;
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (sizes_[d] == 1) continue;
@@ -100,7 +114,7 @@ bool Tensor::is_contiguous() const {
 }
 
 bool Tensor::is_channels_last() const {
-  if (dim() != 4) return false;
+  if (dim() != 4 || blocked_) return false;
   int64_t expected = 1;
   for (int64_t d : {1, 3, 2, 0}) {
     if (sizes_[d] == 1) continue;
@@ -112,11 +126,23 @@ bool Tensor::is_channels_last() const {
 
 bool Tensor::is_same(const Tensor& other) const {
   return storage_ == other.storage_ && offset_ == other.offset_ && sizes_ == other.sizes_ &&
-         strides_ == other.strides_ && dtype_ == other.dtype_;
+         strides_ == other.strides_ && dtype_ == other.dtype_ && blocked_ == other.blocked_;
+}
+
+Tensor Tensor::channel_blocks() const {
+  TS_CHECK(dim() == 4 && sizes_[1] % 16 == 0, "channel_blocks: needs a 4-D [N, C, H, W] tensor "
+           "with C a multiple of 16, got shape ", sizes_);
+  const Shape sizes{sizes_[0], sizes_[1] / 16, sizes_[2], sizes_[3], 16};
+  if (blocked_) return Tensor(storage_, sizes, contiguous_strides(sizes), offset_, dtype_);
+  // Channel 16b + l of a strided tensor: b steps 16 channels, l one.
+  return Tensor(storage_, sizes,
+                {strides_[0], 16 * strides_[1], strides_[2], strides_[3], strides_[1]}, offset_,
+                dtype_);
 }
 
 void* Tensor::raw_data() const {
   TS_CHECK(defined(), "Tensor::raw_data: undefined tensor");
+  check_strided("Tensor::raw_data");
   TS_CHECK(storage_->is_materialized(),
            "Tensor::raw_data: the storage has been released (materialize it first)");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size());
@@ -125,6 +151,7 @@ void* Tensor::raw_data() const {
 // ---------------------------------------------------------------------------- views
 
 Tensor Tensor::view(Shape shape) const {
+  check_strided("view");
   shape = infer_shape(std::move(shape), numel_, "view", sizes_);
   auto strides = view_strides(sizes_, strides_, shape);
   TS_CHECK(strides.has_value(), "view: shape ", shape, " is not compatible with input of shape ",
@@ -138,6 +165,7 @@ Tensor Tensor::view(Shape shape) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
+  if (blocked_) return contiguous().reshape(std::move(shape));
   shape = infer_shape(std::move(shape), numel_, "reshape", sizes_);
   if (auto strides = view_strides(sizes_, strides_, shape)) {
     return Tensor(storage_, std::move(shape), std::move(*strides), offset_, dtype_);
@@ -159,6 +187,7 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  check_strided("narrow");
   d = wrap_dim(d, dim(), "narrow");
   if (start < 0) start += sizes_[d];
   TS_CHECK(start >= 0 && length >= 0 && start + length <= sizes_[d], "narrow: range [", start,
@@ -169,6 +198,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  check_strided("slice");
   d = wrap_dim(d, dim(), "slice");
   TS_CHECK(step > 0, "slice: step must be positive, got ", step);
   const int64_t n = sizes_[d];
@@ -183,6 +213,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  check_strided("select");
   d = wrap_dim(d, dim(), "select");
   const int64_t n = sizes_[d];
   TS_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dim ", d,
@@ -195,6 +226,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  check_strided("transpose");
   d0 = wrap_dim(d0, dim(), "transpose");
   d1 = wrap_dim(d1, dim(), "transpose");
   Shape sizes = sizes_, strides = strides_;
@@ -209,6 +241,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
+  check_strided("permute");
   TS_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: got ", dims.size(),
            " dims for a tensor of shape ", sizes_);
   Shape sizes(dims.size()), strides(dims.size());
@@ -224,6 +257,7 @@ Tensor Tensor::permute(const Shape& dims) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
+  check_strided("expand");
   TS_CHECK(shape.size() >= sizes_.size(), "expand: cannot expand shape ", sizes_, " to ", shape,
            " (fewer dims)");
   const size_t lead = shape.size() - sizes_.size();
@@ -246,6 +280,7 @@ Tensor Tensor::expand(const Shape& shape) const {
 }
 
 Tensor Tensor::squeeze() const {
+  check_strided("squeeze");
   Shape sizes, strides;
   for (int64_t d = 0; d < dim(); ++d) {
     if (sizes_[d] != 1) {
@@ -257,6 +292,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
+  check_strided("squeeze");
   d = wrap_dim(d, dim(), "squeeze");
   if (sizes_[d] != 1) return *this;
   Shape sizes = sizes_, strides = strides_;
@@ -266,6 +302,7 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  check_strided("unsqueeze");
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape sizes = sizes_, strides = strides_;
   const int64_t stride = d < dim() ? strides_[d] * sizes_[d] : 1;
@@ -283,29 +320,30 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
   if (format == MemoryFormat::kContiguous) return contiguous();
-  TS_CHECK(dim() == 4, "contiguous: channels-last needs a 4-D [N, C, H, W] tensor, got shape ",
-           sizes_);
-  if (is_channels_last()) return *this;
+  TS_CHECK(dim() == 4, "contiguous: ", format == MemoryFormat::kChannelsLast ? "channels-last"
+           : "channels-blocked", " needs a 4-D [N, C, H, W] tensor, got shape ", sizes_);
+  if (is_contiguous(format)) return *this;
   Tensor out = empty(sizes_, options(), format);
-  backend(device()).copy(*this, out);
+  out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::clone() const {
   Tensor out = empty(sizes_, options());
-  backend(device()).copy(*this, out);
+  out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
   Tensor out = empty(sizes_, TensorOptions(dtype).device(device()));
-  backend(device()).copy(*this, out);
+  out.copy_(*this);
   return out;
 }
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  if (blocked_) return contiguous().to(target);
   Tensor out = empty(sizes_, TensorOptions(dtype_).device(target));
   out.copy_(*this);
   return out;
@@ -331,6 +369,16 @@ bool Tensor::is_pinned() const {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   TS_CHECK(defined() && src.defined(), "copy_: undefined tensor");
+  if (src.blocked_ && (src.shape() != sizes_ || !device().is_cpu())) {
+    return copy_(src.contiguous());
+  }
+  if (blocked_ || src.blocked_) {
+    // Element for element through both sides' strided [N, C/16, H, W, 16] (channels-blocked
+    // tensors live on the CPU).
+    const Tensor from = (src.shape() == sizes_ ? src : src.expand(sizes_)).to(Device::cpu());
+    backend(Device::cpu()).copy(from.channel_blocks(), channel_blocks());
+    return *this;
+  }
   Tensor from = src.shape() == sizes_ ? src : src.expand(sizes_);
   // A device backend knows how to move bytes between itself and the CPU.
   const Device d = device().is_cpu() ? from.device() : device();
@@ -339,7 +387,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
-  backend(device()).fill(*this, value);
+  backend(device()).fill(blocked_ ? channel_blocks() : *this, value);
   return *this;
 }
 
@@ -354,6 +402,7 @@ double Tensor::item() const {
 double Tensor::at(const Shape& index) const {
   TS_CHECK(static_cast<int64_t>(index.size()) == dim(), "at: index ", index,
            " has the wrong number of dims for shape ", sizes_);
+  if (blocked_) return contiguous().at(index);
   Tensor t = *this;
   for (int64_t d = dim() - 1; d >= 0; --d) t = t.select(d, index[d]);
   return t.item();
@@ -398,6 +447,14 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
 
 Tensor empty(const Shape& shape, const TensorOptions& options, MemoryFormat format) {
   if (format == MemoryFormat::kContiguous) return empty(shape, options);
+  if (format == MemoryFormat::kChannelsBlocked) {
+    TS_CHECK(shape.size() == 4 && shape[1] % 16 == 0 && options.device().is_cpu(),
+             "empty: channels-blocked (nChw16c) needs a 4-D [N, C, H, W] shape with C a "
+             "multiple of 16 on the CPU, got shape ", shape, " on ", options.device());
+    Tensor t = empty(shape, options);  // numel elements: the blocks leave no padding
+    t.blocked_ = true;
+    return t;
+  }
   TS_CHECK(shape.size() == 4, "empty: channels-last needs a 4-D [N, C, H, W] shape, got ", shape);
   // NHWC storage, seen as [N, C, H, W].
   return empty({shape[0], shape[2], shape[3], shape[1]}, options).permute({0, 3, 1, 2});

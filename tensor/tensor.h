@@ -40,7 +40,16 @@ class TensorOptions {
 // strides [H*W*C, 1, W*C, C]), the layout oneDNN's bf16 convolutions read and write without a
 // reorder. Either is an ordinary strided tensor: every op accepts both, and the ones with
 // channels-last kernels (convolution, batch norm, max pooling, elementwise) keep it.
-enum class MemoryFormat { kContiguous, kChannelsLast };
+//
+// kChannelsBlocked is oneDNN's nChw16c, the layout its f32 convolution kernels compute in on
+// CPUs with AVX-512: channels in blocks of 16, a pixel's 16 channels of a block side by side,
+// [N][C/16][H][W][16] (C a multiple of 16). Keeping activations so between layers saves the
+// reorders into it and back around every convolution. No strides express it, so such a tensor
+// has none: stride(), data() and the views other than reshape/flatten throw, naming the layout;
+// ops with kernels for it (convolution, batch norm, max pooling, elementwise) keep it, the others
+// take it converted (contiguous()). channel_blocks() sees it, as any 4-D tensor whose channels
+// fill blocks of 16, as the strided [N, C/16, H, W, 16]: how kernels and copies reach it.
+enum class MemoryFormat { kContiguous, kChannelsLast, kChannelsBlocked };
 
 class Tensor {
  public:
@@ -51,7 +60,7 @@ class Tensor {
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return sizes_; }
   const Shape& sizes() const { return sizes_; }
-  const Shape& strides() const { return strides_; }
+  const Shape& strides() const;  // throws for a channels-blocked tensor (it has none)
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
   int64_t dim() const { return static_cast<int64_t>(sizes_.size()); }
@@ -67,13 +76,24 @@ class Tensor {
   bool is_contiguous() const;
   // 4-D with NHWC strides (size-1 dims ignored, as is_contiguous does). A tensor can be both.
   bool is_channels_last() const;
+  // Laid out as kChannelsBlocked (nChw16c); such a tensor is neither of the two above.
+  bool is_channels_blocked() const { return blocked_; }
   bool is_contiguous(MemoryFormat format) const {
-    return format == MemoryFormat::kChannelsLast ? is_channels_last() : is_contiguous();
+    switch (format) {
+      case MemoryFormat::kChannelsLast: return is_channels_last();
+      case MemoryFormat::kChannelsBlocked: return is_channels_blocked();
+      case MemoryFormat::kContiguous: break;
+    }
+    return is_contiguous();
   }
+  // The same elements as the strided 5-D [N, C/16, H, W, 16] (element [n][b][h][w][l] is
+  // channel 16b + l): a view of this 4-D tensor, whose channels must fill blocks of 16. For a
+  // channels-blocked tensor it is its memory in order (contiguous).
+  Tensor channel_blocks() const;
   // True when both handles look at the same elements of the same storage.
   bool is_same(const Tensor& other) const;
 
-  // Address of element [0, ..., 0].
+  // Address of element [0, ..., 0] (channels-blocked: throws; channel_blocks().raw_data()).
   void* raw_data() const;
   template <typename T>
   T* data() const {
@@ -99,7 +119,8 @@ class Tensor {
 
   // ---- copies ----
   Tensor contiguous() const;
-  // *this when already laid out so, else a copy that is (kChannelsLast needs 4 dims).
+  // *this when already laid out so, else a copy that is (kChannelsLast needs 4 dims,
+  // kChannelsBlocked 4 dims with a multiple of 16 channels on the CPU).
   Tensor contiguous(MemoryFormat format) const;
   Tensor clone() const;  // always a fresh contiguous copy
   Tensor to(DType dtype) const;    // returns *this when already that dtype
@@ -124,12 +145,17 @@ class Tensor {
   std::string str() const;  // "Tensor[f32, cpu, [2, 3]]"
 
  private:
+  friend Tensor empty(const Shape& shape, const TensorOptions& options, MemoryFormat format);
+  // Views need strides: a channels-blocked tensor has none.
+  void check_strided(const char* op) const;
+
   std::shared_ptr<Storage> storage_;
   Shape sizes_;
-  Shape strides_;
+  Shape strides_;  // channels-blocked: unused (NCHW's, never read)
   int64_t offset_ = 0;
   int64_t numel_ = 0;
   DType dtype_ = kF32;
+  bool blocked_ = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

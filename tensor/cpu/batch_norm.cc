@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/cpu/batch_norm_blocked.h"
 #include "tensor/cpu/batch_norm_channels_last.h"
 #include "tensor/cpu/bf16_block.h"
 #include "tensor/cpu/cpu_backend.h"
@@ -126,6 +127,7 @@ int64_t cached_channels(const NCS& d, int64_t bytes_per_value) {
 }  // namespace
 
 void CpuBackend::batch_norm_stats(const Tensor& x, const Tensor& mean, const Tensor& var) {
+  if (x.is_channels_blocked()) return batch_norm_stats_blocked(x, mean, var);
   if (runs_channels_last(x)) {
     return batch_norm_stats_channels_last(x, mean, var);
   }
@@ -206,6 +208,9 @@ void apply_row(const T* row, const T* res, T* dst, int64_t s, S scale, S shift) 
 template <bool kRelu>
 void apply(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
            const Tensor& bias, const Tensor& residual, const Tensor& out) {
+  if (x.is_channels_blocked()) {
+    return batch_norm_apply_blocked(x, mean, invstd, weight, bias, residual, kRelu, out);
+  }
   if (runs_channels_last(x)) {
     return batch_norm_apply_channels_last(x, mean, invstd, weight, bias, residual, kRelu, out);
   }
@@ -381,6 +386,10 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_out, const Tensor& x, co
                                      const Tensor& invstd, const Tensor& weight, bool training,
                                      const Tensor& grad_in, const Tensor& grad_weight,
                                      const Tensor& grad_bias) {
+  if (x.is_channels_blocked()) {
+    return batch_norm_backward_blocked(grad_out, Tensor(), Tensor(), x, mean, invstd, weight,
+                                       training, grad_in, grad_weight, grad_bias);
+  }
   if (runs_channels_last(x)) {
     return batch_norm_backward_channels_last(grad_out, Tensor(), Tensor(), x, mean, invstd,
                                              weight, training, grad_in, grad_weight, grad_bias);
@@ -403,10 +412,17 @@ void CpuBackend::batch_norm_relu_backward(const Tensor& grad_out, const Tensor& 
   // Where gm goes: the residual's gradient, or else grad_in, which the gradient pass then
   // overwrites row by row in place (see the top of the file).
   const bool channels_last = runs_channels_last(x);
-  const Tensor masked = grad_residual.defined() ? grad_residual
-                        : grad_in.defined()     ? grad_in
-                        : channels_last         ? empty_channels_last_ncs(x)
-                                                : empty_like(grad_out);
+  const bool blocked = x.is_channels_blocked();
+  const Tensor masked =
+      grad_residual.defined() ? grad_residual
+      : grad_in.defined()     ? grad_in
+      : blocked               ? empty(x.shape(), x.options(), MemoryFormat::kChannelsBlocked)
+      : channels_last         ? empty_channels_last_ncs(x)
+                              : empty_like(grad_out);
+  if (blocked) {
+    return batch_norm_backward_blocked(grad_out, out, masked, x, mean, invstd, weight, training,
+                                       grad_in, grad_weight, grad_bias);
+  }
   if (channels_last) {
     return batch_norm_backward_channels_last(grad_out, out, masked, x, mean, invstd, weight,
                                              training, grad_in, grad_weight, grad_bias);

@@ -5,7 +5,8 @@
 // kernels (direct_conv3x3.h) where they apply, im2col + GEMM (conv_im2col.h) for everything
 // else; at stride 1 the input gradient is itself a convolution (of dy with flipped weights) and
 // takes the same choice. Channels-last f32 tensors (Backend::channels_last) run oneDNN's
-// primitives in every pass: the direct ones on NHWC as it is, Winograd's on nChw16c, reordered.
+// primitives in every pass: the direct ones on NHWC as it is, Winograd's on nChw16c, reordered;
+// so do channels-blocked ones (Backend::channels_blocked), in every primitive's own layout.
 // f64 always runs im2col + GEMM. bf16 goes to oneDNN's bf16 primitives where the CPU computes
 // bf16 natively (conv_onednn.h), but for the backward passes on channels-last activations that
 // run faster as matmuls (conv_nhwc_matmul.h: both passes of 1x1 layers, and the weight gradients
@@ -47,11 +48,12 @@ void in_f32(const std::vector<Tensor>& inputs, const Tensor& out, F f) {
 bool native_bf16(DType t) { return t == kBF16 && onednn_bf16_available(); }
 
 // Convolutions that run oneDNN's primitives whatever their shape: bf16 on CPUs that compute it,
-// and f32 with any channels-last activation (oneDNN reads and writes NHWC as it is; the direct
-// and im2col kernels are NCHW). One activation may be contiguous while another is not: a
+// and f32 with any channels-last or channels-blocked activation (oneDNN reads and writes NHWC
+// and nChw16c as they are; the direct and im2col kernels are NCHW). One activation may be contiguous while another is not: a
 // 1-channel input is both NCHW and NHWC, its output NHWC only.
 bool all_on_onednn(DType t, std::initializer_list<const Tensor*> activations) {
-  return native_bf16(t) || (t == kF32 && any_nhwc(activations));
+  return native_bf16(t) ||
+         (t == kF32 && (any_nhwc(activations) || any_channels_blocked(activations)));
 }
 
 // True when this pass's f32 route is oneDNN's f32 primitives (never for f64).

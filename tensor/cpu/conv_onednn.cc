@@ -63,9 +63,11 @@ struct ConvSetup {
   memory::desc activation(const memory::dims& d) const {
     return memory::desc(d, type, activations);
   }
-  // An activation's layout in tessera: contiguous NCHW, or channels-last NHWC. A tensor that is
-  // both (one channel, or 1x1 maps) is NHWC where the primitives take NHWC, so needs no reorder.
+  // An activation's layout in tessera: contiguous NCHW, channels-last NHWC, or channels-blocked
+  // nChw16c. A tensor that is both of the first two (one channel, or 1x1 maps) is NHWC where the
+  // primitives take NHWC, so needs no reorder.
   memory::desc plain_src(const memory::dims& d, const Tensor& t) const {
+    if (t.is_channels_blocked()) return memory::desc(d, type, Tag::nChw16c);
     const bool nhwc = !t.is_contiguous() || (activations == Tag::nhwc && t.is_channels_last());
     return memory::desc(d, type, nhwc ? Tag::nhwc : Tag::nchw);
   }
@@ -145,7 +147,14 @@ bool onednn_bf16_prefers_nhwc() {
 
 bool any_nhwc(std::initializer_list<const Tensor*> activations) {
   for (const Tensor* a : activations) {
-    if (!a->is_contiguous()) return true;
+    if (a->defined() && a->is_channels_last() && !a->is_contiguous()) return true;
+  }
+  return false;
+}
+
+bool any_channels_blocked(std::initializer_list<const Tensor*> activations) {
+  for (const Tensor* a : activations) {
+    if (a->defined() && a->is_channels_blocked()) return true;
   }
   return false;
 }

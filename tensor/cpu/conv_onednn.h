@@ -34,7 +34,13 @@ bool onednn_bf16_prefers_nhwc();
 // primitives all their activations as NHWC, without reorders.
 bool any_nhwc(std::initializer_list<const Tensor*> activations);
 
-// Weights contiguous OIHW; activations contiguous NCHW or channels-last NHWC; shapes checked
+// True when any of a convolution's activations is channels-blocked (nChw16c): its primitives
+// then read and write those as they are (the ones with fewer than 16 channels, the stem's RGB
+// input, stay NCHW and are reordered where the primitive wants).
+bool any_channels_blocked(std::initializer_list<const Tensor*> activations);
+
+// Weights contiguous OIHW; activations contiguous NCHW, channels-last NHWC or channels-blocked
+// nChw16c; shapes checked
 // by ops_nn.cc; bias may be undefined. f32, or bf16 on CPUs with native bf16 (bf16 primitives);
 // f16, and bf16 elsewhere, run the f32 primitives, converted in the reorders into and out of
 // their layouts (channel_blocks.h), so no whole widened copy is made first. Results are those of

@@ -32,6 +32,12 @@ bool CpuBackend::prefers_channels_last(ChannelsLastKernel kernel, DType dtype) {
   return kernel == ChannelsLastKernel::kConv2d && dtype == kBF16 && onednn_bf16_prefers_nhwc();
 }
 
+// f32 on oneDNN's nChw16c convolutions; batch norm's kernels (batch_norm_blocked.cc) and max
+// pooling's (its channels-last kernel over each block of 16 channels) follow them.
+bool CpuBackend::channels_blocked(ChannelsLastKernel /*kernel*/, DType dtype) {
+  return dtype == kF32;
+}
+
 namespace {
 
 // Registers the CPU backend when the program starts (this library is alwayslink).

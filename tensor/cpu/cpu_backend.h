@@ -14,6 +14,7 @@ class CpuBackend final : public Backend {
   bool winograd_available() override;
   bool channels_last(ChannelsLastKernel kernel, DType dtype) override;
   bool prefers_channels_last(ChannelsLastKernel kernel, DType dtype) override;
+  bool channels_blocked(ChannelsLastKernel kernel, DType dtype) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& dst, double value) override;
   void unary(UnaryOp op, const Tensor& in, const Tensor& out, double alpha,

@@ -80,7 +80,9 @@ Operand::Operand(const memory::desc& plain, const Tensor& t, const memory::desc&
   } else if (is_bf16_to_nhwc(plain, wanted)) {
     how_ = How::kTransposeToNhwc;
   } else {
-    user_ = memory(plain, onednn_engine(), t.raw_data());
+    // A channels-blocked tensor's memory is its channel_blocks() (it has no strides).
+    user_ = memory(plain, onednn_engine(),
+                   t.is_channels_blocked() ? t.channel_blocks().raw_data() : t.raw_data());
     // f32 weights go into the tiles by oneDNN's reorder (no slower than tessera's in a step),
     // and a weight gradient comes back by tessera's gather: oneDNN's took 3.2 ms for
     // ResNet-50's 512x2048 1x1 weights where this takes 0.7.

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   set_num_threads(1);
   const double peak = bench::fma_peak_gflops();
   bench::print_peak(peak);
-  std::vector<bench::Row> rows = bench::layer_rows(layers, flags.model, flags.batch);
+  std::vector<bench::Row> rows = bench::layer_rows(layers, flags.model, flags.batch, flags.format);
   bench::keep_rows_named(flags.only, &rows);
   bench::print_layer_table(rows, time_rows(rows, flags.threads, flags.reps), flags.threads, peak);
   return 0;

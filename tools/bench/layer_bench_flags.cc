@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "tools/bench/bench_clock.h"
 #include "tools/bench/bench_flags.h"
@@ -16,6 +17,10 @@ bool parse_layer_bench_flags(int argc, char** argv, LayerBenchFlags* flags) {
       flags->model = v;
     } else if ((v = flag_value(argv[i], "--only="))) {
       flags->only = v;
+    } else if (std::string(argv[i]) == "--channels-last") {
+      flags->format = MemoryFormat::kChannelsLast;
+    } else if (std::string(argv[i]) == "--channels-blocked") {
+      flags->format = MemoryFormat::kChannelsBlocked;
     } else if (parse_clock_flag(argv[i])) {  // it set bench::cpu_clock
     } else if ((v = flag_value(argv[i], "--batch="))) {
       if (!parse_number("layer_bench", "--batch=", v, int64_t{1}, &flags->batch)) return false;
@@ -26,7 +31,7 @@ bool parse_layer_bench_flags(int argc, char** argv, LayerBenchFlags* flags) {
     } else {
       print_unknown_flag("layer_bench", argv[i],
                          "--model=resnet18|resnet50 --batch=N --threads=1,2 --reps=N "
-                         "--only=substring --clock=cpu");
+                         "--only=substring --channels-last|--channels-blocked --clock=cpu");
       return false;
     }
   }

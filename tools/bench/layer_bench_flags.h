@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/tensor.h"
+
 namespace tessera {
 namespace bench {
 
@@ -15,6 +17,8 @@ struct LayerBenchFlags {
   int reps = 5;                    // timed runs of each row, after one warm-up
   std::vector<int> threads = {1, 2};
   std::string only;                // run only the rows whose name contains this
+  // --channels-last / --channels-blocked: the activations' memory format
+  MemoryFormat format = MemoryFormat::kContiguous;
 };
 
 // Fills `flags` from argv (--clock=cpu sets bench::cpu_clock). False, with the reason on stderr,

@@ -12,14 +12,24 @@ namespace tessera {
 namespace bench {
 namespace {
 
-void add_conv_rows(const Layers& layers, int64_t batch, std::vector<Row>* rows) {
+// An activation in the rows' memory format: channels-blocked takes whole blocks of 16 channels
+// (the stem's RGB input stays NCHW, as in a model), channels-last any.
+Tensor activation(const Tensor& t, MemoryFormat format) {
+  if (format == MemoryFormat::kChannelsBlocked && t.size(1) % 16 != 0) return t;
+  return t.contiguous(format);
+}
+
+void add_conv_rows(const Layers& layers, int64_t batch, MemoryFormat format,
+                   std::vector<Row>* rows) {
   for (const auto& [s, count] : counted(layers.convs)) {
     Conv2dParams p;
     p.stride = {s.stride, s.stride};
     p.padding = {s.kernel / 2, s.kernel / 2};
-    const Tensor x = randn({batch, s.c, s.h, s.h});
+    p.channels_last = format == MemoryFormat::kChannelsLast;
+    p.channels_blocked = format == MemoryFormat::kChannelsBlocked;
+    const Tensor x = activation(randn({batch, s.c, s.h, s.h}), format);
     const Tensor w = randn({s.k, s.c, s.kernel, s.kernel});
-    const Tensor dy = randn({batch, s.k, s.out(), s.out()});
+    const Tensor dy = activation(randn({batch, s.k, s.out(), s.out()}), format);
     const double gflop = 2.0 * batch * s.k * s.out() * s.out() * s.c * s.kernel * s.kernel * 1e-9;
     char name[96];
     std::snprintf(name, sizeof name, "conv %lldx%lld/%lld %4lld->%4lld %3lldx%-3lld",
@@ -36,9 +46,11 @@ void add_conv_rows(const Layers& layers, int64_t batch, std::vector<Row>* rows) 
   }
 }
 
-void add_batch_norm_rows(const Layers& layers, int64_t batch, std::vector<Row>* rows) {
+void add_batch_norm_rows(const Layers& layers, int64_t batch, MemoryFormat format,
+                         std::vector<Row>* rows) {
   for (const auto& [s, count] : counted(layers.bns)) {
-    const Tensor x = randn({batch, s.c, s.h, s.h}), g = randn({batch, s.c, s.h, s.h});
+    const Tensor x = activation(randn({batch, s.c, s.h, s.h}), format);
+    const Tensor g = activation(randn({batch, s.c, s.h, s.h}), format);
     const Tensor w = ones({s.c}), b = zeros({s.c}), rm = zeros({s.c}), rv = ones({s.c});
     const BatchNormResult r = batch_norm(x, w, b, rm, rv, true, 0.1, 1e-5);
     char name[96];
@@ -52,10 +64,12 @@ void add_batch_norm_rows(const Layers& layers, int64_t batch, std::vector<Row>* 
   }
 }
 
-void add_bn_relu_rows(const Layers& layers, int64_t batch, std::vector<Row>* rows) {
+void add_bn_relu_rows(const Layers& layers, int64_t batch, MemoryFormat format,
+                      std::vector<Row>* rows) {
   for (const auto& [s, count] : counted(layers.bn_relus)) {
-    const Tensor x = randn({batch, s.c, s.h, s.h}), g = randn({batch, s.c, s.h, s.h});
-    const Tensor res = s.residual ? randn({batch, s.c, s.h, s.h}) : Tensor();
+    const Tensor x = activation(randn({batch, s.c, s.h, s.h}), format);
+    const Tensor g = activation(randn({batch, s.c, s.h, s.h}), format);
+    const Tensor res = s.residual ? activation(randn({batch, s.c, s.h, s.h}), format) : Tensor();
     const Tensor w = ones({s.c}), b = zeros({s.c}), rm = zeros({s.c}), rv = ones({s.c});
     const BatchNormResult r = batch_norm_relu(x, w, b, res, rm, rv, true, 0.1, 1e-5);
     char name[96];
@@ -72,14 +86,14 @@ void add_bn_relu_rows(const Layers& layers, int64_t batch, std::vector<Row>* row
 }
 
 // The stem's 3x3/2 max pooling, the only one in the model.
-void add_max_pool_rows(int64_t batch, std::vector<Row>* rows) {
-  const Tensor x = randn({batch, 64, 112, 112});
+void add_max_pool_rows(int64_t batch, MemoryFormat format, std::vector<Row>* rows) {
+  const Tensor x = activation(randn({batch, 64, 112, 112}), format);
   Pool2dParams p;
   p.kernel = {3, 3};
   p.stride = {2, 2};
   p.padding = {1, 1};
   const auto [y, idx] = max_pool2d_with_indices(x, p);
-  const Tensor g = randn(y.shape());
+  const Tensor g = activation(randn(y.shape()), format);
   rows->push_back({"maxpool 3x3/2 64 112x112 fwd", 1, 0,
                    [=] { max_pool2d_with_indices(x, p); }});
   rows->push_back({"maxpool 3x3/2 64 112x112 bwd", 1, 0,
@@ -96,12 +110,13 @@ void add_sgd_row(const std::string& model, std::vector<Row>* rows) {
 
 }  // namespace
 
-std::vector<Row> layer_rows(const Layers& layers, const std::string& model, int64_t batch) {
+std::vector<Row> layer_rows(const Layers& layers, const std::string& model, int64_t batch,
+                            MemoryFormat format) {
   std::vector<Row> rows;
-  add_conv_rows(layers, batch, &rows);
-  add_batch_norm_rows(layers, batch, &rows);
-  add_bn_relu_rows(layers, batch, &rows);
-  add_max_pool_rows(batch, &rows);
+  add_conv_rows(layers, batch, format, &rows);
+  add_batch_norm_rows(layers, batch, format, &rows);
+  add_bn_relu_rows(layers, batch, format, &rows);
+  add_max_pool_rows(batch, format, &rows);
   add_sgd_row(model, &rows);
   return rows;
 }

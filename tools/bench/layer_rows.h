@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/tensor.h"
 #include "tools/bench/resnet_layer_shapes.h"
 
 namespace tessera {
@@ -23,8 +24,10 @@ struct Row {
   std::function<void()> fn;
 };
 
-// Every row of `model` ("resnet18" or "resnet50", whose shapes `layers` lists) at `batch`.
-std::vector<Row> layer_rows(const Layers& layers, const std::string& model, int64_t batch);
+// Every row of `model` ("resnet18" or "resnet50", whose shapes `layers` lists) at `batch`, the
+// activations in `format` (as Module::to(format) would run them).
+std::vector<Row> layer_rows(const Layers& layers, const std::string& model, int64_t batch,
+                            MemoryFormat format = MemoryFormat::kContiguous);
 
 // Drops the rows whose name does not contain `only` (all stay when it is empty).
 void keep_rows_named(const std::string& only, std::vector<Row>* rows);

@@ -4,7 +4,7 @@
 //
 //   bazel run -c opt --config=native //tools/bench:train_bench [-- --models=resnet20 --steps=N
 //       --threads=N (1 and 2 by default) --amp=off,bf16,fp16 (off by default) --clock=cpu
-//       --param-dtype=f32|bf16|f16 --channels-last]
+//       --param-dtype=f32|bf16|f16 --channels-last|--channels-blocked]
 //
 // Shapes as the LibTorch reference figures in issue 3: logistic b=64, MLP b=64, ResNet-20
 // b=128 (CIFAR-style, option-A shortcuts, 1 input channel, 28x28), SGD with momentum; and as
@@ -17,7 +17,8 @@
 // counting allocator: bytes in use after the loss minus before the forward, i.e. the saved
 // activations (and, under autocast, the parameters' low-precision casts, cached per forward).
 // "amp" is the autocast dtype (off: f32 throughout). --channels-last runs the model with
-// channels-last activations (Module::to(MemoryFormat)), the input staying NCHW.
+// channels-last activations (Module::to(MemoryFormat)), --channels-blocked with nChw16c ones,
+// the input staying NCHW.
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -78,12 +79,12 @@ struct Timing {
 
 // amp: "off", "bf16" or "fp16". param_dtype: see TrainBenchFlags.
 Timing time_steps(const Case& c, int threads, const std::string& amp, DType param_dtype,
-                  bool channels_last) {
+                  MemoryFormat memory_format) {
   set_num_threads(threads);
   manual_seed(0);
   auto model = build(c.model);
   if (param_dtype != kF32) model->to(param_dtype);
-  if (channels_last) model->to(MemoryFormat::kChannelsLast);
+  if (memory_format != MemoryFormat::kContiguous) model->to(memory_format);
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
   // Half-precision parameters take inputs of their dtype (as the train tool's place_model);
   // under autocast the first layer casts them anyway.
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
     for (int threads : flags.thread_counts) {
       for (const std::string& amp : flags.amps) {
         print_row(c, threads, amp, time_steps(c, threads, amp, flags.param_dtype,
-                                                       flags.channels_last));
+                                                       flags.memory_format));
       }
     }
   }

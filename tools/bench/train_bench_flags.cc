@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char* kUsage =
     "--models=a,b --steps=N --threads=N --amp=off,bf16,fp16 --param-dtype=f32|bf16|f16 "
-    "--channels-last --clock=cpu";
+    "--channels-last|--channels-blocked --clock=cpu";
 
 bool parse_param_dtype(const std::string& d, DType* dtype) {
   if (d != "f32" && d != "bf16" && d != "f16") {
@@ -50,7 +50,9 @@ bool parse_train_bench_flags(int argc, char** argv, TrainBenchFlags* flags) {
     } else if ((v = flag_value(argv[i], "--param-dtype="))) {
       if (!parse_param_dtype(v, &flags->param_dtype)) return false;
     } else if (std::string(argv[i]) == "--channels-last") {
-      flags->channels_last = true;
+      flags->memory_format = MemoryFormat::kChannelsLast;
+    } else if (std::string(argv[i]) == "--channels-blocked") {
+      flags->memory_format = MemoryFormat::kChannelsBlocked;
     } else if (parse_clock_flag(argv[i])) {  // it set bench::cpu_clock
     } else if ((v = flag_value(argv[i], "--steps="))) {
       if (!parse_number("train_bench", "--steps=", v, 1, &flags->resnet_steps)) return false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 namespace tessera {
 namespace bench {
@@ -20,7 +21,9 @@ struct TrainBenchFlags {
   DType param_dtype = kF32;
   // --channels-last: model->to(MemoryFormat::kChannelsLast), so convolutions that can (f32 on
   // the CPU, and bf16 on oneDNN) read and write NHWC, and batch norm and pooling keep it.
-  bool channels_last = false;
+  // --channels-blocked: model->to(MemoryFormat::kChannelsBlocked), the same with nChw16c (f32
+  // on the CPU).
+  MemoryFormat memory_format = MemoryFormat::kContiguous;
 };
 
 // Fills `flags` from argv (--clock=cpu sets bench::cpu_clock). False, with the reason on stderr,

@@ -151,11 +151,14 @@ std::vector<FlagSection> run_flag_sections() {
            Flag("param-dtype", choice(&Config::param_dtype, {"f32", "f16", "bf16"}),
                 "the model's parameters and gradients; the optimizer keeps f32 masters, BatchNorm "
                 "stays f32, f16 parameters are loss-scaled"),
-           Flag("memory-format", choice(&Config::memory_format, {"contiguous", "channels-last"}),
+           Flag("memory-format", choice(&Config::memory_format, {"contiguous", "channels-last",
+                                                                  "channels-blocked"}),
                 "channels-last: convolutions that can (f32 on the CPU, and bf16 on oneDNN) read "
                 "and write NHWC activations, and batch norm and pooling keep them (PyTorch's "
                 "channels_last); bf16 on CPUs with AMX runs so either way "
-                "(TESSERA_PREFERRED_LAYOUT=off keeps contiguous)"),
+                "(TESSERA_PREFERRED_LAYOUT=off keeps contiguous); channels-blocked: the same "
+                "with oneDNN's nChw16c (f32 on the CPU), the layout its convolution kernels "
+                "compute in"),
            Flag("loss-scale", loss_scale(), "fp16 only; N: a static scale").default_is("dynamic"),
            Flag("loss-scale-window", integer(&Config::loss_scale_window, 1),
                 "clean steps before the scale doubles"),

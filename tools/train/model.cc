@@ -28,6 +28,7 @@ DType place_model(const Config& c, nn::Module& model, Device device) {
   const DType input_dtype = c.param_dtype == "f16" ? kF16 : c.param_dtype == "bf16" ? kBF16 : kF32;
   model.to(input_dtype);
   if (c.memory_format == "channels-last") model.to(MemoryFormat::kChannelsLast);
+  if (c.memory_format == "channels-blocked") model.to(MemoryFormat::kChannelsBlocked);
   return input_dtype;
 }
 
