@@ -1,5 +1,8 @@
 // Differentiable views and shape ops: the gradient takes the inverse path (reshape back,
-// transpose back, scatter into the slice, sum over the expanded dims).
+// transpose back, scatter into the slice, sum over the expanded dims). A channels-blocked input
+// (nChw16c, which no strides express) is viewed as an NCHW copy of it (a differentiable
+// contiguous()), so a model's shape ops work on such activations (ResNet-20's subsampling
+// shortcut slices them); Tensor's own views refuse it instead.
 #include <numeric>
 
 #include "autograd/autocast.h"
@@ -15,7 +18,14 @@ Variable reshape(const Variable& a, const Shape& shape) {
                 [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
 }
 
-Variable view(const Variable& a, const Shape& shape) {
+namespace {
+Variable strided(const Variable& a) { return a.data().is_channels_blocked() ? contiguous(a) : a; }
+// The same for a gradient a backward views (the next layer's may be channels-blocked).
+Tensor strided(const Tensor& g) { return g.is_channels_blocked() ? g.contiguous() : g; }
+}  // namespace
+
+Variable view(const Variable& a_in, const Shape& shape) {
+  const Variable a = strided(a_in);
   const Shape input = a.shape();
   return record("ViewBackward", a.data().view(shape), {a},
                 [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
@@ -27,17 +37,19 @@ Variable flatten(const Variable& a, int64_t start_dim, int64_t end_dim) {
                 [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
 }
 
-Variable transpose(const Variable& a, int64_t dim0, int64_t dim1) {
+Variable transpose(const Variable& a_in, int64_t dim0, int64_t dim1) {
+  const Variable a = strided(a_in);
   return record("TransposeBackward", a.data().transpose(dim0, dim1), {a},
-                [dim0, dim1](const Tensor& g) -> Grads { return {g.transpose(dim0, dim1)}; });
+                [dim0, dim1](const Tensor& g) -> Grads { return {strided(g).transpose(dim0, dim1)}; });
 }
 
-Variable permute(const Variable& a, const Shape& dims) {
+Variable permute(const Variable& a_in, const Shape& dims) {
+  const Variable a = strided(a_in);
   Tensor out = a.data().permute(dims);
   Shape inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[wrap_dim(dims[i], a.dim(), "permute")] = i;
   return record("PermuteBackward", out, {a},
-                [inverse](const Tensor& g) -> Grads { return {g.permute(inverse)}; });
+                [inverse](const Tensor& g) -> Grads { return {strided(g).permute(inverse)}; });
 }
 
 namespace {
@@ -53,34 +65,40 @@ Variable part(const char* name, const Variable& a, Tensor out,
 }
 }  // namespace
 
-Variable narrow(const Variable& a, int64_t dim, int64_t start, int64_t length) {
+Variable narrow(const Variable& a_in, int64_t dim, int64_t start, int64_t length) {
+  const Variable a = strided(a_in);
   return part("NarrowBackward", a, a.data().narrow(dim, start, length),
               [dim, start, length](const Tensor& t) { return t.narrow(dim, start, length); });
 }
 
-Variable slice(const Variable& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+Variable slice(const Variable& a_in, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  const Variable a = strided(a_in);
   return part("SliceBackward", a, a.data().slice(dim, start, end, step),
               [=](const Tensor& t) { return t.slice(dim, start, end, step); });
 }
 
-Variable select(const Variable& a, int64_t dim, int64_t index) {
+Variable select(const Variable& a_in, int64_t dim, int64_t index) {
+  const Variable a = strided(a_in);
   return part("SelectBackward", a, a.data().select(dim, index),
               [dim, index](const Tensor& t) { return t.select(dim, index); });
 }
 
-Variable expand(const Variable& a, const Shape& shape) {
+Variable expand(const Variable& a_in, const Shape& shape) {
+  const Variable a = strided(a_in);
   const Shape input = a.shape();
   return record("ExpandBackward", a.data().expand(shape), {a},
                 [input](const Tensor& g) -> Grads { return {sum_to(g, input)}; });
 }
 
-Variable squeeze(const Variable& a, int64_t dim) {
+Variable squeeze(const Variable& a_in, int64_t dim) {
+  const Variable a = strided(a_in);
   const Shape input = a.shape();
   return record("SqueezeBackward", a.data().squeeze(dim), {a},
                 [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
 }
 
-Variable unsqueeze(const Variable& a, int64_t dim) {
+Variable unsqueeze(const Variable& a_in, int64_t dim) {
+  const Variable a = strided(a_in);
   const Shape input = a.shape();
   return record("UnsqueezeBackward", a.data().unsqueeze(dim), {a},
                 [input](const Tensor& g) -> Grads { return {g.reshape(input)}; });
@@ -143,7 +161,8 @@ Variable cat(const std::vector<Variable>& parts_in, int64_t dim) {
   }
   Tensor out = cat(tensors, dim);
   const int64_t d = wrap_dim(dim, out.dim(), "cat");
-  return record("CatBackward", out, parts, [sizes, d](const Tensor& g) -> Grads {
+  return record("CatBackward", out, parts, [sizes, d](const Tensor& g_in) -> Grads {
+    const Tensor g = strided(g_in);
     Grads grads;
     int64_t at = 0;
     for (int64_t s : sizes) {

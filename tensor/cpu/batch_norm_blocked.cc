@@ -166,14 +166,15 @@ void batch_norm_backward_blocked(const Tensor& grad_out, const Tensor& relu_out,
       // The reduction pass: sum(g) and sum(g * (x - mean)), g masked by the ReLU's output
       // (and written) first where there is one.
       double sum_g[kLanes], sum_gx[kLanes];
-      const auto add = [&](const Vec& g, int64_t r, Vec* a, Vec* c) {
+      // (By value: the masked stores could otherwise alias the pointers, reloaded each row.)
+      const auto add = [px, m](const Vec& g, int64_t r, Vec* a, Vec* c) {
         *a += g;
         *c += g * (simd::load(px + r * kLanes) - m);
       };
       if (py != nullptr) {
         block_sums(
             d, b,
-            [&](int64_t r, Vec* a, Vec* c) {
+            [pg, py, pgm, zero, add](int64_t r, Vec* a, Vec* c) {
               const Vec y = simd::load(py + r * kLanes);
               const Vec g = y > zero ? simd::load(pg + r * kLanes) : zero;
               simd::store<kLanes>(pgm + r * kLanes, g);
@@ -182,7 +183,7 @@ void batch_norm_backward_blocked(const Tensor& grad_out, const Tensor& relu_out,
             sum_g, sum_gx);
       } else {
         block_sums(
-            d, b, [&](int64_t r, Vec* a, Vec* c) { add(simd::load(pg + r * kLanes), r, a, c); },
+            d, b, [pg, add](int64_t r, Vec* a, Vec* c) { add(simd::load(pg + r * kLanes), r, a, c); },
             sum_g, sum_gx);
       }
       float mean_g[kLanes], proj[kLanes];
@@ -199,7 +200,9 @@ void batch_norm_backward_blocked(const Tensor& grad_out, const Tensor& relu_out,
       if (pdx == nullptr) continue;
       const Vec k = lanes_of(pw, b, 1.0f) * simd::load(pi + b * kLanes);
       const Vec mg = simd::load(mean_g), pj = simd::load(proj);
-      for (int64_t i = 0; i < d.n; ++i) {
+      // Images in the reverse order of the reduction pass: the last ones it read are the
+      // likeliest still in L2.
+      for (int64_t i = d.n - 1; i >= 0; --i) {
         const int64_t at = (i * d.b + b) * d.s * kLanes;
         const float* xr = px + at;
         const float* gr = grad + at;

@@ -10,7 +10,9 @@
 // batch 4 its fifty batch norms amplify rounding so far that two trusted paths disagree
 // (channels-last against NCHW: 2.5% on the gradients at 128x128, while eval mode gives 3e-6);
 // batch norm's training kernels on blocked tensors are held to NCHW's in
-// tests/tensor/channels_blocked_test.cc.
+// tests/tensor/channels_blocked_test.cc. ResNet-20 (one input channel, as Fashion-MNIST's)
+// subsamples its shortcut by slicing the activations and pads it by cat: differentiable shape
+// ops that take channels-blocked tensors as NCHW copies (autograd/functions_shape.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +36,7 @@ struct TrainingRun {
 };
 
 TrainingRun train(std::shared_ptr<nn::Sequential> model, bool blocked, int steps, int64_t size,
-                  bool eval = false) {
+                  bool eval = false, int64_t in_channels = 3) {
   if (blocked) model->to(MemoryFormat::kChannelsBlocked);
   if (eval) model->eval();
   optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
@@ -45,7 +47,7 @@ TrainingRun train(std::shared_ptr<nn::Sequential> model, bool blocked, int steps
   });
   for (int step = 0; step < steps; ++step) {
     Generator g(100 + step);
-    const Tensor x = randn({4, 3, size, size}, kF32, &g);
+    const Tensor x = randn({4, in_channels, size, size}, kF32, &g);
     const Tensor y = from_vector<int64_t>({step, step + 3, step + 5, 9 - step}, {4});
     opt.zero_grad();
     Variable loss = cross_entropy((*model)(Variable(x)), y);
@@ -98,6 +100,15 @@ TEST(ChannelsBlockedTraining, ResNet50InEvalModeMatchesTheNchwRun) {
   const TrainingRun a = train(models::ResNet50(3, 10), false, 1, 64, /*eval=*/true);
   manual_seed(7);
   const TrainingRun b = train(models::ResNet50(3, 10), true, 1, 64, /*eval=*/true);
+  expect_runs_match(a, b);
+}
+
+TEST(ChannelsBlockedTraining, ResNet20WithSlicedShortcutsMatchesTheNchwRun) {
+  ASSERT_TRUE(cpu_runs_blocked());
+  manual_seed(9);
+  const TrainingRun a = train(models::ResNetCifar(20, 1, 10), false, 2, 28, false, 1);
+  manual_seed(9);
+  const TrainingRun b = train(models::ResNetCifar(20, 1, 10), true, 2, 28, false, 1);
   expect_runs_match(a, b);
 }
 

@@ -8,7 +8,7 @@
 #   tools/bench/side_by_side.sh [--models=resnet18,resnet50] [--threads=1,2] [--steps=10]
 #                               [--rounds=2] [--tessera=path/to/train_bench]
 #                               [--baseline=path/to/an/older/train_bench] [--amp=off,bf16]
-#                               [--clock=wall|cpu] [--channels-last]
+#                               [--clock=wall|cpu] [--channels-last | --channels-blocked]
 #
 # --amp: f32 (off) and/or bf16 autocast, each timed in every round on both sides (issue 12:
 # bf16 against f32 in one run); the models may include resnet20 (batch 128, 1x28x28).
@@ -21,6 +21,9 @@
 # Builds //tools/bench:train_bench with --config=native unless --tessera names a binary.
 # --channels-last: both sides run channels-last activations (train_bench --channels-last;
 # PyTorch's model and input .to(memory_format=torch.channels_last)); so does --baseline.
+# --channels-blocked: tessera alone runs nChw16c activations (train_bench --channels-blocked;
+# PyTorch has no such layout for training and stays NCHW); --baseline does not, so naming the
+# same binary there times its NCHW step beside it.
 # --baseline adds a third contender (say, the train_bench of the commit before a change), timed
 # in the same rounds, with its own ratio to PyTorch.
 # Needs python3-torch and python3-torchvision (apt-get install python3-torchvision).
@@ -29,6 +32,7 @@ cd "$(dirname "$0")/../.."
 
 models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline= amps=off clock=wall
 layout=()
+ours=()
 for arg in "$@"; do
   case "$arg" in
     --models=*) models=${arg#*=} ;;
@@ -40,6 +44,7 @@ for arg in "$@"; do
     --amp=*) amps=${arg#*=} ;;
     --clock=*) clock=${arg#*=} ;;
     --channels-last) layout=(--channels-last) ;;
+    --channels-blocked) ours=(--channels-blocked) ;;
     *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
   esac
 done
@@ -74,7 +79,7 @@ for ((round = 1; round <= rounds; round++)); do
         [[ "$clock" != wall ]] && amp_flag+=(--clock="$clock")
         amp_flag+=("${layout[@]}")
         read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" \
-          "${amp_flag[@]}" | median_min)
+          "${amp_flag[@]}" "${ours[@]}" | median_min)
         read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
           --models="$model" --threads="$t" --steps="$steps" --amp="$amp" --clock="$clock" \
           "${layout[@]}" | median_min)
