@@ -20,52 +20,24 @@
 #include <cstdio>
 #include <memory>
 
-#include "autograd/functions.h"
 #include "models/resnet.h"
-#include "optim/sgd.h"
 #include "tensor/backend.h"
-#include "tensor/ops.h"
+#include "tests/models/layout_training.h"
 
 namespace tessera {
 namespace {
 
-struct TrainingRun {
-  std::vector<double> losses;
-  std::vector<Tensor> grads;  // the last step's, per parameter
-  bool stem_blocked = false;  // the stem's output (after max pooling) was channels-blocked
-};
-
+// One model's run: NCHW, or channels-blocked from the start.
 TrainingRun train(std::shared_ptr<nn::Sequential> model, bool blocked, int steps, int64_t size,
                   bool eval = false, int64_t in_channels = 3) {
   if (blocked) model->to(MemoryFormat::kChannelsBlocked);
   if (eval) model->eval();
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
-  TrainingRun run;
-  model->children().front()->register_forward_hook([&run](nn::Module&, const Variable& out) {
-    run.stem_blocked = out.data().is_channels_blocked();
-    return out;
-  });
-  for (int step = 0; step < steps; ++step) {
-    Generator g(100 + step);
-    const Tensor x = randn({4, in_channels, size, size}, kF32, &g);
-    const Tensor y = from_vector<int64_t>({step, step + 3, step + 5, 9 - step}, {4});
-    opt.zero_grad();
-    Variable loss = cross_entropy((*model)(Variable(x)), y);
-    loss.backward();
-    run.losses.push_back(loss.data().item());
-    if (step + 1 == steps) {
-      for (const Variable& p : model->parameters()) run.grads.push_back(p.grad().to(kF64));
-    }
-    opt.step();
-  }
-  return run;
+  return train_steps(*model, steps, size, in_channels, /*momentum=*/0.9);
 }
 
-double norm(const Tensor& t) { return std::sqrt(sum(mul(t, t)).item()); }
-
 void expect_runs_match(const TrainingRun& nchw, const TrainingRun& blocked) {
-  EXPECT_FALSE(nchw.stem_blocked);
-  EXPECT_TRUE(blocked.stem_blocked);
+  EXPECT_FALSE(nchw.stem_output.is_channels_blocked());
+  EXPECT_TRUE(blocked.stem_output.is_channels_blocked());
   for (size_t s = 0; s < nchw.losses.size(); ++s) {
     EXPECT_NEAR(blocked.losses[s], nchw.losses[s], 1e-5 * nchw.losses[s]) << "step " << s;
   }

@@ -28,62 +28,30 @@
 #include <cstdio>
 #include <optional>
 
-#include "autograd/autocast.h"
-#include "autograd/functions.h"
 #include "models/resnet.h"
-#include "optim/sgd.h"
 #include "tensor/accelerator.h"
 #include "tensor/backend.h"
-#include "tensor/ops.h"
+#include "tests/models/layout_training.h"
 
 namespace tessera {
 namespace {
 
-struct TrainingRun {
-  std::vector<double> losses;
-  std::vector<Tensor> grads;  // the last step's, per parameter
-  bool stem_nhwc = false;
-};
-
+// ResNet-18's run from seed 5: NCHW or channels-last; the stem's output says which it ran.
 TrainingRun train(bool channels_last, std::optional<DType> amp, int steps, int64_t size) {
   manual_seed(5);
   auto model = models::ResNet18(3, 10);
   if (channels_last) model->to(MemoryFormat::kChannelsLast);
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.01));
-  TrainingRun run;
-  // The stem's output (convolution, batch norm + ReLU, max pooling): its layout says whether
-  // the network ran channels-last.
-  model->children().front()->register_forward_hook([&run](nn::Module&, const Variable& out) {
-    run.stem_nhwc = out.data().is_channels_last() && !out.data().is_contiguous();
-    return out;
-  });
-  for (int step = 0; step < steps; ++step) {
-    Generator g(100 + step);
-    const Tensor x = randn({4, 3, size, size}, kF32, &g);
-    const Tensor y = from_vector<int64_t>({step, step + 3, step + 5, 9 - step}, {4});
-    opt.zero_grad();
-    Variable loss;
-    {
-      std::optional<AutocastGuard> autocast;
-      if (amp) autocast.emplace(*amp);
-      loss = cross_entropy((*model)(Variable(x)), y);
-    }
-    loss.backward();
-    run.losses.push_back(loss.data().item());
-    if (step + 1 == steps) {
-      for (const Variable& p : model->parameters()) run.grads.push_back(p.grad().to(kF64));
-    }
-    opt.step();
-  }
-  return run;
+  return train_steps(*model, steps, size, 3, /*momentum=*/0, amp);
 }
 
-double norm(const Tensor& t) { return std::sqrt(sum(mul(t, t)).item()); }
+bool ran_nhwc(const TrainingRun& run) {
+  return run.stem_output.is_channels_last() && !run.stem_output.is_contiguous();
+}
 
 TEST(ChannelsLastTraining, F32ResNetMatchesTheNchwRun) {
   const TrainingRun a = train(false, std::nullopt, 1, 128), b = train(true, std::nullopt, 1, 128);
-  EXPECT_FALSE(a.stem_nhwc);
-  EXPECT_TRUE(b.stem_nhwc);
+  EXPECT_FALSE(ran_nhwc(a));
+  EXPECT_TRUE(ran_nhwc(b));
   for (size_t s = 0; s < a.losses.size(); ++s) {
     EXPECT_NEAR(b.losses[s], a.losses[s], 1e-5 * a.losses[s]) << "step " << s;
   }
@@ -101,12 +69,12 @@ TEST(ChannelsLastTraining, Bf16ResNetIsAsCloseToF32AsTheNchwRun) {
     GTEST_SKIP() << "this CPU runs bf16 convolutions on widened copies (no AVX-512 BF16), in NCHW";
   }
   const TrainingRun nhwc = train(true, kBF16, 1, 64);
-  EXPECT_TRUE(nhwc.stem_nhwc);
+  EXPECT_TRUE(ran_nhwc(nhwc));
   const bool allowed = allow_preferred_layout();
   if (backend(Device::cpu()).prefers_channels_last(ChannelsLastKernel::kConv2d, kBF16)) {
     set_allow_preferred_layout(true);
     const TrainingRun preferred = train(false, kBF16, 1, 64);
-    EXPECT_TRUE(preferred.stem_nhwc);
+    EXPECT_TRUE(ran_nhwc(preferred));
     EXPECT_EQ(nhwc.losses[0], preferred.losses[0]);
     for (size_t k = 0; k < preferred.grads.size(); ++k) {
       EXPECT_EQ(norm(sub(nhwc.grads[k], preferred.grads[k])), 0.0) << "parameter " << k;
@@ -115,7 +83,7 @@ TEST(ChannelsLastTraining, Bf16ResNetIsAsCloseToF32AsTheNchwRun) {
   set_allow_preferred_layout(false);
   const TrainingRun nchw = train(false, kBF16, 1, 64);
   set_allow_preferred_layout(allowed);
-  EXPECT_FALSE(nchw.stem_nhwc);
+  EXPECT_FALSE(ran_nhwc(nchw));
   const TrainingRun f32 = train(false, std::nullopt, 1, 64);
   EXPECT_NEAR(nhwc.losses[0], nchw.losses[0], 0.01 * nchw.losses[0]);
   double all_nchw = 0, all_nhwc = 0;
