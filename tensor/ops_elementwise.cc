@@ -224,7 +224,9 @@ Tensor tanh_backward(const Tensor& grad, const Tensor& output) {
   return binary(BinaryOp::kTanhBackward, grad, output, "tanh_backward");
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
+  const Tensor cond = detail::strided(cond_in), a = detail::strided(a_in),
+               b = detail::strided(b_in);
   detail::check_defined(cond, "where", "condition");
   detail::check_defined(a, "where");
   detail::check_defined(b, "where");

@@ -56,7 +56,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+Tensor stack(const std::vector<Tensor>& tensors_in, int64_t dim) {
+  std::vector<Tensor> tensors;
+  for (const Tensor& t : tensors_in) tensors.push_back(detail::strided(t));
   TS_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
@@ -69,7 +71,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(parts, dim);
 }
 
-std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+std::vector<Tensor> split(const Tensor& a_in, int64_t split_size, int64_t dim) {
+  const Tensor a = detail::strided(a_in);  // views of an NCHW copy when channels-blocked
   TS_CHECK(split_size > 0, "split: split_size must be positive, got ", split_size);
   dim = wrap_dim(dim, a.dim(), "split");
   std::vector<Tensor> parts;
@@ -79,7 +82,8 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   return parts;
 }
 
-std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+std::vector<Tensor> split(const Tensor& a_in, const std::vector<int64_t>& sizes, int64_t dim) {
+  const Tensor a = detail::strided(a_in);
   dim = wrap_dim(dim, a.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -146,7 +150,7 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
              " and input ", a.shape(), " in dim ", d);
   }
   const Tensor idx = checked_index(index, a.size(dim), "scatter_add");
-  Tensor src_part = src;
+  Tensor src_part = detail::strided(src);
   for (int64_t d = 0; d < src.dim(); ++d) src_part = src_part.narrow(d, 0, idx.size(d));
   Tensor out = a.clone();
   backend(a.device()).scatter_add(out, dim, idx, src_part.to(a.dtype()).contiguous());

@@ -34,9 +34,10 @@ Operand gemm_operand(const Tensor& t3) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  detail::check_defined(a, "matmul");
-  detail::check_defined(b, "matmul");
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  detail::check_defined(a_in, "matmul");
+  detail::check_defined(b_in, "matmul");
+  const Tensor a = detail::strided(a_in), b = detail::strided(b_in);
   detail::check_same_device(a, b, "matmul");
   TS_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got ",
            a.shape(), " x ", b.shape());

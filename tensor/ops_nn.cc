@@ -12,8 +12,9 @@ namespace {
 
 // Softmax over `dim`: moves that dim last (a copy unless it already is) and runs the kernel on
 // the [rows, n] matrix.
-Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* op) {
-  detail::check_defined(a, op);
+Tensor softmax_impl(const Tensor& a_in, int64_t dim, bool log, const char* op) {
+  detail::check_defined(a_in, op);
+  const Tensor a = detail::strided(a_in);
   detail::check_floating(a, op);
   if (a.dim() == 0) return softmax_impl(a.reshape({1}), 0, log, op).reshape({});
   dim = wrap_dim(dim, a.dim(), op);
@@ -63,10 +64,11 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 }
 
 namespace {
-Tensor softmax_backward_impl(const Tensor& grad_out, const Tensor& out, int64_t dim, bool log,
-                             const char* op) {
-  detail::check_defined(grad_out, op, "grad");
-  detail::check_defined(out, op, "output");
+Tensor softmax_backward_impl(const Tensor& grad_out_in, const Tensor& out_in, int64_t dim,
+                             bool log, const char* op) {
+  detail::check_defined(grad_out_in, op, "grad");
+  detail::check_defined(out_in, op, "output");
+  const Tensor grad_out = detail::strided(grad_out_in), out = detail::strided(out_in);
   TS_CHECK(grad_out.shape() == out.shape(), op, ": grad shape ", grad_out.shape(),
            " differs from output shape ", out.shape());
   detail::check_same_device(grad_out, out, op);
@@ -289,10 +291,13 @@ std::pair<Tensor, Tensor> conv2d_backward(const Tensor& grad_out, const Tensor& 
 
 namespace {
 // Max pooling keeps a channels-blocked input so (output and indices too) where the backend's
-// channels-last kernel runs on each block of 16 channels (blocks_as_nhwc).
+// channels-last kernel runs on each block of 16 channels (blocks_as_nhwc). Not for 1x1 maps:
+// their NHWC view is contiguous too, so the backend would take the NCHW kernel for it while a
+// padded output's view is NHWC.
 bool pools_blocked(const Tensor& t) {
   Backend& be = backend(t.device());
-  return t.is_channels_blocked() && be.channels_blocked(ChannelsLastKernel::kMaxPool2d, t.dtype()) &&
+  return t.is_channels_blocked() && t.size(2) * t.size(3) > 1 &&
+         be.channels_blocked(ChannelsLastKernel::kMaxPool2d, t.dtype()) &&
          be.channels_last(ChannelsLastKernel::kMaxPool2d, t.dtype());
 }
 }  // namespace

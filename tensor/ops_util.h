@@ -27,6 +27,12 @@ inline Tensor blocks_as_nhwc(const Tensor& t) {
   return b.view({b.size(0) * b.size(1), b.size(2), b.size(3), 16}).permute({0, 3, 1, 2});
 }
 
+// A channels-blocked tensor (nChw16c, which no strides express) as the NCHW copy that ops
+// without kernels for it read; any other tensor as it is.
+inline Tensor strided(const Tensor& t) {
+  return t.defined() && t.is_channels_blocked() ? t.contiguous() : t;
+}
+
 inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
   TS_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
 }

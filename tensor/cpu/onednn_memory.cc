@@ -72,7 +72,9 @@ Operand::Operand(const memory::desc& plain, const Tensor& t, const memory::desc&
   } else if (converts && is_weight_blocked(plain, wanted, &weight_blocks_)) {
     how_ = How::kWeightBlocks;
   } else if (converts) {
-    // An f32 tensor in the same layout (NCHW, or channels-last NHWC) as t.
+    // An f32 tensor in the same layout (NCHW, or channels-last NHWC) as t. (Channels-blocked
+    // tensors reach oneDNN in f32 only: Backend::channels_blocked.)
+    TS_INTERNAL_ASSERT(!t.is_channels_blocked());
     how_ = How::kWidenAndReorder;
     wide_ = empty(t.shape(), kF32,
                   t.is_contiguous() ? MemoryFormat::kContiguous : MemoryFormat::kChannelsLast);

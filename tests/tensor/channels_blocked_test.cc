@@ -270,23 +270,62 @@ TEST(ChannelsBlocked, BatchNormDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(runs[0], runs[1]);
 }
 
+void expect_max_pool_matches(const Shape& shape, int64_t kernel, int64_t stride,
+                             int64_t padding) {
+  const std::string what = "max pool " + std::to_string(kernel) + "/" + std::to_string(stride) +
+                           " on " + std::to_string(shape[2]) + "x" + std::to_string(shape[3]);
+  const Tensor x = seeded(shape, 41);
+  Pool2dParams p;
+  p.kernel = {kernel, kernel};
+  p.stride = {stride, stride};
+  p.padding = {padding, padding};
+  const auto [y, idx] = max_pool2d_with_indices(x, p);
+  const auto [yb, idxb] = max_pool2d_with_indices(x.contiguous(kBlocked), p);
+  EXPECT_EQ(max_abs_diff(yb, y), 0.0) << what;
+  EXPECT_EQ(max_abs_diff(idxb, idx), 0.0) << what;
+  const Tensor g = seeded(y.shape(), 42);
+  const Tensor dx = max_pool2d_backward(g, idx, x.shape());
+  const Tensor dxb = max_pool2d_backward(g.contiguous(kBlocked), idxb, x.shape());
+  EXPECT_EQ(max_abs_diff(dxb, dx), 0.0) << what;
+}
+
 TEST(ChannelsBlocked, MaxPoolingMatchesNchwBitForBit) {
-  const Tensor x = seeded({2, 32, 11, 12}, 41);
+  const Tensor x = seeded({2, 32, 11, 12}, 41).contiguous(kBlocked);
   Pool2dParams p;
   p.kernel = {3, 3};
   p.stride = {2, 2};
   p.padding = {1, 1};
-  const auto [y, idx] = max_pool2d_with_indices(x, p);
-  const auto [yb, idxb] = max_pool2d_with_indices(x.contiguous(kBlocked), p);
+  const auto [yb, idxb] = max_pool2d_with_indices(x, p);
   EXPECT_TRUE(yb.is_channels_blocked());
   EXPECT_TRUE(idxb.is_channels_blocked());
-  EXPECT_EQ(max_abs_diff(yb, y), 0.0);
-  EXPECT_EQ(max_abs_diff(idxb, idx), 0.0);
-  const Tensor g = seeded(y.shape(), 42);
-  const Tensor dx = max_pool2d_backward(g, idx, x.shape());
-  const Tensor dxb = max_pool2d_backward(g, idxb, x.shape());
-  EXPECT_TRUE(dxb.is_channels_blocked());
-  EXPECT_EQ(max_abs_diff(dxb, dx), 0.0);
+  EXPECT_TRUE(max_pool2d_backward(seeded(yb.shape(), 42), idxb, x.shape()).is_channels_blocked());
+  expect_max_pool_matches({2, 32, 11, 12}, 3, 2, 1);
+  expect_max_pool_matches({1, 16, 7, 5}, 2, 2, 0);
+  // A 1x1 map padded to a larger output: its blocked view is NCHW and NHWC at once.
+  expect_max_pool_matches({2, 32, 1, 1}, 2, 1, 1);
+}
+
+// Ops without kernels for the layout read it as NCHW: the same values as on NCHW operands.
+TEST(ChannelsBlocked, OpsWithoutBlockedKernelsReadItConverted) {
+  const Tensor a = seeded({2, 16, 3, 4}, 51), b = seeded({2, 16, 3, 4}, 52);
+  const Tensor ab = a.contiguous(kBlocked), bb = b.contiguous(kBlocked);
+  EXPECT_EQ(max_abs_diff(softmax(ab, 1), softmax(a, 1)), 0.0);
+  EXPECT_EQ(max_abs_diff(log_softmax(ab, 3), log_softmax(a, 3)), 0.0);
+  EXPECT_EQ(max_abs_diff(softmax_backward(bb, softmax(ab, 1), 1),
+                         softmax_backward(b, softmax(a, 1), 1)), 0.0);
+  EXPECT_EQ(max_abs_diff(where(gt(ab, 0.0), ab, bb), where(gt(a, 0.0), a, b)), 0.0);
+  const Tensor bt = b.transpose(2, 3).contiguous();  // [2, 16, 4, 3]
+  EXPECT_EQ(max_abs_diff(matmul(ab, bt.contiguous(kBlocked)), matmul(a, bt)), 0.0);
+  const std::vector<Tensor> parts = split(ab, 8, 1);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(max_abs_diff(parts[1], a.narrow(1, 8, 8)), 0.0);
+  EXPECT_EQ(max_abs_diff(stack({ab, bb}, 0), stack({a, b}, 0)), 0.0);
+  const Tensor index = from_vector<int64_t>({3, 0, 2}, {3});
+  EXPECT_EQ(max_abs_diff(index_select(ab, 1, index), index_select(a, 1, index)), 0.0);
+  const Tensor zero = zeros({2, 16, 3, 4});
+  const Tensor where_to = zeros({2, 16, 3, 4}, kI64);
+  EXPECT_EQ(max_abs_diff(scatter_add(zero, 3, where_to, bb), scatter_add(zero, 3, where_to, b)),
+            0.0);
 }
 
 }  // namespace
