@@ -4,7 +4,8 @@
 // ZeRO-2 and -3 end where DDP does; the communication bytes equal their formulas; compression
 // reports its bytes and resumes exactly; checkpoints move between strategies; mixed precision
 // trains under DDP, ZeRO and the pipeline; bad pipeline flags end every rank with code 2; the
-// pipeline's trace has every stage's micro-batches. (Faults, refusals and the NaN guards on
+// pipeline's trace has every stage's micro-batches; channels-blocked activations end where NCHW
+// ones do under ZeRO-3 with fp16 autocast and a pipeline times DDP or ZeRO-1 (f16 parameters). (Faults, refusals and the NaN guards on
 // several ranks are train_faults_test.cc's.)
 #include <gtest/gtest.h>
 
@@ -374,6 +375,34 @@ TEST(TrainDistributed, MixedPrecisionTrainsUnderEveryStrategy) {
     ASSERT_EQ(losses.size(), 2u) << c.strategy << " " << c.amp;
     EXPECT_LT(losses[1], losses[0]) << c.strategy << " " << c.amp;
     EXPECT_LT(losses[1], 0.8) << c.strategy << " " << c.amp;
+  }
+}
+
+// --memory-format=channels-blocked composes with the strategies and precisions: ZeRO-3 under
+// fp16 autocast (its convolutions then run in f16, where the layout does not apply, so the
+// blocked model runs as the NCHW one), a 2-stage pipeline times 2 DDP replicas in f32 (each
+// stage's activations blocked, sent between stages as NCHW copies), and the same with f16
+// parameters under ZeRO-1. Each ends where its NCHW run does, to f32 rounding (lr 0.001, as
+// train_test.cc's layout comparisons).
+TEST(TrainDistributed, ChannelsBlockedEndsWhereNchwDoesUnderZero3AmpAndPipelineTimesDp) {
+  const std::string base = "--model=resnet20 --train-limit=256 --batch-size=64 --epochs=1 "
+                           "--threads=1 --lr=0.001 ";
+  struct Case {
+    const char* flags;
+    int ranks;
+  };
+  for (const Case& c : {Case{"--strategy=zero3 --amp=fp16", 2},
+                        Case{"--strategy=pipeline --stages=2 --dp-strategy=ddp", 4},
+                        Case{"--strategy=pipeline --stages=2 --dp-strategy=zero1 "
+                             "--param-dtype=f16", 4}}) {
+    const auto nchw = run(base + c.flags, c.ranks);
+    const auto blocked = run(base + c.flags + " --memory-format=channels-blocked", c.ranks);
+    ASSERT_EQ(nchw.exit_code, 0) << nchw.output;
+    ASSERT_EQ(blocked.exit_code, 0) << blocked.output;
+    const double a = json_number(last_json_line(nchw.output), "train_loss");
+    const double b = json_number(last_json_line(blocked.output), "train_loss");
+    std::printf("%s: train_loss NCHW %.9g, channels-blocked %.9g\n", c.flags, a, b);
+    EXPECT_NEAR(a, b, 1e-4 * a) << c.flags;
   }
 }
 
