@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/tools/overflowing_checkpoint.h"
@@ -343,6 +344,18 @@ TEST(Train, HalfPrecisionParametersLearnWithF32Masters) {
             std::string::npos) << window.output;
 }
 
+// The final train_loss of `config` run in NCHW and with --memory-format=`format`.
+std::pair<double, double> train_losses_nchw_and(const std::string& config, const char* format) {
+  const auto nchw = run(config);
+  const auto other = run(config + " --memory-format=" + format);
+  EXPECT_EQ(nchw.exit_code, 0) << nchw.output;
+  EXPECT_EQ(other.exit_code, 0) << other.output;
+  const double a = json_number(last_json_line(nchw.output), "train_loss");
+  const double b = json_number(last_json_line(other.output), "train_loss");
+  std::printf("%s: train_loss NCHW %.9g, %s %.9g\n", config.c_str(), a, format, b);
+  return {a, b};
+}
+
 // --memory-format=channels-last trains as the NCHW run does: under f32 its convolutions run
 // oneDNN's primitives on NHWC (the NCHW run's mostly tessera's own kernels), under bf16 NHWC
 // where oneDNN runs them, and batch norm sums in another order; so the losses agree to
@@ -354,13 +367,7 @@ TEST(Train, ChannelsLastTrainsAsNchw) {
   for (const char* amp : {"off", "bf16"}) {
     const std::string config =
         base + "--amp=" + amp + (std::string(amp) == "off" ? " --lr=0.001" : "");
-    const auto nchw = run(config);
-    const auto nhwc = run(config + " --memory-format=channels-last");
-    ASSERT_EQ(nchw.exit_code, 0) << nchw.output;
-    ASSERT_EQ(nhwc.exit_code, 0) << nhwc.output;
-    const double a = json_number(last_json_line(nchw.output), "train_loss");
-    const double b = json_number(last_json_line(nhwc.output), "train_loss");
-    std::printf("--amp=%s: train_loss NCHW %.9g, channels-last %.9g\n", amp, a, b);
+    const auto [a, b] = train_losses_nchw_and(config, "channels-last");
     if (std::string(amp) == "off") {
       EXPECT_NEAR(a, b, 1e-4 * a);
     } else {
@@ -376,14 +383,7 @@ TEST(Train, ChannelsBlockedTrainsAsNchw) {
   const std::string base = "--model=resnet20 --train-limit=256 --batch-size=64 --epochs=1 "
                            "--threads=1 --lr=0.001 ";
   for (const char* amp : {"off", "bf16"}) {
-    const std::string config = base + "--amp=" + amp;
-    const auto nchw = run(config);
-    const auto blocked = run(config + " --memory-format=channels-blocked");
-    ASSERT_EQ(nchw.exit_code, 0) << nchw.output;
-    ASSERT_EQ(blocked.exit_code, 0) << blocked.output;
-    const double a = json_number(last_json_line(nchw.output), "train_loss");
-    const double b = json_number(last_json_line(blocked.output), "train_loss");
-    std::printf("--amp=%s: train_loss NCHW %.9g, channels-blocked %.9g\n", amp, a, b);
+    const auto [a, b] = train_losses_nchw_and(base + "--amp=" + amp, "channels-blocked");
     EXPECT_NEAR(a, b, 1e-4 * a) << amp;
   }
 }
