@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
@@ -88,8 +89,10 @@ class CpuAllocator final : public Allocator {
   void* take_cached(size_t rounded) {
     if (rounded < kCacheMinBytes) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    const auto it = free_.find(rounded);
-    if (it == free_.end()) return nullptr;
+    // The block freed last: the likeliest still in the caches.
+    const auto range = free_.equal_range(rounded);
+    if (range.first == range.second) return nullptr;
+    const auto it = std::prev(range.second);
     void* ptr = it->second;
     free_.erase(it);
     cached_ -= rounded;

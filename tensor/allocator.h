@@ -33,9 +33,10 @@ void set_allocator(DeviceType type, Allocator* allocator);
 
 // The CPU allocator keeps freed blocks of 1 MiB and more (1 GiB in all at most, the smallest
 // freed first to make room) and hands each to the next request of the same size, rounded up to
-// whole 4 KiB pages. Training allocates the same activation sizes every step, and memory fresh
-// from the OS costs a page fault and a cleared page per 4 KiB. memory_stats() counts only
-// memory in use, never the cache.
+// whole 4 KiB pages, the block of that size freed last first (the likeliest still in the CPU's
+// caches). Training allocates the same activation sizes every step, and memory fresh from the
+// OS costs a page fault and a cleared page per 4 KiB. memory_stats() counts only memory in use,
+// never the cache.
 int64_t cpu_cached_bytes();
 // Returns every cached CPU block to the C library.
 void cpu_empty_cache();

@@ -154,6 +154,28 @@ TEST(Tensor, CpuAllocatorReusesLargeFreedBlocks) {
   EXPECT_EQ(cpu_cached_bytes(), 0);
 }
 
+// Of several cached blocks of one size, a request gets the one freed last (still warm in the
+// caches), then the one freed before it.
+TEST(Tensor, CpuAllocatorHandsOutTheBlockFreedLastFirst) {
+  cpu_empty_cache();
+  const int64_t n = 1 << 18;  // f32: 1 MiB
+  void* freed_first = nullptr;
+  void* freed_last = nullptr;
+  {
+    Tensor a = empty({n}, kF32), b = empty({n}, kF32);
+    freed_first = a.raw_data();
+    freed_last = b.raw_data();
+    a = Tensor();  // a's block goes into the cache first, b's at the end of the scope
+  }
+  Tensor c = empty({n}, kF32);
+  EXPECT_EQ(c.raw_data(), freed_last);
+  Tensor d = empty({n}, kF32);
+  EXPECT_EQ(d.raw_data(), freed_first);
+  c = Tensor();
+  d = Tensor();
+  cpu_empty_cache();
+}
+
 TEST(Tensor, StorageIsSixtyFourByteAligned) {
   for (int n : {1, 3, 17, 1000}) {
     Tensor t = empty({n}, kU8);

@@ -12,7 +12,9 @@
 // median milliseconds of `reps` runs after a warm-up. The "x count" column is what the shape
 // costs in one step, so the table read from its largest entries down is the order to optimize
 // in (layer_table.h). GFLOP/s stand beside the machine's peak, measured here by a loop of
-// independent FMAs on 16-float vectors (fma_peak.h).
+// independent FMAs on 16-float vectors (fma_peak.h). Last, a floor on the one-thread step:
+// the convolution rows' time plus the least traffic of the others at one core's bandwidth,
+// measured by a triad in the last-level cache and in DRAM (memory_bandwidth.h).
 #include <functional>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "tools/bench/layer_rows.h"
 #include "tools/bench/layer_table.h"
 #include "tools/bench/median.h"
+#include "tools/bench/memory_bandwidth.h"
 #include "tools/bench/resnet_layer_shapes.h"
 
 using namespace tessera;
@@ -65,6 +68,12 @@ int main(int argc, char** argv) {
   bench::print_peak(peak);
   std::vector<bench::Row> rows = bench::layer_rows(layers, flags.model, flags.batch, flags.format);
   bench::keep_rows_named(flags.only, &rows);
-  bench::print_layer_table(rows, time_rows(rows, flags.threads, flags.reps), flags.threads, peak);
+  const std::vector<std::vector<double>> ms = time_rows(rows, flags.threads, flags.reps);
+  bench::print_layer_table(rows, ms, flags.threads, peak);
+  set_num_threads(1);
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  bench::print_floor(rows, ms, flags.threads, peak,
+                     {{bench::triad_gbytes_per_s(4 * kMiB), "4 MiB arrays, in cache"},
+                      {bench::triad_gbytes_per_s(256 * kMiB), "256 MiB arrays, DRAM"}});
   return 0;
 }

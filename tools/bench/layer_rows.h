@@ -16,11 +16,13 @@
 namespace tessera {
 namespace bench {
 
-// A name, how often one step runs it, its GFLOP (0: memory-bound), and one run of it.
+// A name, how often one step runs it, its GFLOP (0: memory-bound), the least traffic a pass of
+// its own must move (memory-bound rows; see layer_rows.cc), and one run of it.
 struct Row {
   std::string name;
   int count;
   double gflop;
+  double gbytes;
   std::function<void()> fn;
 };
 

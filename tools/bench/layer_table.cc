@@ -56,5 +56,27 @@ void print_layer_table(const std::vector<Row>& rows, const std::vector<std::vect
   std::printf("\n");
 }
 
+void print_floor(const std::vector<Row>& rows, const std::vector<std::vector<double>>& ms,
+                 const std::vector<int>& threads, double peak_gflops,
+                 const std::vector<Bandwidth>& bandwidths) {
+  size_t one = 0;
+  while (one < threads.size() && threads[one] != 1) ++one;
+  if (one == threads.size()) return;
+  double conv_ms = 0, gflop = 0, gbytes = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].gflop > 0) conv_ms += ms[i][one] * rows[i].count;
+    gflop += rows[i].gflop * rows[i].count;
+    gbytes += rows[i].gbytes * rows[i].count;
+  }
+  std::printf("\nfloor at 1 thread with these convolution kernels: their rows' %.1f ms, plus the "
+              "memory-bound rows' least traffic, %.2f GB a step, at one core's bandwidth:\n",
+              conv_ms, gbytes);
+  for (const Bandwidth& b : bandwidths) {
+    const double step_ms = conv_ms + gbytes / b.gbytes_per_s * 1e3;
+    std::printf("  %5.1f GB/s (triad, %s): %7.1f ms a step, %3.0f%% of peak\n", b.gbytes_per_s,
+                b.arrays.c_str(), step_ms, 100 * gflop / step_ms * 1e3 / peak_gflops);
+  }
+}
+
 }  // namespace bench
 }  // namespace tessera
