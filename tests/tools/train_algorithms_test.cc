@@ -15,14 +15,12 @@ namespace {
 
 using tessera::testing::json_field;
 using tessera::testing::json_number;
+using tessera::testing::kShortMlp;
 using tessera::testing::last_json_line;
 
 tessera::testing::CommandResult run(const std::string& flags, int ranks = 2) {
   return tessera::testing::run_train(flags, ranks);
 }
-
-// 2000 images in batches of 64 per rank (15 steps on 2 ranks), a full test-set evaluation.
-const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
 
 // --strategy=gossip on 2 ranks: each step sends the model once to the one neighbour (psi f32, the
 // ring's 2/3 weight), nothing is all-reduced while training (not even the NaN check, which each

@@ -14,7 +14,7 @@
 
 namespace {
 
-const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
+using tessera::testing::kShortMlp;
 
 struct Timed {
   tessera::testing::CommandResult result;

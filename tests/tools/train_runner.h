@@ -18,6 +18,12 @@ struct TrainBinaries {
   std::string train;   // tools/train
 };
 
+// The multi-rank tests' short run: the MLP (a layer with parameters in each pipeline stage:
+// Flatten + Linear, ReLU + Linear) on 2000 images in batches of 64 per rank, one epoch, seed 3,
+// then a full test-set evaluation.
+inline const std::string kShortMlp =
+    "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
+
 inline TrainBinaries& train_binaries() {
   static TrainBinaries b;
   return b;

@@ -14,13 +14,11 @@ namespace {
 
 using tessera::testing::json_field;
 using tessera::testing::json_number;
+using tessera::testing::kShortMlp;
 using tessera::testing::last_json_line;
 using tessera::testing::run_train;
 using tessera::testing::run_train_single;
 using tessera::testing::temp_path;
-
-// 31 steps of 64 images, a full test-set evaluation.
-const std::string kShortMlp = "--model=mlp --train-limit=2000 --epochs=1 --threads=1 --seed=3 ";
 
 // The same arithmetic in another order (the row-parallel sum, the class-parallel loss's three
 // sums): equal to ~1e-7 per step; the tolerances are the pipeline tests'.
