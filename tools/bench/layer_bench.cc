@@ -70,7 +70,6 @@ int main(int argc, char** argv) {
   bench::keep_rows_named(flags.only, &rows);
   const std::vector<std::vector<double>> ms = time_rows(rows, flags.threads, flags.reps);
   bench::print_layer_table(rows, ms, flags.threads, peak);
-  set_num_threads(1);
   constexpr int64_t kMiB = int64_t{1} << 20;
   bench::print_floor(rows, ms, flags.threads, peak,
                      {{bench::triad_gbytes_per_s(4 * kMiB), "4 MiB arrays, in cache"},
