@@ -189,7 +189,8 @@ TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
            Case{"--tensor-parallel=2", 4,
                 "makes 2 data-parallel replicas: choose --strategy=ddp or zero1"},
            Case{"--tensor-parallel=2 --strategy=zero3", 2,
-                "--tensor-parallel=2 combines with --strategy=ddp or zero1"},
+                "--tensor-parallel=2 with --strategy=zero3: tensor parallelism combines with "
+                "--strategy=ddp or zero1"},
            Case{"--tensor-parallel=2 --strategy=pipeline --stages=3", 4,
                 "--stages=3 x --tensor-parallel=2 does not divide the 4 ranks"},
            Case{"--tensor-parallel=2 --strategy=pipeline --stages=2 --balance=time", 4,

@@ -161,8 +161,8 @@ TEST(Train, BadPipelineAndPrecisionFlagsNameTheFlag) {
            Case{"--loss-scale=dynamic",
                 "--loss-scale needs --amp=fp16 or --param-dtype=f16 (got --amp=off"},
            Case{"--amp=fp16 --loss-scale=big", "--loss-scale expects"},
-           Case{"--strategy=zero1 --compression=topk:0.1", "it needs --strategy=ddp, or fp16/bf16 with zero1|zero2"},
-           Case{"--strategy=zero3 --compression=fp16", "got --strategy=zero3"},
+           Case{"--strategy=zero1 --compression=topk:0.1", "--compression=topk:0.1 with --strategy=zero1: the compressors are DDP's"},
+           Case{"--strategy=zero3 --compression=fp16", "--compression=fp16 with --strategy=zero3"},
            Case{"--strategy=ddp --compression=topk:2", "the ratio must be in (0, 1], got 2"},
            Case{"--strategy=ddp --compression=gzip", "expected none, fp16, bf16"},
            Case{"--strategy=ddp --error-feedback=true", "--error-feedback needs --compression"},
@@ -337,7 +337,7 @@ TEST(Train, HalfPrecisionParametersLearnWithF32Masters) {
   }
   const auto mixed = run(base + "--amp=bf16 --param-dtype=f16");
   EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
-  EXPECT_NE(mixed.output.find("mix f16 and bf16"), std::string::npos) << mixed.output;
+  EXPECT_NE(mixed.output.find("mixes f16 and bf16"), std::string::npos) << mixed.output;
   const auto window = run(base + "--loss-scale-window=10");
   EXPECT_EQ(window.exit_code, 2) << window.output;
   EXPECT_NE(window.output.find("--loss-scale-window needs --amp=fp16 or --param-dtype=f16"),

@@ -8,18 +8,10 @@
 #include "tools/train/fault_injection.h"
 #include "tools/train/flag_table.h"
 #include "tools/train/restart_count.h"
+#include "tools/train/support_table.h"
 
 namespace tessera {
 namespace train {
-
-namespace {
-
-// " --tensor-parallel=T" when given, for the "(got ...)" of a message.
-std::string with_tensor_parallel(const Config& c) {
-  return c.tensor_parallel > 1 ? " --tensor-parallel=" + std::to_string(c.tensor_parallel) : "";
-}
-
-}  // namespace
 
 void check_combinations(const Config& c) {
   // The optimization.
@@ -49,15 +41,7 @@ void check_combinations(const Config& c) {
         " (got --strategy=pipeline --dp-strategy=" + c.dp_strategy + ")");
   }
 
-  // Compression: DDP's hooks, or ZeRO-1/2's reduce-scatter in half precision.
-  const bool half = c.compression == "fp16" || c.compression == "bf16";
-  const bool zero12 = c.strategy == "zero1" || c.strategy == "zero2";
-  if (c.compression != "none" && c.strategy != "ddp" && !(half && zero12)) {
-    bad("--compression=" + c.compression + " compresses DDP's gradient buckets (a communication "
-        "hook): it needs --strategy=ddp, or fp16/bf16 with zero1|zero2 (their reduce-scatter in "
-        "half precision); the pipeline's, ZeRO-3's and tensor parallelism's collectives are not "
-        "compressed, got --strategy=" + c.strategy);
-  }
+  // Compression.
   if (c.given.count("powersgd-start-iter") != 0 && c.compression.rfind("powersgd:", 0) != 0) {
     bad("--powersgd-start-iter needs --compression=powersgd:RANK (got " + c.compression + ")");
   }
@@ -81,16 +65,6 @@ void check_combinations(const Config& c) {
         ": a bound keeps every worker within that many iterations of the slowest over the whole "
         "run, so a fast worker could not take a straggler's batches; use --staleness-bound=none");
   }
-  if (c.strategy == "async" && (c.amp == "fp16" || c.param_dtype != "f32")) {
-    bad("--strategy=async pushes f32 gradients to servers holding f32 parameters: it takes "
-        "--amp=bf16 or none, not loss scaling or half parameters (got --amp=" + c.amp +
-        " --param-dtype=" + c.param_dtype + ")");
-  }
-  if (c.strategy == "async" && (!c.checkpoint_dir.empty() || !c.resume.empty())) {
-    bad("--strategy=async does not checkpoint yet (the servers hold the model and the "
-        "optimizer in shards, and the workers' iteration clocks would have to be saved with "
-        "them): drop --checkpoint-dir/--resume");
-  }
 
   // Hierarchical collectives.
   for (const char* flag : {"ranks-per-node", "inter-node-latency-us", "inter-node-bandwidth-gbps"}) {
@@ -98,35 +72,8 @@ void check_combinations(const Config& c) {
       bad(std::string("--") + flag + " needs --collectives=hierarchical");
     }
   }
-  if (c.collectives == "hierarchical" &&
-      ((c.strategy != "ddp" && c.strategy != "zero1" && c.strategy != "zero2" &&
-        c.strategy != "zero3") ||
-       c.tensor_parallel > 1 || c.compression != "none")) {
-    bad("--collectives=hierarchical reduces over the world's nodes: DDP's buckets through a "
-        "communication hook, ZeRO's reduce-scatters and all-gathers through dist::HierarchicalGroup; "
-        "it needs --strategy=ddp, zero1, zero2 or zero3 without --tensor-parallel and without "
-        "--compression (got --strategy=" + c.strategy +
-        (c.compression != "none" ? " --compression=" + c.compression : std::string()) +
-        with_tensor_parallel(c) + ")");
-  }
-
-  // Sharded checkpoints: ZeRO's shards only (Strategy::save_sharded relies on this).
-  if (c.checkpoint_format == "sharded" &&
-      (c.tensor_parallel > 1 ||
-       (c.strategy != "zero1" && c.strategy != "zero2" && c.strategy != "zero3"))) {
-    bad("--checkpoint-format=sharded writes ZeRO's shards, one file per rank: it needs "
-        "--strategy=zero1, zero2 or zero3 without --tensor-parallel (got --strategy=" +
-        c.strategy + with_tensor_parallel(c) + "); any strategy resumes from a sharded checkpoint");
-  }
 
   // Tensor parallelism.
-  if (c.tensor_parallel > 1 && c.strategy != "single" && c.strategy != "ddp" &&
-      c.strategy != "zero1" && c.strategy != "pipeline") {
-    bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) +
-        " combines with --strategy=ddp or zero1 for the data-parallel dimension (or single when "
-        "there is none), or with --strategy=pipeline (3D: stages x tensor-parallel x replicas), "
-        "got --strategy=" + c.strategy);
-  }
   if (c.tensor_parallel > 1 && c.strategy == "pipeline" && c.balance == "time") {
     // Each rank times its own layers; ranks of one stage's tensor-parallel group could then cut
     // the model differently (Pipe agrees on a balance over the pipeline and data-parallel
@@ -154,11 +101,10 @@ void check_combinations(const Config& c) {
           (c.amp == "bf16" ? ": bf16 has f32's range and is not loss-scaled)" : ")"));
     }
   }
-  if (c.amp != "off" && c.param_dtype != "f32" &&
-      (c.amp == "fp16") != (c.param_dtype == "f16")) {
-    bad("--amp=" + c.amp + " and --param-dtype=" + c.param_dtype + " mix f16 and bf16: choose one "
-        "half type");
-  }
+
+  // What combines with what: the support table (strategies x precision, compression,
+  // checkpoints, tensor parallelism, the pipeline, hierarchical collectives).
+  check_support(c);
 }
 
 std::string check_against_world(const Config& c, int world_size) {

@@ -11,6 +11,7 @@
 #include "tensor/check.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
+#include "tools/train/support_table.h"
 
 namespace tessera {
 namespace train {
@@ -86,6 +87,10 @@ Config parse_flags(int argc, char** argv) {
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
       std::printf("%s", usage().c_str());
+      std::exit(0);
+    }
+    if (arg == "--support-table") {  // docs/COMPOSITION.md
+      std::printf("%s", composition_markdown().c_str());
       std::exit(0);
     }
   }

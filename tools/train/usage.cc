@@ -72,7 +72,8 @@ std::string usage() {
   bazel run -c opt //tools:train -- --model=logistic
   mpirun -np 2 bazel-bin/tools/train --model=logistic --strategy=zero1
 
-Every flag is --name=VALUE.
+Every flag is --name=VALUE. What combines with what: --support-table prints the support
+table (docs/COMPOSITION.md); combinations it refuses exit with code 2, saying why.
 )";
   for (const FlagSection& section : flag_sections()) {
     s += "\n" + section.title + ":\n";
