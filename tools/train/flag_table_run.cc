@@ -130,6 +130,11 @@ std::vector<FlagSection> run_flag_sections() {
            Flag("resume", path(&Config::resume, "FILE|DIR", "a checkpoint file or directory"),
                 "continues from a checkpoint; a directory means DIR/last.safetensors, or "
                 "DIR/last-sharded, or DIR itself when it is a sharded checkpoint"),
+           Flag("save-model", path(&Config::save_model, "FILE", "a file name"),
+                "rank 0 writes the trained model's weights (safetensors, the unsharded model's "
+                "names, gathered from every strategy's shards, stages and slices) when training "
+                "ends")
+               .per_rank(),
            Flag("metrics", path(&Config::metrics, "FILE", "a file name"),
                 "rank 0 appends JSON lines: one per step (loss, lr, images/s, loss scale) and one "
                 "per epoch with test accuracy; explain curves draws them")

@@ -11,6 +11,7 @@
 #include "tensor/check.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
+#include "tools/train/composition_plan.h"
 #include "tools/train/support_table.h"
 
 namespace tessera {
@@ -91,6 +92,20 @@ Config parse_flags(int argc, char** argv) {
     }
     if (arg == "--support-table") {  // docs/COMPOSITION.md
       std::printf("%s", composition_markdown().c_str());
+      std::exit(0);
+    }
+    if (arg == "--composition-plan") {  // the runs that test the table, one a line
+      const CompositionPlan plan = composition_plan();
+      for (const PlannedRun& r : plan.runs) {
+        std::printf("%d ranks: %s", r.ranks, r.flags.c_str());
+        if (r.reference_ranks > 0) {
+          std::printf("  ==  %d ranks: %s", r.reference_ranks, r.reference_flags.c_str());
+        }
+        std::printf("%s\n", value_in(r.values, "resume") == "yes" ? "  (resumed)" : "");
+      }
+      std::printf("%zu runs cover %lld pairs of values; %zu pairs cannot meet:\n", plan.runs.size(),
+                  static_cast<long long>(plan.pairs_covered), plan.pairs_not_coverable.size());
+      for (const std::string& pair : plan.pairs_not_coverable) std::printf("  %s\n", pair.c_str());
       std::exit(0);
     }
   }

@@ -41,6 +41,7 @@ struct Config {
   // (ZeRO-1/2/3): DIR/last-sharded/, every rank its shard and rank 0 the index.
   std::string checkpoint_format = "full";
   std::string resume;
+  std::string save_model;  // the trained model's weights, written once training ends
   std::string metrics;
 
   // --strategy=pipeline (pipeline::PipeOptions).

@@ -31,6 +31,7 @@
 #include "tools/train/model.h"
 #include "tools/train/precision.h"
 #include "tools/train/run_report.h"
+#include "tools/train/save_model.h"
 #include "tools/train/strategy.h"
 #include "tools/train/tensor_parallel.h"
 #include "tools/train/tracing.h"
@@ -132,6 +133,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   print_run_header(run, d);
   const RunTotals totals = train_epochs(run, loaders, schedule.get(), start, metrics);
+  save_trained_model(run);
   write_trace(run);
   print_run_summary(run, totals, wall_start);
   return 0;

@@ -77,6 +77,7 @@ std::vector<Axis> make_axes() {
   feedback.flags_for = [](const std::string& v) {
     return std::string("--error-feedback=") + (v == "on" ? "true" : "false");
   };
+  feedback.always_given = true;
   feedback.applies_when = {{"compression", except(kCompressions, {"none"})}};
   feedback.shown = [](const Config& c) {
     return c.error_feedback == "default"
@@ -138,6 +139,7 @@ std::vector<Axis> make_axes() {
     return v == "plain" ? std::string("--model=mlp") : std::string("--model=resnet20");
   };
   model.shown = [](const Config& c) { return "--model=" + c.model; };
+  model.always_given = true;
   axes.push_back(model);
 
   Axis collectives = flag_axis("collectives", {"flat", "hierarchical"}, &Config::collectives);

@@ -50,6 +50,9 @@ struct Axis {
   // they do not, its value is values[0] and no flag sets it. Beside this, the flag table's
   // only_with says which strategies take the axis's flag.
   std::vector<Condition> applies_when;
+  // Whether a generated run gives the flag for the first value too (error feedback's default
+  // depends on the compressor; a run always names its model).
+  bool always_given = false;
 };
 
 // A combination that does not work: every condition holds. `why` completes "X with Y: ...".

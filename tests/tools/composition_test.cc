@@ -1,0 +1,187 @@
+// The support table's composition tests, generated from the table: every run of its pairwise
+// plan (tools/train/composition_plan.h) trains 2 epochs and must exit 0 (the table allows it);
+// its trained model (--save-model) must equal its reference's (the same training without the
+// strategy's machinery: ZeRO, a pipeline, tensor parallelism == DDP or one process); and a run
+// the plan resumes stops after epoch 1 and resumes to 2, its model equal to the uninterrupted
+// run's bit for bit.
+//
+// Tolerances: float32 runs 1e-5 (absolute, and relative to the element); runs with a half-
+// precision value somewhere (--amp, --param-dtype, --compression=fp16|bf16) 2e-2 of the
+// tensor's largest element plus 1e-2 of the element: a handful of half-precision roundings
+// that fall differently (one ulp of bf16 is 2^-8 = 0.4% of the value) after 8 steps.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "tensor/ops.h"
+#include "tensor/safetensors.h"
+#include "tests/tools/train_runner.h"
+#include "tools/train/composition_plan.h"
+
+namespace tessera {
+namespace testing {
+namespace {
+
+using train::CompositionPlan;
+using train::PlannedRun;
+
+const CompositionPlan& plan() {
+  static const CompositionPlan p = train::composition_plan();
+  return p;
+}
+
+std::string temp_dir() {
+  static const std::string dir = [] {
+    char tmpl[] = "/tmp/tessera_composition_XXXXXX";
+    return std::string(::mkdtemp(tmpl));
+  }();
+  return dir;
+}
+
+CommandResult train(const std::string& flags, int ranks) {
+  return ranks == 1 ? run_train_single(flags) : run_train(flags, ranks);
+}
+
+// The trained model of `flags` on `ranks` (2 epochs), saved to a file; runs each once.
+std::string trained_model(const std::string& flags, int ranks, std::string* error) {
+  static std::map<std::string, std::string> done;
+  const std::string key = std::to_string(ranks) + " " + flags;
+  if (done.count(key) != 0) return done[key];
+  const std::string file = temp_dir() + "/model-" + std::to_string(done.size()) + ".safetensors";
+  const CommandResult r = train(flags + " --epochs=2 --save-model=" + file, ranks);
+  if (r.exit_code != 0) {
+    *error = "exit " + std::to_string(r.exit_code) + " on " + std::to_string(ranks) +
+             " ranks: " + flags + "\n" + r.output;
+    return "";
+  }
+  return done[key] = file;
+}
+
+// "" when every tensor of `expected` is in `got` with its shape and values within
+// atol + rtol |expected| (+ scaled_atol * max |expected| of the tensor); else the first that
+// is not, with its largest difference.
+std::string compare(const std::string& got_file, const std::string& expected_file, double atol,
+                    double rtol, double scaled_atol, bool bitwise) {
+  const StateDict got = load_safetensors(got_file).tensors;
+  const StateDict expected = load_safetensors(expected_file).tensors;
+  if (got.size() != expected.size()) {
+    return "the models hold " + std::to_string(got.size()) + " and " +
+           std::to_string(expected.size()) + " tensors";
+  }
+  for (const auto& [name, e] : expected) {
+    if (!got.contains(name)) return "no tensor '" + name + "'";
+    const Tensor g = got.at(name);
+    if (g.shape() != e.shape() || g.dtype() != e.dtype()) return "'" + name + "' differs in shape or dtype";
+    const Tensor gf = g.to(kF64).contiguous(), ef = e.to(kF64).contiguous();
+    const double* gp = gf.data<double>();
+    const double* ep = ef.data<double>();
+    double largest = 0;
+    for (int64_t k = 0; k < ef.numel(); ++k) largest = std::max(largest, std::abs(ep[k]));
+    for (int64_t k = 0; k < ef.numel(); ++k) {
+      const double diff = std::abs(gp[k] - ep[k]);
+      const bool equal = bitwise ? gp[k] == ep[k]
+                                 : diff <= atol + rtol * std::abs(ep[k]) + scaled_atol * largest;
+      if (!equal) {
+        std::ostringstream out;
+        out.precision(9);
+        out << "'" << name << "'[" << k << "] is " << gp[k] << ", expected " << ep[k]
+            << " (largest element " << largest << ")";
+        return out.str();
+      }
+    }
+  }
+  return "";
+}
+
+// "strategy=zero1 amp=bf16 ...": the values that are not the axes' first.
+std::string described(const PlannedRun& run) {
+  std::string s;
+  for (const auto& [axis, value] : run.values) {
+    if (axis == "strategy" || value != train::support_axis(axis).values[0]) {
+      s += (s.empty() ? "" : " ") + axis + "=" + value;
+    }
+  }
+  return s;
+}
+
+class Composition : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(Composition, RunEqualsItsReferenceAndResumesExactly) {
+  const PlannedRun& run = plan().runs[GetParam()];
+  SCOPED_TRACE(described(run));
+  std::string error;
+  // The checkpoint axis: the run writes checkpoints of that format after every epoch.
+  const bool checkpoints = train::value_in(run.values, "checkpoint") != "none";
+  const std::string dir = temp_dir() + "/run-" + std::to_string(GetParam());
+  const std::string flags = run.flags + (checkpoints ? " --checkpoint-dir=" + dir + "/all" : "");
+  const std::string model = trained_model(flags, run.ranks, &error);
+  ASSERT_FALSE(model.empty()) << "the support table allows this run, which failed: " << error;
+
+  if (run.reference_ranks > 0) {
+    const std::string reference = trained_model(run.reference_flags, run.reference_ranks, &error);
+    ASSERT_FALSE(reference.empty()) << "its reference failed: " << error;
+    const std::string differs =
+        run.half_precision ? compare(model, reference, 0, 1e-2, 2e-2, false)
+                           : compare(model, reference, 1e-5, 1e-5, 0, false);
+    EXPECT_EQ(differs, "") << "against " << run.reference_ranks << " ranks: " << run.reference_flags;
+  }
+
+  if (train::value_in(run.values, "resume") == "yes") {
+    const CommandResult first =
+        train(run.flags + " --epochs=1 --checkpoint-dir=" + dir + "/first", run.ranks);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const std::string resumed_file = dir + "/resumed.safetensors";
+    const CommandResult resumed =
+        train(flags + " --epochs=2 --resume=" + dir + "/first --save-model=" + resumed_file,
+              run.ranks);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("after epoch 1"), std::string::npos) << resumed.output;
+    EXPECT_EQ(compare(resumed_file, model, 0, 0, 0, true), "")
+        << "resumed after epoch 1 against the uninterrupted run";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plan, Composition, ::testing::Range<size_t>(0, plan().runs.size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           std::string name = std::to_string(info.param) + "_" +
+                                              described(plan().runs[info.param]);
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
+
+// The plan itself: every pair of values that can meet is covered, and the pairs left out are
+// exactly those a refusal of the table names (a rule outside the table refusing a run the
+// table allows would leave its pairs out, and fail here).
+TEST(CompositionPlan, CoversEveryPairTheTableAllows) {
+  for (const std::string& pair : plan().pairs_not_coverable) {
+    std::istringstream in(pair);
+    std::string first, second;
+    in >> first >> second;
+    const train::Assignment values = {
+        {first.substr(0, first.find('=')), first.substr(first.find('=') + 1)},
+        {second.substr(0, second.find('=')), second.substr(second.find('=') + 1)}};
+    // Refused by a rule naming only these two axes, or one of them does not apply (an axis of
+    // the pipeline's with another strategy, error feedback without a compressor), or each value
+    // is refused with every value of a third axis both need (checked by the generator itself).
+    const bool refused = train::refusal_for(values) != nullptr;
+    const bool not_applying =
+        pair.find("pipeline-schedule") != std::string::npos ||
+        pair.find("dp-strategy") != std::string::npos || pair.find("error-feedback") != std::string::npos;
+    EXPECT_TRUE(refused || not_applying) << pair << " is allowed by the table but in no run";
+  }
+  EXPECT_GT(plan().runs.size(), 20u);
+  std::printf("the plan: %zu runs cover %lld pairs of values; %zu pairs cannot meet\n",
+              plan().runs.size(), static_cast<long long>(plan().pairs_covered),
+              plan().pairs_not_coverable.size());
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace tessera
+
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }

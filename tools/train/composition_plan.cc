@@ -1,0 +1,254 @@
+#include "tools/train/composition_plan.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "tensor/check.h"
+#include "tools/train/flags.h"
+
+namespace tessera {
+namespace train {
+
+namespace {
+
+// Every run's own flags: a short run (4 steps an epoch on 2 replicas), one thread a rank. The
+// test adds --epochs, --checkpoint-dir, --resume and --save-model.
+const char* const kBase = "--batch-size=16 --threads=1 --seed=3 --schedule=constant";
+
+// The data a model trains on in the plan: Fashion-MNIST's first 128 images for the MLP; for
+// ResNet-20, 64 synthetic images (its evaluation on Fashion-MNIST's 10,000 test images would
+// take seconds a run).
+std::string data_flags(const std::string& model) {
+  return model == "plain" ? "--train-limit=128" : "--data=synthetic --synthetic-size=64";
+}
+
+// Flags a strategy needs in a short test run: two pipeline stages; local SGD's round of 3
+// steps (an epoch of 4 ends mid-round, so a resume starts mid-round); asynchronous SGD bounded
+// to synchronous SGD (a deterministic run, so its resume can be compared bit for bit).
+std::string strategy_flags(const std::string& strategy) {
+  if (strategy == "pipeline") return "--stages=2";
+  if (strategy == "local-sgd") return "--sync-period=3";
+  if (strategy == "async") return "--staleness-bound=0";
+  return "";
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+int value_index(const Axis& axis, const std::string& value) {
+  const auto it = std::find(axis.values.begin(), axis.values.end(), value);
+  TS_INTERNAL_ASSERT(it != axis.values.end(), "axis ", axis.name, " has no value ", value);
+  return static_cast<int>(it - axis.values.begin());
+}
+
+// A pair of values of two axes, by index: (axis i, value a, axis j, value b) with i < j.
+using Pair = std::tuple<int, int, int, int>;
+
+// The run's flags and ranks, and its reference (support_table.h's reference_of).
+PlannedRun planned(const Assignment& v) {
+  PlannedRun r;
+  r.values = v;
+  const std::string strategy = value_in(v, "strategy"), model = value_in(v, "model"),
+                    compression = value_in(v, "compression");
+  const bool tp = value_in(v, "tensor-parallel") == "on";
+  const std::string common = std::string(kBase) + " " + data_flags(model);
+  r.flags = common + " " + strategy_flags(strategy) + " " + flags_of(v);
+  // Ranks: 2 data-parallel replicas (a pipeline: 2 stages of them), the tensor-parallel
+  // pair within; one process alone is one replica.
+  int replicas = strategy == "single" ? 1 : 2;
+  if (strategy == "pipeline") replicas = tp ? 1 : 2;
+  r.ranks = replicas * (tp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);
+  r.half_precision = value_in(v, "amp") != "off" || value_in(v, "param-dtype") != "f32" ||
+                     compression == "fp16" || compression == "bf16";
+
+  // The reference: the same training on the same replicas without the strategy's machinery
+  // (DDP for 2 replicas, one process for 1), or for DDP itself one process on the 2-times
+  // batch. None where the strategy changes the training by design (lossy compression, local
+  // SGD, gossip, asynchronous SGD), nor where BatchNorm's statistics would see other batches
+  // (a pipeline's micro-batches, DDP's per-rank batches against one process's whole batch).
+  const bool lossy = compression != "none" && compression != "fp16" && compression != "bf16";
+  if (lossy || strategy == "local-sgd" || strategy == "gossip" || strategy == "async") return r;
+  const bool batch_norm = model == "batch-norm";
+  if (batch_norm && strategy == "pipeline") return r;
+  std::string reference = replicas == 1 ? "single" : "ddp";
+  int batch = 16;
+  if (strategy == "ddp" && !tp) {
+    if (batch_norm) return r;
+    reference = "single", replicas = 1, batch = 32;
+  }
+  Assignment ref;
+  for (const auto& [axis, value] : v) {
+    std::string rv = value;
+    if (axis == "strategy") rv = reference;
+    if (axis == "tensor-parallel") rv = "off";
+    if (axis == "collectives") rv = "flat";
+    if (axis == "checkpoint") rv = "none";
+    if (axis == "resume") rv = "no";
+    if (axis == "pipeline-schedule" || axis == "dp-strategy") rv = support_axis(axis).values[0];
+    if (axis == "compression" && reference != "ddp") rv = "none";
+    if (axis == "error-feedback") rv = "off";  // half-precision compression: only DDP's hook
+    ref.emplace_back(axis, rv);
+  }
+  r.reference_flags = "--batch-size=" + std::to_string(batch) + " --threads=1 --seed=3 " +
+                      data_flags(model) + " " + flags_of(ref);
+  r.reference_ranks = replicas;
+  if (r.reference_flags == r.flags) r.reference_ranks = 0;
+  return r;
+}
+
+class Planner {
+ public:
+  explicit Planner(uint64_t seed) : axes_(support_axes()), rng_(seed) {
+    for (size_t i = 0; i < axes_.size(); ++i) {
+      for (size_t j = i + 1; j < axes_.size(); ++j) {
+        for (size_t a = 0; a < axes_[i].values.size(); ++a) {
+          for (size_t b = 0; b < axes_[j].values.size(); ++b) {
+            uncovered_.insert({int(i), int(a), int(j), int(b)});
+          }
+        }
+      }
+    }
+  }
+
+  CompositionPlan plan() {
+    CompositionPlan out;
+    std::vector<Pair> order(uncovered_.begin(), uncovered_.end());
+    for (const Pair& p : order) {
+      if (uncovered_.count(p) == 0) continue;
+      std::vector<int> best;
+      int best_gain = 0;
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        std::vector<int> run = candidate(p);
+        if (run.empty()) continue;
+        const int gain = new_pairs(run);
+        if (gain > best_gain) best_gain = gain, best = run;
+      }
+      if (best.empty()) {
+        const auto& [i, a, j, b] = p;
+        out.pairs_not_coverable.push_back(axes_[i].name + "=" + axes_[i].values[a] + " " +
+                                          axes_[j].name + "=" + axes_[j].values[b]);
+        uncovered_.erase(p);
+        continue;
+      }
+      out.pairs_covered += best_gain;
+      cover(best);
+      out.runs.push_back(planned(assignment(best)));
+    }
+    return out;
+  }
+
+ private:
+  Assignment assignment(const std::vector<int>& run) const {
+    Assignment values;
+    for (size_t k = 0; k < axes_.size(); ++k) values.emplace_back(axes_[k].name, axes_[k].values[run[k]]);
+    return values;
+  }
+
+  // A valid run holding pair p, or {} when this attempt found none. The axes are chosen in the
+  // table's order (the strategy first, a compressor before error feedback), so whether an axis
+  // applies is known when its turn comes; a value is chosen only where no refusal matches what
+  // is chosen so far.
+  std::vector<int> candidate(const Pair& p) {
+    const auto& [i, a, j, b] = p;
+    std::vector<int> run(axes_.size(), -1);
+    Assignment chosen;
+    for (size_t k = 0; k < axes_.size(); ++k) {
+      const Axis& axis = axes_[k];
+      std::vector<int> values;
+      if (!applies(axis, chosen)) {
+        values = {0};
+      } else {
+        for (size_t v = 0; v < axis.values.size(); ++v) values.push_back(int(v));
+        std::shuffle(values.begin(), values.end(), rng_);  // ties at random
+      }
+      if (int(k) == i || int(k) == j) {
+        const int fixed = int(k) == i ? a : b;
+        if (std::find(values.begin(), values.end(), fixed) == values.end()) return {};
+        values = {fixed};
+      }
+      // The value covering the most uncovered pairs with those chosen so far.
+      int best_value = -1, best_gain = -1;
+      for (int v : values) {
+        // What is chosen, this value, and the pair (fixed whatever comes before it).
+        Assignment with = chosen;
+        with.emplace_back(axis.name, axis.values[v]);
+        if (int(k) < i) with.emplace_back(axes_[i].name, axes_[i].values[a]);
+        if (int(k) < j) with.emplace_back(axes_[j].name, axes_[j].values[b]);
+        if (refusal_for(with) != nullptr) continue;
+        int gain = 0;
+        for (size_t m = 0; m < k; ++m) gain += uncovered_.count({int(m), run[m], int(k), v});
+        for (size_t m = k + 1; m < axes_.size(); ++m) {
+          if (int(m) == i) gain += uncovered_.count({int(k), v, i, a});
+          if (int(m) == j) gain += uncovered_.count({int(k), v, j, b});
+        }
+        if (gain > best_gain) best_gain = gain, best_value = v;
+      }
+      if (best_value < 0) return {};
+      run[k] = best_value;
+      chosen.emplace_back(axis.name, axis.values[best_value]);
+    }
+    return valid(chosen) ? run : std::vector<int>();
+  }
+
+  static bool valid(const Assignment& values) {
+    if (refusal_for(values) != nullptr) return false;
+    const std::string model = value_in(values, "model");
+    const std::string flags = std::string(kBase) + " " + data_flags(model) + " " +
+                              strategy_flags(value_in(values, "strategy")) + " " +
+                              flags_of(values) +
+                              (value_in(values, "checkpoint") != "none" ? " --checkpoint-dir=d" : "") +
+                              (value_in(values, "resume") == "yes" ? " --resume=d" : "");
+    Config c;
+    try {
+      c = read_flags(split_words(flags));
+    } catch (const FlagError&) {
+      return false;  // a rule outside the table: the pair shows up as not coverable
+    }
+    TS_INTERNAL_ASSERT(assignment_of(c) == values, "the support table's flags_for and value_of "
+                       "disagree for: ", flags);
+    return true;
+  }
+
+  int new_pairs(const std::vector<int>& run) const {
+    int n = 0;
+    for (size_t i = 0; i < run.size(); ++i) {
+      for (size_t j = i + 1; j < run.size(); ++j) n += uncovered_.count({int(i), run[i], int(j), run[j]});
+    }
+    return n;
+  }
+
+  void cover(const std::vector<int>& run) {
+    for (size_t i = 0; i < run.size(); ++i) {
+      for (size_t j = i + 1; j < run.size(); ++j) uncovered_.erase({int(i), run[i], int(j), run[j]});
+    }
+  }
+
+  const std::vector<Axis>& axes_;
+  std::set<Pair> uncovered_;
+  std::mt19937_64 rng_;
+
+};
+
+}  // namespace
+
+std::string flags_of(const Assignment& values) {
+  std::string flags;
+  for (const Axis& axis : support_axes()) {
+    const std::string v = value_in(values, axis.name);
+    if (v.empty() || !applies(axis, values)) continue;
+    const std::string f = v == axis.values[0] && !axis.always_given ? "" : axis.flags_for(v);
+    if (!f.empty()) flags += (flags.empty() ? "" : " ") + f;
+  }
+  return flags;
+}
+
+CompositionPlan composition_plan(uint64_t seed) { return Planner(seed).plan(); }
+
+}  // namespace train
+}  // namespace tessera

@@ -1,0 +1,52 @@
+// The runs that test the support table: a pairwise covering set (every two values of two axes
+// that can meet, in at least one run), generated from the table's axes and refusals, and for
+// each run the reference it must equal. //tests/tools:composition_test runs the plan;
+// `train --composition-plan` prints it (tools/bench/composition_sweep.sh runs the longer
+// sweep from it).
+//
+// Generated as AETG does (Cohen et al. 1997): take the first pair no run covers yet, build
+// candidate runs holding it, each other axis given the value that covers the most uncovered
+// pairs with the values already chosen (ties broken by a seeded random stream), keep the valid
+// candidate covering most, repeat. A run is valid when no refusal matches it, every axis that
+// does not apply holds its first value, and its flags pass the flag checker as a whole (so a
+// rule outside the table that refused a run the table allows would show up as a pair left
+// uncovered, which the test reports).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tools/train/support_table.h"
+
+namespace tessera {
+namespace train {
+
+// One run of the plan.
+struct PlannedRun {
+  Assignment values;  // every axis, the strategy first
+  std::string flags;  // the train tool's flags (without the test's own: data size, epochs)
+  int ranks = 1;      // the processes it takes
+  // What it must equal: the same run under another strategy, or nothing (its own resumed run
+  // is compared with it regardless). `reference_flags` and `reference_ranks` as above.
+  std::string reference_flags;
+  int reference_ranks = 0;  // 0: no reference
+  bool half_precision = false;  // compared with the half-precision tolerance
+};
+
+struct CompositionPlan {
+  std::vector<PlannedRun> runs;
+  int64_t pairs_covered = 0;
+  // Pairs of values no valid run holds ("compression=topk with strategy=zero1": refused), as
+  // "axis=value axis=value".
+  std::vector<std::string> pairs_not_coverable;
+};
+
+// Deterministic for a seed.
+CompositionPlan composition_plan(uint64_t seed = 1);
+
+// The flags for an assignment (axes not applying give none).
+std::string flags_of(const Assignment& values);
+
+}  // namespace train
+}  // namespace tessera
