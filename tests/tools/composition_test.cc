@@ -165,10 +165,15 @@ TEST(CompositionPlan, CoversEveryPairTheTableAllows) {
     const train::Assignment values = {
         {first.substr(0, first.find('=')), first.substr(first.find('=') + 1)},
         {second.substr(0, second.find('=')), second.substr(second.find('=') + 1)}};
-    // Refused by a rule naming only these two axes, or one of them does not apply (an axis of
-    // the pipeline's with another strategy, error feedback without a compressor), or each value
-    // is refused with every value of a third axis both need (checked by the generator itself).
-    const bool refused = train::refusal_for(values) != nullptr;
+    // Refused under every strategy (by a rule naming only these two axes, or with the
+    // strategy: topk's and the sharded format's), or one of them does not apply (an axis of
+    // the pipeline's under another strategy, error feedback without a compressor).
+    bool refused = true;
+    for (const std::string& s : train::strategy_axis().values) {
+      train::Assignment with = values;
+      with.emplace_back("strategy", s);
+      refused = refused && train::refusal_for(with) != nullptr;
+    }
     const bool not_applying =
         pair.find("pipeline-schedule") != std::string::npos ||
         pair.find("dp-strategy") != std::string::npos || pair.find("error-feedback") != std::string::npos;

@@ -13,9 +13,16 @@ namespace train {
 
 namespace {
 
-// Every run's own flags: a short run (4 steps an epoch on 2 replicas), one thread a rank. The
+// Every run's own flags: a short run (4 steps an epoch on 2 replicas of 16 images each), one
+// thread a rank, a constant learning rate (the first epoch of a resumed run is the first epoch of
+// the uninterrupted one), SGD with momentum (Adam divides each gradient by its own running
+// size, so a gradient that is zero but for rounding moves its weight by the whole learning
+// rate, one way or the other: two correct runs summing in another order end a step apart). The
 // test adds --epochs, --checkpoint-dir, --resume and --save-model.
-const char* const kBase = "--batch-size=16 --threads=1 --seed=3 --schedule=constant";
+std::string base_flags(int batch = 16) {
+  return "--batch-size=" + std::to_string(batch) +
+         " --threads=1 --seed=3 --schedule=constant --optimizer=sgd --lr=0.05";
+}
 
 // The data a model trains on in the plan: Fashion-MNIST's first 128 images for the MLP; for
 // ResNet-20, 64 synthetic images (its evaluation on Fashion-MNIST's 10,000 test images would
@@ -32,6 +39,14 @@ std::string strategy_flags(const std::string& strategy) {
   if (strategy == "local-sgd") return "--sync-period=3";
   if (strategy == "async") return "--staleness-bound=0";
   return "";
+}
+
+// The flags of a planned run: the base, the data, the strategy's own, the axes'.
+std::string run_flags(const Assignment& v, int batch = 16) {
+  std::string flags = base_flags(batch) + " " + data_flags(value_in(v, "model"));
+  const std::string own = strategy_flags(value_in(v, "strategy"));
+  if (!own.empty()) flags += " " + own;
+  return flags + " " + flags_of(v);
 }
 
 std::vector<std::string> split_words(const std::string& s) {
@@ -57,8 +72,7 @@ PlannedRun planned(const Assignment& v) {
   const std::string strategy = value_in(v, "strategy"), model = value_in(v, "model"),
                     compression = value_in(v, "compression");
   const bool tp = value_in(v, "tensor-parallel") == "on";
-  const std::string common = std::string(kBase) + " " + data_flags(model);
-  r.flags = common + " " + strategy_flags(strategy) + " " + flags_of(v);
+  r.flags = run_flags(v);
   // Ranks: 2 data-parallel replicas (a pipeline: 2 stages of them), the tensor-parallel
   // pair within; one process alone is one replica.
   int replicas = strategy == "single" ? 1 : 2;
@@ -95,8 +109,7 @@ PlannedRun planned(const Assignment& v) {
     if (axis == "error-feedback") rv = "off";  // half-precision compression: only DDP's hook
     ref.emplace_back(axis, rv);
   }
-  r.reference_flags = "--batch-size=" + std::to_string(batch) + " --threads=1 --seed=3 " +
-                      data_flags(model) + " " + flags_of(ref);
+  r.reference_flags = run_flags(ref, batch);
   r.reference_ranks = replicas;
   if (r.reference_flags == r.flags) r.reference_ranks = 0;
   return r;
@@ -198,10 +211,7 @@ class Planner {
 
   static bool valid(const Assignment& values) {
     if (refusal_for(values) != nullptr) return false;
-    const std::string model = value_in(values, "model");
-    const std::string flags = std::string(kBase) + " " + data_flags(model) + " " +
-                              strategy_flags(value_in(values, "strategy")) + " " +
-                              flags_of(values) +
+    const std::string flags = run_flags(values) +
                               (value_in(values, "checkpoint") != "none" ? " --checkpoint-dir=d" : "") +
                               (value_in(values, "resume") == "yes" ? " --resume=d" : "");
     Config c;

@@ -165,9 +165,11 @@ std::vector<Refusal> make_refusals() {
        "half-precision compression is DDP's hook, or ZeRO-1/2's reduce-scatter in half "
        "precision; ZeRO-3's, the pipeline's and the other strategies' collectives stay in their "
        "own precision"},
-      {{{"compression", kLossyCompressors}, {"param-dtype", half_params}},
-       "the compressors read and write f32 gradient buckets, and half-precision parameters have "
-       "half-precision gradients (train f32 parameters under --amp instead)"},
+      {{{"compression", except(kCompressions, {"none"})}, {"param-dtype", half_params},
+        {"strategy", {"ddp"}}},
+       "DDP's compressors read and write f32 gradient buckets, and half-precision parameters "
+       "have half-precision gradients, which DDP already sends in half precision (train f32 "
+       "parameters under --amp instead)"},
       {{{"strategy", {"zero1"}}, {"compression", {"fp16"}}, {"amp", {"fp16"}}},
        "ZeRO-1 reduce-scatters in step(), after the loss scaler has unscaled the gradients, so "
        "fp16's range loses the small ones (ZeRO-2 sends them scaled, during backward): use "
