@@ -182,6 +182,12 @@ std::vector<Refusal> make_refusals() {
        "ZeRO's reduce-scatter in half precision keeps no residual to feed back (error feedback "
        "is DDP's hook wrapper): drop --error-feedback, or use --strategy=ddp"},
 
+      {{{"compression", kLossyCompressors}, {"tensor-parallel", {"on"}}},
+       "a tensor-parallel rank's gradient buckets hold its own slices beside the parameters every "
+       "rank of the group holds whole (a row-parallel layer's bias), so each rank would compress "
+       "those differently and their copies would drift apart; fp16 and bf16 compress element by "
+       "element and keep them equal"},
+
       // Precision.
       {{{"amp", {"fp16"}}, {"param-dtype", {"bf16"}}},
        "that mixes f16 and bf16: choose one half type"},
