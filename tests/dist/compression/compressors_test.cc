@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <string>
@@ -305,6 +306,27 @@ TEST(ErrorFeedback, AppliedPlusResidualEqualsTheSumOfTheGradients) {
     copy.load_state_dict(ef.state_dict());
     EXPECT_TRUE(allclose(copy.residual(0), ef.residual(0), 0, 0)) << spec;
   }
+}
+
+// settle(bucket, false) undoes the last compression's change to the residual (the hook's answer
+// to a step whose sum is not finite); settle(bucket, true) keeps it. The first compression of a
+// bucket undone leaves no residual at all.
+TEST(ErrorFeedback, SettleUndoesOrKeepsTheLastCompression) {
+  ErrorFeedback ef(make_compressor(parse_compression("topk:0.1"), 0));
+  const int64_t n = 50;
+  ef.compress(random_vector(n, 1), {0, 0, 0, 1});
+  ef.settle(0, false);
+  EXPECT_FALSE(ef.residual(0).defined());
+  ef.compress(random_vector(n, 2), {0, 0, 0, 1});
+  ef.settle(0, true);
+  const Tensor kept = ef.residual(0).clone();
+  Tensor overflow = random_vector(n, 3);
+  overflow.narrow(0, 7, 1).fill_(std::numeric_limits<float>::infinity());
+  ef.compress(overflow, {1, 0, 0, 1});
+  EXPECT_FALSE(std::isfinite(values(ef.residual(0))[7]));
+  ef.settle(0, false);
+  EXPECT_EQ(values(ef.residual(0)), values(kept));
+  EXPECT_EQ(ef.state_dict().size(), 1u);
 }
 
 TEST(CompressionSpec, ParsesTheToolsSpellingAndNamesBadValues) {
