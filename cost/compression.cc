@@ -25,7 +25,8 @@ std::string message_formula(const dc::CompressionSpec& spec) {
   if (spec.kind == "randomk") std::snprintf(s, sizeof(s), "m = 4 ceil(%g n) (values)", spec.ratio);
   if (spec.kind == "topk") std::snprintf(s, sizeof(s), "m = 8 ceil(%g n) (index, value)", spec.ratio);
   if (spec.kind == "qsgd") {
-    std::snprintf(s, sizeof(s), "m = 4 + ceil(%d n / 8) (norm, codes)", dc::QSGD(spec.levels).bits_per_element());
+    std::snprintf(s, sizeof(s), "m = 4 ceil(n / %lld) + ceil(%d n / 8) (norms, codes)",
+                  static_cast<long long>(spec.qsgd_bucket), dc::QSGD(spec.levels).bits_per_element());
   }
   if (spec.kind == "sign") return "m = 4 + n/8";
   return s;

@@ -7,8 +7,8 @@
 //                          2 (N-1)/N m bytes (fp16/bf16: m = 2n; random-k: 4 ceil(r n), the
 //                          indices drawn alike on every rank, so only values travel)
 //   top-k, QSGD, sign      messages do not add: one ring all-gather, (N-1) m bytes
-//                          (top-k: 8 ceil(r n), an index and a value each; QSGD: 4 + the packed
-//                          codes; sign: 4 + n/8), growing with N
+//                          (top-k: 8 ceil(r n), an index and a value each; QSGD: a 4-byte norm
+//                          per 512 entries + the packed codes; sign: 4 + n/8), growing with N
 //   PowerSGD rank r        up to three all-reduces, of the uncompressed tensors (U elements),
 //                          P (sum of rows_m r_m) and Q (sum of cols_m r_m), r_m = min(rows_m,
 //                          cols_m, r), a matrix compressed only when r_m (rows + cols) x 2 <

@@ -1,5 +1,7 @@
 #include "data/idx.h"
 
+#include "data/idx_stored_size.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -115,51 +117,77 @@ T big_endian(const unsigned char* p) {
   return value;
 }
 
-}  // namespace
+// The header: magic, element type, rank, dimensions, and the counts they imply.
+struct Header {
+  int type = 0;
+  size_t element = 0;  // bytes per element in the file
+  DType dtype = kU8;
+  Shape shape;
+  size_t bytes = 0;  // the header's own: 4 + 4 rank
+  uint64_t count = 0, data_bytes = 0;
+};
 
-Tensor read_idx(const std::string& path, int64_t rows) {
-  IdxFile file(path);
-  std::vector<unsigned char> bytes;  // the header
+Header read_header(IdxFile& file, const std::string& path) {
+  Header h;
+  std::vector<unsigned char> bytes;
   file.read(4, bytes);
   TS_CHECK(bytes.size() >= 4, "read_idx: '", path, "' is ", bytes.size(),
            " bytes long, too short for an IDX header");
   TS_CHECK(bytes[0] == 0 && bytes[1] == 0, "read_idx: '", path,
            "' does not start with the IDX magic number (first bytes ", int(bytes[0]), " ",
            int(bytes[1]), ", expected 0 0)");
-  const int type = bytes[2], rank = bytes[3];
-  size_t element = 0;
-  DType dtype = kU8;
-  switch (type) {
-    case 0x08: element = 1; dtype = kU8; break;
-    case 0x09: element = 1; dtype = kI32; break;
-    case 0x0B: element = 2; dtype = kI32; break;
-    case 0x0C: element = 4; dtype = kI32; break;
-    case 0x0D: element = 4; dtype = kF32; break;
-    case 0x0E: element = 8; dtype = kF64; break;
+  h.type = bytes[2];
+  const int rank = bytes[3];
+  switch (h.type) {
+    case 0x08: h.element = 1; h.dtype = kU8; break;
+    case 0x09: h.element = 1; h.dtype = kI32; break;
+    case 0x0B: h.element = 2; h.dtype = kI32; break;
+    case 0x0C: h.element = 4; h.dtype = kI32; break;
+    case 0x0D: h.element = 4; h.dtype = kF32; break;
+    case 0x0E: h.element = 8; h.dtype = kF64; break;
     default:
-      TS_FAIL("read_idx: '", path, "' has unknown element type 0x", std::hex, type);
+      TS_FAIL("read_idx: '", path, "' has unknown element type 0x", std::hex, h.type);
   }
   TS_CHECK(rank >= 1, "read_idx: '", path, "' has rank 0");
-  const size_t header = 4 + 4 * static_cast<size_t>(rank);
-  file.read(header - 4, bytes);
-  TS_CHECK(bytes.size() >= header, "read_idx: '", path, "' ends inside its header (", bytes.size(),
-           " bytes, header needs ", header, ")");
-  Shape shape;
-  for (int d = 0; d < rank; ++d) shape.push_back(big_endian_u32(&bytes[4 + 4 * d]));
+  h.bytes = 4 + 4 * static_cast<size_t>(rank);
+  file.read(h.bytes - 4, bytes);
+  TS_CHECK(bytes.size() >= h.bytes, "read_idx: '", path, "' ends inside its header (", bytes.size(),
+           " bytes, header needs ", h.bytes, ")");
+  for (int d = 0; d < rank; ++d) h.shape.push_back(big_endian_u32(&bytes[4 + 4 * d]));
   // Up to 255 dimensions of 2^32: the element and byte counts are checked before they size
-  // anything (a product that wrapped to a small number would pass the size check below). The
+  // anything (a product that wrapped to a small number would pass the size checks). The
   // product of the dimensions taken as at least 1 bounds the count and the tensor's int64
   // strides (a zero dimension does not make [0, 2^32 - 1, 2^32 - 1] representable).
-  uint64_t count = 1, span = 1, data_bytes = 0;
+  uint64_t span = 1;
   bool overflow = false;
-  for (int64_t d : shape) {
+  h.count = 1;
+  for (int64_t d : h.shape) {
     overflow = overflow || __builtin_mul_overflow(span, std::max<uint64_t>(d, 1), &span) ||
                span > static_cast<uint64_t>(INT64_MAX);
-    count *= static_cast<uint64_t>(d);  // count <= span until overflow is set
+    h.count *= static_cast<uint64_t>(d);  // count <= span until overflow is set
   }
-  overflow = overflow || __builtin_mul_overflow(count, static_cast<uint64_t>(element), &data_bytes);
-  TS_CHECK(!overflow, "read_idx: '", path, "' has header shape ", shape, " of ", element,
+  overflow = overflow ||
+             __builtin_mul_overflow(h.count, static_cast<uint64_t>(h.element), &h.data_bytes) ||
+             h.data_bytes > UINT64_MAX - h.bytes;
+  TS_CHECK(!overflow, "read_idx: '", path, "' has header shape ", h.shape, " of ", h.element,
            "-byte elements: the product of its dimensions or its byte count overflows 64 bits");
+  return h;
+}
+
+}  // namespace
+
+Shape read_idx_shape(const std::string& path) {
+  IdxFile file(path);
+  return read_header(file, path).shape;
+}
+
+Tensor read_idx(const std::string& path, int64_t rows) {
+  IdxFile file(path);
+  const Header h = read_header(file, path);
+  const int type = h.type;
+  const size_t element = h.element, header = h.bytes;
+  Shape shape = h.shape;
+  uint64_t count = h.count, data_bytes = h.data_bytes;
   // Only the first `rows`: the shape, count and byte count shrink to them (no overflow, they
   // only get smaller), and the file is read no further.
   const Shape header_shape = shape;
@@ -169,6 +197,8 @@ Tensor read_idx(const std::string& path, int64_t rows) {
     shape[0] = rows;
     count = row_elements * static_cast<uint64_t>(rows);
     data_bytes = count * element;
+    // The end of the file, which this read does not reach, from its size on disk.
+    check_stored_size(path, !file.plain(), header_shape, header + h.data_bytes);
   }
   // The data, and one byte more: a file (or an inflating gzip stream) that goes on past what
   // the header describes is stopped there, never held whole.
@@ -202,7 +232,7 @@ Tensor read_idx(const std::string& path, int64_t rows) {
   TS_CHECK(data.size() == data_bytes, "read_idx: '", path, "' is truncated: header says ",
            header_shape, needed, " but only ", data.size(), " bytes follow it");
 
-  Tensor out = empty(shape, dtype);
+  Tensor out = empty(shape, h.dtype);
   const unsigned char* p = data.data();
   switch (type) {
     case 0x08: std::memcpy(out.raw_data(), p, count); break;

@@ -25,8 +25,10 @@ struct ImageSet {
 };
 
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte(.gz) under root; checks that images are
-// [N, 28, 28] u8, labels [N] u8 in 0..9, and that both have the same N. limit > 0 keeps the
-// first `limit` images and labels and reads the files no further (read_idx's rows); 0 keeps all.
+// [N, 28, 28] u8, labels [N] u8 in 0..9, and that both headers say the same N (compared before
+// reading, so a limit does not hide a mismatch). limit > 0 keeps the first `limit` images and
+// labels and reads the files no further (read_idx's rows, which checks each file's size on disk
+// against its header); 0 keeps all.
 ImageSet load_mnist_format(const std::string& root, bool train, int64_t limit = 0);
 inline ImageSet FashionMNIST(const std::string& root = kFashionMnistRoot, bool train = true,
                              int64_t limit = 0) {

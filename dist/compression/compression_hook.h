@@ -12,10 +12,27 @@
 // the communication thread, the decompression when DDP waits for the bucket. Each bucket keeps
 // its own reduction count (state_dict: "step.B"), which seeds random choices; with error
 // feedback the compressor is an ErrorFeedback wrapper and its residuals are state too.
+//
+// Steps that are not finite. With fp16 a bucket overflows now and then (inf/NaN gradients) and
+// the GradScaler skips the step; the hook must then change no state, or inf - inf = NaN in a
+// residual poisons every later step. Every rank must decide alike, and a rank whose own bucket
+// is finite learns of a peer's inf only from the exchange. So:
+//
+//   own bucket not finite  ->  compress an all-NaN bucket instead: every rank's sum is NaN
+//                              (whichever entries a sparsifier keeps, and no compressor sees a
+//                              mix of NaN and numbers it might sort)
+//   after the exchange     ->  the summed result, identical on every rank, decides: finite:
+//                              the compressor keeps its new state and the bucket's count
+//                              advances; not finite: the compressor undoes this compression
+//                              (Compressor::settle) and the count stays, so the step leaves
+//                              the state as if it never ran, on every rank
+//
+// (Per bucket: a step whose other buckets were finite still advances their state.)
 #pragma once
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "dist/ddp/comm_hooks.h"
@@ -35,8 +52,12 @@ class CompressionHook : public CommunicationHook {
   const Compressor& compressor() const { return *compressor_; }
 
  private:
+  struct Steps {
+    std::mutex mutex;                 // read by reduce(), advanced when a bucket's Work is waited
+    std::map<size_t, int64_t> count;  // per bucket: finite reductions so far
+  };
   std::shared_ptr<Compressor> compressor_;  // shared with the decompression continuations
-  std::map<size_t, int64_t> steps_;         // per bucket: reductions so far
+  std::shared_ptr<Steps> steps_ = std::make_shared<Steps>();  // shared with them too
 };
 
 }  // namespace compression

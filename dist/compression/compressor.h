@@ -58,6 +58,11 @@ class Compressor {
   virtual void decompress_add(const Tensor& message, Tensor& out, const CompressContext& ctx) const = 0;
   // Unbiased compressors (E[C(x)] = x) need no error feedback to converge; biased ones do.
   virtual bool unbiased() const = 0;
+  // The hook settles every compress() of a bucket once the ranks' summed result is known, the
+  // same on every rank: keep = it is finite. When it is not (an fp16 overflow: the GradScaler
+  // skips the step), a compressor with state undoes what that compress() changed, so the step
+  // leaves no trace; a stateless one has nothing to do.
+  virtual void settle(size_t bucket, bool keep) { (void)bucket; (void)keep; }
   // State across steps (error feedback's residuals).
   virtual StateDict state_dict() const { return StateDict(); }
   virtual void load_state_dict(const StateDict& state) { (void)state; }

@@ -20,8 +20,23 @@ Tensor ErrorFeedback::compress(const Tensor& x, const CompressContext& ctx) {
   }
   const Tensor y = e.defined() ? add(x, e) : x.clone();
   const Tensor message = inner_->compress(y, ctx);
+  replaced_[ctx.bucket] = e;  // a handle: e is replaced below, not written in place
   e = sub(y, decompress(*inner_, message, y.numel(), ctx));
   return message;
+}
+
+void ErrorFeedback::settle(size_t bucket, bool keep) {
+  inner_->settle(bucket, keep);
+  const auto it = replaced_.find(bucket);
+  if (it == replaced_.end()) return;
+  if (!keep) {
+    if (it->second.defined()) {
+      residuals_[bucket] = it->second;
+    } else {
+      residuals_.erase(bucket);  // the bucket's first compression: no residual before it
+    }
+  }
+  replaced_.erase(it);
 }
 
 Tensor ErrorFeedback::residual(size_t bucket) const {
@@ -38,6 +53,7 @@ StateDict ErrorFeedback::state_dict() const {
 
 void ErrorFeedback::load_state_dict(const StateDict& state) {
   residuals_.clear();
+  replaced_.clear();
   StateDict inner;
   for (const auto& [key, t] : state) {
     if (key.rfind("residual.", 0) == 0) {

@@ -8,6 +8,11 @@
 // So over T steps, sum_t D(C(y_t)) + e_T = sum_t g_t exactly (up to f32 rounding): nothing is
 // lost, only delayed, which is why biased compressors (top-k, sign) converge with it. The
 // residuals are state (state_dict: "residual.B"), saved with the hook.
+//
+// A step whose summed result is not finite (one rank's fp16 overflow: the GradScaler skips it)
+// must not leave e_{t+1} = inf - inf = NaN behind, or every later step is NaN too and skipped.
+// So compress() keeps the residual it replaced until the hook settles the bucket: settle(B,
+// false) puts it back, as if the step never happened; settle(B, true) lets it go.
 #pragma once
 
 #include <map>
@@ -30,6 +35,7 @@ class ErrorFeedback : public Compressor {
   void decompress_add(const Tensor& message, Tensor& out, const CompressContext& ctx) const override {
     inner_->decompress_add(message, out, ctx);
   }
+  void settle(size_t bucket, bool keep) override;
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
   // The residual of a bucket (undefined before its first compression).
@@ -39,6 +45,7 @@ class ErrorFeedback : public Compressor {
  private:
   std::unique_ptr<Compressor> inner_;
   std::map<size_t, Tensor> residuals_;
+  std::map<size_t, Tensor> replaced_;  // per bucket, until settled: the residual before compress()
 };
 
 }  // namespace compression

@@ -38,10 +38,10 @@ CompressionSpec parse_compression(const std::string& text) {
   TS_CHECK(spec.kind == "none" || spec.kind == "fp16" || spec.kind == "bf16" || takes_arg ||
                spec.kind == "sign",
            "compression '", text, "': expected none, fp16, bf16, topk:RATIO, randomk:RATIO, "
-           "qsgd:LEVELS, sign or powersgd:RANK");
+           "qsgd:LEVELS[:BUCKET], sign or powersgd:RANK");
   TS_CHECK(takes_arg == (colon != std::string::npos), "compression '", text, "': ",
            takes_arg ? spec.kind + " needs a value (" + spec.kind +
-                           (spec.kind == "qsgd"       ? ":LEVELS)"
+                           (spec.kind == "qsgd"       ? ":LEVELS[:BUCKET])"
                             : spec.kind == "powersgd" ? ":RANK)"
                                                       : ":RATIO)")
                      : spec.kind + " takes no value");
@@ -50,10 +50,22 @@ CompressionSpec parse_compression(const std::string& text) {
     TS_CHECK(spec.ratio > 0 && spec.ratio <= 1, "compression '", text, "': the ratio must be in "
              "(0, 1], got ", spec.ratio);
   } else if (spec.kind == "qsgd") {
-    const double levels = parse_number(text, arg);
+    // LEVELS[:BUCKET]
+    const size_t second = arg.find(':');
+    const std::string levels_text = arg.substr(0, second);
+    const double levels = parse_number(text, levels_text);
     TS_CHECK(levels >= 1 && levels <= (1 << 20) && levels == static_cast<int>(levels),
-             "compression '", text, "': the levels must be an integer in [1, 2^20], got ", arg);
+             "compression '", text, "': the levels must be an integer in [1, 2^20], got ",
+             levels_text);
     spec.levels = static_cast<int>(levels);
+    if (second != std::string::npos) {
+      const std::string bucket_text = arg.substr(second + 1);
+      const double bucket = parse_number(text, bucket_text);
+      TS_CHECK(bucket >= 1 && bucket <= (1 << 30) && bucket == static_cast<int64_t>(bucket),
+               "compression '", text, "': the bucket (entries per norm) must be an integer in "
+               "[1, 2^30], got ", bucket_text);
+      spec.qsgd_bucket = static_cast<int64_t>(bucket);
+    }
   } else if (spec.kind == "powersgd") {
     const double rank = parse_number(text, arg);
     TS_CHECK(rank >= 1 && rank <= 1024 && rank == static_cast<int>(rank), "compression '", text,
@@ -69,7 +81,7 @@ std::unique_ptr<Compressor> make_compressor(const CompressionSpec& spec, uint64_
   if (spec.kind == "bf16") return std::make_unique<HalfPrecision>(kBF16);
   if (spec.kind == "topk") return std::make_unique<TopK>(spec.ratio);
   if (spec.kind == "randomk") return std::make_unique<RandomK>(spec.ratio, seed);
-  if (spec.kind == "qsgd") return std::make_unique<QSGD>(spec.levels, seed);
+  if (spec.kind == "qsgd") return std::make_unique<QSGD>(spec.levels, seed, spec.qsgd_bucket);
   if (spec.kind == "sign") return std::make_unique<Sign>();
   TS_CHECK(spec.kind != "powersgd", "make_compressor: PowerSGD is a communication hook of its own "
            "(make_compression_hook), not a per-bucket compressor");

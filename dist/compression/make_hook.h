@@ -1,6 +1,8 @@
 // The compressors by name, as the train tool spells them, and the DDP hook for one:
 //
-//   none | fp16 | bf16 | topk:RATIO | randomk:RATIO | qsgd:LEVELS | sign | powersgd:RANK
+//   none | fp16 | bf16 | topk:RATIO | randomk:RATIO | qsgd:LEVELS[:BUCKET] | sign | powersgd:RANK
+//
+// (qsgd's BUCKET: entries per norm, 512 when left out, qsgd.h.)
 //
 //   auto hook = compression::make_compression_hook(compression::parse_compression("topk:0.01"));
 //   ddp.register_comm_hook(hook);               // error feedback on: top-k is biased
@@ -16,6 +18,7 @@
 
 #include "dist/ddp/comm_hooks.h"
 #include "dist/compression/compressor.h"
+#include "dist/compression/qsgd.h"
 
 namespace tessera {
 namespace dist {
@@ -25,6 +28,7 @@ struct CompressionSpec {
   std::string kind = "none";  // none, fp16, bf16, topk, randomk, qsgd, sign, powersgd
   double ratio = 0;           // topk, randomk: in (0, 1]
   int levels = 0;             // qsgd: >= 1
+  int64_t qsgd_bucket = kQsgdBucket;  // qsgd: entries per norm, >= 1
   int rank = 0;               // powersgd: the matrix approximation rank, >= 1
   int64_t powersgd_start_iter = 1000;  // powersgd: plain all-reduce before (PyTorch's default)
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 
+#include "dist/compression/finite.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
@@ -173,7 +174,11 @@ std::string PowerSGDHook::name() const {
 
 int64_t PowerSGDHook::iter() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return completed_ + (last_index_ >= 0 ? 1 : 0);
+  return iterations();
+}
+
+int64_t PowerSGDHook::iterations() const {
+  return completed_ + (last_index_ >= 0 && !skipping_ ? 1 : 0);
 }
 
 std::shared_ptr<Work> PowerSGDHook::reduce(ProcessGroup& group, GradBucket& bucket) {
@@ -184,14 +189,27 @@ std::shared_ptr<Work> PowerSGDHook::reduce(ProcessGroup& group, GradBucket& buck
            " gradients; PowerSGD works in f32 (register it on a model with f32 parameters)");
   // DDP reduces buckets 0, 1, ..., B-1 each step: a bucket not after the last one begins the
   // next iteration (PyTorch counts at its last bucket instead; the numbers agree).
-  if (last_index_ >= 0 && static_cast<int64_t>(index) <= last_index_) ++completed_;
+  // An iteration whose result was not finite (skipping_) does not count.
+  if (last_index_ >= 0 && static_cast<int64_t>(index) <= last_index_) {
+    if (!skipping_) ++completed_;
+    skipping_ = false;
+  }
   last_index_ = static_cast<int64_t>(index);
   const int64_t iter = completed_;
 
   // Earlier buckets' Q all-reduces are issued before anything of this one, so the order of
   // collectives follows the order of calls, the same on every rank.
   flush_p_phases(nullptr);
-  if (iter < options_.start_powerSGD_iter()) return group.all_reduce(buffer, ReduceOp::kSum);
+  if (iter < options_.start_powerSGD_iter()) {
+    // The plain all-reduce: its sum, identical on every rank, still says whether the
+    // iteration counts.
+    std::shared_ptr<Work> work = group.all_reduce(buffer, ReduceOp::kSum);
+    return std::make_shared<ChainedWork>(work, [this, buffer] {
+      if (all_finite(buffer)) return;
+      std::lock_guard<std::mutex> lock(mutex_);
+      skipping_ = true;
+    });
+  }
 
   auto round = std::make_shared<Round>();
   round->group = &group;
@@ -206,10 +224,7 @@ std::shared_ptr<Work> PowerSGDHook::reduce(ProcessGroup& group, GradBucket& buck
       TS_CHECK(state.residual.numel() == buffer.numel(), "PowerSGDHook: ", key(index, "residual"),
                " has ", state.residual.numel(), " elements but bucket ", index, " has ",
                buffer.numel(), " (a state saved from another model or bucket layout?)");
-      state.residual = state.residual.to(buffer.options());
-      add_(buffer, state.residual);
-    } else {
-      state.residual = zeros({buffer.numel()}, buffer.options());
+      add_(buffer, state.residual.to(buffer.options()));
     }
     round->input = buffer.clone();
   }
@@ -224,7 +239,9 @@ std::shared_ptr<Work> PowerSGDHook::reduce(ProcessGroup& group, GradBucket& buck
     }
   }
 
-  // The Qs: the warm start's from the last step (or from load_state_dict), else fresh draws.
+  // The Qs: the warm start's from the last step (or from load_state_dict), else fresh draws;
+  // this round's own copy, which becomes the warm start only if the round's result is finite.
+  round->q = empty({plan.q_numel}, buffer.options());
   if (!state.loaded_q.empty()) {
     bool fits = state.loaded_q.size() == plan.matrices.size();
     for (const PowerSGDPlan::Matrix& m : plan.matrices) {
@@ -244,22 +261,19 @@ std::shared_ptr<Work> PowerSGDHook::reduce(ProcessGroup& group, GradBucket& buck
               expected, ", the state held ", got, " (a state saved with another model, bucket "
               "layout or matrix_approximation_rank?)");
     }
-    state.q = empty({plan.q_numel}, buffer.options());
     for (const PowerSGDPlan::Matrix& m : plan.matrices) {
-      q_view(state.q, m).copy_(state.loaded_q.at(m.gradient));
+      q_view(round->q, m).copy_(state.loaded_q.at(m.gradient));
     }
-    state.loaded_q.clear();
   } else if (!options_.warm_start() || !state.q.defined()) {
     const std::vector<Tensor> fresh =
         powersgd_initial_qs(options_.random_seed(), iter, index, plan, buffer.options());
-    state.q = empty({plan.q_numel}, buffer.options());
-    for (size_t i = 0; i < plan.matrices.size(); ++i) q_view(state.q, plan.matrices[i]).copy_(fresh[i]);
+    for (size_t i = 0; i < plan.matrices.size(); ++i) q_view(round->q, plan.matrices[i]).copy_(fresh[i]);
+  } else {
+    TS_INTERNAL_ASSERT(state.q.numel() == plan.q_numel, "PowerSGDHook: bucket ", index,
+                       "'s warm-start Q has ", state.q.numel(), " elements, its plan ", plan.q_numel);
+    round->q.copy_(state.q);
   }
-  TS_INTERNAL_ASSERT(state.q.numel() == plan.q_numel, "PowerSGDHook: bucket ", index,
-                     "'s warm-start Q has ", state.q.numel(), " elements, its plan ", plan.q_numel);
-  state.plan = plan;
-  // #3 all-reduces the Qs in place: afterwards they are the warm start of the next step.
-  round->q = state.q;
+  // #3 all-reduces the Qs in place: afterwards they are the next step's warm start.
   round->p = empty({plan.p_numel}, buffer.options());
   for (const PowerSGDPlan::Matrix& m : plan.matrices) {
     const Tensor matrix = bucket.gradients[m.gradient].view({m.rows, m.cols});
@@ -320,6 +334,7 @@ void PowerSGDHook::finish(Round& round) {
       at += g.numel();
     }
   };
+  Tensor residual;
   if (options_.use_error_feedback()) {
     // PyTorch's result (averages) first: the residual is the input minus it.
     for (size_t i = 0; i < plan.matrices.size(); ++i) {
@@ -331,7 +346,7 @@ void PowerSGDHook::finish(Round& round) {
       Tensor g = bucket.gradients[k];
       g.copy_(div(g, n));
     }
-    state.residual = sub(round.input, bucket.buffer);
+    residual = sub(round.input, bucket.buffer);
     // Then the sums DDP expects (it divides by N next).
     for (Tensor m : round.matrices) mul_(m, n);
     unpack_sums();
@@ -342,7 +357,20 @@ void PowerSGDHook::finish(Round& round) {
     }
     unpack_sums();
   }
-  if (!options_.warm_start()) state.q = Tensor();
+  // The result is the same on every rank (sums of all-reduced P, Q and tensors), so every rank
+  // decides alike: a finite one becomes the bucket's state; one that is not (an overflow the
+  // GradScaler will skip) leaves the residual, the warm start and the iteration count as they
+  // were, or inf - inf = NaN would poison every later step.
+  if (all_finite(bucket.buffer)) {
+    if (options_.use_error_feedback()) state.residual = residual;
+    if (options_.warm_start()) {
+      state.q = round.q;
+      state.plan = plan;
+    }
+    state.loaded_q.clear();
+  } else {
+    skipping_ = true;
+  }
   round.input = Tensor();
   round.uncompressed = Tensor();
   round.finished = true;
@@ -351,7 +379,7 @@ void PowerSGDHook::finish(Round& round) {
 StateDict PowerSGDHook::state_dict() const {
   std::lock_guard<std::mutex> lock(mutex_);
   StateDict out;
-  out.set("iter", scalar_tensor(static_cast<double>(completed_ + (last_index_ >= 0 ? 1 : 0)), kI64));
+  out.set("iter", scalar_tensor(static_cast<double>(iterations()), kI64));
   for (const auto& [b, state] : buckets_) {
     if (state.residual.defined()) out.set(key(b, "residual"), state.residual.clone());
     if (state.q.defined()) {
@@ -401,6 +429,7 @@ void PowerSGDHook::load_state_dict(const StateDict& state) {
   buckets_ = std::move(loaded);
   completed_ = static_cast<int64_t>(iter->item());
   last_index_ = -1;
+  skipping_ = false;
 }
 
 }  // namespace compression

@@ -59,6 +59,14 @@
 //   - start_powerSGD_iter: PyTorch raises when it is < 2 with error feedback or warm start on;
 //     so does this constructor (no clamping). The iteration counter advances once per DDP step:
 //     a bucket whose index is not larger than the previous call's starts a new iteration.
+//   - Steps that are not finite (tessera's; PyTorch's hook has no such check): a round's new
+//     residual and Q are staged, and become the bucket's state only if its summed result is
+//     finite. That result is the same on every rank (all-reduced sums, P and Q), so every rank
+//     decides alike, including one whose own gradient was finite while a peer's overflowed.
+//     An iteration in which any bucket's result (a plain all-reduce's too) is not finite does
+//     not count: the GradScaler skips that step, so it is as if it never ran (iter, and the
+//     steps to start_powerSGD_iter, count the steps taken). Without this, one fp16 overflow
+//     left inf - inf = NaN in the residual and Q, and every later step was NaN and skipped.
 //
 // The asynchronous structure. The three all-reduces of a bucket depend on each other (#3 needs
 // the orthogonalized result of #2), and the comm thread only runs collectives. So:
@@ -161,7 +169,8 @@ class PowerSGDHook : public CommunicationHook {
   void load_state_dict(const StateDict& state) override;
 
   const PowerSGDOptions& options() const { return options_; }
-  // PyTorch's state.iter: iterations reduced so far (counting the one in progress).
+  // PyTorch's state.iter: iterations reduced so far (counting the one in progress, unless its
+  // result was not finite).
   int64_t iter() const;
 
  private:
@@ -174,6 +183,7 @@ class PowerSGDHook : public CommunicationHook {
   struct Round;
   class RoundWork;
 
+  int64_t iterations() const;  // iter(), with mutex_ held
   void start_q_phase(Round& round);
   void flush_p_phases(const Round* through);  // FIFO, up to `through` (all when null)
   void finish(Round& round);
@@ -184,6 +194,7 @@ class PowerSGDHook : public CommunicationHook {
   std::deque<std::shared_ptr<Round>> awaiting_q_;  // P all-reduce issued, Q not yet
   int64_t completed_ = 0;     // iterations finished before the current one
   int64_t last_index_ = -1;   // bucket last reduced in the current iteration, -1: none yet
+  bool skipping_ = false;     // the current iteration's result was not finite: it won't count
 };
 
 }  // namespace compression

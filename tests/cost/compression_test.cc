@@ -50,8 +50,10 @@ TEST(CompressedTraffic, EachCompressorsMessageOnFourRanks) {
   EXPECT_DOUBLE_EQ(only_bytes(compressed_ddp_traffic(m, "topk:0.1", on(4)), "all_gather", 1), 3 * 560);
   // sign: a 4-byte scale and ceil(700 / 8) = 88 bytes of signs.
   EXPECT_DOUBLE_EQ(only_bytes(compressed_ddp_traffic(m, "sign", on(4)), "all_gather", 1), 3 * (4 + 88));
-  // QSGD with 1 level: 2 bits per entry, 175 bytes, and the norm.
-  EXPECT_DOUBLE_EQ(only_bytes(compressed_ddp_traffic(m, "qsgd:1", on(4)), "all_gather", 1), 3 * (4 + 175));
+  // QSGD with 1 level: 2 bits per entry, 175 bytes, and a norm per 512 entries: 2 of them.
+  EXPECT_DOUBLE_EQ(only_bytes(compressed_ddp_traffic(m, "qsgd:1", on(4)), "all_gather", 1), 3 * (8 + 175));
+  // One norm for the whole bucket (qsgd's format before issue 49): 4 + 175.
+  EXPECT_DOUBLE_EQ(only_bytes(compressed_ddp_traffic(m, "qsgd:1:700", on(4)), "all_gather", 1), 3 * (4 + 175));
   EXPECT_EQ(compressed_ddp_traffic(m, "sign", on(4))[0].strategy, "ddp+sign");
 }
 

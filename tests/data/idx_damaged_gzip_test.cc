@@ -191,6 +191,34 @@ TEST(IdxDamagedGzip, AFileCutShortIsCorrupt) {
   }
 }
 
+// A read of the first rows (the train tool's --train-limit) inflates only their bytes, so zlib
+// never reaches the cut or the trailer; the ISIZE check stands in (issue 49: each of these
+// loaded its 10 images before). The cuts keep the first 10 images' deflate bytes intact.
+// Damage that leaves the trailer intact (a flipped byte mid-stream, a wrong CRC32) is found only
+// by reading the whole file, which is what a run without a limit does.
+TEST(IdxDamagedGzip, AFileCutShortOrWithADamagedLengthIsAnErrorForTheFirstRowsToo) {
+  const std::string gz = gzip(idx_images());
+  EXPECT_EQ(read_idx(write("first.idx.gz", gz), 10).shape(), (Shape{10, 28, 28}));
+  for (size_t keep : {gz.size() - 4, gz.size() - 8, gz.size() / 2}) {
+    SCOPED_TRACE(keep);
+    const std::string path = write("cut-rows.idx.gz", gz.substr(0, keep));
+    std::string err;
+    try {
+      read_idx(path, 10);
+    } catch (const Error& e) {
+      err = e.message();
+    }
+    EXPECT_NE(err.find("read_idx: '" + path + "' has a gzip trailer whose ISIZE says it inflates "
+                       "to "),
+              std::string::npos) << err;
+    EXPECT_NE(err.find("its header says [300, 28, 28], a file of 235216 bytes"), std::string::npos)
+        << err;
+  }
+  EXPECT_THROW(read_idx(write("isize-rows.idx.gz", flipped(gz, gz.size() - 2, 1)), 10), Error);
+  // 100 bytes more than the header describes, in an intact stream.
+  EXPECT_THROW(read_idx(write("extra-rows.idx.gz", gzip(idx_images(100))), 10), Error);
+}
+
 // An intact stream that holds 100 bytes after the elements: the only case that is "unexpected
 // bytes after", and it says the stream was checked to its end.
 TEST(IdxDamagedGzip, AnIntactStreamWithExtraBytesIsUnexpectedBytes) {
