@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "tensor/ops.h"
 #include "tensor/safetensors.h"
 #include "tests/tools/train_runner.h"
 
@@ -16,6 +17,7 @@ namespace {
 using tessera::testing::json_number;
 using tessera::testing::last_json_line;
 using tessera::testing::run_train;
+using tessera::testing::run_train_single;
 using tessera::testing::temp_path;
 
 // The short MLP run at a constant learning rate (the MLP's default schedule is cosine).
@@ -84,6 +86,47 @@ Runs expect_resume_equals_uninterrupted(const std::string& name, const std::stri
 // 0.5296).
 TEST(TrainResume, Zero3FullCheckpointResumesExactly) {
   expect_resume_equals_uninterrupted("zero3", kBase + "--strategy=zero3");
+}
+
+// A ZeRO-3 full checkpoint's optimizer state has DDP's format (the same keys and shapes, values
+// to float rounding: the two average gradients in different orders), and the optimizer moves
+// with it: DDP resumes from ZeRO-3's checkpoint and ZeRO-3 from DDP's, each ending where its own
+// uninterrupted run does to rounding; one process and ZeRO-3 on another world size read it too.
+TEST(TrainResume, Zero3FullCheckpointsMoveTheOptimizerToAndFromDdp) {
+  const std::string ddp_dir = temp_path("resume_cross_ddp"), zero3_dir = temp_path("resume_cross_zero3");
+  const auto ddp = run_train(kBase + "--strategy=ddp --epochs=1 --checkpoint-dir=" + ddp_dir);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto zero3 = run_train(kBase + "--strategy=zero3 --epochs=1 --checkpoint-dir=" + zero3_dir);
+  ASSERT_EQ(zero3.exit_code, 0) << zero3.output;
+  const tessera::StateDict a = tessera::load_safetensors(ddp_dir + "/last.safetensors").tensors;
+  const tessera::StateDict b = tessera::load_safetensors(zero3_dir + "/last.safetensors").tensors;
+  EXPECT_EQ(a.size(), b.size());
+  int optimizer_tensors = 0;
+  for (const auto& [name, t] : a) {
+    const tessera::Tensor* u = b.find(name);
+    ASSERT_NE(u, nullptr) << name << " is not in ZeRO-3's checkpoint";
+    ASSERT_EQ(t.shape(), u->shape()) << name;
+    EXPECT_TRUE(tessera::allclose(t.to(tessera::kF64), u->to(tessera::kF64), 1e-3, 1e-6)) << name;
+    optimizer_tensors += name.rfind("optimizer.state.", 0) == 0;
+  }
+  EXPECT_EQ(optimizer_tensors, 4 * 3);  // Adam: step, exp_avg, exp_avg_sq of 4 parameters
+
+  for (const char* c : {"ddp", "zero3"}) {
+    const std::string strategy = c, from = strategy == "ddp" ? zero3_dir : ddp_dir;
+    const auto straight = run_train(kBase + "--strategy=" + strategy + " --epochs=2");
+    ASSERT_EQ(straight.exit_code, 0) << straight.output;
+    const auto resumed = run_train(kBase + "--strategy=" + strategy + " --epochs=2 --resume=" + from);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_EQ(resumed.output.find("starts fresh"), std::string::npos) << resumed.output;
+    EXPECT_NEAR(json_number(last_json_line(straight.output), "train_loss"),
+                json_number(last_json_line(resumed.output), "train_loss"), 1e-4) << strategy;
+  }
+  const auto single = run_train_single(kBase + "--epochs=2 --resume=" + zero3_dir);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(single.output.find("starts fresh"), std::string::npos) << single.output;
+  const auto three = run_train(kBase + "--strategy=zero3 --epochs=2 --resume=" + zero3_dir, 3);
+  ASSERT_EQ(three.exit_code, 0) << three.output;
+  EXPECT_EQ(three.output.find("starts fresh"), std::string::npos) << three.output;
 }
 
 // Each tensor-parallel rank's compression state is its own (its slices' residuals): every world
