@@ -92,6 +92,12 @@ StateDict slice_optimizer_state(const StateDict& full, nn::Module& model) {
   return local;
 }
 
+std::vector<bool> replicated_parameters(nn::Module& model) {
+  std::vector<bool> out;
+  for (const Split& s : splits_of(model)) out.push_back(s.group == nullptr);
+  return out;
+}
+
 }  // namespace tensor_parallel
 }  // namespace dist
 }  // namespace tessera

@@ -15,6 +15,8 @@
 // Parameters are numbered in model.parameters() order, which must be the optimizer's order.
 #pragma once
 
+#include <vector>
+
 #include "nn/module.h"
 #include "tensor/state_dict.h"
 
@@ -26,6 +28,10 @@ namespace tensor_parallel {
 StateDict gather_optimizer_state(const StateDict& local, nn::Module& model);
 // This rank's slices of a full (unsplit model's) optimizer state dict; no communication.
 StateDict slice_optimizer_state(const StateDict& full, nn::Module& model);
+
+// Per parameter of model.parameters(): true when every rank of its tensor-parallel group holds
+// it whole (a row-parallel layer's bias, the layers left unsplit), false for a split one.
+std::vector<bool> replicated_parameters(nn::Module& model);
 
 }  // namespace tensor_parallel
 }  // namespace dist

@@ -32,5 +32,16 @@ void AveragedEvaluation::restore(nn::Module& model) {
   own_.clear();
 }
 
+StateDict AveragedEvaluation::own_state(const nn::Module& model) const {
+  StateDict out;
+  size_t k = 0;
+  for (const auto& [name, t] : model.state_dict()) {
+    // average() kept the floating-point tensors it replaced, in this order.
+    const bool averaged = !own_.empty() && is_floating(t.dtype());
+    out.set(name, averaged ? own_[k++].clone() : t.clone());
+  }
+  return out;
+}
+
 }  // namespace train
 }  // namespace tessera

@@ -9,6 +9,7 @@
 
 #include "dist/process_group.h"
 #include "nn/module.h"
+#include "tensor/state_dict.h"
 
 namespace tessera {
 namespace train {
@@ -19,6 +20,8 @@ class AveragedEvaluation {
   double average(nn::Module& model, dist::ProcessGroup& group);
   // This rank's own model back (a no-op unless average() ran since the last restore).
   void restore(nn::Module& model);
+  // This rank's own model's state dict (copies), whether or not `model` holds the average now.
+  StateDict own_state(const nn::Module& model) const;
 
  private:
   std::vector<Tensor> own_;

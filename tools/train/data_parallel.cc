@@ -5,10 +5,13 @@
 #include "dist/compression/make_hook.h"
 #include "dist/ddp/ddp.h"
 #include "dist/module_sync.h"
+#include "autograd/grad_mode.h"
+#include "dist/state_dict_gather.h"
 #include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/trace_recorder.h"
 #include "dist/zero/sharded_checkpoint.h"
 #include "dist/zero/zero_optimizer.h"
+#include "optim/state_keys.h"
 #include "tensor/ops.h"
 #include "tools/train/autocast_forward.h"
 #include "tools/train/collectives.h"
@@ -83,41 +86,55 @@ class DataParallel : public Strategy {
                             inputs);
   }
   // --compression: the hook's state differs per rank (error feedback's residuals are each
-  // rank's own): every rank's, gathered, as "comm_hook.rank.R.KEY". Every rank's hook holds the
-  // same keys and shapes (the same buckets, the same steps).
+  // rank's own): every world rank's, gathered, as "comm_hook.rank.R.KEY" with R the world rank.
+  // Under --tensor-parallel the ranks of a replica compress their own slices, whose buckets
+  // may differ in shape (uneven slices, a whole bias on one side), so the gather is of
+  // variable size (dist/state_dict_gather.h), over the world rather than the data-parallel
+  // group. There the compression also makes the parameters every tensor-parallel rank holds
+  // whole (a row-parallel layer's bias) differ between those ranks: each rank's top-k picks
+  // from its own bucket, the bias beside its slices. The checkpoint's model and optimizer hold
+  // tensor-parallel rank 0's; every rank's own are kept too, as
+  // "tensor_parallel.rank.R.model.NAME" and "tensor_parallel.rank.R.optimizer.state.I.KEY".
   StateDict extra_state() override {
     StateDict out;
     if (!compression_) return out;
-    const int n = data_parallel_->size();
-    for (const auto& [key, t] : compression_->state_dict()) {
-      const Tensor mine = t.contiguous().reshape({-1});
-      Tensor all = empty({mine.numel() * n}, TensorOptions(mine.dtype()));
-      data_parallel_->all_gather(mine, all)->wait();
-      for (int r = 0; r < n; ++r) {
-        out.set("comm_hook.rank." + std::to_string(r) + "." + key,
-                all.narrow(0, r * mine.numel(), mine.numel()).view(t.shape()).clone());
+    const std::vector<StateDict> all = dist::all_gather_state_dicts(own_state(), *world_);
+    for (size_t r = 0; r < all.size(); ++r) {
+      for (const char* part : {"comm_hook.", "tensor_parallel."}) {
+        for (const auto& [key, t] : all[r].with_prefix_removed(part)) {
+          out.set(part + std::string("rank.") + std::to_string(r) + "." + key, t);
+        }
       }
     }
     return out;
   }
   void load_extra_state(const Checkpoint& checkpoint, bool lead) override {
     if (!compression_) return;
-    auto of_rank = [&](int r) {
-      return checkpoint.extra.with_prefix_removed("comm_hook.rank." + std::to_string(r) + ".");
+    auto of_rank = [&](const char* part, int r) {
+      return checkpoint.extra.with_prefix_removed(part + std::string("rank.") + std::to_string(r) + ".");
     };
     int saved = 0;
-    while (!of_rank(saved).empty()) ++saved;
-    if (saved != data_parallel_->size()) {
+    while (!of_rank("comm_hook.", saved).empty()) ++saved;
+    if (saved != world_->size()) {
       // Residuals belong to ranks: from another world size, or from a run without this hook,
       // compression starts fresh on every rank (the model and optimizer still resume exactly).
       if (lead) {
         std::printf("%s: the %s hook's state starts fresh (the checkpoint holds it for %d "
                     "ranks, this run has %d)\n", checkpoint.path.c_str(),
-                    compression_->name().c_str(), saved, data_parallel_->size());
+                    compression_->name().c_str(), saved, world_->size());
       }
       return;
     }
-    compression_->load_state_dict(of_rank(data_parallel_->rank()));
+    compression_->load_state_dict(of_rank("comm_hook.", world_->rank()));
+    const StateDict own = of_rank("tensor_parallel.", world_->rank());
+    if (!tensor_parallel_ || own.empty()) return;
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : model_->named_parameters()) {
+      if (const Tensor* t = own.find("model." + name)) Tensor(p.data()).copy_(*t);
+    }
+    StateDict state = opt_->state_dict();
+    for (const auto& [key, t] : own.with_prefix_removed("optimizer.")) state.set(key, t);
+    opt_->load_state_dict(state);
   }
   void report(json::Object& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
@@ -172,6 +189,25 @@ class DataParallel : public Strategy {
   }
 
  private:
+  // This rank's compression state ("comm_hook.KEY") and, under --tensor-parallel, its replicated
+  // parameters and their optimizer state ("tensor_parallel.model.NAME", ".optimizer.KEY").
+  StateDict own_state() {
+    StateDict mine;
+    for (const auto& [key, t] : compression_->state_dict()) mine.set("comm_hook." + key, t);
+    if (!tensor_parallel_) return mine;
+    const std::vector<bool> replicated = dist::tensor_parallel::replicated_parameters(*model_);
+    const auto named = model_->named_parameters();
+    const StateDict state = opt_->state_dict();
+    for (size_t i = 0; i < named.size(); ++i) {
+      if (!replicated[i]) continue;
+      mine.set("tensor_parallel.model." + named[i].first, named[i].second.data().clone());
+      for (const auto& [key, t] : state.with_prefix_removed(optim::state_key_prefix(i))) {
+        mine.set("tensor_parallel.optimizer." + optim::state_key(i, key), t);
+      }
+    }
+    return mine;
+  }
+
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> world_, data_parallel_, tensor_parallel_;
   Criterion criterion_;

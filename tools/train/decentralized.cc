@@ -39,6 +39,7 @@ class Decentralized : public ModelPerRank {
     return loss.item();
   }
   optim::Optimizer& optimizer() override { return *opt_; }
+  optim::Optimizer& own_optimizer() override { return *opt_; }
   void report(json::Object& summary, bool lead) override {
     if (!lead) return;
     json::Object d;

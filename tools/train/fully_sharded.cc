@@ -4,6 +4,7 @@
 
 #include "dist/module_sync.h"
 #include "dist/zero/fully_sharded.h"
+#include "dist/zero/fully_sharded_optimizer_state.h"
 #include "dist/zero/sharded_checkpoint.h"
 #include "tools/train/autocast_forward.h"
 #include "tools/train/collectives.h"
@@ -22,8 +23,9 @@ dist::MixedPrecision unit_precision(const MixedPrecision& precision) {
 
 // ZeRO-3: the model's parameters live as flat shards (dist::FullyShardedDataParallel gathers
 // each unit around its forward and backward); the optimizer is an ordinary one over this
-// rank's shards. Checkpoints hold the whole model (gathered); the optimizer's state stays
-// per shard, so a resume starts it fresh.
+// rank's shards. Full checkpoints hold the whole model and the optimizer's state, both gathered
+// into the unsplit model's format (dist/zero/fully_sharded_optimizer_state.h), so one process,
+// DDP, ZeRO-1/2 and ZeRO-3 on any world size resume from them; sharded ones keep both per shard.
 class FullySharded : public Strategy {
  public:
   FullySharded(const Config& c, std::shared_ptr<nn::Sequential> model,
@@ -71,7 +73,11 @@ class FullySharded : public Strategy {
   void load_model_state(nn::Module&, const Checkpoint& checkpoint) override {
     fsdp_.load_state_dict(checkpoint.model);
   }
-  bool checkpoints_optimizer() const override { return false; }
+  StateDict optimizer_state() override { return dist::zero::gather_optimizer_state(fsdp_, *opt_); }
+  // After load_model_state: f16/bf16 units' masters go into the shards.
+  void load_optimizer_state(const Checkpoint& checkpoint) override {
+    dist::zero::load_optimizer_state(checkpoint.optimizer, fsdp_, *opt_);
+  }
   void save_sharded(const std::string& dir, const TrainingProgress& progress,
                     const Metadata& extra) override {
     dist::zero::save_sharded_checkpoint(dir, fsdp_, opt_.get(), progress, extra);

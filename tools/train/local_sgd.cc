@@ -50,6 +50,7 @@ class LocalSgd : public ModelPerRank {
     return loss.item();
   }
   optim::Optimizer& optimizer() override { return opt_; }
+  optim::Optimizer& own_optimizer() override { return opt_.inner(); }
   void report(json::Object& summary, bool lead) override {
     if (!lead) return;
     json::Object l;

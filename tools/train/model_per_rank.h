@@ -1,6 +1,15 @@
 // The strategies in which every rank trains its own copy of the whole model (local SGD, gossip):
 // each rank reads its own shard of the data, and evaluation (and the checkpoint after it) uses
 // the ranks' average model (averaged_evaluation.h), restored to each rank's own at its next step.
+//
+// Checkpoints: the "model" part is the ranks' average (what was evaluated, and what any other
+// strategy resumes from), the "optimizer" part rank 0's optimizer state (with local SGD's
+// averager: the step within the round, DiLoCo's outer optimizer and global copy, the same on
+// every rank). A resume inside a round (gossip has no round's end) needs each rank's own, so
+// every rank's own model (before averaging) and own optimizer state are gathered into the
+// extra tensors, "rank.R.model.NAME" and "rank.R.optimizer.KEY", and a resume on the same
+// world size gives each rank its own back: the run continues exactly. On another world size
+// every rank starts from the average model and rank 0's optimizer state, and says so.
 #pragma once
 
 #include <memory>
@@ -37,8 +46,14 @@ class ModelPerRank : public Strategy {
   // Local SGD and gossip communicate every H steps or with neighbours only: no per-step
   // all-reduce of the NaN check over the world (each rank checks its own).
   bool checks_steps_over_world() const override { return false; }
+  // Collective: every rank's own model and optimizer state; and its inverse.
+  StateDict extra_state() override;
+  void load_extra_state(const Checkpoint& checkpoint, bool lead) override;
 
  protected:
+  // The optimizer whose state is this rank's own (local SGD: the inner one; its averager's
+  // state is every rank's alike and in the checkpoint's optimizer part).
+  virtual optim::Optimizer& own_optimizer() = 0;
   // A training step starts from this rank's own model (not the average evaluated last).
   void restore_own_model() { averaged_.restore(*model_); }
 
