@@ -36,7 +36,7 @@ expect = {
     "ddp+bf16": ("all_reduce", 1, 2 * (N - 1) / N * 2 * n),
     "ddp+randomk:0.01": ("all_reduce", 1, 2 * (N - 1) / N * 4 * k),    # values only
     "ddp+topk:0.01": ("all_gather", 1, (N - 1) * 8 * k),              # index + value
-    "ddp+qsgd:16": ("all_gather", 1, (N - 1) * (4 + math.ceil(6 * n / 8))),  # 1 + ceil(log2 17) bits
+    "ddp+qsgd:16": ("all_gather", 1, (N - 1) * (4 * math.ceil(n / 512) + math.ceil(6 * n / 8))),  # a norm per 512 entries; 1 + ceil(log2 17) bits
     "ddp+sign": ("all_gather", 1, (N - 1) * (4 + math.ceil(n / 8))),
     # PowerSGD rank 4: fc2.weight [10, 256] and fc1.weight [256, 784] compressed (4 (r + c) x 2 <
     # r c), the biases not: U = 10 + 256, P = 4 (10 + 256), Q = 4 (256 + 784); three all-reduces.

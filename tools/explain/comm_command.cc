@@ -31,7 +31,7 @@ const char* const kHelp =
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
     "  --bucket-cap-mb=C    DDP's bucket cap (default 25); --first-bucket-mb=F its first (default 1)\n"
     "  --compression=S,...  DDP with gradient compression too, one row each (ddp+S): fp16, bf16,\n"
-    "                       randomk:R, topk:R, qsgd:LEVELS, sign, powersgd:RANK, as the train tool\n"
+    "                       randomk:R, topk:R, qsgd:LEVELS[:BUCKET], sign, powersgd:RANK, as the train tool\n"
     "                       spells them; all: one of each\n"
     "  --run=FILE           a real run's train output (its final JSON line): that strategy's rows,\n"
     "                       each formula beside the calls and bytes rank 0's byte ledgers counted\n"

@@ -65,7 +65,7 @@ std::vector<FlagSection> data_parallel_flag_sections() {
                .only_with({"ddp"}, "sizes DDP's first gradient bucket"),
            Flag("compression",
                 parsed(&Config::compression,
-                       "none|fp16|bf16|topk:RATIO|randomk:RATIO|qsgd:LEVELS|sign|powersgd:RANK",
+                       "none|fp16|bf16|topk:RATIO|randomk:RATIO|qsgd:LEVELS[:BUCKET]|sign|powersgd:RANK",
                        [](const std::string& v) { dist::compression::parse_compression(v); }),
                 "ddp: each gradient bucket compressed by a communication hook; fp16|bf16 also "
                 "with zero1|zero2 (their reduce-scatter in half precision); docs/COMPRESSION.md"),

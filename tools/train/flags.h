@@ -60,7 +60,7 @@ struct Config {
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;  // DDP's first bucket (small, so communication starts early)
   // DDP gradient compression (dist/compression/make_hook.h): none|fp16|bf16|topk:R|randomk:R|
-  // qsgd:S|sign; error feedback "default" (on for the biased compressors), "true" or "false".
+  // qsgd:S[:D]|sign; error feedback "default" (on for the biased compressors), "true" or "false".
   std::string compression = "none";
   std::string error_feedback = "default";
   int64_t powersgd_start_iter = 1000;  // --compression=powersgd:R: plain all-reduce before
