@@ -80,7 +80,7 @@ TEST(SupportTable, TheFlagCheckerRefusesEveryRefusedCombination) {
       for (const Refusal& other : support_refusals()) {
         named = named || (matches(other, values) && error.find(other.why) != std::string::npos);
       }
-      EXPECT_TRUE(named && error.find(r.why) != std::string::npos || named && &r != refusal_for(values))
+      EXPECT_TRUE(named && (error.find(r.why) != std::string::npos || &r != refusal_for(values)))
           << flags << "\ngave: " << error;
       ++checked;
     };
