@@ -13,8 +13,8 @@
 // ranges tiling the data exactly); and names the file and entry in every error. Whether a dtype
 // is the one a caller expects is the caller's check (dist/checkpoint.h, the optimizers).
 //
-// Content hashes. Unless told not to, save_safetensors keeps in the metadata the crc32 (zlib's)
-// of every tensor's bytes and of the header itself:
+// Content hashes. Asked to (ContentHashes::kWrite: the checkpoints of dist/ do), save_safetensors
+// keeps in the metadata the crc32 (zlib's) of every tensor's bytes and of the header itself:
 //
 //   {"__metadata__":{"header_crc32":"9a0f31c2","crc32.w":"1b2c3d4e",...,"epoch":"3"},"w":{...}}
 //
@@ -24,8 +24,10 @@
 // tensor, anywhere in the header (JSON, padding, the length) naming the header. crc32 detects
 // every error of up to 3 bits in files this size and every burst of up to 32 bits: what disks,
 // networks and torn writes do (it is no defence against someone forging a file). Files without
-// hashes (other tools', tessera's before them) load as before, with `hashed` false; the hash
-// keys are never part of the metadata handed back, and a caller's metadata may not use them.
+// hashes (other tools', tessera's before them, weights files) load as before, with `hashed`
+// false. A file is hashed when it has any hash key, and then it must have all of them: one
+// flipped bit cannot make a hashed file pass for one without. The hash keys are never part of
+// the metadata handed back, and a caller's metadata may not use them.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +49,7 @@ enum class ContentHashes { kWrite, kOmit };
 // once the temporary file is written, before it is renamed into place (tensor/atomic_file.h).
 uint32_t save_safetensors(const std::string& path, const StateDict& tensors,
                           const Metadata& metadata = {},
-                          ContentHashes hashes = ContentHashes::kWrite,
+                          ContentHashes hashes = ContentHashes::kOmit,
                           const std::function<void()>& before_rename = {});
 
 struct SafetensorsFile {

@@ -75,6 +75,38 @@ TEST(Checkpoint, RejectsCorruptedAndForeignFiles) {
   EXPECT_THROW(load_checkpoint(temp_path("plain.safetensors"), *model, nullptr), Error);
 }
 
+// Issue 49: a flipped bit inside a tensor of a full checkpoint (fc1.weight, as tried) is
+// refused with an error naming the file and the tensor, not loaded as a slightly different model.
+TEST(Checkpoint, AFlippedBitInATensorIsRefusedNamingFileAndTensor) {
+  manual_seed(1);
+  auto model = models::MLP(784, 32, 10);
+  optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
+  train_step(*model, opt, 0);
+  const std::string path = temp_path("flip.safetensors");
+  save_checkpoint(path, *model, &opt, TrainingProgress{1, 1, default_generator().state()});
+  const SafetensorsHeader h = read_safetensors_header(path);
+  for (const char* name : {"model.fc1.weight", "optimizer.state.0.exp_avg"}) {
+    const SafetensorsHeader::Entry* e = h.find(name);
+    ASSERT_NE(e, nullptr) << name;
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    const std::streamoff at = static_cast<std::streamoff>(h.data_start + e->begin + 1001);
+    char byte;
+    f.seekg(at);
+    f.read(&byte, 1);
+    byte ^= 0x04;
+    f.seekp(at);
+    f.write(&byte, 1);
+    f.close();
+    expect_error([&] { read_checkpoint(path); }, "'" + path + "'");
+    expect_error([&] { read_checkpoint(path); }, "tensor '" + std::string(name) + "'");
+    byte ^= 0x04;  // restored: the next flip is the only one
+    std::fstream g(path, std::ios::binary | std::ios::in | std::ios::out);
+    g.seekp(at);
+    g.write(&byte, 1);
+  }
+  EXPECT_NO_THROW(read_checkpoint(path));
+}
+
 TEST(Checkpoint, DtypesOfAnotherKindNameTheFileAndTensor) {
   manual_seed(1);
   auto model = models::MLP(784, 32, 10);
@@ -84,9 +116,21 @@ TEST(Checkpoint, DtypesOfAnotherKindNameTheFileAndTensor) {
   save_checkpoint(good, *model, &opt, {1, 1, default_generator().state()});
   const std::string weight = model->state_dict().items()[0].first;
   const std::string bad = temp_path("relabelled.safetensors");
+  // A relabelled checkpoint fails its header's hash first.
+  relabel(good, bad, "model." + weight, "I32");
+  expect_error([&] { read_checkpoint(bad); }, "the header fails its crc32 check");
+  // The dtype checks, on the same checkpoint without hashes (written before them, or by a tool
+  // that rewrote it).
+  const std::string unhashed = temp_path("kinds_unhashed.safetensors");
+  {
+    const SafetensorsFile f = load_safetensors(good);
+    save_safetensors(unhashed, f.tensors, f.metadata);
+    EXPECT_FALSE(read_checkpoint(unhashed).hashed);
+    EXPECT_TRUE(read_checkpoint(good).hashed);
+  }
 
   // An f32 weight relabelled i32: the same bytes used to load as integers converted to float.
-  relabel(good, bad, "model." + weight, "I32");
+  relabel(unhashed, bad, "model." + weight, "I32");
   auto fresh = models::MLP(784, 32, 10);
   const Tensor before = fresh->state_dict().items()[0].second.clone();
   expect_error([&] { load_checkpoint(bad, *fresh, nullptr); }, "relabelled.safetensors");
@@ -98,12 +142,12 @@ TEST(Checkpoint, DtypesOfAnotherKindNameTheFileAndTensor) {
 
   // Optimizer state: f32 moments relabelled i32, the i64 step relabelled f64.
   optim::Adam opt2(fresh->parameters(), optim::AdamOptions(0.5));
-  relabel(good, bad, "optimizer.state.0.exp_avg", "I32");
+  relabel(unhashed, bad, "optimizer.state.0.exp_avg", "I32");
   expect_error([&] { load_checkpoint(bad, *fresh, &opt2); }, "relabelled.safetensors");
   expect_error([&] { load_checkpoint(bad, *fresh, &opt2); },
                "(tensors 'optimizer.*'): Optimizer::load_state_dict: 'state.0.exp_avg' is a i32 "
                "tensor, expected a floating-point one");
-  relabel(good, bad, "optimizer.state.0.step", "F64");
+  relabel(unhashed, bad, "optimizer.state.0.step", "F64");
   expect_error([&] { load_optimizer_state(read_checkpoint(bad), opt2); },
                "'state.0.step' is a f64 tensor of shape [], expected a one-element integer tensor");
   EXPECT_EQ(opt2.param_groups()[0].options->lr(), 0.5);  // untouched

@@ -133,10 +133,10 @@ TEST(Safetensors, ByteLayoutIsTheStandardOne) {
   StateDict s;
   s.set("x", from_vector<float>({1.5f}, {1}));
   // With hashes: standard metadata, the header's own hash first.
-  save_safetensors(temp_path("l.safetensors"), s);
+  save_safetensors(temp_path("l.safetensors"), s, {}, ContentHashes::kWrite);
   EXPECT_EQ(read_bytes(temp_path("l.safetensors")).find("{\"__metadata__\":{\"header_crc32\":\""), 8u);
   EXPECT_NE(read_bytes(temp_path("l.safetensors")).find("\"crc32.x\":\""), std::string::npos);
-  save_safetensors(temp_path("l.safetensors"), s, {}, ContentHashes::kOmit);
+  save_safetensors(temp_path("l.safetensors"), s);
   const std::string bytes = read_bytes(temp_path("l.safetensors"));
   uint64_t n = 0;
   for (int b = 7; b >= 0; --b) n = (n << 8) | static_cast<unsigned char>(bytes[b]);
@@ -301,7 +301,7 @@ TEST(Safetensors, DuplicateNamesAreRejected) {
 // padding or the 8-byte length) is refused too, naming the header.
 TEST(Safetensors, AFlippedBitAnywhereIsRefusedNamingTheTensor) {
   const std::string path = temp_path("hashed.safetensors");
-  save_safetensors(path, sample(), {{"epoch", "3"}});
+  save_safetensors(path, sample(), {{"epoch", "3"}}, ContentHashes::kWrite);
   const std::string good = read_bytes(path);
   const SafetensorsHeader h = read_safetensors_header(path);
   const std::string bad = temp_path("flipped.safetensors");
@@ -331,11 +331,14 @@ TEST(Safetensors, FilesWithoutHashesLoadAndSaySo) {
   const SafetensorsFile f = load_safetensors(path);
   EXPECT_FALSE(f.hashed);
   EXPECT_EQ(f.metadata.at("epoch"), "3");
-  save_safetensors(path, sample(), {{"epoch", "3"}});
+  save_safetensors(path, sample(), {{"epoch", "3"}}, ContentHashes::kWrite);
   const SafetensorsFile g = load_safetensors(path);
   EXPECT_TRUE(g.hashed);
   EXPECT_EQ(g.metadata.size(), 1u);  // the hashes are not the caller's metadata
   testing::expect_error([&] { save_safetensors(path, sample(), {{"crc32.w", "0"}}); }, "reserved");
+  // Written without being asked for (weights files, other tools' layout): none.
+  save_safetensors(path, sample());
+  EXPECT_FALSE(load_safetensors(path).hashed);
 }
 
 }  // namespace
