@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "autograd/functions.h"
@@ -154,6 +155,54 @@ TEST(Checkpoint, DtypesOfAnotherKindNameTheFileAndTensor) {
   // The unaltered file loads.
   load_checkpoint(good, *fresh, &opt2);
   EXPECT_EQ(opt2.param_groups()[0].options->lr(), 1e-2);
+}
+
+// A run's checkpoint directory (issue 49): a step directory counts once its commit file is in
+// place; an uncommitted one is ignored and removed at the next save; a step committed already
+// is not overwritten (a serial is added); two committed ones are kept; the layout before is read
+// after every committed directory.
+TEST(CheckpointDirectory, CommittedCheckpointsNewestFirst) {
+  namespace fs = std::filesystem;
+  const std::string dir = temp_path("run_dir");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto model = models::LogisticRegression();
+  const auto save_full = [&](int64_t step) {
+    const std::string d = checkpoint_save_dir(dir, step, begin_checkpoint_save(dir, step));
+    save_checkpoint(d + "/" + kCheckpointFile, *model, nullptr, {1, step, {}});
+    return d;
+  };
+  EXPECT_TRUE(committed_checkpoints(dir).empty());
+  save_checkpoint(dir + "/last.safetensors", *model, nullptr, {1, 99, {}});  // the layout before
+  const std::string a = save_full(10);
+  fs::create_directories(dir + "/step-00000020");  // a save killed before its commit
+  { std::ofstream(dir + "/step-00000020/shard-00001-of-00002.safetensors") << "partial"; }
+  fs::create_directories(dir + "/step-00000030");  // a sharded one, committed by its index
+  { std::ofstream(dir + "/step-00000030/" + kIndexFile) << "index"; }
+  std::vector<CommittedCheckpoint> c = committed_checkpoints(dir);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].path, dir + "/step-00000030");
+  EXPECT_EQ(c[0].step, 30);
+  EXPECT_EQ(c[1].path, a + "/" + kCheckpointFile);
+  EXPECT_EQ(c[2].path, dir + "/last.safetensors");
+  EXPECT_EQ(c[2].step, -1);
+  EXPECT_EQ(checkpoint_at(a), a + "/" + kCheckpointFile);
+  EXPECT_EQ(checkpoint_at(dir + "/step-00000030"), dir + "/step-00000030");
+  EXPECT_FALSE(checkpoint_at(dir + "/step-00000020").has_value());
+  EXPECT_FALSE(checkpoint_at(dir).has_value());  // a run's directory, not one checkpoint
+
+  // Step 30 again (a run resumed from an older checkpoint): a directory of its own; the
+  // uncommitted step 20 is gone.
+  const std::string again = save_full(30);
+  EXPECT_EQ(again, dir + "/step-00000030.1");
+  EXPECT_FALSE(fs::exists(dir + "/step-00000020"));
+  EXPECT_EQ(committed_checkpoints(dir)[0].path, again + "/" + kCheckpointFile);
+  remove_old_checkpoints(dir);  // keeps the two newest: 30.1 and 30
+  c = committed_checkpoints(dir);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[1].path, dir + "/step-00000030");
+  EXPECT_FALSE(fs::exists(a));
+  EXPECT_TRUE(fs::exists(dir + "/last.safetensors"));  // the layout before is left alone
 }
 
 }  // namespace
