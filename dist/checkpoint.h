@@ -1,9 +1,31 @@
 // Training checkpoints: model, optimizer, epoch/step and the random stream in one safetensors
 // file ("model.<name>", "optimizer.<name>" tensors; counters in the metadata), so a run can stop
-// and resume exactly, and other tools can read the weights.
+// and resume exactly, and other tools can read the weights. Every tensor and the header carry a
+// crc32 (tensor/safetensors.h), checked on every read: a flipped bit is refused, naming the file
+// and the tensor. Files written before the hashes are read unchecked (Checkpoint::hashed false).
+//
+// A run's checkpoint directory: every save goes to a directory of its own, named by the
+// optimizer step, and counts only once the file that commits it is in place:
+//
+//   DIR/step-00000150/checkpoint.safetensors   a full checkpoint, committed by the file itself
+//                                              (written under a temporary name, flushed, renamed)
+//   DIR/step-00000165/shard-00001-of-00002.safetensors, shard-00002-of-00002.safetensors,
+//                    index.safetensors         a sharded one (dist/zero/sharded_checkpoint.h),
+//                                              committed by the index, which rank 0 writes once
+//                                              every rank's shard is on disk
+//   DIR/step-00000180/shard-00001-of-00002.safetensors
+//                                              no commit file: a save that was killed, ignored by
+//                                              readers and removed by the next save
+//
+// The previous committed checkpoint stays until the new one is committed; then all but the
+// newest kKeepCommitted are removed (two: when the newest fails its hashes, a resume takes the
+// one before). Readers take the newest committed checkpoint by step; the files of the layout
+// before (DIR/last.safetensors, DIR/last-sharded/) are read too, after every committed one.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 #include "optim/optimizer.h"
@@ -37,6 +59,7 @@ struct Checkpoint {
   bool has_optimizer = false;
   TrainingProgress progress;
   Metadata metadata;
+  bool hashed = false;  // false: written before the content hashes, read without checking
 };
 Checkpoint read_checkpoint(const std::string& path);
 
@@ -53,5 +76,37 @@ void load_optimizer_state(const Checkpoint& checkpoint, optim::Optimizer& optimi
 // choice.
 TrainingProgress load_checkpoint(const std::string& path, nn::Module& model,
                                  optim::Optimizer* optimizer, Metadata* metadata = nullptr);
+
+// ---- A run's checkpoint directory (the layout above) --------------------------------------------
+
+constexpr const char* kCheckpointFile = "checkpoint.safetensors";  // a full checkpoint's file
+constexpr const char* kIndexFile = "index.safetensors";            // a sharded checkpoint's index
+constexpr int kKeepCommitted = 2;
+
+// DIR/step-00000150 for step 150; DIR/step-00000150.K (K >= 1) when a committed checkpoint of the
+// same step is there already (a run resumed from an older one), so that it is not overwritten.
+std::string checkpoint_save_dir(const std::string& dir, int64_t step, int64_t serial);
+
+struct CommittedCheckpoint {
+  std::string path;  // the full checkpoint's file, or the sharded checkpoint's directory
+  int64_t step = -1;  // from the directory's name; -1 for the layout before
+};
+// The committed checkpoints under a run's `dir`, newest first: the step directories by step,
+// then DIR/last.safetensors and DIR/last-sharded/ (the newer first). Empty when there is none.
+std::vector<CommittedCheckpoint> committed_checkpoints(const std::string& dir);
+
+// When `path` is one checkpoint, what a reader opens: a file itself; for a directory holding a
+// full checkpoint's file, that file; for one holding an index (a sharded checkpoint), the
+// directory. Nothing otherwise (a run's directory, say).
+std::optional<std::string> checkpoint_at(const std::string& path);
+
+// Rank 0, before a save at `step`: removes the uncommitted step directories (left by saves that
+// were killed), makes the new one, flushes `dir`, and returns its serial for checkpoint_save_dir
+// (0 unless that step is committed already). The other ranks must not write before it returns.
+int64_t begin_checkpoint_save(const std::string& dir, int64_t step);
+// Rank 0, once the save is committed: removes every step directory but the newest `keep`
+// committed ones (the commit file first, so a removal cut short leaves an uncommitted directory,
+// never a committed one with files missing), and flushes `dir`.
+void remove_old_checkpoints(const std::string& dir, int keep = kKeepCommitted);
 
 }  // namespace tessera

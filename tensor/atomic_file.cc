@@ -40,8 +40,15 @@ void remove_stale_temporaries(const std::string& path) {
 
 }  // namespace
 
+void sync_directory(const std::string& dir, const char* who) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  TS_CHECK(fd >= 0, who, ": cannot open directory '", dir, "' to flush it: ", std::strerror(errno));
+  ::fsync(fd);  // some file systems refuse fsync on a directory (EINVAL): nothing more to do there
+  ::close(fd);
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write,
-                           const char* who) {
+                           const char* who, const std::function<void()>& before_rename) {
   remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
@@ -63,12 +70,15 @@ void write_file_atomically(const std::string& path, const std::function<void(std
     ::fsync(fd);
     ::close(fd);
   }
+  if (before_rename) before_rename();
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     ::unlink(tmp.c_str());
     TS_FAIL(who, ": cannot rename '", tmp, "' to '", path, "': ", std::strerror(error),
             " (removed the temporary file)");
   }
+  const size_t slash = path.rfind('/');
+  sync_directory(slash == std::string::npos ? "." : path.substr(0, slash + 1), who);
 }
 
 }  // namespace tessera

@@ -11,6 +11,7 @@ namespace zero {
 
 namespace {
 
+// Unchanged by the content hashes ("file_crc32" and the hash keys, which readers before skip).
 constexpr const char* kFormat = "tessera-sharded-checkpoint-1";
 
 // Index layout, in index.safetensors. Numbers are i64 tensors (checked by the safetensors
@@ -18,6 +19,7 @@ constexpr const char* kFormat = "tessera-sharded-checkpoint-1";
 //   tensors   "id" [1], "vectors" [V, 2] (total, padded), "params" [P, 2] (vector, offset),
 //             "param.P.shape" [dims], "files" [N, V, 2] (begin, end), "progress" [4] (epoch,
 //             step, rng seed, rng offset), "optimizer" [3] (has optimizer, has state, step),
+//             "file_crc32" [N] (each shard file's header's crc32),
 //             "optimizer.param_groups.G.NAME" (f64), "model.BUFFER" (the buffers)
 //   metadata  "format", "strategy", "vector.V.name", "param.P.name", "param.P.dtype",
 //             "state_key.J", "file.R" (the file names, for people reading the index)
@@ -69,13 +71,13 @@ std::string shard_file_name(const std::string& dir, int rank, int world_size) {
   return dir + "/" + name;
 }
 
-std::string index_file_name(const std::string& dir) { return dir + "/index.safetensors"; }
+std::string index_file_name(const std::string& dir) { return dir + "/" + kIndexFile; }
 
 std::string shard_tensor_name(int vector, const std::string& what) {
   return "vector." + std::to_string(vector) + "." + (what == "param" ? what : "state." + what);
 }
 
-void write_index(const CheckpointIndex& index) {
+void write_index(const CheckpointIndex& index, const std::function<void()>& before_rename) {
   StateDict t;
   Metadata m;
   m["format"] = kFormat;
@@ -103,6 +105,11 @@ void write_index(const CheckpointIndex& index) {
     for (const Range& range : index.files[r]) files.insert(files.end(), {range.begin, range.end});
   }
   t.set("files", i64_tensor(files, {index.world_size(), static_cast<int64_t>(index.vectors.size()), 2}));
+  TS_INTERNAL_ASSERT(static_cast<int>(index.file_crc32.size()) == index.world_size(),
+                     "write_index: ", index.file_crc32.size(), " shard hashes for ",
+                     index.world_size(), " files");
+  t.set("file_crc32", i64_tensor(std::vector<int64_t>(index.file_crc32.begin(), index.file_crc32.end()),
+                                 {index.world_size()}));
   const TrainingProgress& pr = index.progress;
   t.set("progress", i64_tensor({pr.epoch, pr.step, static_cast<int64_t>(pr.rng.seed),
                                 static_cast<int64_t>(pr.rng.offset)}, {4}));
@@ -112,7 +119,7 @@ void write_index(const CheckpointIndex& index) {
   }
   t.merge(index.param_groups, "optimizer.");
   t.merge(index.buffers, "model.");
-  save_safetensors(index_file_name(index.dir), t, m);
+  save_safetensors(index_file_name(index.dir), t, m, ContentHashes::kWrite, before_rename);
 }
 
 namespace {
@@ -230,17 +237,25 @@ CheckpointIndex read_index(const std::string& dir) {
   TS_CHECK(::stat(path.c_str(), &st) == 0, "load_sharded_checkpoint: no index '", path,
            "' (not a sharded checkpoint directory, or its save did not finish: the index is "
            "written last)");
-  const SafetensorsFile file = load_safetensors(path);
+  const SafetensorsFile file = load_safetensors(path);  // its own hashes checked
   TS_CHECK(meta(file, "format", path) == kFormat, "load_sharded_checkpoint: '", path,
            "' has format '", meta(file, "format", path), "', expected '", kFormat, "'");
   CheckpointIndex index;
   index.dir = dir;
+  index.hashed = file.hashed;
   index.strategy = meta(file, "strategy", path);
   index.id = i64_values(file, "id", {1}, path)[0];
   read_vectors(file, path, index);
   read_params(file, path, index);
   read_files(file, path, index);
   read_progress_and_state(file, path, index);
+  if (index.hashed) {  // written with the hashes: the shards' are there too
+    for (int64_t crc : i64_values(file, "file_crc32", {index.world_size()}, path)) {
+      TS_CHECK(crc >= 0 && crc <= 0xFFFFFFFFll, "load_sharded_checkpoint: '", path,
+               "': 'file_crc32' holds ", crc, ", not a crc32");
+      index.file_crc32.push_back(static_cast<uint32_t>(crc));
+    }
+  }
   return index;
 }
 
@@ -251,7 +266,7 @@ ShardReader::ShardReader(const CheckpointIndex& index) : index_(index) {
     TS_CHECK(::stat(path.c_str(), &st) == 0, "load_sharded_checkpoint: shard file '", path,
              "' (rank ", r, " of the ", index.world_size(), " that wrote '",
              index_file_name(index.dir), "') is missing");
-    SafetensorsHeader header = read_safetensors_header(path);
+    SafetensorsHeader header = read_safetensors_header(path);  // its own hash checked
     const auto id = header.metadata.find("id");
     TS_CHECK(id != header.metadata.end() && id->second == std::to_string(index.id),
              "load_sharded_checkpoint: '", path, "' was written by another save (its id is ",
@@ -272,7 +287,30 @@ ShardReader::ShardReader(const CheckpointIndex& index) : index_(index) {
                  " (", index.files[r][v].size(), " floating-point elements)");
       }
     }
+    if (index.hashed) {
+      // The index vouches for the header, and the header for each tensor's bytes.
+      char crcs[64];
+      std::snprintf(crcs, sizeof(crcs), "%08x, the index's %08x", header.header_crc32,
+                    index.file_crc32[r]);
+      TS_CHECK(header.hashed && header.header_crc32 == index.file_crc32[r],
+               "load_sharded_checkpoint: '", path, "': its header is not the one the index '",
+               index_file_name(index.dir), "' recorded (crc32 ", header.hashed ? crcs : "none",
+               "): the file is corrupt or was replaced");
+    }
     headers_.push_back(std::move(header));
+  }
+  verified_.resize(headers_.size());
+}
+
+void ShardReader::verify_once(int r, const std::string& tensor) const {
+  if (verified_[r].count(tensor) != 0) return;
+  verify_safetensors_tensor(shard_file_name(index_.dir, r, index_.world_size()), headers_[r], tensor);
+  verified_[r].insert(tensor);
+}
+
+void ShardReader::verify_all() const {
+  for (size_t r = 0; r < headers_.size(); ++r) {
+    for (const SafetensorsHeader::Entry& e : headers_[r].entries) verify_once(static_cast<int>(r), e.name);
   }
 }
 
@@ -294,6 +332,7 @@ void ShardReader::read(const std::string& name, const std::string& what, const R
     if (headers_.empty()) {
       values = in_memory_.at(tensor).reshape({-1}).narrow(0, both.begin - held.begin, both.size());
     } else {
+      verify_once(r, tensor);
       values = read_safetensors_elements(shard_file_name(index_.dir, r, index_.world_size()),
                                          headers_[r], tensor, both.begin - held.begin, both.size());
     }

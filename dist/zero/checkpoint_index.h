@@ -12,6 +12,11 @@
 //     "vector.0.param"          elements 5-9 of the master values (f32 for f16/bf16 models)
 //     "vector.0.state.exp_avg"  elements 5-9 of Adam's first moment, ... one per state key
 //
+// The index records the crc32 of each shard file's header, and each header the crc32 of each of
+// its tensors: a flipped bit anywhere (index, shard header, tensor data) is refused, naming the
+// file and, for data, the tensor. The readers check the headers when they open the files and
+// each tensor the first time they read any of its elements.
+//
 // A reader that wants elements [a, b) of parameter p (on any new world size) asks the index:
 // p is in v at offset o, so it needs [o + a, o + b) of v; it intersects that range with every
 // file's [b_rv, e_rv) and reads exactly those elements (read_safetensors_elements seeks to
@@ -23,7 +28,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +61,12 @@ struct CheckpointIndex {
   std::string dir;       // where it was read from, for messages
   std::string strategy;  // "zero1", "zero2", "zero3" or "full"
   int64_t id = 0;        // one random number per save, in the index and in every shard file
+  // Content hashes: the crc32 of every shard file's header (which holds the crc32 of each of its
+  // tensors, tensor/safetensors.h), so the index vouches for every byte of the checkpoint. The
+  // index's own tensors and header carry theirs. False for an index written before the hashes,
+  // read unchecked.
+  bool hashed = false;
+  std::vector<uint32_t> file_crc32;  // [rank], when hashed
   std::vector<IndexVector> vectors;
   std::vector<IndexParam> params;
   std::vector<std::vector<Range>> files;  // [rank][vector]: the elements that rank's file holds
@@ -80,8 +93,9 @@ struct CheckpointIndex {
 std::string shard_file_name(const std::string& dir, int rank, int world_size);
 std::string index_file_name(const std::string& dir);
 
-// Rank 0 writes the index (atomically) after every shard file is in place.
-void write_index(const CheckpointIndex& index);
+// Rank 0 writes the index (atomically) after every shard file is in place: it commits the
+// checkpoint. `before_rename`: a testing aid (tensor/atomic_file.h).
+void write_index(const CheckpointIndex& index, const std::function<void()>& before_rename = {});
 // Reads and checks the index (its layout is consistent: parameters inside their vectors without
 // overlap, the files' ranges tiling each vector), with errors naming the file and the values.
 CheckpointIndex read_index(const std::string& dir);
@@ -103,10 +117,17 @@ class ShardReader {
   void read(const std::string& name, const std::string& what, const Range& part,
             Tensor out) const;
   const CheckpointIndex& index() const { return index_; }
+  // Reads every tensor of every file whole and checks its hash (read() checks only the tensors
+  // it reads from).
+  void verify_all() const;
 
  private:
+  // Checks tensor `tensor` of rank r's file the first time it is read.
+  void verify_once(int r, const std::string& tensor) const;
+
   const CheckpointIndex& index_;
   std::vector<SafetensorsHeader> headers_;
+  mutable std::vector<std::set<std::string>> verified_;  // [rank]: tensors whose hash is checked
   StateDict in_memory_;
 };
 

@@ -3,6 +3,8 @@
 // with a ZeroRedundancyOptimizer or an ordinary one. ZeRO-3: sharded_checkpoint_fsdp.cc.
 #include "dist/zero/sharded_checkpoint.h"
 
+#include <filesystem>
+
 #include "autograd/grad_mode.h"
 #include "dist/zero/sharded_checkpoint_parts.h"
 #include "tensor/ops.h"
@@ -88,7 +90,12 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path, nn::Mod
   return progress;
 }
 
-// ---- ZeRO-3 ------------------------------------------------------------------------------------
+bool verify_checkpoint(const std::string& source) {
+  if (!std::filesystem::is_directory(source)) return read_checkpoint(source).hashed;
+  const CheckpointIndex index = read_index(source);
+  ShardReader(index).verify_all();
+  return index.hashed;
+}
 
 }  // namespace zero
 }  // namespace dist

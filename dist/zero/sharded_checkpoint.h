@@ -25,7 +25,14 @@
 // count and the options (learning rate, ...) are one value, kept in the index. Half-precision
 // parameters are saved through their f32 master values, so nothing is rounded by a round trip.
 //
-// Files are written atomically (tensor/atomic_file.h). Saving and loading into a sharded run
+// Commit order: every rank writes its shard atomically (tensor/atomic_file.h) and flushes it to
+// disk; all ranks confirm in a collective; then rank 0 writes the index, which commits the
+// checkpoint: a directory without an index is a save that did not finish. The index records the
+// crc32 of every shard's header, each header the crc32 of each of its tensors, and the index its
+// own (tensor/safetensors.h): loading checks every byte it uses, and a flipped bit is refused
+// with an error naming the file and the tensor. (tools/train saves each time into a new
+// directory, dist/checkpoint.h, so the previous checkpoint stays whole until the index of the
+// new one is in place.) Saving and loading into a sharded run
 // are collective: when any rank fails (a file it cannot write or read, a layout that disagrees
 // with the model), every rank throws, the failing one its own error and the others an error
 // naming that rank, so the job ends instead of hanging at its next collective. Checking the
@@ -33,6 +40,7 @@
 // the same everywhere.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "dist/checkpoint.h"
@@ -72,6 +80,19 @@ TrainingProgress load_sharded_checkpoint(const std::string& source, nn::Module& 
 // `optimizer` (the ordinary optimizer over fsdp.shard_parameters(); may be null).
 TrainingProgress load_sharded_checkpoint(const std::string& source, FullyShardedDataParallel& fsdp,
                                          optim::Optimizer* optimizer, Metadata* extra = nullptr);
+
+// Checks every hash of a checkpoint without loading it into anything: a sharded checkpoint's
+// directory (the index, every shard's header and every tensor) or a full checkpoint file. Returns
+// whether it carries hashes (false: written before them, and loadable all the same); a corrupt
+// file is an error naming the file and the tensor. Not collective.
+bool verify_checkpoint(const std::string& source);
+
+// A testing aid (the train tool's --inject-fault=crash-in-save): `hook(phase)` is called on every
+// rank during each sharded save at "mid-shard" (this rank's shard is in its temporary file, not
+// yet renamed into place), "before-index" (every shard on disk, no index yet) and, on rank 0,
+// "mid-index" (the index in its temporary file). An empty hook: none (the default).
+using SavePhaseHook = std::function<void(const std::string& phase)>;
+void set_save_phase_hook(SavePhaseHook hook);
 
 }  // namespace zero
 }  // namespace dist

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "dist/reduce_scalar.h"
+#include "dist/zero/sharded_checkpoint.h"
 #include "optim/state_keys.h"
 #include "tensor/ops.h"
 
@@ -28,6 +29,15 @@ StateDict param_groups_of(const optim::Optimizer& optimizer) {
   return out;
 }
 
+SavePhaseHook& save_phase_hook() {
+  static SavePhaseHook hook;
+  return hook;
+}
+
+void save_phase(const std::string& phase) {
+  if (save_phase_hook()) save_phase_hook()(phase);
+}
+
 int64_t random_id() {
   std::random_device device;
   std::mt19937_64 bits((static_cast<uint64_t>(device()) << 32) ^ device());
@@ -35,6 +45,12 @@ int64_t random_id() {
 }
 
 }  // namespace
+
+}  // namespace checkpoint_parts
+
+void set_save_phase_hook(SavePhaseHook hook) { checkpoint_parts::save_phase_hook() = std::move(hook); }
+
+namespace checkpoint_parts {
 
 void on_every_rank(ProcessGroup* group, const char* who, const std::function<void()>& body) {
   std::exception_ptr error;
@@ -125,14 +141,27 @@ void write_sharded(const std::string& dir, const std::string& strategy,
                           {"id", std::to_string(index.id)},
                           {"rank", std::to_string(r)},
                           {"world_size", std::to_string(N)}};
+  // 1. Every rank its shard, on disk (the file and its directory entry flushed) before this
+  // returns; on_every_rank's all-reduce is every rank's confirmation.
+  uint32_t crc = 0;
   on_every_rank(&group, "save_sharded_checkpoint", [&] {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     TS_CHECK(!ec, "save_sharded_checkpoint: cannot create directory '", dir, "': ", ec.message());
-    save_safetensors(shard_file_name(dir, r, N), mine, metadata);
+    crc = save_safetensors(shard_file_name(dir, r, N), mine, metadata, ContentHashes::kWrite,
+                           [] { save_phase("mid-shard"); });
   });
+  // 2. The shards' header hashes, for the index (each rank fills its slot; crc32 < 2^32 is exact
+  // in f64).
+  Tensor crcs = zeros({N}, kF64);
+  crcs.narrow(0, r, 1).fill_(static_cast<double>(crc));
+  group.all_reduce(crcs, ReduceOp::kSum)->wait();
+  for (int q = 0; q < N; ++q) index.file_crc32.push_back(static_cast<uint32_t>(crcs.data<double>()[q]));
+  save_phase("before-index");
+  // 3. Rank 0 commits: the index, written last. Until it is renamed into place, readers see the
+  // previous checkpoint (tools/train writes each save into a directory of its own).
   on_every_rank(&group, "save_sharded_checkpoint", [&] {
-    if (r == 0) write_index(index);
+    if (r == 0) write_index(index, [] { save_phase("mid-index"); });
   });
 }
 

@@ -51,8 +51,9 @@ struct SavedVector {
 // the first `count` elements (a stage-3 shard without its padding).
 void take_state(const StateDict& state, int64_t i, int64_t count, SavedVector& out);
 
-// Every rank writes its file, then rank 0 the index, so an index always describes files that
-// are complete. Collective.
+// Every rank writes its file and flushes it to disk; once every rank has confirmed (a
+// collective), rank 0 writes the index, with the hash of every file's header: an index always
+// describes files that are complete and durable. Collective.
 void write_sharded(const std::string& dir, const std::string& strategy,
                    std::vector<SavedVector> vectors, const optim::Optimizer* optimizer,
                    const StateDict& buffers, const TrainingProgress& progress,

@@ -132,6 +132,10 @@ TEST(Safetensors, TemporaryFilesNeverOutliveTheirWriter) {
 TEST(Safetensors, ByteLayoutIsTheStandardOne) {
   StateDict s;
   s.set("x", from_vector<float>({1.5f}, {1}));
+  // With hashes: standard metadata, the header's own hash first.
+  save_safetensors(temp_path("l.safetensors"), s, {}, ContentHashes::kWrite);
+  EXPECT_EQ(read_bytes(temp_path("l.safetensors")).find("{\"__metadata__\":{\"header_crc32\":\""), 8u);
+  EXPECT_NE(read_bytes(temp_path("l.safetensors")).find("\"crc32.x\":\""), std::string::npos);
   save_safetensors(temp_path("l.safetensors"), s);
   const std::string bytes = read_bytes(temp_path("l.safetensors"));
   uint64_t n = 0;
@@ -289,6 +293,52 @@ TEST(Safetensors, DuplicateNamesAreRejected) {
   expect_header_error(
       "{\"x\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
       {"entry 'x'", "field 'dtype' appears twice"});
+}
+
+
+// Content hashes (issue 49): a flipped bit in any tensor's data is refused with an error naming
+// the file and that tensor (crc32 of its bytes, kept in the metadata); one in the header (JSON,
+// padding or the 8-byte length) is refused too, naming the header.
+TEST(Safetensors, AFlippedBitAnywhereIsRefusedNamingTheTensor) {
+  const std::string path = temp_path("hashed.safetensors");
+  save_safetensors(path, sample(), {{"epoch", "3"}}, ContentHashes::kWrite);
+  const std::string good = read_bytes(path);
+  const SafetensorsHeader h = read_safetensors_header(path);
+  const std::string bad = temp_path("flipped.safetensors");
+  for (const SafetensorsHeader::Entry& e : h.entries) {
+    if (e.end == e.begin) continue;
+    std::string bytes = good;
+    bytes[h.data_start + (e.begin + e.end) / 2] ^= 0x10;
+    write_bytes(bad, bytes);
+    testing::expect_error([&] { load_safetensors(bad); }, "'" + bad + "'");
+    testing::expect_error([&] { load_safetensors(bad); }, "tensor '" + e.name + "'");
+  }
+  // Every bit of the header: refused (or, for the few flips the JSON reader names first, an
+  // error all the same), never loaded.
+  for (uint64_t at = 0; at < h.data_start; ++at) {
+    std::string bytes = good;
+    bytes[at] ^= static_cast<char>(1 << (at % 8));
+    write_bytes(bad, bytes);
+    EXPECT_THROW(load_safetensors(bad), Error) << "byte " << at;
+  }
+}
+
+// A file written without hashes (by an earlier tessera, or another tool) still loads, and says
+// so; its tensors are not checked.
+TEST(Safetensors, FilesWithoutHashesLoadAndSaySo) {
+  const std::string path = temp_path("plain_layout.safetensors");
+  save_safetensors(path, sample(), {{"epoch", "3"}}, ContentHashes::kOmit);
+  const SafetensorsFile f = load_safetensors(path);
+  EXPECT_FALSE(f.hashed);
+  EXPECT_EQ(f.metadata.at("epoch"), "3");
+  save_safetensors(path, sample(), {{"epoch", "3"}}, ContentHashes::kWrite);
+  const SafetensorsFile g = load_safetensors(path);
+  EXPECT_TRUE(g.hashed);
+  EXPECT_EQ(g.metadata.size(), 1u);  // the hashes are not the caller's metadata
+  testing::expect_error([&] { save_safetensors(path, sample(), {{"crc32.w", "0"}}); }, "reserved");
+  // Written without being asked for (weights files, other tools' layout): none.
+  save_safetensors(path, sample());
+  EXPECT_FALSE(load_safetensors(path).hashed);
 }
 
 }  // namespace

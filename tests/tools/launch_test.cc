@@ -1,8 +1,10 @@
 // The elastic launcher (tools/launch) over the train tool under mpirun, on 2 and 3 ranks:
 //   - a rank killed at step 20 (epoch 2 of 2) under --max-restarts=1: the job restarts from the
-//     epoch-1 checkpoint and ends with the uninterrupted run's checkpoint, byte for byte, and
-//     "restarts": 1 in the JSON;
+//     epoch-1 checkpoint (DIR/step-00000015/) and ends with the uninterrupted run's checkpoint,
+//     byte for byte, and "restarts": 1 in the JSON;
 //   - the same for ZeRO-2 with sharded checkpoints, file for file;
+//   - the newest checkpoint corrupted between the attempts: the restart passes over it and
+//     resumes from the one before;
 //   - a stalled rank ends the job through --collective-timeout, and the restart finishes;
 //   - a lost slot (the hostfile shrinks from 3 to 2 before the restart) with --min-ranks=2:
 //     the run resumes on 2 ranks and ends within 0.5 points of the uninterrupted 3-rank run;
@@ -67,20 +69,22 @@ TEST(Launch, ACrashedRankRestartsFromTheCheckpointAndEndsAsTheUninterruptedRun) 
   EXPECT_NE(r.output.find("launch: attempt 1 ended with exit code"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("launch: attempt 2 on 2 ranks, resuming from " + b), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("resumed from " + b + "/last.safetensors after epoch 1"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("resumed from " + b + "/step-00000015/checkpoint.safetensors after epoch 1"),
+            std::string::npos) << r.output;
   EXPECT_NE(r.output.find("launch: finished after 1 restart"), std::string::npos) << r.output;
   const std::string s = last_json_line(r.output);
   EXPECT_EQ(json_number(s, "restarts"), 1) << s;
   EXPECT_EQ(json_number(s, "train_loss"), json_number(last_json_line(whole.output), "train_loss"));
-  const std::string want = read_file(a + "/last.safetensors");
+  const std::string want = read_file(a + "/step-00000030/checkpoint.safetensors");
   ASSERT_FALSE(want.empty());
-  EXPECT_TRUE(read_file(b + "/last.safetensors") == want) << "the checkpoints differ";
+  EXPECT_TRUE(read_file(b + "/step-00000030/checkpoint.safetensors") == want)
+      << "the checkpoints differ";
 }
 
 // The same with ZeRO-2's sharded checkpoints (each rank its shard of Adam's state): the restart
-// reads last-sharded/, and every tensor of every file of it ends as the uninterrupted run's
-// (all but "id", the random identity each save gives its index and shards to match them).
+// reads step-00000015/, and every tensor of every file of the last one ends as the
+// uninterrupted run's (all but "id", the random identity each save gives its index and shards
+// to match them, and "file_crc32", the shards' header hashes, which hold that id).
 TEST(Launch, AZeroRunRestartsFromItsShardedCheckpoint) {
   const std::string flags = "--model=mlp --threads=1 --seed=3 --strategy=zero2 "
                             "--checkpoint-format=sharded --train-limit=2000 --epochs=2 ";
@@ -90,24 +94,44 @@ TEST(Launch, AZeroRunRestartsFromItsShardedCheckpoint) {
   const CommandResult r =
       launch("--max-restarts=1", job(2, flags + "--checkpoint-dir=" + b + " --inject-fault=crash:0:20"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from " + b + "/last-sharded after epoch 1"), std::string::npos)
+  EXPECT_NE(r.output.find("resumed from " + b + "/step-00000015 after epoch 1"), std::string::npos)
       << r.output;
   EXPECT_EQ(json_number(last_json_line(r.output), "restarts"), 1) << r.output;
-  const CommandResult files = run_command("cd " + a + "/last-sharded && ls");
+  const CommandResult files = run_command("cd " + a + "/step-00000030 && ls");
   ASSERT_FALSE(files.output.empty());
   std::istringstream names(files.output);
   int compared = 0;
   for (std::string name; names >> name; ++compared) {
-    const tessera::SafetensorsFile want = tessera::load_safetensors(a + "/last-sharded/" + name);
-    const tessera::SafetensorsFile got = tessera::load_safetensors(b + "/last-sharded/" + name);
+    const tessera::SafetensorsFile want = tessera::load_safetensors(a + "/step-00000030/" + name);
+    const tessera::SafetensorsFile got = tessera::load_safetensors(b + "/step-00000030/" + name);
     ASSERT_EQ(got.tensors.size(), want.tensors.size()) << name;
     for (const auto& [key, t] : want.tensors) {
-      if (key == "id") continue;
+      if (key == "id" || key == "file_crc32") continue;
       EXPECT_EQ(tessera::max_abs_diff(got.tensors.at(key).to(tessera::kF64),
                                       t.to(tessera::kF64)), 0.0) << name << " " << key;
     }
   }
   EXPECT_GE(compared, 3) << files.output;  // an index and a shard per rank
+}
+
+// Rank 1 killed in epoch 3, and the newest checkpoint (epoch 2's) corrupted before the restart
+// (a byte in the middle of its data overwritten, by --before-restart): the train tool passes
+// over it, naming the file and tensor, and resumes from epoch 1's; the job finishes.
+TEST(Launch, ARestartPassesOverACorruptNewestCheckpoint) {
+  const std::string dir = fresh_dir("launch_corrupt");
+  const std::string newest = dir + "/step-00000030/checkpoint.safetensors";
+  const CommandResult r = launch(
+      "--max-restarts=1 --before-restart='printf U | dd of=" + newest +
+          " bs=1 seek=1200000 conv=notrunc status=none'",
+      job(2, kMlp + "--train-limit=2000 --epochs=3 --checkpoint-dir=" + dir +
+                 " --inject-fault=crash:1:35"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("train: " + newest + " fails verification, passed over: "
+                          "load_safetensors: '" + newest + "': tensor '"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from " + dir + "/step-00000015/checkpoint.safetensors after "
+                          "epoch 1"), std::string::npos) << r.output;
+  EXPECT_EQ(json_number(last_json_line(r.output), "restarts"), 1) << r.output;
 }
 
 TEST(Launch, AStalledRankTimesOutAndTheRestartFinishes) {

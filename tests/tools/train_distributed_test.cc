@@ -82,8 +82,7 @@ TEST(TrainDistributed, ZeroStagesTwoAndThreeEndWhereDdpDoes) {
     EXPECT_NEAR(ratio, std::string(strategy) == "zero3" ? 1.5 : 1.0, 0.01) << s;
   }
   const auto resumed = run_train_single(
-      "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --resume=" + dir +
-      "/last.safetensors");
+      "--model=mlp --train-limit=2000 --epochs=2 --threads=1 --seed=3 --resume=" + dir);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_GT(json_number(last_json_line(resumed.output), "test_accuracy"), 0.7) << resumed.output;
 }
@@ -186,7 +185,7 @@ TEST(TrainDistributed, CompressionStateResumesExactly) {
   }
 }
 
-// --checkpoint-format=sharded: each rank of a ZeRO-2 run writes its shard (DIR/last-sharded/
+// --checkpoint-format=sharded: each rank of a ZeRO-2 run writes its shard (DIR/step-00000015/
 // shard-0000r-of-00002.safetensors, and rank 0 index.safetensors), with fp16's loss scaler in
 // the index. Resumed under ZeRO-2 it ends exactly where the uninterrupted run does, loss scale
 // included; under ZeRO-3 (another sharding of the same state) to float rounding; one process
@@ -202,22 +201,22 @@ TEST(TrainDistributed, ShardedCheckpointsResumeUnderZeroStagesAndOneProcess) {
   const auto first = run_train(base + "--epochs=1 --strategy=zero2 --checkpoint-format=sharded "
                          "--checkpoint-dir=" + dir);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  for (const char* file : {"/last-sharded/index.safetensors",
-                           "/last-sharded/shard-00001-of-00002.safetensors",
-                           "/last-sharded/shard-00002-of-00002.safetensors"}) {
+  for (const char* file : {"/step-00000015/index.safetensors",
+                           "/step-00000015/shard-00001-of-00002.safetensors",
+                           "/step-00000015/shard-00002-of-00002.safetensors"}) {
     EXPECT_TRUE(std::ifstream(dir + file).good()) << dir + file;
   }
   for (const char* strategy : {"zero2", "zero3"}) {
     const auto resumed = run_train(base + "--epochs=2 --strategy=" + strategy + " --resume=" + dir);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-    EXPECT_NE(resumed.output.find("resumed from " + dir + "/last-sharded after epoch 1"),
+    EXPECT_NE(resumed.output.find("resumed from " + dir + "/step-00000015 after epoch 1"),
               std::string::npos) << resumed.output;
     const std::string s = last_json_line(resumed.output);
     EXPECT_NEAR(json_number(s, "train_loss"), json_number(expected, "train_loss"),
                 std::string(strategy) == "zero2" ? 0.0 : 1e-5) << strategy;
     EXPECT_EQ(json_number(s, "loss_scale"), json_number(expected, "loss_scale")) << strategy;
   }
-  const auto single = run_train_single(base + "--epochs=2 --resume=" + dir + "/last-sharded");
+  const auto single = run_train_single(base + "--epochs=2 --resume=" + dir + "/step-00000015");
   ASSERT_EQ(single.exit_code, 0) << single.output;
   EXPECT_NE(single.output.find("after epoch 1"), std::string::npos) << single.output;
 

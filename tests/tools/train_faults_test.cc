@@ -80,6 +80,9 @@ TEST(TrainFaults, BadValuesExitTwo) {
   for (const std::string& flags : {std::string("--inject-fault=explode:1:3"),
                                    std::string("--inject-fault=stall:1:0"),
                                    std::string("--inject-fault=stall:5:3"),
+                                   std::string("--inject-fault=crash-in-save:0:3"),
+                                   std::string("--inject-fault=crash-in-save:0:3:after-index"),
+                                   std::string("--inject-fault=crash:0:3:mid-shard"),
                                    std::string("--collective-timeout=-1")}) {
     const auto r = tessera::testing::run_train(kShortMlp + "--strategy=ddp " + flags, 2);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
@@ -123,7 +126,8 @@ TEST(TrainFaults, ANonFiniteGradientNormStopsEveryRank) {
   const std::string flags = "--model=mlp --optimizer=sgd --train-limit=500 --threads=1 ";
   ASSERT_EQ(tessera::testing::run_train_single(flags + "--epochs=1 --checkpoint-dir=" + dir).exit_code,
             0);
-  tessera::testing::make_gradients_overflow(dir + "/last.safetensors");
+  // The epoch's checkpoint (500 images in batches of 64: 7 steps), rewritten without hashes.
+  tessera::testing::make_gradients_overflow(dir + "/step-00000007/checkpoint.safetensors");
   const auto r = tessera::testing::run_train(flags + "--epochs=2 --strategy=ddp --resume=" + dir, 2);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("the training gradient norm is not finite (inf on this rank) at epoch "

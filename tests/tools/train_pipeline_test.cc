@@ -117,7 +117,7 @@ TEST(TrainPipeline, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
       run_train(base + "--epochs=1 --strategy=pipeline --checkpoint-dir=" + from_pipeline);
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const auto second =
-      run_train_single(base + "--epochs=2 --resume=" + from_pipeline + "/last.safetensors");
+      run_train_single(base + "--epochs=2 --resume=" + from_pipeline);
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_EQ(second.output.find("the optimizer starts fresh"), std::string::npos) << second.output;
   EXPECT_NEAR(json_number(last_json_line(second.output), "train_loss"), expected, 1e-4)
@@ -126,8 +126,7 @@ TEST(TrainPipeline, PipelineCheckpointsCarryTheOptimizerStateBothWays) {
   const std::string from_single = temp_path("single_ckpt");
   const auto third = run_train_single(base + "--epochs=1 --checkpoint-dir=" + from_single);
   ASSERT_EQ(third.exit_code, 0) << third.output;
-  const auto fourth = run_train(base + "--epochs=2 --strategy=pipeline --resume=" + from_single +
-                          "/last.safetensors");
+  const auto fourth = run_train(base + "--epochs=2 --strategy=pipeline --resume=" + from_single);
   ASSERT_EQ(fourth.exit_code, 0) << fourth.output;
   EXPECT_EQ(fourth.output.find("the optimizer starts fresh"), std::string::npos) << fourth.output;
   EXPECT_NEAR(json_number(last_json_line(fourth.output), "train_loss"), expected, 1e-4)

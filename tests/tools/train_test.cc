@@ -130,8 +130,7 @@ TEST(Train, CheckpointsCarryTheLossScale) {
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_EQ(json_number(last_json_line(first.output), "loss_scale"), 1024) << first.output;
   const auto second =
-      run("--model=logistic --train-limit=1000 --epochs=2 --amp=fp16 --resume=" + dir +
-          "/last.safetensors");
+      run("--model=logistic --train-limit=1000 --epochs=2 --amp=fp16 --resume=" + dir);
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_EQ(json_number(last_json_line(second.output), "loss_scale"), 1024) << second.output;
 }
@@ -201,13 +200,12 @@ TEST(Train, ResumesFromACheckpoint) {
   const std::string dir = temp_path("ckpt");
   auto first = run("--model=logistic --train-limit=2000 --epochs=1 --checkpoint-dir=" + dir);
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  auto second = run("--model=logistic --train-limit=2000 --epochs=2 --resume=" + dir +
-                      "/last.safetensors");
+  auto second = run("--model=logistic --train-limit=2000 --epochs=2 --resume=" + dir);
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("resumed from"), std::string::npos);
   EXPECT_EQ(second.output.find("epoch 1/2  train_loss"), std::string::npos);  // epoch 1 skipped
   EXPECT_NE(second.output.find("epoch 2/2  train_loss"), std::string::npos) << second.output;
-  auto wrong = run("--model=mlp --epochs=2 --resume=" + dir + "/last.safetensors");
+  auto wrong = run("--model=mlp --epochs=2 --resume=" + dir);
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_NE(wrong.output.find("load_state_dict"), std::string::npos) << wrong.output;
 }
@@ -246,7 +244,7 @@ TEST(TrainReliability, ResumeTakesADirectoryAndSaysWhenNothingIsLeft) {
   ASSERT_EQ(first.exit_code, 0) << first.output;
   const auto more = run("--model=logistic --train-limit=1000 --epochs=2 --resume=" + dir);
   ASSERT_EQ(more.exit_code, 0) << more.output;
-  EXPECT_NE(more.output.find("resumed from " + dir + "/last.safetensors after epoch 1"),
+  EXPECT_NE(more.output.find("resumed from " + dir + "/step-00000015/checkpoint.safetensors after epoch 1"),
             std::string::npos) << more.output;
   // Already done: said, exit 0, and no result line of zeros.
   const auto done = run("--model=logistic --train-limit=1000 --epochs=1 --resume=" + dir);
@@ -268,14 +266,14 @@ TEST(TrainReliability, ADivergingRunStopsAndKeepsTheLastGoodCheckpoint) {
   const std::string dir = temp_path("nan_guard");
   const auto good = run("--model=logistic --train-limit=1000 --epochs=1 --checkpoint-dir=" + dir);
   ASSERT_EQ(good.exit_code, 0) << good.output;
-  const auto before = run_command("cksum < " + dir + "/last.safetensors");
+  const auto before = run_command("cat " + dir + "/step-*/checkpoint.safetensors | cksum");
   const auto bad = run("--model=logistic --optimizer=sgd --lr=1e38 --train-limit=1000 --epochs=2 "
                        "--checkpoint-dir=" + dir);
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
   EXPECT_NE(bad.output.find("the training loss is not finite"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("at epoch 1, batch "), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("is left as it was"), std::string::npos) << bad.output;
-  EXPECT_EQ(run_command("cksum < " + dir + "/last.safetensors").output, before.output);
+  EXPECT_EQ(run_command("cat " + dir + "/step-*/checkpoint.safetensors | cksum").output, before.output);
 }
 
 // The NaN guard's second check: a step whose loss is finite but whose gradients overflow stops
@@ -286,14 +284,14 @@ TEST(TrainReliability, ANonFiniteGradientNormStopsTheRun) {
   const std::string dir = temp_path("grad_guard");
   const std::string flags = "--model=mlp --optimizer=sgd --train-limit=500 --threads=1 ";
   ASSERT_EQ(run(flags + "--epochs=1 --checkpoint-dir=" + dir).exit_code, 0);
-  tessera::testing::make_gradients_overflow(dir + "/last.safetensors");
-  const auto before = run_command("cksum < " + dir + "/last.safetensors");
+  tessera::testing::make_gradients_overflow(dir + "/step-00000007/checkpoint.safetensors");
+  const auto before = run_command("cat " + dir + "/step-*/checkpoint.safetensors | cksum");
   const auto r = run(flags + "--epochs=2 --resume=" + dir + " --checkpoint-dir=" + dir);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("the training gradient norm is not finite (inf on this rank) at epoch "
                           "2, batch 1 of 7; stopping (the last checkpoint in " + dir +
                           " is left as it was)"), std::string::npos) << r.output;
-  EXPECT_EQ(run_command("cksum < " + dir + "/last.safetensors").output, before.output);
+  EXPECT_EQ(run_command("cat " + dir + "/step-*/checkpoint.safetensors | cksum").output, before.output);
   // Under fp16 loss scaling an overflowing step is the scaler's to skip: a scale of 1e30
   // overflows every step's gradients, and the run goes on, every step skipped.
   const auto scaled = run(flags + "--epochs=1 --amp=fp16 --loss-scale=1e30");

@@ -1,9 +1,8 @@
 #include "tools/launch/command.h"
 
-#include <sys/stat.h>
-
 #include <cstdlib>
 
+#include "dist/checkpoint.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -28,10 +27,6 @@ int parse_ranks(const std::string& flag, const std::string& value) {
   return static_cast<int>(n);
 }
 
-bool file_exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 }  // namespace
 
@@ -81,10 +76,7 @@ std::vector<std::string> LaunchCommand::for_attempt(int ranks, bool resume) cons
   return out;
 }
 
-bool has_checkpoint(const std::string& dir) {
-  return file_exists(dir + "/last.safetensors") ||
-         file_exists(dir + "/last-sharded/index.safetensors");
-}
+bool has_checkpoint(const std::string& dir) { return !committed_checkpoints(dir).empty(); }
 
 }  // namespace launch
 }  // namespace tessera

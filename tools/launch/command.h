@@ -9,7 +9,8 @@
 //   mpirun -x TESSERA_RESTART_COUNT -np R ... train ... --checkpoint-dir=ck [--resume=ck]
 //
 // with R the ranks this attempt gets (the slots left, at most the original N), --resume when
-// ck holds a checkpoint, and the environment's TESSERA_RESTART_COUNT=k (the train tool reports
+// ck holds a committed checkpoint (the train tool then takes the newest whose hashes check, or
+// the one before it), and the environment's TESSERA_RESTART_COUNT=k (the train tool reports
 // it as "restarts" and fires --inject-fault only when it is 0). mpirun's -x forwards the
 // variable to every node (srun forwards the whole environment by default).
 #pragma once
@@ -50,8 +51,9 @@ class LaunchCommand {
   std::optional<std::string> hostfile_;
 };
 
-// Whether `dir` holds a checkpoint the train tool's --resume=dir would read (last.safetensors
-// or the sharded last-sharded/index.safetensors).
+// Whether `dir` holds a committed checkpoint the train tool's --resume=dir would read (a
+// DIR/step-NNNNNNNN/ with its commit file, or the layout before: last.safetensors,
+// last-sharded/index.safetensors; dist/checkpoint.h).
 bool has_checkpoint(const std::string& dir);
 
 }  // namespace launch

@@ -4,8 +4,9 @@
 //       -- mpirun -np 4 --hostfile hosts bazel-bin/tools/train --model=resnet20 --checkpoint-dir=ck
 //
 // Runs the command; when it fails (a rank died, or a collective timed out and ended the job),
-// runs it again from the last checkpoint in --checkpoint-dir (the train tool's --resume, full
-// or sharded; the train tool checkpoints after every epoch, so the epoch that was interrupted
+// runs it again from the last committed checkpoint in --checkpoint-dir (the train tool's
+// --resume=DIR, full or sharded, which passes over a newest checkpoint that fails its hashes for
+// the one before; the train tool checkpoints after every epoch, so the epoch that was interrupted
 // runs again from its start, with the same data order), up to --max-restarts times. Each
 // attempt runs on as many ranks as the command's hostfile offers then, at most the original N;
 // fewer than --min-ranks (default N) ends the job. Exit code 2 (the train tool's "bad flags")

@@ -155,7 +155,9 @@ std::vector<FlagSection> data_parallel_flag_sections() {
                 parsed(&Config::inject_fault, "crash:RANK:STEP|stall:RANK:STEP",
                        [](const std::string& v) { FaultInjection::parse(v); }),
                 "a testing aid: at optimizer step STEP, counted from the start, rank RANK dies "
-                "(SIGKILL) or stops answering (sleeps forever)"),
+                "(SIGKILL) or stops answering (sleeps forever); crash-in-save:RANK:STEP:PHASE "
+                "kills RANK inside the first sharded checkpoint save at or after STEP, at "
+                "mid-shard, before-index or mid-index"),
        }},
   };
 }

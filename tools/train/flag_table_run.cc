@@ -119,17 +119,21 @@ std::vector<FlagSection> run_flag_sections() {
       {"checkpoints, metrics and traces",
        {
            Flag("checkpoint-dir", path(&Config::checkpoint_dir, "DIR", "a directory"),
-                "saves the run after every epoch: DIR/last.safetensors")
+                "saves the run after every epoch, each time into a new DIR/step-NNNNNNNN/ that "
+                "counts once its last file (the checkpoint, or the sharded index) is on disk; "
+                "every tensor carries a crc32; the two newest are kept")
                .agreed_as("checkpointing",
                           [](const Config& c) { return on_off(!c.checkpoint_dir.empty()); }),
            Flag("checkpoint-format", choice(&Config::checkpoint_format, {"full", "sharded"}),
                 "full: rank 0 writes the whole model and optimizer state; sharded (zero1|zero2|"
-                "zero3 without --tensor-parallel): DIR/last-sharded/, every rank its shard in "
-                "parallel and rank 0 an index; single, ddp and ZeRO runs on any number of ranks "
+                "zero3 without --tensor-parallel): every rank its shard in parallel, and rank 0 "
+                "the index once all are on disk; single, ddp and ZeRO runs on any number of ranks "
                 "resume it"),
            Flag("resume", path(&Config::resume, "FILE|DIR", "a checkpoint file or directory"),
-                "continues from a checkpoint; a directory means DIR/last.safetensors, or "
-                "DIR/last-sharded, or DIR itself when it is a sharded checkpoint"),
+                "continues from a checkpoint, its hashes checked: a file or one checkpoint's "
+                "directory (an error if corrupt), or a run's --checkpoint-dir: its newest "
+                "committed checkpoint, the next older when that one is corrupt (then "
+                "DIR/last.safetensors, DIR/last-sharded of earlier versions)"),
            Flag("save-model", path(&Config::save_model, "FILE", "a file name"),
                 "rank 0 writes the trained model's weights (safetensors, the unsharded model's "
                 "names, gathered from every strategy's shards, stages and slices) when training "

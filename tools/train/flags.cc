@@ -1,8 +1,6 @@
-// Reading the command line through the flag table, the models' defaults, and the paths the
-// checkpoint flags name.
+// Reading the command line through the flag table, and the models' defaults. (The checkpoints
+// --resume names: tools/train/checkpoints.h.)
 #include "tools/train/flags.h"
-
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,29 +14,6 @@
 
 namespace tessera {
 namespace train {
-
-std::string sharded_checkpoint_dir(const std::string& checkpoint_dir) {
-  return checkpoint_dir + (checkpoint_dir.back() == '/' ? "" : "/") + "last-sharded";
-}
-
-std::string resume_file(const std::string& resume) {
-  struct stat st;
-  TS_CHECK(::stat(resume.c_str(), &st) == 0, "train: --resume=", resume, ": no such file or "
-           "directory");
-  if (!S_ISDIR(st.st_mode)) return resume;
-  const auto is_file = [&st](const std::string& path) {
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  };
-  const std::string dir = resume + (resume.back() == '/' ? "" : "/");
-  if (is_file(dir + "index.safetensors")) return resume;  // a sharded checkpoint itself
-  if (is_file(dir + "last.safetensors")) return dir + "last.safetensors";
-  if (is_file(sharded_checkpoint_dir(resume) + "/index.safetensors")) {
-    return sharded_checkpoint_dir(resume);
-  }
-  TS_FAIL("train: --resume=", resume, " is a directory without last.safetensors, "
-          "last-sharded/index.safetensors or index.safetensors (give the checkpoint file, a "
-          "sharded checkpoint's directory, or the --checkpoint-dir of a run)");
-}
 
 int pipeline_stages(const Config& c, int world_size) {
   return c.stages > 0 ? c.stages : world_size;

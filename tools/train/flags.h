@@ -37,8 +37,9 @@ struct Config {
   int64_t train_limit = 0;  // use only the first N training examples (0: all)
   int64_t synthetic_size = 10000;
   std::string checkpoint_dir;
-  // full: DIR/last.safetensors, the whole model and optimizer gathered on rank 0; sharded
-  // (ZeRO-1/2/3): DIR/last-sharded/, every rank its shard and rank 0 the index.
+  // Each save in a directory of its own, DIR/step-NNNNNNNN/ (dist/checkpoint.h). full: its
+  // checkpoint.safetensors, the whole model and optimizer gathered on rank 0; sharded
+  // (ZeRO-1/2/3): every rank its shard and rank 0 the index.
   std::string checkpoint_format = "full";
   std::string resume;
   std::string save_model;  // the trained model's weights, written once training ends
@@ -143,13 +144,6 @@ int pipeline_stages(const Config& config, int world_size);
 // marked per_rank (--threads, --metrics, --data-dir, --collective-timeout may differ), as given
 // or defaulted (flag_table.cc).
 std::vector<std::pair<std::string, std::string>> settings_that_must_agree(const Config& config);
-// The directory of a sharded checkpoint --checkpoint-format=sharded writes (DIR/last-sharded).
-std::string sharded_checkpoint_dir(const std::string& checkpoint_dir);
-// --resume's file: FILE itself, or DIR/last.safetensors for a directory; a sharded checkpoint's
-// directory (it holds index.safetensors) itself, or DIR/last-sharded when DIR holds no
-// last.safetensors; an error naming the
-// path when neither exists.
-std::string resume_file(const std::string& resume);
 // "--stages=2 --micro-batches=4 ..." as given or defaulted: for messages.
 std::string pipeline_flags(const Config& config, int world_size);
 
