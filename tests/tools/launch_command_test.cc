@@ -50,6 +50,27 @@ TEST(LaunchCommand, SrunAndTheJoinedForms) {
   EXPECT_EQ(m.for_attempt(1, false)[4], "1");
 }
 
+// A restart on fewer slots takes the most ranks the run's layout fits: whole pipelines of
+// whole tensor-parallel groups (8 ranks of --stages=2 --tensor-parallel=2 on 7 slots: 4), and a
+// worker beside asynchronous SGD's servers.
+TEST(LaunchCommand, FewerRanksFitTheStagesAndTensorParallelGroups) {
+  const LaunchCommand c(Args{"mpirun", "-np", "8", "train", "--strategy=pipeline", "--stages=2",
+                             "--tensor-parallel=2", "--checkpoint-dir=d"});
+  EXPECT_EQ(c.fitting_ranks(8), 8);
+  EXPECT_EQ(c.fitting_ranks(7), 4);
+  EXPECT_EQ(c.fitting_ranks(3), 0);
+  EXPECT_EQ(c.fitting_ranks(20), 8);  // never more than the command's
+  EXPECT_EQ(c.fitting_rule(), "a multiple of --stages=2 x --tensor-parallel=2");
+  const LaunchCommand plain(Args{"mpirun", "-np", "4", "train", "--checkpoint-dir=d"});
+  EXPECT_EQ(plain.fitting_ranks(3), 3);
+  EXPECT_EQ(plain.fitting_rule(), "");
+  const LaunchCommand async(Args{"mpirun", "-np", "4", "train", "--strategy=async", "--servers=2",
+                                 "--checkpoint-dir=d"});
+  EXPECT_EQ(async.fitting_ranks(3), 3);
+  EXPECT_EQ(async.fitting_ranks(2), 0);
+  EXPECT_EQ(async.fitting_rule(), "more than --servers=2");
+}
+
 TEST(LaunchCommand, RefusesWhatItCannotRestart) {
   expect_error([] { LaunchCommand(Args{}); }, "no command after --");
   expect_error([] { LaunchCommand(Args{"train", "--checkpoint-dir=d"}); },

@@ -70,6 +70,7 @@ const Example kExamples[] = {
     {"checkpoint-dir", "/tmp/ckpt", ""},
     {"checkpoint-format", "sharded", "--strategy=zero1"},
     {"resume", "/tmp/ckpt", ""},
+    {"save-model", "/tmp/model.safetensors", ""},
     {"metrics", "/tmp/m.jsonl", ""},
     {"trace", "/tmp/t.json", ""},
     {"trace-steps", "2:3", "--trace=/tmp/t.json"},

@@ -1,5 +1,6 @@
 #include "tools/launch/command.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "dist/checkpoint.h"
@@ -58,6 +59,11 @@ LaunchCommand::LaunchCommand(std::vector<std::string> argv) : argv_(std::move(ar
       hostfile_ = argv_[i + 1];
     }
     if (starts_with(a, "--checkpoint-dir=")) checkpoint_dir_ = a.substr(17);
+    // What a restart on fewer ranks must keep whole (the train tool checks the values).
+    if (starts_with(a, "--stages=")) stages_ = std::max(1, std::atoi(a.c_str() + 9));
+    if (starts_with(a, "--tensor-parallel=")) tensor_parallel_ = std::max(1, std::atoi(a.c_str() + 18));
+    if (starts_with(a, "--servers=")) servers_ = std::max(0, std::atoi(a.c_str() + 10));
+    if (a == "--strategy=async" && servers_ == 0) servers_ = 1;
     TS_CHECK(!starts_with(a, "--resume="), "launch: the command has ", a,
              "; the launcher adds --resume=<checkpoint dir> itself when it restarts");
   }
@@ -65,6 +71,29 @@ LaunchCommand::LaunchCommand(std::vector<std::string> argv) : argv_(std::move(ar
            mpirun_ ? "-np N or -n N" : "-n N or --ntasks N", " after ", tool, ")");
   TS_CHECK(!checkpoint_dir_.empty(), "launch: the command has no --checkpoint-dir=DIR: a restart "
            "resumes from the last checkpoint there");
+}
+
+int LaunchCommand::fitting_ranks(int available) const {
+  const int unit = stages_ * tensor_parallel_;
+  for (int m = std::min(available, ranks_); m >= 1; --m) {
+    if (m % unit == 0 && m > servers_) return m;
+  }
+  return 0;
+}
+
+std::string LaunchCommand::fitting_rule() const {
+  std::string rule;
+  if (stages_ > 1) rule += "--stages=" + std::to_string(stages_);
+  if (tensor_parallel_ > 1) {
+    rule += (rule.empty() ? "" : " x ") + std::string("--tensor-parallel=") +
+            std::to_string(tensor_parallel_);
+  }
+  rule = rule.empty() ? "" : "a multiple of " + rule;
+  if (servers_ > 0) {
+    rule += (rule.empty() ? "" : " and ") + std::string("more than --servers=") +
+            std::to_string(servers_);
+  }
+  return rule;
 }
 
 std::vector<std::string> LaunchCommand::for_attempt(int ranks, bool resume) const {

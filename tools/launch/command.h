@@ -37,6 +37,14 @@ class LaunchCommand {
   const std::optional<std::string>& hostfile() const { return hostfile_; }
   bool is_mpirun() const { return mpirun_; }
 
+  // The most ranks, at most `available`, the train tool's flags can run on: a multiple of
+  // --stages x --tensor-parallel (each a stage's tensor-parallel group, each replica the
+  // pipeline), and more than --servers for --strategy=async; 0 when none fits.
+  int fitting_ranks(int available) const;
+  // What the ranks must be a multiple of, and more than, for messages ("--stages=2 x
+  // --tensor-parallel=2").
+  std::string fitting_rule() const;
+
   // The argv of an attempt on `ranks` ranks, resuming from the checkpoint directory if asked.
   std::vector<std::string> for_attempt(int ranks, bool resume) const;
 
@@ -49,6 +57,8 @@ class LaunchCommand {
   bool mpirun_ = false;
   std::string checkpoint_dir_;
   std::optional<std::string> hostfile_;
+  int stages_ = 1, tensor_parallel_ = 1;  // --stages, --tensor-parallel of the train tool
+  int servers_ = 0;                       // --servers of --strategy=async (else 0)
 };
 
 // Whether `dir` holds a committed checkpoint the train tool's --resume=dir would read (a

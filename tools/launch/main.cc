@@ -126,11 +126,16 @@ int launch(int argc, char** argv) {
     int ranks = command.ranks();
     if (command.hostfile()) {
       const int slots = tessera::launch::hostfile_slots(*command.hostfile());
-      ranks = std::min(ranks, slots);
+      // As many as the slots allow and the run's layout fits (whole pipelines of whole
+      // tensor-parallel groups, a worker beside the servers).
+      ranks = command.fitting_ranks(slots);
       if (ranks < min_ranks) {
-        std::fprintf(stderr, "launch: the hostfile %s offers %d slot%s, fewer than --min-ranks=%d: "
-                     "giving up after %d restart%s\n", command.hostfile()->c_str(), slots,
-                     slots == 1 ? "" : "s", min_ranks, attempt, attempt == 1 ? "" : "s");
+        const std::string rule = command.fitting_rule();
+        std::fprintf(stderr, "launch: the hostfile %s offers %d slot%s%s%s, fewer than "
+                     "--min-ranks=%d: giving up after %d restart%s\n", command.hostfile()->c_str(),
+                     slots, slots == 1 ? "" : "s",
+                     rule.empty() ? "" : ", and the ranks must be ", rule.c_str(), min_ranks,
+                     attempt, attempt == 1 ? "" : "s");
         return 1;
       }
     }

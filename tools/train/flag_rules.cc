@@ -125,7 +125,10 @@ std::string check_against_world(const Config& c, int world_size) {
              "needs exactly " + std::to_string(c.tensor_parallel) + " ranks)";
     }
   }
-  if (!c.straggler.empty() && dist::StragglerEmulation::parse(c.straggler).rank() >= world_size) {
+  // (Not on a restart under tools/launch, which may run on fewer ranks: the emulated straggler
+  // is then simply not among them.)
+  if (!c.straggler.empty() && restart_count().value_or(0) == 0 &&
+      dist::StragglerEmulation::parse(c.straggler).rank() >= world_size) {
     return "--straggler=" + c.straggler + " names rank " +
            std::to_string(dist::StragglerEmulation::parse(c.straggler).rank()) + ", but there are " +
            std::to_string(world_size) + " ranks";

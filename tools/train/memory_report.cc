@@ -39,7 +39,11 @@ std::optional<int64_t> predicted_comm_bytes_per_step(const RunContext& run) {
   const Config& c = run.config;
   using dist::zero::Sharding;
   if (run.ranks <= 1 || c.tensor_parallel > 1 || c.strategy == "pipeline") return std::nullopt;
-  if (c.compression != "none" || c.strategy == "gossip") return std::nullopt;  // their own JSON
+  // Compression, gossip and local SGD report their own figures (local SGD sends DDP's bytes in
+  // its warm-up steps and one model average per round after them: no one per-step formula).
+  if (c.compression != "none" || c.strategy == "gossip" || c.strategy == "local-sgd") {
+    return std::nullopt;
+  }
   if (c.strategy == "async") {
     // Rank 0 is server 0: each iteration it answers every worker's pull with its shard.
     const int64_t shard = dist::balanced_counts(run.parameters, c.servers)[0];

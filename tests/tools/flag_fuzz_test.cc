@@ -1,0 +1,145 @@
+// The flag fuzzer: the train tool on random picks from every flag's values (read off the flag
+// table's forms, seeded), on 1 to 4 ranks, must end with exit 0 (it trained) or exit 2 (it
+// said which flags cannot work), within its time limit: never exit 1, a crash or a hang.
+//
+// Each run keeps a short training (64 synthetic images, one epoch, one thread a rank) and picks
+// the strategy and 3 to 7 other flags; a value is one the flag takes (most picks) or one it
+// should refuse (a fifth). Under `bazel test` a few runs (seed 1); the longer sweep is
+//   FLAG_FUZZ_RUNS=200 FLAG_FUZZ_SEED=7 bazel-bin/tests/tools/flag_fuzz_test \
+//       tools/mpi_run.sh bazel-bin/tools/train
+// (tools/bench/flag_fuzz.sh), which prints every run that failed with its command.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <set>
+
+#include "tests/tools/train_runner.h"
+#include "tools/train/flag_table.h"
+
+namespace tessera {
+namespace testing {
+namespace {
+
+// Flags every run fixes (its length and what it reads), and the fault injection, whose crash
+// and stall are exit 1 and a hang by design.
+const std::set<std::string> kFixed = {"epochs", "train-limit", "synthetic-size", "threads",
+                                      "collective-timeout", "data", "data-dir", "inject-fault"};
+
+// Values for a form's placeholders ("topk:RATIO", "RANK:FACTOR"): usable ones first, then one
+// the flag should refuse.
+const std::map<std::string, std::vector<std::string>> kPlaceholders = {
+    {"N", {"1", "2", "3", "4", "0", "-1"}},
+    {"X", {"0.5", "1", "0.01", "0", "-1", "nan"}},
+    {"B", {"0", "2", "-3"}},
+    {"RATIO", {"0.05", "0.5", "2"}},
+    {"LEVELS", {"4", "16", "0"}},
+    {"RANK", {"0", "1", "2", "5"}},
+    {"STEP", {"1", "3", "0"}},
+    {"FACTOR", {"1.5", "2", "0.5"}},
+    {"FIRST", {"1", "2"}},
+    {"LAST", {"2", "1"}},
+    {"SECONDS", {"30", "0"}},
+};
+
+std::string pick(const std::vector<std::string>& values, std::mt19937_64& rng) {
+  return values[std::uniform_int_distribution<size_t>(0, values.size() - 1)(rng)];
+}
+
+// A value for a flag of form `form`: "ddp|zero1" picks an option; "N" a number; "topk:RATIO"
+// a number in place of RATIO; "[:BUCKET]" dropped or filled; FILE and DIR paths in `dir`.
+std::string value_for(const std::string& name, const std::string& form, const std::string& dir,
+                      std::mt19937_64& rng) {
+  if (form == "FILE" || form == "DIR" || form == "FILE|DIR") {
+    return pick({dir + "/" + name, dir + "/" + name + "-" + std::to_string(rng() % 100),
+                 "/nonexistent/" + name},
+                rng);
+  }
+  std::vector<std::string> options;
+  size_t start = 0;
+  for (size_t bar = form.find('|');; bar = form.find('|', start)) {
+    options.push_back(form.substr(start, bar == std::string::npos ? std::string::npos : bar - start));
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  std::string v = pick(options, rng);
+  if (v.find("[:") != std::string::npos) {  // an optional part
+    v = rng() % 2 ? v.substr(0, v.find("[:")) : v.substr(0, v.find("[:")) + ":" + pick({"64", "512", "0"}, rng);
+  }
+  // Fill each placeholder (an upper-case word) with one of its values.
+  std::string out;
+  for (size_t k = 0; k < v.size();) {
+    size_t e = k;
+    while (e < v.size() && std::isupper(static_cast<unsigned char>(v[e]))) ++e;
+    if (e > k) {
+      const auto it = kPlaceholders.find(v.substr(k, e - k));
+      out += it == kPlaceholders.end() ? "1" : pick(it->second, rng);
+      k = e;
+    } else {
+      out += v[k++];
+    }
+  }
+  if (rng() % 5 == 0) out = pick({"x", "", "1e999"}, rng);  // a value to refuse
+  return out;
+}
+
+struct FuzzRun {
+  int ranks;
+  std::string flags;
+};
+
+FuzzRun random_run(std::mt19937_64& rng, const std::string& dir) {
+  std::vector<const train::Flag*> flags;
+  const train::Flag* strategy = nullptr;
+  for (const train::FlagSection& s : train::flag_sections()) {
+    for (const train::Flag& f : s.flags) {
+      if (f.name == "strategy") strategy = &f;
+      else if (kFixed.count(f.name) == 0) flags.push_back(&f);
+    }
+  }
+  FuzzRun run;
+  run.ranks = static_cast<int>(1 + rng() % 4);
+  run.flags = "--data=synthetic --synthetic-size=64 --epochs=1 --threads=1 "
+              "--collective-timeout=60 --strategy=" + value_for("strategy", strategy->value.form, dir, rng);
+  std::shuffle(flags.begin(), flags.end(), rng);
+  const size_t n = 3 + rng() % 5;
+  for (size_t k = 0; k < n; ++k) {
+    run.flags += " --" + flags[k]->name + "=" + value_for(flags[k]->name, flags[k]->value.form, dir, rng);
+  }
+  return run;
+}
+
+TEST(FlagFuzz, EveryRunEndsWithExitZeroOrTwo) {
+  const int runs = std::getenv("FLAG_FUZZ_RUNS") ? std::atoi(std::getenv("FLAG_FUZZ_RUNS")) : 8;
+  const uint64_t seed = std::getenv("FLAG_FUZZ_SEED") ? std::strtoull(std::getenv("FLAG_FUZZ_SEED"), nullptr, 10) : 1;
+  char tmpl[] = "/tmp/tessera_flag_fuzz_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  std::mt19937_64 rng(seed);
+  std::map<int, int> exits;
+  for (int i = 0; i < runs; ++i) {
+    const FuzzRun run = random_run(rng, dir);
+    // timeout: exit 124 when the run outlives its limit (a hang).
+    const std::string command =
+        "timeout -k 5 240 " +
+        (run.ranks == 1 ? train_binaries().train
+                        : train_binaries().runner + " " + std::to_string(run.ranks) + " " +
+                              train_binaries().train) +
+        " " + run.flags;
+    const CommandResult r = run_command(command);
+    ++exits[r.exit_code];
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2)
+        << "run " << i << " (seed " << seed << "), exit " << r.exit_code << (r.exit_code == 124 ? " (a hang)" : "")
+        << " on " << run.ranks << " ranks:\n  train " << run.flags << "\n"
+        << r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0);
+  }
+  std::printf("flag fuzz, seed %llu: %d runs;", static_cast<unsigned long long>(seed), runs);
+  for (const auto& [code, count] : exits) std::printf(" exit %d: %d;", code, count);
+  std::printf("\n");
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace tessera
+
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }
