@@ -10,6 +10,7 @@
 // (tools/bench/flag_fuzz.sh), which prints every run that failed with its command.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -80,7 +81,7 @@ std::string value_for(const std::string& name, const std::string& form, const st
       out += v[k++];
     }
   }
-  if (rng() % 5 == 0) out = pick({"x", "", "1e999"}, rng);  // a value to refuse
+  if (rng() % 12 == 0) out = pick({"x", "", "1e999"}, rng);  // a value to refuse
   return out;
 }
 
@@ -100,12 +101,20 @@ FuzzRun random_run(std::mt19937_64& rng, const std::string& dir) {
   }
   FuzzRun run;
   run.ranks = static_cast<int>(1 + rng() % 4);
+  const std::string chosen = value_for("strategy", strategy->value.form, dir, rng);
   run.flags = "--data=synthetic --synthetic-size=64 --epochs=1 --threads=1 "
-              "--collective-timeout=60 --strategy=" + value_for("strategy", strategy->value.form, dir, rng);
-  std::shuffle(flags.begin(), flags.end(), rng);
-  const size_t n = 3 + rng() % 5;
+              "--collective-timeout=60 --strategy=" + chosen;
+  // Mostly flags the strategy takes (the others are refused by the flag table at once).
+  std::vector<const train::Flag*> taken;
+  for (const train::Flag* f : flags) {
+    const bool takes = f->strategies.empty() ||
+                       std::find(f->strategies.begin(), f->strategies.end(), chosen) != f->strategies.end();
+    if (takes || rng() % 10 == 0) taken.push_back(f);
+  }
+  std::shuffle(taken.begin(), taken.end(), rng);
+  const size_t n = std::min(taken.size(), static_cast<size_t>(3 + rng() % 5));
   for (size_t k = 0; k < n; ++k) {
-    run.flags += " --" + flags[k]->name + "=" + value_for(flags[k]->name, flags[k]->value.form, dir, rng);
+    run.flags += " --" + taken[k]->name + "=" + value_for(taken[k]->name, taken[k]->value.form, dir, rng);
   }
   return run;
 }

@@ -70,9 +70,12 @@ Loaders make_loaders(const Config& c, const Data& d, const Strategy& strategy, D
                        make_transform(c, c.augment == 1), train_sampler),
       data::DataLoader(d.test, data::DataLoaderOptions(1000), make_transform(c, false),
                        test_sampler)};
-  TS_CHECK(loaders.train.num_batches() > 0, "train: ", d.train->size(),
-           " training examples make no batch of ", c.batch_size, " on each of ", replicas,
-           " data-parallel replicas");
+  // The same on every rank: exit code 2 everywhere (main.cc).
+  if (loaders.train.num_batches() == 0) {
+    throw FlagError(std::to_string(d.train->size()) + " training examples make no batch of " +
+                    std::to_string(c.batch_size) + " on each of " + std::to_string(replicas) +
+                    " data-parallel replicas: lower --batch-size or use more examples");
+  }
   return loaders;
 }
 

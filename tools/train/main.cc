@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "dist/environment.h"
+#include "dist/reduce_scalar.h"
 #include "nn/loss.h"
 #include "tensor/accelerator.h"
 #include "tensor/parallel.h"
@@ -29,6 +30,7 @@
 #include "tools/train/flags.h"
 #include "tools/train/guards.h"
 #include "tools/train/model.h"
+#include "tools/train/output_paths.h"
 #include "tools/train/precision.h"
 #include "tools/train/run_report.h"
 #include "tools/train/save_model.h"
@@ -120,7 +122,14 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
                        device,    input_dtype, *model,        strategy,
                        precision, psi,         parallel.head, parallel.topology ? &parallel.figures : nullptr};
   const auto schedule = make_schedule(c, strategy.optimizer());
-  const Loaders loaders = make_loaders(c, d, strategy, device);
+  std::optional<Loaders> made;
+  try {
+    made.emplace(make_loaders(c, d, strategy, device));
+  } catch (const FlagError& e) {  // the data's size against the batch: the same on every rank
+    if (lead) std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
+    return 2;
+  }
+  const Loaders& loaders = *made;
 
   StartingPoint start;
   if (!c.resume.empty()) {
@@ -146,6 +155,11 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 int main(int argc, char** argv) {
   const tessera::train::Config config = tessera::train::parse_flags(argc, argv);
   if (config.strategy == "single" && config.tensor_parallel == 1) {
+    const std::string paths = tessera::train::output_paths_problem(config, true);
+    if (!paths.empty()) {
+      std::fprintf(stderr, "train: %s\n", paths.c_str());
+      return 2;
+    }
     try {
       return tessera::train::run(config, nullptr);
     } catch (const std::exception& e) {
@@ -157,7 +171,18 @@ int main(int argc, char** argv) {
   // forever).
   auto world = tessera::dist::init(&argc, &argv);
   tessera::dist::set_collective_timeout(config.collective_timeout);
-  const std::string wrong = tessera::train::check_against_world(config, world->size());
+  std::string wrong = tessera::train::check_against_world(config, world->size());
+  {
+    // The paths each rank uses (rank 0 writes the outputs), agreed on so that every rank ends
+    // with exit code 2 when any finds a problem; each prints its own.
+    const std::string paths = tessera::train::output_paths_problem(config, world->rank() == 0);
+    if (!paths.empty()) {
+      std::fprintf(stderr, "train (rank %d): %s\n", world->rank(), paths.c_str());
+    }
+    const double any = tessera::dist::all_reduce_scalar(paths.empty() ? 0.0 : 1.0, *world,
+                                                        tessera::dist::ReduceOp::kMax);
+    if (wrong.empty() && any > 0) wrong = "a path the flags name cannot be used (above)";
+  }
   if (!wrong.empty()) {  // found by every rank alike: all end with code 2
     if (world->rank() == 0)
       std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", wrong.c_str());
