@@ -5,10 +5,14 @@
 // the plan resumes stops after epoch 1 and resumes to 2, its model equal to the uninterrupted
 // run's bit for bit.
 //
-// Tolerances: float32 runs 1e-5 (absolute, and relative to the element); runs with a half-
-// precision value somewhere (--amp, --param-dtype, --compression=fp16|bf16) 2e-2 of the
-// tensor's largest element plus 1e-2 of the element: a handful of half-precision roundings
-// that fall differently (one ulp of bf16 is 2^-8 = 0.4% of the value) after 8 steps.
+// Tolerances: float32 runs 1e-5 (absolute, and relative to the element). A run with a half-
+// precision value somewhere (--amp, --param-dtype, --compression=fp16|bf16) is compared with
+// the reference's float32 run: its distance from it, ||run - f32|| / ||f32|| per tensor, may be at
+// most twice the half-precision reference's own plus 1%. Gradients summed in another order
+// round otherwise in half precision (one ulp of bf16 is 2^-8 = 0.4% of the value) and training
+// carries the difference on (on ResNet-20 with BatchNorm, 8 steps move a tensor 10-25% of its
+// norm away from float32's, in the reference as in the run); what a strategy must not do is add
+// error of its own.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,11 +64,11 @@ std::string trained_model(const std::string& flags, int ranks, std::string* erro
   return done[key] = file;
 }
 
-// "" when every tensor of `expected` is in `got` with its shape and values within
-// atol + rtol |expected| (+ scaled_atol * max |expected| of the tensor); else the first that
-// is not, with its largest difference.
+// "" when every tensor of `expected` is in `got` with its shape and dtype, and values equal
+// bit for bit (`bitwise`) or within atol + rtol |expected| element by element; else the first
+// that is not.
 std::string compare(const std::string& got_file, const std::string& expected_file, double atol,
-                    double rtol, double scaled_atol, bool bitwise) {
+                    double rtol, bool bitwise) {
   const StateDict got = load_safetensors(got_file).tensors;
   const StateDict expected = load_safetensors(expected_file).tensors;
   if (got.size() != expected.size()) {
@@ -78,22 +82,37 @@ std::string compare(const std::string& got_file, const std::string& expected_fil
     const Tensor gf = g.to(kF64).contiguous(), ef = e.to(kF64).contiguous();
     const double* gp = gf.data<double>();
     const double* ep = ef.data<double>();
-    double largest = 0;
-    for (int64_t k = 0; k < ef.numel(); ++k) largest = std::max(largest, std::abs(ep[k]));
     for (int64_t k = 0; k < ef.numel(); ++k) {
-      const double diff = std::abs(gp[k] - ep[k]);
       const bool equal = bitwise ? gp[k] == ep[k]
-                                 : diff <= atol + rtol * std::abs(ep[k]) + scaled_atol * largest;
+                                 : std::abs(gp[k] - ep[k]) <= atol + rtol * std::abs(ep[k]);
       if (!equal) {
         std::ostringstream out;
         out.precision(9);
-        out << "'" << name << "'[" << k << "] is " << gp[k] << ", expected " << ep[k]
-            << " (largest element " << largest << ")";
+        out << "'" << name << "'[" << k << "] is " << gp[k] << ", expected " << ep[k];
         return out.str();
       }
     }
   }
   return "";
+}
+
+// ||a - b|| / ||b|| of each tensor of b (floating point; a holds the same names, any dtype).
+std::map<std::string, double> relative_distances(const std::string& a_file, const std::string& b_file) {
+  const StateDict a = load_safetensors(a_file).tensors;
+  const StateDict b = load_safetensors(b_file).tensors;
+  std::map<std::string, double> out;
+  for (const auto& [name, t] : b) {
+    if (!a.contains(name) || !is_floating(t.dtype())) continue;
+    const Tensor af = a.at(name).to(kF64).contiguous(), bf = t.to(kF64).contiguous();
+    double diff = 0, norm = 0;
+    for (int64_t k = 0; k < bf.numel(); ++k) {
+      const double x = af.data<double>()[k], y = bf.data<double>()[k];
+      diff += (x - y) * (x - y);
+      norm += y * y;
+    }
+    out[name] = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  }
+  return out;
 }
 
 // "strategy=zero1 amp=bf16 ...": the values that are not the axes' first.
@@ -123,10 +142,25 @@ TEST_P(Composition, RunEqualsItsReferenceAndResumesExactly) {
   if (run.reference_ranks > 0) {
     const std::string reference = trained_model(run.reference_flags, run.reference_ranks, &error);
     ASSERT_FALSE(reference.empty()) << "its reference failed: " << error;
-    const std::string differs =
-        run.half_precision ? compare(model, reference, 0, 1e-2, 2e-2, false)
-                           : compare(model, reference, 1e-5, 1e-5, 0, false);
-    EXPECT_EQ(differs, "") << "against " << run.reference_ranks << " ranks: " << run.reference_flags;
+    if (!run.half_precision) {
+      EXPECT_EQ(compare(model, reference, 1e-5, 1e-5, false), "")
+          << "against " << run.reference_ranks << " ranks: " << run.reference_flags;
+    } else {
+      // Half precision: the run may be no further from the reference trained in float32 than
+      // twice the reference's own distance from it (each is float32's training plus its
+      // roundings; summed in another order they differ, but a strategy must add no error of its
+      // own), plus 1% of the tensor.
+      const std::string truth = trained_model(run.reference_f32_flags, run.reference_ranks, &error);
+      ASSERT_FALSE(truth.empty()) << "its float32 reference failed: " << error;
+      const auto ours = relative_distances(model, truth);
+      const auto theirs = relative_distances(reference, truth);
+      for (const auto& [name, d] : theirs) {
+        ASSERT_EQ(ours.count(name), 1u) << name;
+        EXPECT_LE(ours.at(name), 2 * d + 1e-2)
+            << "'" << name << "' is " << ours.at(name) << " of its norm from the float32 run, its "
+            << "reference " << d << " (" << run.reference_ranks << " ranks: " << run.reference_flags << ")";
+      }
+    }
   }
 
   if (train::value_in(run.values, "resume") == "yes") {
@@ -139,7 +173,7 @@ TEST_P(Composition, RunEqualsItsReferenceAndResumesExactly) {
               run.ranks);
     ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
     EXPECT_NE(resumed.output.find("after epoch 1"), std::string::npos) << resumed.output;
-    EXPECT_EQ(compare(resumed_file, model, 0, 0, 0, true), "")
+    EXPECT_EQ(compare(resumed_file, model, 0, 0, true), "")
         << "resumed after epoch 1 against the uninterrupted run";
   }
 }

@@ -105,11 +105,22 @@ PlannedRun planned(const Assignment& v) {
     if (axis == "checkpoint") rv = "none";
     if (axis == "resume") rv = "no";
     if (axis == "pipeline-schedule" || axis == "dp-strategy") rv = support_axis(axis).values[0];
-    if (axis == "compression" && reference != "ddp") rv = "none";
+    // DDP compresses f32 gradients only (half-precision parameters send half gradients).
+    if (axis == "compression" && (reference != "ddp" || value_in(v, "param-dtype") != "f32")) {
+      rv = "none";
+    }
     if (axis == "error-feedback") rv = "off";  // half-precision compression: only DDP's hook
     ref.emplace_back(axis, rv);
   }
   r.reference_flags = run_flags(ref, batch);
+  Assignment f32;
+  for (auto [axis, value] : ref) {
+    if (axis == "amp") value = "off";
+    if (axis == "param-dtype") value = "f32";
+    if (axis == "compression") value = "none";
+    f32.emplace_back(axis, value);
+  }
+  r.reference_f32_flags = run_flags(f32, batch);
   r.reference_ranks = replicas;
   if (r.reference_flags == r.flags) r.reference_ranks = 0;
   return r;

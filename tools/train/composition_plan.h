@@ -31,7 +31,10 @@ struct PlannedRun {
   // is compared with it regardless). `reference_flags` and `reference_ranks` as above.
   std::string reference_flags;
   int reference_ranks = 0;  // 0: no reference
-  bool half_precision = false;  // compared with the half-precision tolerance
+  // A run in half precision somewhere is compared by its distance from the reference trained in
+  // float32 (these flags, on reference_ranks), which must be within twice the reference's own.
+  bool half_precision = false;
+  std::string reference_f32_flags;
 };
 
 struct CompositionPlan {

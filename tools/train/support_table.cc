@@ -122,9 +122,6 @@ std::vector<Axis> make_axes() {
 
   Axis schedule = flag_axis("pipeline-schedule", {"1f1b", "gpipe", "interleaved", "zb-h1", "zb-h2"},
                             &Config::pipeline_schedule);
-  schedule.flags_for = [](const std::string& v) {
-    return "--pipeline-schedule=" + v + (v == "interleaved" ? " --chunks=2" : "");
-  };
   axes.push_back(schedule);
   axes.push_back(flag_axis("dp-strategy", {"ddp", "zero1", "zero2"}, &Config::dp_strategy));
 
@@ -204,6 +201,11 @@ std::vector<Refusal> make_refusals() {
        "the optimizer steps an f32 master copy of half-precision parameters and writes it over "
        "them, so the averaged parameters would be overwritten at the next step by each rank's own "
        "master and the ranks would never agree (train f32 parameters under --amp instead)"},
+
+      {{{"strategy", {"zero3"}}, {"param-dtype", half_params}, {"model", {"batch-norm"}}},
+       "a ZeRO-3 unit is one flat parameter of one dtype, and BatchNorm's parameters stay f32 "
+       "beside the half-precision convolutions of its block (train f32 parameters under --amp "
+       "instead: ZeRO-3 then gathers its units in the autocast dtype)"},
 
       // Checkpoints and resume.
       {{{"checkpoint", {"sharded"}}, {"strategy", except(kStrategies, {"zero1", "zero2", "zero3"})}},
