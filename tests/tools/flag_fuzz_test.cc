@@ -3,8 +3,8 @@
 // said which flags cannot work), within its time limit: never exit 1, a crash or a hang.
 //
 // Each run keeps a short training (64 synthetic images, one epoch, one thread a rank) and picks
-// the strategy and 3 to 7 other flags; a value is one the flag takes (most picks) or one it
-// should refuse (a fifth). Under `bazel test` a few runs (seed 1); the longer sweep is
+// the strategy and 2 to 5 other flags, mostly ones the strategy takes; a value is one the flag
+// takes, or (one pick in 15) one it should refuse. Under `bazel test` a few runs (seed 1); the longer sweep is
 //   FLAG_FUZZ_RUNS=200 FLAG_FUZZ_SEED=7 bazel-bin/tests/tools/flag_fuzz_test \
 //       tools/mpi_run.sh bazel-bin/tools/train
 // (tools/bench/flag_fuzz.sh), which prints every run that failed with its command.
@@ -26,22 +26,39 @@ namespace {
 // Flags every run fixes (its length and what it reads), and the fault injection, whose crash
 // and stall are exit 1 and a hang by design.
 const std::set<std::string> kFixed = {"epochs", "train-limit", "synthetic-size", "threads",
-                                      "collective-timeout", "data", "data-dir", "inject-fault"};
+                                      "collective-timeout", "data", "data-dir", "inject-fault",
+                                      "warmup-epochs"};
 
-// Values for a form's placeholders ("topk:RATIO", "RANK:FACTOR"): usable ones first, then one
-// the flag should refuse.
+// Values for a form's placeholders ("topk:RATIO", "RANK:FACTOR"), each one the flag takes; a
+// value it should refuse comes from kRefused instead, now and then.
 const std::map<std::string, std::vector<std::string>> kPlaceholders = {
-    {"N", {"1", "2", "3", "4", "0", "-1"}},
-    {"X", {"0.5", "1", "0.01", "0", "-1", "nan"}},
-    {"B", {"0", "2", "-3"}},
-    {"RATIO", {"0.05", "0.5", "2"}},
-    {"LEVELS", {"4", "16", "0"}},
-    {"RANK", {"0", "1", "2", "5"}},
-    {"STEP", {"1", "3", "0"}},
-    {"FACTOR", {"1.5", "2", "0.5"}},
-    {"FIRST", {"1", "2"}},
-    {"LAST", {"2", "1"}},
-    {"SECONDS", {"30", "0"}},
+    {"N", {"1", "2", "3", "4"}},     {"X", {"0.5", "1", "0.01", "0.1"}},
+    {"B", {"0", "2"}},               {"RATIO", {"0.05", "0.5"}},
+    {"LEVELS", {"4", "16"}},         {"RANK", {"0", "1", "2"}},
+    {"STEP", {"1", "3"}},            {"FACTOR", {"1.5", "2"}},
+    {"FIRST", {"1"}},                {"LAST", {"2"}},
+    {"SECONDS", {"30"}},             {"PHASE", {"mid-shard", "before-index"}},
+};
+const std::vector<std::string> kRefused = {"x", "", "1e999", "-1", "nan", "0"};
+
+// Flags that mean something only beside another: a pick of one brings the other (without it the
+// flag checker refuses the pair at once, and the run would test nothing more).
+const std::map<std::string, std::string> kCompanions = {
+    {"error-feedback", "--compression=topk:0.1"},
+    {"powersgd-start-iter", "--compression=powersgd:2"},
+    {"ranks-per-node", "--collectives=hierarchical"},
+    {"inter-node-latency-us", "--collectives=hierarchical"},
+    {"inter-node-bandwidth-gbps", "--collectives=hierarchical"},
+    {"trace-steps", "--trace=/tmp/tessera_flag_fuzz_trace.json"},
+    {"loss-scale", "--amp=fp16"},
+    {"loss-scale-window", "--amp=fp16"},
+    {"loss-scale-hysteresis", "--amp=fp16"},
+    {"min-loss-scale", "--amp=fp16"},
+    {"outer-lr", "--outer-optimizer=nesterov"},
+    {"outer-momentum", "--outer-optimizer=nesterov"},
+    {"chunks", "--pipeline-schedule=interleaved"},
+    {"tp-head", "--tensor-parallel=2"},
+    {"num-classes", "--data=synthetic"},
 };
 
 std::string pick(const std::vector<std::string>& values, std::mt19937_64& rng) {
@@ -81,7 +98,7 @@ std::string value_for(const std::string& name, const std::string& form, const st
       out += v[k++];
     }
   }
-  if (rng() % 12 == 0) out = pick({"x", "", "1e999"}, rng);  // a value to refuse
+  if (rng() % 15 == 0) out = pick(kRefused, rng);
   return out;
 }
 
@@ -102,7 +119,7 @@ FuzzRun random_run(std::mt19937_64& rng, const std::string& dir) {
   FuzzRun run;
   run.ranks = static_cast<int>(1 + rng() % 4);
   const std::string chosen = value_for("strategy", strategy->value.form, dir, rng);
-  run.flags = "--data=synthetic --synthetic-size=64 --epochs=1 --threads=1 "
+  run.flags = "--data=synthetic --synthetic-size=64 --batch-size=8 --epochs=1 --threads=1 "
               "--collective-timeout=60 --strategy=" + chosen;
   // Mostly flags the strategy takes (the others are refused by the flag table at once).
   std::vector<const train::Flag*> taken;
@@ -112,9 +129,16 @@ FuzzRun random_run(std::mt19937_64& rng, const std::string& dir) {
     if (takes || rng() % 10 == 0) taken.push_back(f);
   }
   std::shuffle(taken.begin(), taken.end(), rng);
-  const size_t n = std::min(taken.size(), static_cast<size_t>(3 + rng() % 5));
+  const size_t n = std::min(taken.size(), static_cast<size_t>(2 + rng() % 4));
+  std::set<std::string> given;
   for (size_t k = 0; k < n; ++k) {
     run.flags += " --" + taken[k]->name + "=" + value_for(taken[k]->name, taken[k]->value.form, dir, rng);
+    given.insert(taken[k]->name);
+    const auto companion = kCompanions.find(taken[k]->name);
+    if (companion != kCompanions.end()) {
+      const std::string flag = companion->second.substr(2, companion->second.find('=') - 2);
+      if (given.insert(flag).second) run.flags += " " + companion->second;
+    }
   }
   return run;
 }
@@ -137,6 +161,11 @@ TEST(FlagFuzz, EveryRunEndsWithExitZeroOrTwo) {
         " " + run.flags;
     const CommandResult r = run_command(command);
     ++exits[r.exit_code];
+    if (std::getenv("FLAG_FUZZ_VERBOSE") != nullptr) {  // each run's exit and its first message
+      const size_t at = r.output.find("train");
+      std::printf("%d ranks, exit %d: %s\n  %s\n", run.ranks, r.exit_code, run.flags.c_str(),
+                  at == std::string::npos ? "" : r.output.substr(at, r.output.find('\n', at) - at).c_str());
+    }
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2)
         << "run " << i << " (seed " << seed << "), exit " << r.exit_code << (r.exit_code == 124 ? " (a hang)" : "")
         << " on " << run.ranks << " ranks:\n  train " << run.flags << "\n"

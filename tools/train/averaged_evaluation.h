@@ -2,7 +2,8 @@
 // checkpoint the ranks' average: before evaluation every rank's model becomes the mean over
 // the group (one all-reduce per floating-point tensor), its own kept aside and restored at its
 // next training step. The consensus distance, 1/N sum_i ||w_i - mean w||^2 over the floating-
-// point parameters and buffers, is measured on the way (f64, exact).
+// point parameters and buffers, is measured on the way (the mean and each difference w_i - mean
+// in the tensor's own precision, their squares summed in f64).
 #pragma once
 
 #include <vector>

@@ -152,7 +152,7 @@ std::vector<FlagSection> data_parallel_flag_sections() {
                 "every rank, naming the collective, its number and size, and the rank waited for")
                .per_rank(),
            Flag("inject-fault",
-                parsed(&Config::inject_fault, "crash:RANK:STEP|stall:RANK:STEP",
+                parsed(&Config::inject_fault, "crash:RANK:STEP|stall:RANK:STEP|crash-in-save:RANK:STEP:PHASE",
                        [](const std::string& v) { FaultInjection::parse(v); }),
                 "a testing aid: at optimizer step STEP, counted from the start, rank RANK dies "
                 "(SIGKILL) or stops answering (sleeps forever); crash-in-save:RANK:STEP:PHASE "

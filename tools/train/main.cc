@@ -44,9 +44,10 @@ namespace train {
 namespace {
 
 // The device this rank trains on: --device=cuda picks GPU (rank mod GPU count).
+// A device this machine lacks is a flag that cannot work here: FlagError (exit 2).
 Device resolve_device(const Config& c, int rank) {
   if (c.device == "cpu") return Device::cpu();
-  TS_CHECK(cuda_is_available(), "train: --device=", c.device, ": ", cuda_unavailable_reason());
+  if (!cuda_is_available()) throw FlagError("--device=" + c.device + ": " + cuda_unavailable_reason());
   if (c.device == "cuda") return Device::cuda(rank % device_count(DeviceType::kCUDA));
   return Device::parse(c.device);
 }
@@ -98,7 +99,14 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
   const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
   const bool lead = rank == 0;
   const auto wall_start = Clock::now();
-  const Device device = resolve_device(c, rank);
+  std::optional<Device> chosen;
+  try {
+    chosen = resolve_device(c, rank);
+  } catch (const FlagError& e) {  // the same on every rank of one machine
+    if (lead) std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
+    return 2;
+  }
+  const Device device = *chosen;
 
   // The data and the model; ranks started with different flags, models or data stop here.
   const Data d = load_data(c);
