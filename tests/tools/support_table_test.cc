@@ -7,27 +7,12 @@
 #include <functional>
 #include <sstream>
 
+#include "tests/tools/flag_lines.h"
 #include "tools/train/support_table.h"
 
 namespace tessera {
 namespace train {
 namespace {
-
-Config read(const std::string& line) {
-  std::istringstream words(line);
-  std::vector<std::string> args;
-  for (std::string w; words >> w;) args.push_back(w);
-  return read_flags(args);
-}
-
-std::string error_of(const std::string& line) {
-  try {
-    read(line);
-  } catch (const FlagError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // The flags giving `axis` the value `value` (with what it needs to mean something: a
 // checkpoint directory, a resume path).
@@ -112,10 +97,10 @@ TEST(SupportTable, MessagesNameTheFlagsAsGiven) {
                        "and --model=resnet20: a zero-bubble schedule defers", 0),
             0u);
   // What the table allows passes.
-  EXPECT_EQ(error_of("--strategy=zero2 --compression=fp16 --amp=fp16"), "");
+  EXPECT_EQ(error_of("--strategy=zero2 --compression=fp16 --amp=fp16"), "(no error)");
   EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero2 --pipeline-schedule=zb-h1 "
-                     "--model=mlp"), "");
-  EXPECT_EQ(error_of("--strategy=ddp --compression=topk:0.05 --amp=bf16"), "");
+                     "--model=mlp"), "(no error)");
+  EXPECT_EQ(error_of("--strategy=ddp --compression=topk:0.05 --amp=bf16"), "(no error)");
 }
 
 // Each axis's flags give the value it reads back, where the axis applies.

@@ -9,27 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/tools/flag_lines.h"
 #include "tools/train/flag_table.h"
 
 namespace tessera {
 namespace train {
 namespace {
-
-Config read(const std::string& line) {
-  std::istringstream words(line);
-  std::vector<std::string> args;
-  for (std::string w; words >> w;) args.push_back(w);
-  return read_flags(args);
-}
-
-std::string error_of(const std::string& line) {
-  try {
-    read(line);
-  } catch (const FlagError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::vector<const Flag*> table() {
   std::vector<const Flag*> flags;
