@@ -4,10 +4,10 @@
 //
 // Each run keeps a short training (64 synthetic images, one epoch, one thread a rank) and picks
 // the strategy and 2 to 5 other flags, mostly ones the strategy takes; a value is one the flag
-// takes, or (one pick in 15) one it should refuse. Under `bazel test` a few runs (seed 1); the longer sweep is
-//   FLAG_FUZZ_RUNS=200 FLAG_FUZZ_SEED=7 bazel-bin/tests/tools/flag_fuzz_test \
-//       tools/mpi_run.sh bazel-bin/tools/train
-// (tools/bench/flag_fuzz.sh), which prints every run that failed with its command.
+// takes, or (one pick in 15) one it should refuse. Under `bazel test` a few runs (seed 1); the
+// longer sweep is `tools/bench/flag_fuzz.sh 200 7` (FLAG_FUZZ_RUNS and FLAG_FUZZ_SEED given to
+// this binary), which prints every run that failed with its command; FLAG_FUZZ_VERBOSE=1 prints
+// every run's exit and first message.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -164,7 +164,8 @@ TEST(TrainAlgorithms, HierarchicalDdpTrainsAsFlatDdpWithHalfTheBytesAcrossNodes)
   EXPECT_EQ(json_number(c, "inter_node_bytes_per_step"), bytes / 2) << c;
   const auto bad = run(kShortMlp + "--strategy=ddp --tensor-parallel=2 --collectives=hierarchical", 4);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
-  EXPECT_NE(bad.output.find("needs --strategy=ddp, zero1, zero2 or zero3 without --tensor-parallel"),
+  EXPECT_NE(bad.output.find("--collectives=hierarchical with --tensor-parallel=2: the hierarchical "
+                            "collectives reduce over the world's nodes"),
             std::string::npos) << bad.output;
   const auto uneven = run(kShortMlp + "--strategy=ddp --collectives=hierarchical --ranks-per-node=3", 4);
   EXPECT_EQ(uneven.exit_code, 2) << uneven.output;

@@ -23,6 +23,10 @@ std::string parent_of(const std::string& path) {
 std::string file_problem(const std::string& flag, const std::string& path) {
   if (path.empty()) return "";
   if (is_directory(path)) return "--" + flag + "=" + path + " is a directory; give a file name";
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {  // there already (a file, /dev/null): writable itself
+    return ::access(path.c_str(), W_OK) == 0 ? "" : "--" + flag + "=" + path + " is not writable";
+  }
   const std::string dir = parent_of(path);
   if (!is_directory(dir)) {
     return "--" + flag + "=" + path + ": the directory '" + dir + "' does not exist";
