@@ -75,6 +75,10 @@ const std::shared_ptr<Node>& Variable::grad_fn() const { return checked(impl_).g
 uint32_t Variable::output_nr() const { return checked(impl_).output_nr; }
 const std::string& Variable::name() const { return checked(impl_).name; }
 void Variable::set_name(std::string name) const { checked(impl_).name = std::move(name); }
+const std::string& Variable::grad_held_by() const { return checked(impl_).grad_held_by; }
+void Variable::set_grad_held_by(std::string holder) const {
+  checked(impl_).grad_held_by = std::move(holder);
+}
 
 Variable Variable::detach() const { return Variable(data(), false); }
 

@@ -57,6 +57,12 @@ class Variable {
   uint32_t output_nr() const;
   const std::string& name() const;
   void set_name(std::string name) const;
+  // Who holds this parameter's whole, reduced gradient when its own grad() is not it (ZeRO's
+  // flat shards, FSDP's units), and how to clip it: set by dist/, read by optim::clip_grad_norm
+  // so that the generic call refuses instead of clipping a local or released gradient. Empty
+  // when grad() is the gradient (one process, DDP after backward).
+  const std::string& grad_held_by() const;
+  void set_grad_held_by(std::string holder) const;
 
   // The same tensor, cut from the graph (a leaf that does not require grad).
   Variable detach() const;
@@ -96,6 +102,7 @@ struct VariableImpl {
   std::shared_ptr<Node> grad_fn;
   uint32_t output_nr = 0;
   std::string name;
+  std::string grad_held_by;
   std::weak_ptr<Node> grad_accumulator;
   // Leaves keep their hooks here (a non-leaf's pre-backward hooks live on its grad_fn).
   std::vector<std::pair<int, PreBackwardHook>> pre_hooks;

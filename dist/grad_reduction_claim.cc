@@ -22,7 +22,8 @@ std::unordered_map<const VariableImpl*, std::string>& claims() {
 
 }  // namespace
 
-GradReductionClaim::GradReductionClaim(const std::vector<Variable>& params, std::string owner) {
+GradReductionClaim::GradReductionClaim(const std::vector<Variable>& params, std::string owner,
+                                       std::string clip_with) {
   std::lock_guard<std::mutex> lock(claims_mutex());
   for (size_t i = 0; i < params.size(); ++i) {
     const auto it = claims().find(params[i].impl());
@@ -34,7 +35,8 @@ GradReductionClaim::GradReductionClaim(const std::vector<Variable>& params, std:
   }
   for (const Variable& p : params) {
     claims().emplace(p.impl(), owner);
-    claimed_.push_back(p.impl());
+    claimed_.push_back(p);
+    if (!clip_with.empty()) p.set_grad_held_by(owner + "; " + clip_with);
   }
 }
 
@@ -56,7 +58,10 @@ GradReductionClaim& GradReductionClaim::operator=(GradReductionClaim&& other) no
 
 void GradReductionClaim::release() {
   std::lock_guard<std::mutex> lock(claims_mutex());
-  for (const VariableImpl* p : claimed_) claims().erase(p);
+  for (const Variable& p : claimed_) {
+    claims().erase(p.impl());
+    p.set_grad_held_by("");
+  }
   claimed_.clear();
 }
 

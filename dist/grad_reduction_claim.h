@@ -24,8 +24,12 @@ namespace dist {
 class GradReductionClaim {
  public:
   GradReductionClaim() = default;
-  // Throws, claiming nothing, when any parameter is already claimed.
-  GradReductionClaim(const std::vector<Variable>& params, std::string owner);
+  // Throws, claiming nothing, when any parameter is already claimed. `clip_with` (ZeRO, FSDP):
+  // the parameters' own gradients are not their whole, reduced gradients while claimed, and
+  // this says how to clip them instead (Variable::grad_held_by; optim::clip_grad_norm refuses
+  // them naming it).
+  GradReductionClaim(const std::vector<Variable>& params, std::string owner,
+                     std::string clip_with = "");
   ~GradReductionClaim();
   GradReductionClaim(GradReductionClaim&& other) noexcept;
   GradReductionClaim& operator=(GradReductionClaim&& other) noexcept;
@@ -34,7 +38,7 @@ class GradReductionClaim {
 
  private:
   void release();
-  std::vector<const VariableImpl*> claimed_;
+  std::vector<Variable> claimed_;
 };
 
 }  // namespace dist

@@ -36,6 +36,12 @@ void scale_grads(const std::vector<Variable>& params, double max_norm, double to
 
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm, double norm_type) {
   TS_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  for (const Variable& p : params) {
+    // Under ZeRO or FSDP a parameter's own gradient is local or released: clipping it would
+    // silently clip nothing, or by a norm no other rank sees.
+    TS_CHECK(p.grad_held_by().empty(), "clip_grad_norm: parameter '", p.name(), "' is trained by ",
+             p.grad_held_by());
+  }
   const bool inf = std::isinf(norm_type);
   TS_CHECK(inf || norm_type == 2.0, "clip_grad_norm: norm_type must be 2 or infinity, got ",
            norm_type);

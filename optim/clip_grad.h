@@ -29,7 +29,9 @@ double grad_norm(const std::vector<Variable>& params);
 // The sum of the squares of the gradients (f64): a rank's part of the squared global norm.
 double grad_squared_sum(const std::vector<Variable>& params);
 
-// Returns the total norm before clipping. norm_type 2 (Euclidean) or infinity.
+// Returns the total norm before clipping. norm_type 2 (Euclidean) or infinity. Refuses a
+// parameter whose whole gradient is held elsewhere (Variable::grad_held_by: ZeRO's and FSDP's),
+// naming the call that clips it.
 double clip_grad_norm(const std::vector<Variable>& params, double max_norm, double norm_type = 2.0);
 
 // Sums a rank's squared norm over the ranks that hold the rest of the model (all-reduce).

@@ -31,7 +31,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
   TS_CHECK(!options.wrap_layers() || options.units().empty(), "FullyShardedDataParallel: "
            "units() lists ", options.units().size(), " children and wrap_layers(true) makes every "
            "module with parameters a unit; choose one");
-  claim_ = GradReductionClaim(model_->parameters(), "FullyShardedDataParallel");
+  claim_ = GradReductionClaim(model_->parameters(), "FullyShardedDataParallel",
+                              "its gradient lives in its unit's flat shard: clip with "
+                              "FullyShardedDataParallel::clip_grad_norm(max_norm)");
   // Every rank starts from rank 0's model, whatever each built.
   verify_same_parameters(*model_, *group_);
   broadcast_module_states(*model_, *group_, 0, /*buffers=*/true);

@@ -41,8 +41,13 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
              "changed by weight decay)");
     numels.push_back(p.numel());
   }
-  claim_ = GradReductionClaim(params_, "ZeroRedundancyOptimizer (stage " +
-                                           std::to_string(options_.stage()) + ")");
+  claim_ = GradReductionClaim(
+      params_, "ZeroRedundancyOptimizer (stage " + std::to_string(options_.stage()) + ")",
+      options_.stage() == 1
+          ? "its gradient is this rank's own until step() reduce-scatters it: clip with "
+            "ZeroRedundancyOptimizer::clip_grad_norm(max_norm), which reduces it first"
+          : "its gradient lives in the optimizer's flat buckets: clip with "
+            "ZeroRedundancyOptimizer::clip_grad_norm(max_norm)");
   comm_ = options_.use_device_group() ? group_for_device(group_, device_) : group_;
   // Every rank starts from rank 0's parameters, as with DDP.
   std::vector<std::pair<std::string, Variable>> named;

@@ -14,10 +14,11 @@
 #include "dist/module_sync.h"
 #include "models/simple.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
-#include "optim/clip_grad.h"
+#include "tests/util/expect_error.h"
 
 namespace tessera {
 namespace dist {
@@ -233,6 +234,22 @@ TEST_P(ZeroStage, ClipGradNormEqualsClippingDdpsAveragedGradients) {
   zero.step();
   const auto a = ddp_model->parameters(), b = zero_model->parameters();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(max_abs_diff(a[i].data(), b[i].data()), 1e-9) << i;
+}
+
+// The generic clip on a ZeRO model's parameters would clip nothing (stage 2: the gradients live
+// in the flat buckets) or clip by this rank's own norm (stage 1): it refuses, naming the call
+// that clips them; once the optimizer is gone the parameters are ordinary again.
+TEST_P(ZeroStage, GenericClipRefusesZerosParametersNamingItsOwnClip) {
+  auto world = dist::world();
+  auto model = mlp();
+  {
+    ZeroRedundancyOptimizer zero(model->parameters(), world, sgd(), options());
+    const auto [x, y] = rank_batch(3, world->size(), world->rank());
+    cross_entropy(model->forward(Variable(x)), y).backward();
+    testing::expect_error([&] { optim::clip_grad_norm(model->parameters(), 0.05); },
+                          "ZeroRedundancyOptimizer::clip_grad_norm(max_norm)");
+  }
+  EXPECT_NO_THROW(optim::clip_grad_norm(model->parameters(), 0.05));
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroStage, ::testing::Values(1, 2),
