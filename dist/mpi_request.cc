@@ -1,6 +1,7 @@
 #include "dist/mpi_request.h"
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "dist/collective_timeout.h"
@@ -10,6 +11,29 @@
 
 namespace tessera {
 namespace dist {
+
+namespace {
+
+// After a timeout: the transfers still posted are cancelled and completed before the error
+// unwinds the stack that owns their buffers (a receive's late message would otherwise be
+// written into freed memory). A receive's cancel completes at once; a send that can be neither
+// cancelled nor finished within a second pins its buffer, so the job ends here instead.
+void cancel_posted(std::vector<MPI_Request>& requests, const std::string& why) {
+  for (MPI_Request& r : requests) {
+    if (r != MPI_REQUEST_NULL) MPI_Cancel(&r);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<MPI_Status> statuses(requests.size());
+  for (;;) {
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, statuses.data());
+    if (done) return;
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(1)) abort_job(why);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
 
 int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses) {
   statuses.resize(requests.size());
@@ -30,7 +54,9 @@ int wait_all(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& status
         check_collective_timeout(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       } catch (const CollectiveTimeout& e) {
-        throw CollectiveTimeout(e.what() + desync_report());
+        const std::string message = e.what() + desync_report();
+        cancel_posted(requests, message);
+        throw CollectiveTimeout(message);
       }
     }
   }
