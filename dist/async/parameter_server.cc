@@ -74,7 +74,10 @@ void ParameterServer::serve_epoch(int64_t epoch, int64_t batches) {
   TS_CHECK(epoch > serving_epoch_, "ParameterServer::serve_epoch(", epoch, ") after epoch ",
            serving_epoch_);
   if (group_->rank() == 0) {
-    if (!queue_) queue_.emplace(batches, layout_.workers());
+    if (!queue_) {
+      queue_.emplace(batches, layout_.workers());
+      if (!restored_taken_.empty()) queue_->restore_batches_per_worker(restored_taken_);
+    }
     TS_CHECK(queue_->batches_per_epoch() == batches, "ParameterServer::serve_epoch: ", batches,
              " batches in epoch ", epoch, ", but ", queue_->batches_per_epoch(), " before");
   }
@@ -117,6 +120,82 @@ bool ParameterServer::assign_batch(const Request& r) {
                                   kParametersTag));
   ++epoch_ended_;
   return false;
+}
+
+std::vector<int64_t> ParameterServer::clocks() const {
+  std::vector<int64_t> out;
+  for (int w = 0; w < layout_.workers(); ++w) out.push_back(clock_.clock(w));
+  return out;
+}
+
+void ParameterServer::check_idle(const char* what) const {
+  for (int w = 0; w < layout_.workers(); ++w) {
+    TS_CHECK(version_at_pull_[w] < 0 && !held_[w], "ParameterServer::", what, " on server ",
+             group_->rank(), " while worker ", w, "'s pull for iteration ", clock_.clock(w),
+             " is ", held_[w] ? "held" : "answered and its push not yet applied",
+             " (checkpoints are taken between epochs, the servers idle)");
+  }
+  TS_CHECK(deferred_.empty(), "ParameterServer::", what, " on server ", group_->rank(), " with ",
+           deferred_.size(), " requests for a later epoch waiting");
+}
+
+std::vector<StateDict> ParameterServer::gather_optimizer_states() {
+  check_idle("gather_optimizer_states");
+  // Every push went to every server, so all have stepped alike: the same keys, in the same
+  // order, the step count a scalar and every other tensor one element per shard element.
+  const StateDict mine = optimizer_->state_dict();
+  const int me = group_->rank();
+  std::vector<std::shared_ptr<Work>> works;
+  if (me != 0) {
+    for (const auto& [key, t] : mine) {
+      if (key.rfind("state.", 0) == 0) works.push_back(group_->send(t.contiguous(), 0, kStateTag));
+    }
+    for (const auto& w : works) w->wait();
+    return {};
+  }
+  std::vector<StateDict> all(layout_.servers());
+  all[0] = mine;
+  for (int s = 1; s < layout_.servers(); ++s) {
+    for (const auto& [key, t] : mine) {
+      if (key.rfind("state.", 0) != 0) continue;
+      const bool per_element = key.size() < 5 || key.compare(key.size() - 5, 5, ".step") != 0;
+      Tensor part = empty(per_element ? Shape{layout_.shard_numel(s)} : t.shape(),
+                          TensorOptions(t.dtype()).device(t.device()));
+      works.push_back(group_->recv(part, s, kStateTag));
+      all[s].set(key, part);
+    }
+  }
+  for (const auto& w : works) w->wait();
+  return all;
+}
+
+void ParameterServer::load_parameters(const std::vector<Variable>& params) {
+  check_idle("load_parameters");
+  NoGradGuard no_grad;
+  const Tensor flat = flatten(params);
+  TS_CHECK(flat.numel() == layout_.numel(), "ParameterServer::load_parameters: ", flat.numel(),
+           " parameter elements, but the servers hold ", layout_.numel());
+  const int me = group_->rank();
+  Tensor(shard_.data()).copy_(flat.narrow(0, layout_.shard_offset(me), layout_.shard_numel(me)));
+  round_start_ = shard_.data().clone();
+}
+
+void ParameterServer::restore_clocks(const std::vector<int64_t>& clocks) {
+  check_idle("restore_clocks");
+  clock_.restore(clocks);  // checks the count and the values
+  updates_per_worker_ = clocks;
+  version_ = 0;
+  for (int64_t c : clocks) version_ += c;
+  round_clock_ = clock_.slowest();
+  round_version_ = version_;
+  round_start_ = shard_.data().clone();
+  if (options_.shared_batches() && group_->rank() == 0) {
+    if (queue_) {
+      queue_->restore_batches_per_worker(clocks);
+    } else {
+      restored_taken_ = clocks;
+    }
+  }
 }
 
 void ParameterServer::gather_parameters(const std::vector<Variable>& params) {

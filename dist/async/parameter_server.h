@@ -18,6 +18,15 @@
 // with its answers to pulls, and every server returns once each worker's epoch is over. A
 // worker that asks for epoch e + 1 while e is still served is answered when e + 1 starts.
 //
+// Checkpoints are taken between epochs, when the servers are idle: every worker has pushed its
+// last gradient of the epoch and none has pulled for the next, and every push has been applied
+// on every server (a push goes to all of them). A server's whole state is then its shard, its
+// optimizer's state and the workers' clocks: everything else follows from them (its updates
+// applied are the clocks' sum, per worker the clock; with shared batches the batches each
+// worker took are its clock and the queue's position is "epoch over"; under B = 0 the round's
+// snapshot is the shard). gather_optimizer_states, load_parameters and restore_clocks save and
+// restore them; server_state.h puts the optimizer's state in the unsplit model's format.
+//
 // Every pushed gradient is applied exactly once (updates_per_worker() counts them). With plain
 // SGD and bound 0 a round of W pushes is one synchronous step of the mean gradient; momentum
 // and Adam run per push (the server's optimizer steps W times a round), as in asynchronous SGD.
@@ -56,6 +65,7 @@
 #include "dist/async/staleness.h"
 #include "dist/process_group.h"
 #include "optim/optimizer.h"
+#include "tensor/state_dict.h"
 
 namespace tessera {
 namespace dist {
@@ -99,8 +109,24 @@ class ParameterServer {
   // Shared batches, server 0: the batches handed to each worker over the run (empty elsewhere).
   std::vector<int64_t> batches_per_worker() const;
 
+  // Checkpoints, between epochs (the servers idle; see above). Each worker's clock: the pushes
+  // of it this server applied (the same on every server then).
+  std::vector<int64_t> clocks() const;
+  // Collective over the servers (workers take no part): every server's optimizer state, its
+  // "state.0.NAME" over its own shard, in server order, on server 0; empty on the others.
+  std::vector<StateDict> gather_optimizer_states();
+  // The shard becomes this server's part of `params` (the whole model's, as a checkpoint's were
+  // loaded into them); so does B = 0's round snapshot, which the next pulls are answered with.
+  void load_parameters(const std::vector<Variable>& params);
+  // The workers' clocks, as a checkpoint saved them (AsyncWorker::restore_clock on each worker
+  // restores its own): the SSP clock, the updates applied, and with shared batches (server 0)
+  // the batches each worker took. Throws while a pull is outstanding or held.
+  void restore_clocks(const std::vector<int64_t>& clocks);
+
  private:
   void serve_one();
+  // Throws unless no pull is outstanding or held (and no request waits for a later epoch).
+  void check_idle(const char* what) const;
   void handle(const Request& request);
   void answer_pull(int worker, int64_t clock);
   void answer_held_pulls();
@@ -128,6 +154,7 @@ class ParameterServer {
   StalenessStats stats_;
   std::vector<std::shared_ptr<Work>> replies_;  // sends of shard snapshots not yet completed
   std::optional<SharedBatchQueue> queue_;  // shared batches, server 0
+  std::vector<int64_t> restored_taken_;    // the queue's batches per worker, until it exists
   int64_t serving_epoch_ = -1;
   int epoch_ended_ = 0;  // workers whose serving_epoch_ is over
   std::vector<Request> deferred_;  // requests for a later epoch than serving_epoch_
