@@ -31,7 +31,9 @@ ParameterServer::ParameterServer(std::vector<Variable> params, std::shared_ptr<P
       version_at_pull_(layout_.workers(), -1),
       lag_at_pull_(layout_.workers(), 0),
       held_(layout_.workers()),
-      held_since_(layout_.workers(), 0) {
+      held_since_(layout_.workers(), 0),
+      held_pushes_(layout_.workers()),
+      held_gradients_(layout_.workers()) {
   const DType dtype = flat_dtype(params, "ParameterServer");
   const int me = group_->rank();
   TS_CHECK(layout_.is_server(me), "ParameterServer on rank ", me, ", but the servers are ranks 0..",
@@ -134,6 +136,11 @@ void ParameterServer::check_idle(const char* what) const {
              group_->rank(), " while worker ", w, "'s pull for iteration ", clock_.clock(w),
              " is ", held_[w] ? "held" : "answered and its push not yet applied",
              " (checkpoints are taken between epochs, the servers idle)");
+  }
+  for (int w = 0; w < layout_.workers(); ++w) {
+    TS_CHECK(!held_pushes_[w], "ParameterServer::", what, " on server ", group_->rank(),
+             " while worker ", w, "'s push of iteration ", held_pushes_[w]->request.clock,
+             " waits for the round's others");
   }
   TS_CHECK(deferred_.empty(), "ParameterServer::", what, " on server ", group_->rank(), " with ",
            deferred_.size(), " requests for a later epoch waiting");
@@ -265,7 +272,15 @@ void ParameterServer::handle(const Request& r) {
 
 void ParameterServer::note_round() {
   const int64_t slowest = clock_.slowest();
-  if (options_.staleness_bound() != 0 || slowest == INT64_MAX || slowest <= round_clock_) return;
+  if (options_.staleness_bound() != 0 || slowest <= round_clock_) return;
+  // Every running worker has pushed iteration round_clock_: its pushes, in worker order.
+  for (int w = 0; w < layout_.workers(); ++w) {
+    if (!held_pushes_[w]) continue;
+    const HeldPush& p = *held_pushes_[w];
+    apply(p.request, held_gradients_[w], p.version_at_pull, p.lag);
+    held_pushes_[w].reset();
+  }
+  if (slowest == INT64_MAX) return;  // every worker finished
   round_start_ = shard_.data().clone();  // a new tensor: replies in flight keep the old one
   round_clock_ = slowest;
   round_version_ = version_;
@@ -306,22 +321,35 @@ void ParameterServer::apply_push(const Request& r) {
   const int w = r.worker;
   TS_CHECK(version_at_pull_[w] >= 0, "parameter server ", group_->rank(), ": worker ", w,
            " pushed iteration ", r.clock, " without a pull answered first");
-  group_->recv(gradient_, layout_.worker_rank(w), kGradientTag)->wait();
-  const int64_t tau = version_ - version_at_pull_[w];
-  stats_.record(tau, lag_at_pull_[w]);
+  const int64_t version_at_pull = version_at_pull_[w], lag = lag_at_pull_[w];
   version_at_pull_[w] = -1;
-  double lr = r.lr / layout_.workers();
-  if (options_.staleness_aware_lr() && tau > 1) lr /= static_cast<double>(tau);
-  for (optim::ParamGroup& g : optimizer_->param_groups()) g.options->set_lr(lr);
-  shard_.set_grad(gradient_);
-  optimizer_->step();
-  shard_.zero_grad();
-  ++version_;
-  ++updates_per_worker_[w];
   loss_sums_[r.clock] += r.loss;
+  if (options_.staleness_bound() == 0) {
+    // Held until the round's last push is in (note_round applies them in worker order).
+    if (!held_gradients_[w].defined()) held_gradients_[w] = empty_like(gradient_);
+    group_->recv(held_gradients_[w], layout_.worker_rank(w), kGradientTag)->wait();
+    held_pushes_[w] = HeldPush{r, version_at_pull, lag};
+  } else {
+    group_->recv(gradient_, layout_.worker_rank(w), kGradientTag)->wait();
+    apply(r, gradient_, version_at_pull, lag);
+  }
   clock_.pushed(w);
   note_round();
   answer_held_pulls();
+}
+
+void ParameterServer::apply(const Request& r, const Tensor& gradient, int64_t version_at_pull,
+                            int64_t lag) {
+  const int64_t tau = version_ - version_at_pull;
+  stats_.record(tau, lag);
+  double lr = r.lr / layout_.workers();
+  if (options_.staleness_aware_lr() && tau > 1) lr /= static_cast<double>(tau);
+  for (optim::ParamGroup& g : optimizer_->param_groups()) g.options->set_lr(lr);
+  shard_.set_grad(gradient);
+  optimizer_->step();
+  shard_.zero_grad();
+  ++version_;
+  ++updates_per_worker_[r.worker];
 }
 
 }  // namespace dist

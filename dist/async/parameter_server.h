@@ -10,7 +10,12 @@
 //                           not see the first pushes of its own iteration (synchronous SGD)
 //   push(c) from worker w   the gradient's shard is received and applied at once: one
 //                           optimizer step with learning rate lr_w / W (lr_w: the worker's;
-//                           divided by tau as well with staleness_aware_lr)
+//                           divided by tau as well with staleness_aware_lr). With B = 0 it is
+//                           held until every running worker's push of iteration c is in, and
+//                           the round's pushes are applied in worker order: the result does not
+//                           depend on the order they arrived in (Adam and momentum step once a
+//                           push, and even plain SGD's sum rounds by its order), so a
+//                           synchronous run is deterministic, and resumes bit for bit
 //   done from worker w      w pushes no more; it holds nobody back
 //
 // With shared batches (AsyncOptions::shared_batches, batch_queue.h) the servers run
@@ -131,10 +136,13 @@ class ParameterServer {
   void answer_pull(int worker, int64_t clock);
   void answer_held_pulls();
   void apply_push(const Request& request);
+  // One optimizer step on the shard with a pushed gradient.
+  void apply(const Request& request, const Tensor& gradient, int64_t version_at_pull, int64_t lag);
   // Shared batches: the batch number for a pull (server 0 answers it; kEpochEnd ends the
   // worker's epoch, and the pull is not answered); true when the pull is to be answered.
   bool assign_batch(const Request& request);
-  // B = 0: keeps the shard as it stands when the slowest worker's clock advances.
+  // B = 0: when the slowest worker's clock advances, applies the round's held pushes in worker
+  // order and keeps the shard as it then stands.
   void note_round();
 
   std::shared_ptr<ProcessGroup> group_;
@@ -159,6 +167,13 @@ class ParameterServer {
   int epoch_ended_ = 0;  // workers whose serving_epoch_ is over
   std::vector<Request> deferred_;  // requests for a later epoch than serving_epoch_
   Tensor round_start_;  // B = 0: the shard when the current iteration began (never written)
+  // B = 0: the round's pushes received and not yet applied, per worker (W gradient shards).
+  struct HeldPush {
+    Request request;
+    int64_t version_at_pull, lag;
+  };
+  std::vector<std::optional<HeldPush>> held_pushes_;
+  std::vector<Tensor> held_gradients_;
   int64_t round_clock_ = 0, round_version_ = 0;
 };
 

@@ -25,6 +25,7 @@
 #include "dist/async/server_state.h"
 #include "dist/environment.h"
 #include "models/simple.h"
+#include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
@@ -132,6 +133,62 @@ TEST(ParameterServer, BoundZeroEqualsSynchronousSgdWithOneServer) { expect_synch
 TEST(ParameterServer, BoundZeroEqualsSynchronousSgdWithTwoServers) {
   if (dist::world()->size() < 4) GTEST_SKIP() << "two servers need two workers too";
   expect_synchronous(2);
+}
+
+// Bound 0 applies a round's pushes in worker order, whatever order they arrive in. With Adam (one
+// step a push, so the order shows) and the first and the last worker late by turns, the servers'
+// model equals, bit for bit, one process stepping Adam at lr / W on each worker's gradient in
+// worker order, every gradient taken at the round's starting parameters. (Applied in arrival
+// order, as before, the odd steps' pushes went the other way round.)
+TEST(ParameterServer, BoundZeroAppliesARoundsPushesInWorkerOrder) {
+  auto world = dist::world();
+  constexpr int kSteps = 4;
+  for (int servers = 1; servers <= world->size() - 2; ++servers) {
+    const int workers = world->size() - servers;
+    const AsyncOptions options = AsyncOptions().servers(servers).staleness_bound(0);
+    auto model = mlp();
+    const std::vector<Variable> params = model->parameters();
+    if (world->rank() < servers) {
+      ParameterServer server(params, world, [](std::vector<Variable> shard) {
+        return std::make_unique<optim::Adam>(shard, optim::AdamOptions(kLr));
+      }, options);
+      server.serve_to_end();
+      server.gather_parameters(params);
+    } else {
+      AsyncWorker worker(params, world, kLr, options);
+      for (int t = 0; t < kSteps; ++t) {
+        worker.pull();
+        worker.zero_grad();
+        const auto [x, y] = worker_batch(t, worker.worker());
+        cross_entropy(model->forward(Variable(x)), y).backward();
+        const int late = t % 2 == 0 ? 0 : workers - 1;
+        if (worker.worker() == late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        worker.step();
+      }
+      worker.finish();
+      worker.gather_parameters();
+    }
+    auto sim = mlp();
+    const std::vector<Variable> ps = sim->parameters();
+    optim::Adam adam(ps, optim::AdamOptions(kLr / workers));
+    for (int t = 0; t < kSteps; ++t) {
+      std::vector<std::vector<Tensor>> grads(workers);
+      for (int w = 0; w < workers; ++w) {
+        sim->zero_grad();
+        const auto [x, y] = worker_batch(t, w);
+        cross_entropy(sim->forward(Variable(x)), y).backward();
+        for (const Variable& p : ps) grads[w].push_back(p.grad().clone());
+      }
+      for (int w = 0; w < workers; ++w) {
+        for (size_t k = 0; k < ps.size(); ++k) ps[k].set_grad(grads[w][k]);
+        adam.step();
+      }
+    }
+    for (size_t k = 0; k < ps.size(); ++k) {
+      EXPECT_EQ(max_abs_diff(params[k].data(), ps[k].data()), 0)
+          << params[k].name() << ", " << servers << " server(s)";
+    }
+  }
 }
 
 TEST(ParameterServer, EveryPushIsAppliedExactlyOnce) {
