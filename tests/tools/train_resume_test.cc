@@ -189,6 +189,38 @@ TEST(TrainResume, AsyncWithBoundZeroResumesExactly) {
       "async_b0_two_servers", async + "--servers=2 --optimizer=sgd --momentum=0.9", 3);
 }
 
+// An asynchronous run's checkpoint has DDP's model and optimizer format (the same keys and
+// shapes: the servers' step count is theirs, one a push), so one process resumes it with its
+// optimizer state, and asynchronous SGD resumes DDP's (its clocks starting at 0).
+TEST(TrainResume, AsyncCheckpointsMoveTheOptimizerToAndFromDdp) {
+  const std::string ddp_dir = temp_path("resume_async_cross_ddp");
+  const std::string async_dir = temp_path("resume_async_cross_async");
+  const std::string async = kBase + "--strategy=async --staleness-bound=0 ";
+  const auto ddp = run_train(kBase + "--strategy=ddp --epochs=1 --checkpoint-dir=" + ddp_dir);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto first = run_train(async + "--epochs=1 --checkpoint-dir=" + async_dir, 3);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const tessera::StateDict a = tessera::load_safetensors(newest_checkpoint(ddp_dir)).tensors;
+  const tessera::StateDict b = tessera::load_safetensors(newest_checkpoint(async_dir)).tensors;
+  int compared = 0;
+  for (const auto& [name, t] : b) {
+    if (name.rfind("extra.", 0) == 0) continue;
+    const tessera::Tensor* u = a.find(name);
+    ASSERT_NE(u, nullptr) << name << " is not in DDP's checkpoint";
+    EXPECT_EQ(t.shape(), u->shape()) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int>(a.size()));
+  const auto single = run_train_single(kBase + "--epochs=2 --resume=" + async_dir);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(single.output.find("starts fresh"), std::string::npos) << single.output;
+  const auto resumed = run_train(async + "--epochs=2 --resume=" + ddp_dir, 3);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("starts fresh"), std::string::npos) << resumed.output;
+  EXPECT_LT(json_number(last_json_line(resumed.output), "train_loss"),
+            json_number(last_json_line(first.output), "train_loss"));
+}
+
 // Each worker's clock (pushes made), from a checkpoint's "extra.async.clocks".
 std::vector<double> async_clocks(const std::string& dir) {
   const tessera::StateDict t = tessera::load_safetensors(newest_checkpoint(dir)).tensors;
