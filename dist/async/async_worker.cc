@@ -182,6 +182,13 @@ void AsyncWorker::finish() {
   finished_ = true;
 }
 
+void AsyncWorker::restore_clock(int64_t clock) {
+  TS_CHECK(!pulled_ && !finished_, "AsyncWorker::restore_clock(", clock, ") ",
+           finished_ ? "after finish()" : "between a pull and its step()");
+  TS_CHECK(clock >= 0, "AsyncWorker::restore_clock(", clock, "): must be >= 0");
+  clock_ = clock;
+}
+
 void AsyncWorker::gather_parameters() {
   gather_server_shards(layout_, *group_, Tensor(), params_);
 }

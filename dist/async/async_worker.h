@@ -51,6 +51,9 @@ class AsyncWorker : public optim::Optimizer {
 
   // Pushes made so far: the next iteration's number.
   int64_t clock() const { return clock_; }
+  // Resuming from a checkpoint: the pushes this worker had made (the servers' clocks restored to
+  // the same, ParameterServer::restore_clocks). Not between a pull and its push.
+  void restore_clock(int64_t clock);
   bool pulled() const { return pulled_; }
   // Seconds spent in pull() (messages and the bound's holds).
   double pull_seconds() const { return pull_seconds_; }

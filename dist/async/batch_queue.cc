@@ -17,6 +17,17 @@ bool SharedBatchQueue::epoch_over() const {
   return epoch_ < 0 || ended_ == static_cast<int>(told_end_.size());
 }
 
+void SharedBatchQueue::restore_batches_per_worker(const std::vector<int64_t>& taken) {
+  TS_CHECK(epoch_over(), "shared batch queue: restoring the batches per worker while epoch ",
+           epoch_, " runs (", handed_out_, " of ", batches_, " batches handed out)");
+  TS_CHECK(taken.size() == taken_.size(), "shared batch queue: ", taken.size(),
+           " batch counts for ", taken_.size(), " workers");
+  for (size_t w = 0; w < taken.size(); ++w) {
+    TS_CHECK(taken[w] >= 0, "shared batch queue: worker ", w, " took ", taken[w], " batches");
+  }
+  taken_ = taken;
+}
+
 int64_t SharedBatchQueue::next(int worker, int64_t epoch) {
   const int workers = static_cast<int>(told_end_.size());
   TS_CHECK(worker >= 0 && worker < workers, "shared batch queue: worker ", worker, " of ", workers);

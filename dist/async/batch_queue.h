@@ -43,6 +43,11 @@ class SharedBatchQueue {
   int64_t batches_per_epoch() const { return batches_; }
   // Batches handed to each worker, over the whole run.
   const std::vector<int64_t>& batches_per_worker() const { return taken_; }
+  // Resuming between epochs (a checkpoint is taken when an epoch is over, and the queue's
+  // position then is a fresh queue's: the next ask starts the next epoch): the batches each
+  // worker had taken. Throws, naming the values, mid-epoch or on a count per worker missing or
+  // below 0.
+  void restore_batches_per_worker(const std::vector<int64_t>& taken);
 
  private:
   int64_t batches_;

@@ -113,6 +113,7 @@ constexpr int kRequestTag = 0x5053;
 constexpr int kParametersTag = 0x5054;
 constexpr int kGradientTag = 0x5055;
 constexpr int kAssignmentTag = 0x5056;
+constexpr int kStateTag = 0x5057;  // a server's optimizer state sent to server 0 (checkpoints)
 
 // Parameters of one floating dtype, all on one device: the checked common dtype.
 DType flat_dtype(const std::vector<Variable>& params, const char* who);

@@ -31,7 +31,9 @@ ParameterServer::ParameterServer(std::vector<Variable> params, std::shared_ptr<P
       version_at_pull_(layout_.workers(), -1),
       lag_at_pull_(layout_.workers(), 0),
       held_(layout_.workers()),
-      held_since_(layout_.workers(), 0) {
+      held_since_(layout_.workers(), 0),
+      held_pushes_(layout_.workers()),
+      held_gradients_(layout_.workers()) {
   const DType dtype = flat_dtype(params, "ParameterServer");
   const int me = group_->rank();
   TS_CHECK(layout_.is_server(me), "ParameterServer on rank ", me, ", but the servers are ranks 0..",
@@ -74,7 +76,10 @@ void ParameterServer::serve_epoch(int64_t epoch, int64_t batches) {
   TS_CHECK(epoch > serving_epoch_, "ParameterServer::serve_epoch(", epoch, ") after epoch ",
            serving_epoch_);
   if (group_->rank() == 0) {
-    if (!queue_) queue_.emplace(batches, layout_.workers());
+    if (!queue_) {
+      queue_.emplace(batches, layout_.workers());
+      if (!restored_taken_.empty()) queue_->restore_batches_per_worker(restored_taken_);
+    }
     TS_CHECK(queue_->batches_per_epoch() == batches, "ParameterServer::serve_epoch: ", batches,
              " batches in epoch ", epoch, ", but ", queue_->batches_per_epoch(), " before");
   }
@@ -117,6 +122,87 @@ bool ParameterServer::assign_batch(const Request& r) {
                                   kParametersTag));
   ++epoch_ended_;
   return false;
+}
+
+std::vector<int64_t> ParameterServer::clocks() const {
+  std::vector<int64_t> out;
+  for (int w = 0; w < layout_.workers(); ++w) out.push_back(clock_.clock(w));
+  return out;
+}
+
+void ParameterServer::check_idle(const char* what) const {
+  for (int w = 0; w < layout_.workers(); ++w) {
+    TS_CHECK(version_at_pull_[w] < 0 && !held_[w], "ParameterServer::", what, " on server ",
+             group_->rank(), " while worker ", w, "'s pull for iteration ", clock_.clock(w),
+             " is ", held_[w] ? "held" : "answered and its push not yet applied",
+             " (checkpoints are taken between epochs, the servers idle)");
+  }
+  for (int w = 0; w < layout_.workers(); ++w) {
+    TS_CHECK(!held_pushes_[w], "ParameterServer::", what, " on server ", group_->rank(),
+             " while worker ", w, "'s push of iteration ", held_pushes_[w]->request.clock,
+             " waits for the round's others");
+  }
+  TS_CHECK(deferred_.empty(), "ParameterServer::", what, " on server ", group_->rank(), " with ",
+           deferred_.size(), " requests for a later epoch waiting");
+}
+
+std::vector<StateDict> ParameterServer::gather_optimizer_states() {
+  check_idle("gather_optimizer_states");
+  // Every push went to every server, so all have stepped alike: the same keys, in the same
+  // order, the step count a scalar and every other tensor one element per shard element.
+  const StateDict mine = optimizer_->state_dict();
+  const int me = group_->rank();
+  std::vector<std::shared_ptr<Work>> works;
+  if (me != 0) {
+    for (const auto& [key, t] : mine) {
+      if (key.rfind("state.", 0) == 0) works.push_back(group_->send(t.contiguous(), 0, kStateTag));
+    }
+    for (const auto& w : works) w->wait();
+    return {};
+  }
+  std::vector<StateDict> all(layout_.servers());
+  all[0] = mine;
+  for (int s = 1; s < layout_.servers(); ++s) {
+    for (const auto& [key, t] : mine) {
+      if (key.rfind("state.", 0) != 0) continue;
+      const bool per_element = key.size() < 5 || key.compare(key.size() - 5, 5, ".step") != 0;
+      Tensor part = empty(per_element ? Shape{layout_.shard_numel(s)} : t.shape(),
+                          TensorOptions(t.dtype()).device(t.device()));
+      works.push_back(group_->recv(part, s, kStateTag));
+      all[s].set(key, part);
+    }
+  }
+  for (const auto& w : works) w->wait();
+  return all;
+}
+
+void ParameterServer::load_parameters(const std::vector<Variable>& params) {
+  check_idle("load_parameters");
+  NoGradGuard no_grad;
+  const Tensor flat = flatten(params);
+  TS_CHECK(flat.numel() == layout_.numel(), "ParameterServer::load_parameters: ", flat.numel(),
+           " parameter elements, but the servers hold ", layout_.numel());
+  const int me = group_->rank();
+  Tensor(shard_.data()).copy_(flat.narrow(0, layout_.shard_offset(me), layout_.shard_numel(me)));
+  round_start_ = shard_.data().clone();
+}
+
+void ParameterServer::restore_clocks(const std::vector<int64_t>& clocks) {
+  check_idle("restore_clocks");
+  clock_.restore(clocks);  // checks the count and the values
+  updates_per_worker_ = clocks;
+  version_ = 0;
+  for (int64_t c : clocks) version_ += c;
+  round_clock_ = clock_.slowest();
+  round_version_ = version_;
+  round_start_ = shard_.data().clone();
+  if (options_.shared_batches() && group_->rank() == 0) {
+    if (queue_) {
+      queue_->restore_batches_per_worker(clocks);
+    } else {
+      restored_taken_ = clocks;
+    }
+  }
 }
 
 void ParameterServer::gather_parameters(const std::vector<Variable>& params) {
@@ -186,7 +272,15 @@ void ParameterServer::handle(const Request& r) {
 
 void ParameterServer::note_round() {
   const int64_t slowest = clock_.slowest();
-  if (options_.staleness_bound() != 0 || slowest == INT64_MAX || slowest <= round_clock_) return;
+  if (options_.staleness_bound() != 0 || slowest <= round_clock_) return;
+  // Every running worker has pushed iteration round_clock_: its pushes, in worker order.
+  for (int w = 0; w < layout_.workers(); ++w) {
+    if (!held_pushes_[w]) continue;
+    const HeldPush& p = *held_pushes_[w];
+    apply(p.request, held_gradients_[w], p.version_at_pull, p.lag);
+    held_pushes_[w].reset();
+  }
+  if (slowest == INT64_MAX) return;  // every worker finished
   round_start_ = shard_.data().clone();  // a new tensor: replies in flight keep the old one
   round_clock_ = slowest;
   round_version_ = version_;
@@ -227,22 +321,35 @@ void ParameterServer::apply_push(const Request& r) {
   const int w = r.worker;
   TS_CHECK(version_at_pull_[w] >= 0, "parameter server ", group_->rank(), ": worker ", w,
            " pushed iteration ", r.clock, " without a pull answered first");
-  group_->recv(gradient_, layout_.worker_rank(w), kGradientTag)->wait();
-  const int64_t tau = version_ - version_at_pull_[w];
-  stats_.record(tau, lag_at_pull_[w]);
+  const int64_t version_at_pull = version_at_pull_[w], lag = lag_at_pull_[w];
   version_at_pull_[w] = -1;
-  double lr = r.lr / layout_.workers();
-  if (options_.staleness_aware_lr() && tau > 1) lr /= static_cast<double>(tau);
-  for (optim::ParamGroup& g : optimizer_->param_groups()) g.options->set_lr(lr);
-  shard_.set_grad(gradient_);
-  optimizer_->step();
-  shard_.zero_grad();
-  ++version_;
-  ++updates_per_worker_[w];
   loss_sums_[r.clock] += r.loss;
+  if (options_.staleness_bound() == 0) {
+    // Held until the round's last push is in (note_round applies them in worker order).
+    if (!held_gradients_[w].defined()) held_gradients_[w] = empty_like(gradient_);
+    group_->recv(held_gradients_[w], layout_.worker_rank(w), kGradientTag)->wait();
+    held_pushes_[w] = HeldPush{r, version_at_pull, lag};
+  } else {
+    group_->recv(gradient_, layout_.worker_rank(w), kGradientTag)->wait();
+    apply(r, gradient_, version_at_pull, lag);
+  }
   clock_.pushed(w);
   note_round();
   answer_held_pulls();
+}
+
+void ParameterServer::apply(const Request& r, const Tensor& gradient, int64_t version_at_pull,
+                            int64_t lag) {
+  const int64_t tau = version_ - version_at_pull;
+  stats_.record(tau, lag);
+  double lr = r.lr / layout_.workers();
+  if (options_.staleness_aware_lr() && tau > 1) lr /= static_cast<double>(tau);
+  for (optim::ParamGroup& g : optimizer_->param_groups()) g.options->set_lr(lr);
+  shard_.set_grad(gradient);
+  optimizer_->step();
+  shard_.zero_grad();
+  ++version_;
+  ++updates_per_worker_[r.worker];
 }
 
 }  // namespace dist

@@ -10,13 +10,27 @@
 //                           not see the first pushes of its own iteration (synchronous SGD)
 //   push(c) from worker w   the gradient's shard is received and applied at once: one
 //                           optimizer step with learning rate lr_w / W (lr_w: the worker's;
-//                           divided by tau as well with staleness_aware_lr)
+//                           divided by tau as well with staleness_aware_lr). With B = 0 it is
+//                           held until every running worker's push of iteration c is in, and
+//                           the round's pushes are applied in worker order: the result does not
+//                           depend on the order they arrived in (Adam and momentum step once a
+//                           push, and even plain SGD's sum rounds by its order), so a
+//                           synchronous run is deterministic, and resumes bit for bit
 //   done from worker w      w pushes no more; it holds nobody back
 //
 // With shared batches (AsyncOptions::shared_batches, batch_queue.h) the servers run
 // serve_epoch(e, T) once per epoch instead: server 0 hands out the epoch's T batch numbers
 // with its answers to pulls, and every server returns once each worker's epoch is over. A
 // worker that asks for epoch e + 1 while e is still served is answered when e + 1 starts.
+//
+// Checkpoints are taken between epochs, when the servers are idle: every worker has pushed its
+// last gradient of the epoch and none has pulled for the next, and every push has been applied
+// on every server (a push goes to all of them). A server's whole state is then its shard, its
+// optimizer's state and the workers' clocks: everything else follows from them (its updates
+// applied are the clocks' sum, per worker the clock; with shared batches the batches each
+// worker took are its clock and the queue's position is "epoch over"; under B = 0 the round's
+// snapshot is the shard). gather_optimizer_states, load_parameters and restore_clocks save and
+// restore them; server_state.h puts the optimizer's state in the unsplit model's format.
 //
 // Every pushed gradient is applied exactly once (updates_per_worker() counts them). With plain
 // SGD and bound 0 a round of W pushes is one synchronous step of the mean gradient; momentum
@@ -56,6 +70,7 @@
 #include "dist/async/staleness.h"
 #include "dist/process_group.h"
 #include "optim/optimizer.h"
+#include "tensor/state_dict.h"
 
 namespace tessera {
 namespace dist {
@@ -99,16 +114,35 @@ class ParameterServer {
   // Shared batches, server 0: the batches handed to each worker over the run (empty elsewhere).
   std::vector<int64_t> batches_per_worker() const;
 
+  // Checkpoints, between epochs (the servers idle; see above). Each worker's clock: the pushes
+  // of it this server applied (the same on every server then).
+  std::vector<int64_t> clocks() const;
+  // Collective over the servers (workers take no part): every server's optimizer state, its
+  // "state.0.NAME" over its own shard, in server order, on server 0; empty on the others.
+  std::vector<StateDict> gather_optimizer_states();
+  // The shard becomes this server's part of `params` (the whole model's, as a checkpoint's were
+  // loaded into them); so does B = 0's round snapshot, which the next pulls are answered with.
+  void load_parameters(const std::vector<Variable>& params);
+  // The workers' clocks, as a checkpoint saved them (AsyncWorker::restore_clock on each worker
+  // restores its own): the SSP clock, the updates applied, and with shared batches (server 0)
+  // the batches each worker took. Throws while a pull is outstanding or held.
+  void restore_clocks(const std::vector<int64_t>& clocks);
+
  private:
   void serve_one();
+  // Throws unless no pull is outstanding or held (and no request waits for a later epoch).
+  void check_idle(const char* what) const;
   void handle(const Request& request);
   void answer_pull(int worker, int64_t clock);
   void answer_held_pulls();
   void apply_push(const Request& request);
+  // One optimizer step on the shard with a pushed gradient.
+  void apply(const Request& request, const Tensor& gradient, int64_t version_at_pull, int64_t lag);
   // Shared batches: the batch number for a pull (server 0 answers it; kEpochEnd ends the
   // worker's epoch, and the pull is not answered); true when the pull is to be answered.
   bool assign_batch(const Request& request);
-  // B = 0: keeps the shard as it stands when the slowest worker's clock advances.
+  // B = 0: when the slowest worker's clock advances, applies the round's held pushes in worker
+  // order and keeps the shard as it then stands.
   void note_round();
 
   std::shared_ptr<ProcessGroup> group_;
@@ -128,10 +162,18 @@ class ParameterServer {
   StalenessStats stats_;
   std::vector<std::shared_ptr<Work>> replies_;  // sends of shard snapshots not yet completed
   std::optional<SharedBatchQueue> queue_;  // shared batches, server 0
+  std::vector<int64_t> restored_taken_;    // the queue's batches per worker, until it exists
   int64_t serving_epoch_ = -1;
   int epoch_ended_ = 0;  // workers whose serving_epoch_ is over
   std::vector<Request> deferred_;  // requests for a later epoch than serving_epoch_
   Tensor round_start_;  // B = 0: the shard when the current iteration began (never written)
+  // B = 0: the round's pushes received and not yet applied, per worker (W gradient shards).
+  struct HeldPush {
+    Request request;
+    int64_t version_at_pull, lag;
+  };
+  std::vector<std::optional<HeldPush>> held_pushes_;
+  std::vector<Tensor> held_gradients_;
   int64_t round_clock_ = 0, round_version_ = 0;
 };
 

@@ -30,6 +30,17 @@ void SSPClock::finished(int worker) {
   finished_[worker] = true;
 }
 
+void SSPClock::restore(const std::vector<int64_t>& clocks) {
+  TS_CHECK(clocks.size() == clocks_.size(), "SSPClock::restore: ", clocks.size(),
+           " clocks for ", workers(), " workers");
+  for (size_t w = 0; w < clocks.size(); ++w) {
+    TS_CHECK(clocks[w] >= 0, "SSPClock::restore: worker ", w, "'s clock is ", clocks[w],
+             " (must be >= 0)");
+  }
+  clocks_ = clocks;
+  finished_.assign(clocks_.size(), false);
+}
+
 bool SSPClock::all_finished() const {
   return std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
 }

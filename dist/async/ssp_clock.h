@@ -29,6 +29,9 @@ class SSPClock {
   // Worker w pushed a gradient (its clock advances) / has no more to push.
   void pushed(int worker);
   void finished(int worker);
+  // Resuming from a checkpoint: every worker running again, worker w at clocks[w] pushes.
+  // Throws, naming the values, unless there is one clock >= 0 per worker.
+  void restore(const std::vector<int64_t>& clocks);
 
   int64_t clock(int worker) const { return clocks_[worker]; }
   bool is_finished(int worker) const { return finished_[worker]; }

@@ -5,8 +5,10 @@
 // tensors (every rank's own state), and the metadata (progress, random stream).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "dist/checkpoint.h"
 #include "tensor/ops.h"
@@ -172,6 +174,94 @@ TEST(TrainResume, LocalSgdOnAnotherWorldSizeStartsFromTheAverage) {
                                 "checkpoint's average model and rank 0's optimizer state (it "
                                 "holds each rank's own for 2 ranks, this run has 3)"),
             std::string::npos) << resumed.output;
+}
+
+// Asynchronous SGD with bound 0 is synchronous SGD, deterministic (a round's pushes applied in
+// worker order): its resume ends bit for bit where the uninterrupted run does, with one server
+// and Adam, and with two servers (their optimizer states laid end to end) and momentum. The
+// checkpoint: the servers' shards gathered (the model), their optimizer states in the unsplit
+// model's format and the workers' clocks ("extra.async.clocks"). Before, --checkpoint-dir was
+// refused under --strategy=async.
+TEST(TrainResume, AsyncWithBoundZeroResumesExactly) {
+  const std::string async = kBase + "--strategy=async --staleness-bound=0 ";
+  expect_resume_equals_uninterrupted("async_b0", async, 3);
+  expect_resume_equals_uninterrupted(
+      "async_b0_two_servers", async + "--servers=2 --optimizer=sgd --momentum=0.9", 3);
+}
+
+// An asynchronous run's checkpoint has DDP's model and optimizer format (the same keys and
+// shapes: the servers' step count is theirs, one a push), so one process resumes it with its
+// optimizer state, and asynchronous SGD resumes DDP's (its clocks starting at 0).
+TEST(TrainResume, AsyncCheckpointsMoveTheOptimizerToAndFromDdp) {
+  const std::string ddp_dir = temp_path("resume_async_cross_ddp");
+  const std::string async_dir = temp_path("resume_async_cross_async");
+  const std::string async = kBase + "--strategy=async --staleness-bound=0 ";
+  const auto ddp = run_train(kBase + "--strategy=ddp --epochs=1 --checkpoint-dir=" + ddp_dir);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto first = run_train(async + "--epochs=1 --checkpoint-dir=" + async_dir, 3);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const tessera::StateDict a = tessera::load_safetensors(newest_checkpoint(ddp_dir)).tensors;
+  const tessera::StateDict b = tessera::load_safetensors(newest_checkpoint(async_dir)).tensors;
+  int compared = 0;
+  for (const auto& [name, t] : b) {
+    if (name.rfind("extra.", 0) == 0) continue;
+    const tessera::Tensor* u = a.find(name);
+    ASSERT_NE(u, nullptr) << name << " is not in DDP's checkpoint";
+    EXPECT_EQ(t.shape(), u->shape()) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int>(a.size()));
+  const auto single = run_train_single(kBase + "--epochs=2 --resume=" + async_dir);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(single.output.find("starts fresh"), std::string::npos) << single.output;
+  const auto resumed = run_train(async + "--epochs=2 --resume=" + ddp_dir, 3);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("starts fresh"), std::string::npos) << resumed.output;
+  EXPECT_LT(json_number(last_json_line(resumed.output), "train_loss"),
+            json_number(last_json_line(first.output), "train_loss"));
+}
+
+// Each worker's clock (pushes made), from a checkpoint's "extra.async.clocks".
+std::vector<double> async_clocks(const std::string& dir) {
+  const tessera::StateDict t = tessera::load_safetensors(newest_checkpoint(dir)).tensors;
+  const tessera::Tensor* c = t.find("extra.async.clocks");
+  if (c == nullptr) return {};
+  const tessera::Tensor v = c->to(tessera::kF64).contiguous();
+  return std::vector<double>(v.data<double>(), v.data<double>() + v.numel());
+}
+
+// Without the bound at 0 the pushes' order is the run's own, so the resumed run is not the
+// uninterrupted one: it starts from what was saved (tests/dist/async/parameter_server_test.cc
+// checks the servers' state right after loading, bit for bit), its clocks continue from the
+// saved ones (an epoch more: twice the pushes; with shared batches twice the pushes in all), and
+// it trains on: the second epoch's loss is finite and below the first's.
+TEST(TrainResume, AsyncWithoutTheBoundAtZeroResumesFromTheSavedClocksAndTrains) {
+  for (const std::string own : {"--staleness-bound=none", "--staleness-bound=2",
+                                "--staleness-bound=none --batch-assignment=shared"}) {
+    const std::string dir = temp_path("resume_async_" + std::to_string(own.size()));
+    const std::string flags = kBase + "--strategy=async " + own + " --checkpoint-dir=" + dir;
+    const auto first = run_train(flags + " --epochs=1", 3);
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const std::vector<double> saved = async_clocks(dir);
+    ASSERT_EQ(saved.size(), 2u) << own;
+    const auto resumed = run_train(flags + " --epochs=2 --resume=" + dir, 3);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from " + dir), std::string::npos) << resumed.output;
+    EXPECT_EQ(resumed.output.find("starts fresh"), std::string::npos) << resumed.output;
+    EXPECT_EQ(resumed.output.find("start at 0"), std::string::npos) << resumed.output;
+    const std::vector<double> now = async_clocks(dir);
+    ASSERT_EQ(now.size(), 2u) << own;
+    if (own.find("shared") == std::string::npos) {
+      EXPECT_EQ(now[0], 2 * saved[0]) << own;
+      EXPECT_EQ(now[1], 2 * saved[1]) << own;
+    } else {
+      EXPECT_EQ(now[0] + now[1], 2 * (saved[0] + saved[1])) << own;
+    }
+    const double before = json_number(last_json_line(first.output), "train_loss");
+    const double after = json_number(last_json_line(resumed.output), "train_loss");
+    EXPECT_TRUE(std::isfinite(after)) << resumed.output;
+    EXPECT_LT(after, before) << own;
+  }
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 #include "tools/train/asynchronous.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <vector>
 
 #include "dist/async/async_worker.h"
 #include "dist/async/parameter_server.h"
+#include "dist/async/server_state.h"
 #include "dist/module_sync.h"
 #include "dist/reduce_scalar.h"
+#include "optim/state_keys.h"
 #include "tensor/ops.h"
 #include "tools/train/autocast_forward.h"
 
@@ -16,8 +20,9 @@ namespace train {
 namespace {
 
 // What the training loop steps on a server: nothing (the server applied every push while it
-// served the iteration). It shows the server's optimizer state to checkpoints and the memory
-// report, and the schedule's learning rate (the workers push theirs).
+// served the iteration). It shows the server's optimizer state to the memory report, and the
+// schedule's learning rate (the workers push theirs); its state_dict is its options (that
+// learning rate) with the server's shard state, "state.0.*".
 class ServingOptimizer : public optim::Optimizer {
  public:
   ServingOptimizer(dist::ParameterServer& server, double lr)
@@ -27,9 +32,19 @@ class ServingOptimizer : public optim::Optimizer {
   }
   void step() override {}
   std::vector<Variable> gradient_variables() const override { return {}; }
-  StateDict state_dict() const override { return server_.optimizer().state_dict(); }
+  StateDict state_dict() const override {
+    StateDict out;
+    save_param_groups(out);
+    for (const auto& [key, t] : server_.optimizer().state_dict()) {
+      if (optim::has_state_prefix(key)) out.set(key, t);
+    }
+    return out;
+  }
   void load_state_dict(const StateDict& state) override {
+    // The server's optimizer checks everything first (its options are these but the learning
+    // rate, which each push sets); then the schedule's learning rate is this one's.
     server_.optimizer().load_state_dict(state);
+    load_param_groups(state);
   }
   int64_t state_bytes() const override { return server_.optimizer().state_bytes(); }
 
@@ -116,14 +131,90 @@ class Asynchronous : public Strategy {
 
   // Before evaluation: the servers' parameters and the workers' mean statistics, everywhere.
   void sync_buffers() override {
-    if (server_) {
-      server_->gather_parameters(model_->parameters());
-    } else {
-      worker_->gather_parameters();
-    }
+    gather_parameters();
     const dist::ParameterServerLayout layout(world_->size(), async_options(config_),
                                              model_->num_parameters());
     dist::average_worker_buffers(layout, *world_, model_->buffers());
+  }
+
+  // Checkpoints (between epochs, the servers idle: every push of the epoch applied, no pull for
+  // the next one yet). The model: the servers' shards gathered on every rank, as evaluated.
+  StateDict model_state(const nn::Module& model) override {
+    gather_parameters();
+    return model.state_dict();
+  }
+  void load_model_state(nn::Module& model, const Checkpoint& checkpoint) override {
+    Strategy::load_model_state(model, checkpoint);  // every rank; a worker's pull overwrites it
+    if (server_) server_->load_parameters(model_->parameters());
+  }
+  // The servers' optimizer states laid end to end and cut into the unsplit model's format
+  // (dist/async/server_state.h), with the schedule's learning rate, on rank 0 (server 0): one
+  // process, DDP, ZeRO and asynchronous SGD on any number of servers resume from it.
+  StateDict optimizer_state() override {
+    if (!server_) return StateDict();
+    const std::vector<StateDict> states = server_->gather_optimizer_states();
+    if (states.empty()) return StateDict();  // not server 0
+    StateDict out;
+    for (const auto& [key, t] : serving_->state_dict()) {
+      if (!optim::has_state_prefix(key)) out.set(key, t);
+    }
+    out.merge(dist::unsplit_optimizer_state(states, server_->layout(), model_->parameters()));
+    return out;
+  }
+  void load_optimizer_state(const Checkpoint& checkpoint) override {
+    if (!server_) {
+      // A worker's only option is the learning rate it pushes.
+      if (const Tensor* lr = checkpoint.optimizer.find("param_groups.0.lr")) {
+        worker_->param_groups()[0].options->set_lr(lr->item());
+      }
+      return;
+    }
+    Checkpoint mine = checkpoint;
+    try {
+      mine.optimizer = dist::shard_optimizer_state(checkpoint.optimizer, server_->layout(),
+                                                   world_->rank(), model_->parameters());
+    } catch (const Error& e) {
+      TS_FAIL("load_checkpoint: '", checkpoint.path, "' (tensors 'optimizer.*'): ", e.message());
+    }
+    tessera::load_optimizer_state(mine, *serving_);
+  }
+  // The workers' clocks (SSP iteration counts: the pushes each made), "async.clocks" [W]; the
+  // rest of the servers' state follows from them (parameter_server.h). A checkpoint of another
+  // strategy has none: the clocks start at 0.
+  StateDict extra_state() override {
+    StateDict out;
+    if (server_ && world_->rank() == 0) {
+      const std::vector<int64_t> clocks = server_->clocks();
+      out.set(kClocks, from_vector<int64_t>(clocks, {static_cast<int64_t>(clocks.size())}));
+    }
+    return out;
+  }
+  void load_extra_state(const Checkpoint& checkpoint, bool lead) override {
+    const Tensor* saved = checkpoint.extra.find(kClocks);
+    if (saved == nullptr) return;
+    const int workers = world_->size() - config_.servers;
+    if (saved->numel() != workers) {
+      if (lead) {
+        std::printf("%s: the workers' clocks start at 0 (the checkpoint holds %lld workers' "
+                    "clocks, this run has %d workers)\n",
+                    checkpoint.path.c_str(), static_cast<long long>(saved->numel()), workers);
+      }
+      return;
+    }
+    const Tensor values = saved->to(kF64).contiguous();
+    std::vector<int64_t> clocks;
+    for (int w = 0; w < workers; ++w) clocks.push_back(static_cast<int64_t>(values.data<double>()[w]));
+    // Per-worker batches keep every worker at the same iteration at an epoch's end; a checkpoint
+    // of shared batches (each worker at its own count) continues with all at the furthest.
+    if (!assigns_batches()) {
+      clocks.assign(clocks.size(), *std::max_element(clocks.begin(), clocks.end()));
+    }
+    if (server_) {
+      server_->restore_clocks(clocks);
+      iteration_ = *std::min_element(clocks.begin(), clocks.end());
+    } else {
+      worker_->restore_clock(clocks[worker_->worker()]);
+    }
   }
 
   std::vector<NamedGroup> groups() const override { return {{"world", world_.get()}}; }
@@ -178,6 +269,17 @@ class Asynchronous : public Strategy {
   }
 
  private:
+  static constexpr const char* kClocks = "async.clocks";
+
+  // Collective: every rank's parameters become the servers' shards.
+  void gather_parameters() {
+    if (server_) {
+      server_->gather_parameters(model_->parameters());
+    } else {
+      worker_->gather_parameters();
+    }
+  }
+
   Config config_;
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> world_;

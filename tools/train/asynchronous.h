@@ -10,6 +10,9 @@
 // time from server 0's queue (dist::SharedBatchQueue) with their pulls instead of a fixed shard
 // each, and each server serves the epoch until every worker's is over. The final JSON adds
 // "staleness" and "parameter_server" (with "batches_per_worker" under shared batches).
+// Checkpoints (after an epoch, the servers idle): the model is the servers' shards gathered, the
+// optimizer their states in the unsplit model's format (dist/async/server_state.h), the extra
+// tensor "async.clocks" each worker's pushes; a resume restores all three (docs/ALGORITHMS.md).
 #pragma once
 
 #include <memory>

@@ -214,11 +214,6 @@ std::vector<Refusal> make_refusals() {
       {{{"checkpoint", {"sharded"}}, {"tensor-parallel", {"on"}}},
        "the sharded format cuts ZeRO's flat vector, not tensor-parallel slices: use the full "
        "format"},
-      {{{"strategy", {"async"}}, {"checkpoint", {"full", "sharded"}}},
-       "asynchronous SGD does not checkpoint yet (the servers hold the model and the optimizer "
-       "in shards, and the workers' iteration clocks would have to be saved with them)"},
-      {{{"strategy", {"async"}}, {"resume", {"yes"}}},
-       "asynchronous SGD does not checkpoint yet, so there is nothing to resume"},
 
       // Tensor parallelism.
       {{{"tensor-parallel", {"on"}}, {"strategy", {"zero2", "zero3", "local-sgd", "gossip", "async"}}},

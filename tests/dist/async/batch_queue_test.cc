@@ -53,6 +53,21 @@ TEST(SharedBatchQueue, EveryWorkerToldTheEndOnceAndEpochsDoNotOverlap) {
   expect_error([&] { q.next(0, 0); }, "epoch 0 while epoch 1 runs");
 }
 
+// A resumed run's queue: a fresh one (the position of "epoch over") with the counts so far; the
+// next epoch adds to them. Mid-epoch there is nothing a checkpoint could have saved.
+TEST(SharedBatchQueue, ResumedBetweenEpochsCountsOnFromTheCheckpoint) {
+  SharedBatchQueue q(2, 2);
+  q.restore_batches_per_worker({3, 1});
+  EXPECT_EQ(q.next(1, 2), 0);
+  EXPECT_EQ(q.next(1, 2), 1);
+  EXPECT_EQ(q.batches_per_worker(), (std::vector<int64_t>{3, 3}));
+  expect_error([&] { q.restore_batches_per_worker({0, 0}); }, "while epoch 2 runs");
+  EXPECT_EQ(q.next(0, 2), kEnd);
+  EXPECT_EQ(q.next(1, 2), kEnd);
+  expect_error([&] { q.restore_batches_per_worker({1}); }, "1 batch counts for 2 workers");
+  expect_error([&] { q.restore_batches_per_worker({1, -1}); }, "worker 1 took -1 batches");
+}
+
 TEST(SharedBatchQueue, BadSizesNameTheValues) {
   expect_error([] { SharedBatchQueue(0, 2); }, "0 batches per epoch");
   expect_error([] { SharedBatchQueue(4, 0); }, "0 workers");

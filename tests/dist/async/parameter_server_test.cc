@@ -6,6 +6,9 @@
 //     the final parameters are init - lr / W sum_w sum_t g: every push applied exactly once;
 //   - under a straggler, bound 1 keeps every worker's lag <= 1 and the updates between a pull
 //     and its push <= (W - 1) x 3, while without a bound the lag grows past 1;
+//   - servers and workers resumed from what a checkpoint holds (the whole model, the optimizer
+//     state in the unsplit model's format, the workers' clocks) start exactly where the saved
+//     ones stopped, and train on with their clocks continued;
 //   - with shared batches, each batch of every epoch is trained on exactly once (the gradient of
 //     batch b is the b-th unit vector, so the final parameters show every batch's count), and a
 //     straggler takes fewer than its 1/W share.
@@ -16,13 +19,17 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "dist/async/async_worker.h"
 #include "dist/async/parameter_server.h"
+#include "dist/async/server_state.h"
 #include "dist/environment.h"
 #include "models/simple.h"
+#include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
+#include "tensor/safetensors.h"
 
 namespace tessera {
 namespace dist {
@@ -128,6 +135,62 @@ TEST(ParameterServer, BoundZeroEqualsSynchronousSgdWithTwoServers) {
   expect_synchronous(2);
 }
 
+// Bound 0 applies a round's pushes in worker order, whatever order they arrive in. With Adam (one
+// step a push, so the order shows) and the first and the last worker late by turns, the servers'
+// model equals, bit for bit, one process stepping Adam at lr / W on each worker's gradient in
+// worker order, every gradient taken at the round's starting parameters. (Applied in arrival
+// order, as before, the odd steps' pushes went the other way round.)
+TEST(ParameterServer, BoundZeroAppliesARoundsPushesInWorkerOrder) {
+  auto world = dist::world();
+  constexpr int kSteps = 4;
+  for (int servers = 1; servers <= world->size() - 2; ++servers) {
+    const int workers = world->size() - servers;
+    const AsyncOptions options = AsyncOptions().servers(servers).staleness_bound(0);
+    auto model = mlp();
+    const std::vector<Variable> params = model->parameters();
+    if (world->rank() < servers) {
+      ParameterServer server(params, world, [](std::vector<Variable> shard) {
+        return std::make_unique<optim::Adam>(shard, optim::AdamOptions(kLr));
+      }, options);
+      server.serve_to_end();
+      server.gather_parameters(params);
+    } else {
+      AsyncWorker worker(params, world, kLr, options);
+      for (int t = 0; t < kSteps; ++t) {
+        worker.pull();
+        worker.zero_grad();
+        const auto [x, y] = worker_batch(t, worker.worker());
+        cross_entropy(model->forward(Variable(x)), y).backward();
+        const int late = t % 2 == 0 ? 0 : workers - 1;
+        if (worker.worker() == late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        worker.step();
+      }
+      worker.finish();
+      worker.gather_parameters();
+    }
+    auto sim = mlp();
+    const std::vector<Variable> ps = sim->parameters();
+    optim::Adam adam(ps, optim::AdamOptions(kLr / workers));
+    for (int t = 0; t < kSteps; ++t) {
+      std::vector<std::vector<Tensor>> grads(workers);
+      for (int w = 0; w < workers; ++w) {
+        sim->zero_grad();
+        const auto [x, y] = worker_batch(t, w);
+        cross_entropy(sim->forward(Variable(x)), y).backward();
+        for (const Variable& p : ps) grads[w].push_back(p.grad().clone());
+      }
+      for (int w = 0; w < workers; ++w) {
+        for (size_t k = 0; k < ps.size(); ++k) ps[k].set_grad(grads[w][k]);
+        adam.step();
+      }
+    }
+    for (size_t k = 0; k < ps.size(); ++k) {
+      EXPECT_EQ(max_abs_diff(params[k].data(), ps[k].data()), 0)
+          << params[k].name() << ", " << servers << " server(s)";
+    }
+  }
+}
+
 TEST(ParameterServer, EveryPushIsAppliedExactlyOnce) {
   auto world = dist::world();
   for (int servers = 1; servers <= world->size() - 2; ++servers) {
@@ -173,6 +236,124 @@ TEST(ParameterServer, UnderAStragglerTheStalenessStaysWithinTheBound) {
   const AsyncRun free = train(AsyncOptions(), kSteps, /*straggler=*/0, 15);
   EXPECT_GT(free.staleness.max_lag(), 1);
   EXPECT_GT(free.staleness.max(), (workers - 1) * 3);
+}
+
+ParameterServer::OptimizerFactory momentum_sgd() {
+  return [](std::vector<Variable> shard) {
+    return std::make_unique<optim::SGD>(shard, optim::SGDOptions(kLr).momentum(0.9));
+  };
+}
+
+// The "state.*" entries of a state dict, equal bit for bit.
+void expect_same_state(const StateDict& got, const StateDict& want, const std::string& what) {
+  int compared = 0;
+  for (const auto& [key, t] : want) {
+    if (key.rfind("state.", 0) != 0) continue;
+    const Tensor* g = got.find(key);
+    ASSERT_NE(g, nullptr) << what << ": " << key;
+    ASSERT_EQ(g->shape(), t.shape()) << what << ": " << key;
+    EXPECT_EQ(max_abs_diff(g->to(kF64), t.to(kF64)), 0) << what << ": " << key;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 2) << what;  // step, momentum_buffer
+}
+
+// Checkpoints between epochs. kSteps unbounded iterations under a straggler (an order no run
+// repeats), then what a checkpoint holds is written to a file by server 0: the whole model
+// (gathered), the servers' optimizer states in the unsplit model's format, the clocks. New
+// servers and workers over a model initialized otherwise load it: each server's shard, optimizer
+// state and clocks are exactly those saved, and they train kSteps more, the clocks continuing
+// (a request whose clock a server does not expect is an error).
+TEST(ParameterServer, ResumedServersHoldExactlyWhatWasSavedAndTrainOn) {
+  auto world = dist::world();
+  constexpr int kSteps = 4;
+  for (int servers = 1; servers <= world->size() - 2; ++servers) {
+    const AsyncOptions options = AsyncOptions().servers(servers);
+    const int workers = world->size() - servers;
+    const bool is_server = world->rank() < servers;
+    const std::string file =
+        ::testing::TempDir() + "/async_resume_" + std::to_string(servers) + ".safetensors";
+    StateDict saved_state;  // this server's optimizer's
+    Tensor saved_shard;
+    {
+      auto model = mlp();
+      const std::vector<Variable> params = model->parameters();
+      if (is_server) {
+        ParameterServer server(params, world, momentum_sgd(), options);
+        server.serve_until(kSteps);
+        for (const auto& [key, t] : server.optimizer().state_dict()) saved_state.set(key, t.clone());
+        saved_shard = server.shard().data().clone();
+        const std::vector<int64_t> clocks = server.clocks();
+        EXPECT_EQ(clocks, std::vector<int64_t>(workers, kSteps));
+        const std::vector<StateDict> states = server.gather_optimizer_states();
+        server.gather_parameters(params);
+        if (world->rank() == 0) {
+          StateDict checkpoint;
+          checkpoint.merge(model->state_dict(), "model.");
+          StateDict optimizer = unsplit_optimizer_state(states, server.layout(), params);
+          // The options: the tool saves its schedule's (the servers run at lr / W a push).
+          for (const auto& [key, t] : saved_state) {
+            if (key.rfind("param_groups.", 0) == 0) optimizer.set(key, t);
+          }
+          checkpoint.merge(optimizer, "optimizer.");
+          checkpoint.set("clocks", from_vector<int64_t>(clocks, {workers}));
+          save_safetensors(file, checkpoint);
+        }
+      } else {
+        AsyncWorker worker(params, world, kLr, options);
+        for (int t = 0; t < kSteps; ++t) {
+          worker.pull();
+          worker.zero_grad();
+          const auto [x, y] = worker_batch(t, worker.worker());
+          cross_entropy(model->forward(Variable(x)), y).backward();
+          if (worker.worker() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          worker.step();
+        }
+        worker.gather_parameters();
+      }
+    }
+    world->barrier()->wait();
+    const StateDict checkpoint = load_safetensors(file).tensors;
+    std::vector<int64_t> clocks;
+    for (int w = 0; w < workers; ++w) {
+      clocks.push_back(static_cast<int64_t>(checkpoint.at("clocks").to(kF64).data<double>()[w]));
+    }
+    manual_seed(7);  // not the saved model's initialization
+    auto model = models::MLP(10, 8, 3);
+    model->to(kF64);
+    const std::vector<Variable> params = model->parameters();
+    if (is_server) {
+      ParameterServer server(params, world, momentum_sgd(), options);
+      {
+        NoGradGuard no_grad;
+        model->load_state_dict(checkpoint.with_prefix_removed("model."));
+      }
+      server.load_parameters(params);
+      server.optimizer().load_state_dict(shard_optimizer_state(
+          checkpoint.with_prefix_removed("optimizer."), server.layout(), world->rank(), params));
+      server.restore_clocks(clocks);
+      EXPECT_EQ(max_abs_diff(server.shard().data(), saved_shard), 0) << servers << " server(s)";
+      expect_same_state(server.optimizer().state_dict(), saved_state,
+                        std::to_string(servers) + " server(s)");
+      EXPECT_EQ(server.clocks(), clocks);
+      server.serve_to_end();
+      EXPECT_EQ(server.updates_per_worker(), std::vector<int64_t>(workers, 2 * kSteps));
+      EXPECT_EQ(server.updates_applied(), 2 * kSteps * workers);
+    } else {
+      AsyncWorker worker(params, world, kLr, options);
+      worker.restore_clock(clocks[worker.worker()]);
+      for (int t = kSteps; t < 2 * kSteps; ++t) {
+        worker.pull();
+        worker.zero_grad();
+        const auto [x, y] = worker_batch(t, worker.worker());
+        cross_entropy(model->forward(Variable(x)), y).backward();
+        worker.step();
+      }
+      EXPECT_EQ(worker.clock(), 2 * kSteps);
+      worker.finish();
+    }
+    world->barrier()->wait();  // nobody still reads the file the next round rewrites
+  }
 }
 
 TEST(ParameterServer, SharedBatchesTrainEachBatchOnceAndTheStragglerTakesFewer) {

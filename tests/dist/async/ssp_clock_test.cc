@@ -55,6 +55,34 @@ TEST(SSPClock, AFinishedWorkerHoldsNobodyBack) {
   EXPECT_EQ(c.slowest(), INT64_MAX);
 }
 
+// A resumed run's clocks continue where the checkpoint's stopped: the bound applies to them
+// as if the run had never stopped, and a worker finished before the checkpoint runs again.
+TEST(SSPClock, RestoredClocksContinueUnderTheBound) {
+  SSPClock c(3, 1);
+  c.finished(2);
+  c.restore({8, 6, 7});
+  EXPECT_FALSE(c.is_finished(2));
+  EXPECT_EQ(c.clock(0), 8);
+  EXPECT_EQ(c.slowest(), 6);
+  EXPECT_TRUE(c.may_start(7));   // 7 - 1 = 6 <= 6
+  EXPECT_FALSE(c.may_start(8));  // worker 0's next iteration waits for worker 1
+  c.pushed(1);
+  EXPECT_TRUE(c.may_start(8));
+  EXPECT_EQ(c.clock(1), 7);
+  try {
+    c.restore({1, 2});
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("2 clocks for 3 workers"), std::string::npos) << e.what();
+  }
+  try {
+    c.restore({1, -1, 2});
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("worker 1's clock is -1"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SSPClock, BadValuesAreNamed) {
   try {
     SSPClock(2, -2);

@@ -1,0 +1,48 @@
+// The parameter servers' optimizer state in the unsplit model's format, so that a checkpoint of
+// asynchronous SGD carries the optimizer as one process, DDP, ZeRO and a pipeline write it, and
+// any of them (or asynchronous SGD on another number of servers) resumes from it, and the other
+// way round.
+//
+// Each server's optimizer steps one parameter, its shard of the flat parameters: its state is
+// "state.0.step" (the updates it applied: W per iteration, one per push) and "state.0.NAME"
+// tensors of the shard's elements (momentum, Adam's moments). Laid end to end in server order
+// they make the flat vector, which the parameters' shapes cut into the unsplit model's state,
+// numbered as its optimizer numbers them (the parameters' order):
+//
+//   w0 [2, 3], b0 [3]: 9 elements over S = 2 servers (5 and 4)
+//   servers:      server 0 [ w0 w0 w0 w0 w0 ]   server 1 [ w0 b0 b0 b0 ]
+//   end to end:   [ w0 w0 w0 w0 w0 w0 | b0 b0 b0 ]
+//   full state:   state.0.exp_avg [2, 3]   state.1.exp_avg [3]   state.I.step: the servers' count
+//
+// and a server's part of a full state is its elements cut back out (every parameter must then
+// share one step count, as a shard steps as one). The learning rate and the other options
+// ("param_groups.G.NAME") are the caller's: a server's optimizer runs at lr / W per push, the
+// unsplit model's at the schedule's lr. No communication here (ParameterServer::
+// gather_optimizer_states brings the servers' states to server 0).
+#pragma once
+
+#include <vector>
+
+#include "autograd/variable.h"
+#include "dist/async/layout.h"
+#include "tensor/state_dict.h"
+
+namespace tessera {
+namespace dist {
+
+// The servers' states (server order, each its optimizer's state_dict) as the unsplit model's
+// "state.I.NAME", I over `params` (the whole model's, in order; only their shapes are read).
+// Empty when no server has stepped. Throws, naming them, when the servers' step counts differ.
+StateDict unsplit_optimizer_state(const std::vector<StateDict>& servers,
+                                  const ParameterServerLayout& layout,
+                                  const std::vector<Variable>& params);
+
+// The inverse, for server `server`: its "state.0.NAME" out of a full state, "param_groups.*"
+// entries kept as they are. Throws, naming the keys, on a parameter index past `params`, a
+// state's shape unlike its parameter's, a NAME some parameters have and others not, or step
+// counts that differ between parameters.
+StateDict shard_optimizer_state(const StateDict& full, const ParameterServerLayout& layout,
+                                int server, const std::vector<Variable>& params);
+
+}  // namespace dist
+}  // namespace tessera
