@@ -14,22 +14,6 @@ namespace zero {
 
 namespace {
 
-// The optimizer must step the units' shards, one parameter per unit, in unit order: its
-// "state.u." keys are then unit u's.
-void check_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer,
-                     const char* who) {
-  const std::vector<Variable> shards = fsdp.shard_parameters();
-  std::vector<Variable> params;
-  for (const optim::ParamGroup& g : optimizer.param_groups()) {
-    params.insert(params.end(), g.params.begin(), g.params.end());
-  }
-  bool same = params.size() == shards.size();
-  for (size_t i = 0; same && i < params.size(); ++i) same = params[i].is_same(shards[i]);
-  TS_CHECK(same, who, ": the optimizer's ", params.size(),
-           " parameters are not fsdp.shard_parameters() (", shards.size(),
-           " unit shards) in that order");
-}
-
 // Each parameter's index in the unsplit model's optimizer: model.named_parameters() order.
 std::map<std::string, int64_t> parameter_indices(FullyShardedDataParallel& fsdp) {
   std::map<std::string, int64_t> index;
@@ -49,9 +33,23 @@ void copy_param_groups(const StateDict& from, StateDict& to) {
 
 }  // namespace
 
+void check_shard_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer,
+                           const char* who) {
+  const std::vector<Variable> shards = fsdp.shard_parameters();
+  std::vector<Variable> params;
+  for (const optim::ParamGroup& g : optimizer.param_groups()) {
+    params.insert(params.end(), g.params.begin(), g.params.end());
+  }
+  bool same = params.size() == shards.size();
+  for (size_t i = 0; same && i < params.size(); ++i) same = params[i].is_same(shards[i]);
+  TS_CHECK(same, who, ": the optimizer's ", params.size(),
+           " parameters are not fsdp.shard_parameters() (", shards.size(),
+           " unit shards) in that order");
+}
+
 StateDict gather_optimizer_state(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer) {
   NoGradGuard no_grad;
-  check_optimizer(fsdp, optimizer, "gather_optimizer_state");
+  check_shard_optimizer(fsdp, optimizer, "gather_optimizer_state");
   const StateDict local = optimizer.state_dict();
   const std::map<std::string, int64_t> index = parameter_indices(fsdp);
   StateDict full;
@@ -94,7 +92,7 @@ void load_optimizer_state(const StateDict& full, FullyShardedDataParallel& fsdp,
                           optim::Optimizer& optimizer) {
   NoGradGuard no_grad;
   const char* who = "load_optimizer_state";
-  check_optimizer(fsdp, optimizer, who);
+  check_shard_optimizer(fsdp, optimizer, who);
   const std::map<std::string, int64_t> index = parameter_indices(fsdp);
   const int rank = fsdp.group().rank();
   StateDict local;

@@ -32,6 +32,12 @@ namespace zero {
 // optimizer over fsdp.shard_parameters(), in that order.
 StateDict gather_optimizer_state(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer);
 
+// Throws (naming `who`) unless `optimizer` steps fsdp.shard_parameters(), one per unit, in unit
+// order: its "state.u." keys are then unit u's (this file's and the sharded checkpoint's
+// contract).
+void check_shard_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer,
+                           const char* who);
+
 // Loads a full (unsplit model's) optimizer state dict into `optimizer`, each rank its shards,
 // without communication; masters go into the shards, so call it after loading the model.
 void load_optimizer_state(const StateDict& full, FullyShardedDataParallel& fsdp,

@@ -1,6 +1,7 @@
 // ZeRO-3's sharded checkpoints: one flat vector per unit, each rank its shard without the
 // padding (sharded_checkpoint.h).
 #include "dist/zero/sharded_checkpoint.h"
+#include "dist/zero/fully_sharded_optimizer_state.h"
 
 #include "autograd/grad_mode.h"
 #include "dist/zero/sharded_checkpoint_parts.h"
@@ -28,20 +29,6 @@ Range shard_range(const FlatParameter& unit, int rank) {
   return {rank * unit.shard_numel(), (rank + 1) * unit.shard_numel()};
 }
 
-void check_fsdp_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer,
-                          const char* who) {
-  const std::vector<Variable> shards = fsdp.shard_parameters();
-  std::vector<Variable> params;
-  for (const optim::ParamGroup& g : optimizer.param_groups()) {
-    params.insert(params.end(), g.params.begin(), g.params.end());
-  }
-  bool same = params.size() == shards.size();
-  for (size_t i = 0; same && i < params.size(); ++i) same = params[i].is_same(shards[i]);
-  TS_CHECK(same, who, ": the optimizer's ", params.size(),
-           " parameters are not fsdp.shard_parameters() (", shards.size(),
-           " unit shards) in that order");
-}
-
 }  // namespace
 
 void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& fsdp,
@@ -49,7 +36,7 @@ void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& f
                              const Metadata& extra) {
   NoGradGuard no_grad;
   const char* who = "save_sharded_checkpoint";
-  if (optimizer != nullptr) check_fsdp_optimizer(fsdp, *optimizer, who);
+  if (optimizer != nullptr) check_shard_optimizer(fsdp, *optimizer, who);
   const StateDict state = optimizer != nullptr ? optimizer->state_dict() : StateDict();
   ProcessGroup& group = fsdp.group();
   const int N = group.size();
@@ -80,7 +67,7 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path,
   const char* who = "load_sharded_checkpoint";
   TrainingProgress progress;
   on_every_rank(&fsdp.group(), who, [&] {
-    if (optimizer != nullptr) check_fsdp_optimizer(fsdp, *optimizer, who);
+    if (optimizer != nullptr) check_shard_optimizer(fsdp, *optimizer, who);
     std::vector<Expected> expected;
     std::vector<std::string> names;
     for (const auto& unit : fsdp.units()) {

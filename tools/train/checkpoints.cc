@@ -10,17 +10,13 @@
 #include "tensor/ops.h"
 #include "tensor/random.h"
 #include "tools/train/fault_injection.h"
+#include "tools/train/output_paths.h"
 #include "tools/train/restart_count.h"
 
 namespace tessera {
 namespace train {
 
 namespace {
-
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 // "DIR already completed 3 epochs ...": nothing to train.
 bool nothing_left(const RunContext& run, const std::string& file, int64_t epoch) {

@@ -6,12 +6,12 @@
 namespace tessera {
 namespace train {
 
-namespace {
-
 bool is_directory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+namespace {
 
 std::string parent_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');

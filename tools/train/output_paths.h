@@ -11,6 +11,9 @@
 namespace tessera {
 namespace train {
 
+// Whether `path` names a directory.
+bool is_directory(const std::string& path);
+
 // What is wrong with the paths this rank would use (rank 0 writes the outputs; every rank
 // reads --resume and writes into --checkpoint-dir), or "".
 std::string output_paths_problem(const Config& config, bool lead);
