@@ -3,7 +3,12 @@
 // its trained model (--save-model) must equal its reference's (the same training without the
 // strategy's machinery: ZeRO, a pipeline, tensor parallelism == DDP or one process); and a run
 // the plan resumes stops after epoch 1 and resumes to 2, its model equal to the uninterrupted
-// run's bit for bit.
+// run's bit for bit; a run the plan restarts runs under tools/launch with its last rank killed
+// after its first step of epoch 2 (--inject-fault=crash-in-epoch), and must end, on the same
+// ranks, as the uninterrupted run, bit for bit; on fewer (the job started with a replica more,
+// its hostfile shrunk before the restart), as the first epoch's checkpoint resumed by hand on
+// the fewer ranks, bit for bit, and as its reference resumed from that checkpoint (float32:
+// 1e-5), having printed what the support table says starts fresh.
 //
 // Tolerances: float32 runs 1e-5 (absolute, and relative to the element). A run with a half-
 // precision value somewhere (--amp, --param-dtype, --compression=fp16|bf16) is compared with
@@ -15,6 +20,8 @@
 // error of its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -45,6 +52,8 @@ std::string temp_dir() {
   return dir;
 }
 
+std::string launch_binary;  // tools/launch (main's third argument)
+
 CommandResult train(const std::string& flags, int ranks) {
   return ranks == 1 ? run_train_single(flags) : run_train(flags, ranks);
 }
@@ -62,6 +71,14 @@ std::string trained_model(const std::string& flags, int ranks, std::string* erro
     return "";
   }
   return done[key] = file;
+}
+
+// The oldest committed checkpoint of a run's --checkpoint-dir (its first epoch's).
+std::string first_checkpoint(const std::string& dir) {
+  const CommandResult ls = run_command("ls -d " + dir + "/step-* | sort | head -1");
+  std::string path = ls.output;
+  while (!path.empty() && std::isspace(static_cast<unsigned char>(path.back()))) path.pop_back();
+  return path;
 }
 
 // "" when every tensor of `expected` is in `got` with its shape and dtype, and values equal
@@ -178,6 +195,85 @@ TEST_P(Composition, RunEqualsItsReferenceAndResumesExactly) {
   }
 }
 
+// tools/launch restarting the run after its last rank is killed in epoch 2: on the same
+// ranks, or on fewer (the job starts on first_ranks; the hostfile shrinks to `ranks` before the
+// restart). Returns the launcher's output; the trained model is written to `model_file`.
+CommandResult launched(const PlannedRun& run, const std::string& dir, const std::string& model_file) {
+  const bool fewer = train::value_in(run.values, "restart") == "fewer-ranks";
+  const std::string hosts = dir + "/hosts";
+  run_command("mkdir -p " + dir + " && echo 'localhost slots=" + std::to_string(run.first_ranks) +
+              "' > " + hosts);
+  const std::string launcher =
+      launch_binary + " --max-restarts=1 --min-ranks=" + std::to_string(run.ranks) +
+      (fewer ? " --before-restart='echo localhost slots=" + std::to_string(run.ranks) + " > " +
+                   hosts + "'"
+             : "");
+  // As tools/mpi_run.sh runs the other jobs: shared memory on one machine, oversubscribed.
+  const std::string env =
+      "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
+      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_odls_base_sigkill_timeout=0 ";
+  return run_command(env + launcher + " -- mpirun --oversubscribe --allow-run-as-root --bind-to none -np " +
+                     std::to_string(run.first_ranks) + " --hostfile " + hosts + " " +
+                     train_binaries().train + " " + run.flags + " --epochs=2 --checkpoint-dir=" +
+                     dir + "/ck --save-model=" + model_file + " --inject-fault=crash-in-epoch:" +
+                     std::to_string(run.first_ranks - 1) + ":2");
+}
+
+TEST_P(Composition, RestartByTheLauncher) {
+  const PlannedRun& run = plan().runs[GetParam()];
+  const std::string restart = train::value_in(run.values, "restart");
+  if (restart == "none") GTEST_SKIP() << "the plan does not restart this run";
+  SCOPED_TRACE(described(run));
+  const std::string dir = temp_dir() + "/restart-" + std::to_string(GetParam());
+  const std::string model = dir + "/launched.safetensors";
+  const CommandResult r = launched(run, dir, model);
+  ASSERT_EQ(r.exit_code, 0) << "the support table allows this restart, which failed:\n" << r.output;
+  EXPECT_NE(r.output.find("--inject-fault: crashing at step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launch: attempt 2 on " + std::to_string(run.ranks) + " rank"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("after epoch 1"), std::string::npos) << r.output;
+  // What starts fresh is said, and nothing else is.
+  const auto fresh = train::resets_for(run.values);
+  for (const train::Reset& reset : train::support_resets()) {
+    const bool expected = std::find(fresh.begin(), fresh.end(), &reset) != fresh.end();
+    EXPECT_EQ(r.output.find(reset.said) != std::string::npos, expected)
+        << "'" << reset.said << "' " << (expected ? "not " : "") << "printed:\n" << r.output;
+  }
+
+  std::string error;
+  if (restart == "same-ranks") {
+    const bool checkpoints = train::value_in(run.values, "checkpoint") != "none";
+    ASSERT_TRUE(checkpoints);  // the table refuses a restart without
+    const std::string uninterrupted = trained_model(
+        run.flags + " --checkpoint-dir=" + temp_dir() + "/run-" + std::to_string(GetParam()) + "/all",
+        run.ranks, &error);
+    ASSERT_FALSE(uninterrupted.empty()) << error;
+    EXPECT_EQ(compare(model, uninterrupted, 0, 0, true), "")
+        << "restarted on the same ranks against the uninterrupted run";
+    return;
+  }
+  // Fewer ranks: the first epoch's checkpoint (written on first_ranks), resumed by hand on
+  // `ranks`, and by the reference.
+  const std::string first = first_checkpoint(dir + "/ck");
+  ASSERT_FALSE(first.empty()) << "no checkpoint in " << dir << "/ck";
+  const std::string by_hand = dir + "/by-hand.safetensors";
+  const CommandResult resumed = train(run.flags + " --epochs=2 --checkpoint-dir=" + dir +
+                                          "/by-hand --resume=" + first + " --save-model=" + by_hand,
+                                      run.ranks);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(compare(model, by_hand, 0, 0, true), "")
+      << "restarted on fewer ranks against " << first << " resumed on " << run.ranks << " ranks";
+  if (run.reference_ranks == 0 || run.half_precision) return;
+  const std::string reference = dir + "/reference.safetensors";
+  const CommandResult ref = train(run.reference_flags + " --epochs=2 --resume=" + first +
+                                      " --save-model=" + reference,
+                                  run.reference_ranks);
+  ASSERT_EQ(ref.exit_code, 0) << ref.output;
+  EXPECT_EQ(compare(model, reference, 1e-5, 1e-5, false), "")
+      << "against its reference resumed from " << first << " on " << run.reference_ranks
+      << " ranks: " << run.reference_flags;
+}
+
 INSTANTIATE_TEST_SUITE_P(Plan, Composition, ::testing::Range<size_t>(0, plan().runs.size()),
                          [](const ::testing::TestParamInfo<size_t>& info) {
                            std::string name = std::to_string(info.param) + "_" +
@@ -223,4 +319,8 @@ TEST(CompositionPlan, CoversEveryPairTheTableAllows) {
 }  // namespace testing
 }  // namespace tessera
 
-int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }
+// MPI_RUN TRAIN LAUNCH.
+int main(int argc, char** argv) {
+  if (argc >= 4) tessera::testing::launch_binary = argv[3];
+  return tessera::testing::train_test_main(argc, argv);
+}

@@ -79,8 +79,27 @@ TEST(LaunchCommand, RefusesWhatItCannotRestart) {
                "gives no rank count (-np N or -n N after mpirun)");
   expect_error([] { LaunchCommand(Args{"mpirun", "-np", "four", "train", "--checkpoint-dir=d"}); },
                "-np four: expected a rank count >= 1");
-  expect_error([] { LaunchCommand(Args{"mpirun", "-np", "2", "train"}); },
-               "no --checkpoint-dir=DIR");
+  // The train tool's flags, checked before any rank starts: the flag checker's message, and
+  // the support table's refusals of a restart.
+  expect_error([] { LaunchCommand(Args{"mpirun", "-np", "2", "train", "--model=mlp"}); },
+               "launch: a restart by tools/launch with no --checkpoint-dir: tools/launch restarts "
+               "a job from the newest committed checkpoint in its --checkpoint-dir: give one");
+  expect_error(
+      [] { LaunchCommand(Args{"mpirun", "-np", "2", "train", "--stratgy=ddp", "--checkpoint-dir=d"}); },
+      "launch: the train tool's flags: unknown flag --stratgy");
+  expect_error([] {
+    LaunchCommand(Args{"mpirun", "-np", "2", "train", "--strategy=zero1", "--compression=fp16",
+                       "--amp=fp16", "--checkpoint-dir=d"});
+  }, "launch: the train tool's flags: --strategy=zero1 with --compression=fp16 and --amp=fp16");
+  const LaunchCommand single(Args{"mpirun", "-np", "1", "train", "--checkpoint-dir=d"});
+  single.check_restart("same-ranks");
+  expect_error([&] { single.check_restart("fewer-ranks"); },
+               "launch: a restart by tools/launch on fewer ranks with --strategy=single: one "
+               "process has no fewer ranks to restart on");
+  const LaunchCommand ddp(Args{"mpirun", "-np", "3", "--bind-to", "none", "./train",
+                               "--strategy=ddp", "--checkpoint-dir=d"});
+  ddp.check_restart("fewer-ranks");
+  EXPECT_EQ(ddp.checkpoint_dir(), "d");
   expect_error(
       [] { LaunchCommand(Args{"mpirun", "-np", "2", "train", "--checkpoint-dir=d", "--resume=d"}); },
       "the launcher adds --resume=<checkpoint dir> itself");

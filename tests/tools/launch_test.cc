@@ -185,7 +185,8 @@ TEST(Launch, EndsWithTheReasonWhenItCannotGoOn) {
       << usage.output;
   const CommandResult no_dir = launch("", job(2, kMlp));
   EXPECT_EQ(no_dir.exit_code, 2) << no_dir.output;
-  EXPECT_NE(no_dir.output.find("no --checkpoint-dir=DIR"), std::string::npos) << no_dir.output;
+  EXPECT_NE(no_dir.output.find("launch: a restart by tools/launch with no --checkpoint-dir: "),
+            std::string::npos) << no_dir.output;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The support table (tools/train/support_table.h) alone: docs/COMPOSITION.md is its output, the
 // flag checker refuses every combination it refuses (each value of each condition) with its
-// reason and names the flags as given, and each axis's flags give the value it reads back.
+// reason and names the flags as given (tools/launch its refusals of restarts), and each axis's
+// flags give the value it reads back.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,6 +9,8 @@
 #include <sstream>
 
 #include "tests/tools/flag_lines.h"
+#include "tensor/check.h"
+#include "tools/launch/command.h"
 #include "tools/train/support_table.h"
 
 namespace tessera {
@@ -21,6 +24,22 @@ std::string flags_for(const std::string& axis, const std::string& value) {
   if (axis == "checkpoint" && value != "none") f += " --checkpoint-dir=/tmp/x";
   if (axis == "resume" && value == "yes") f += " --resume=/tmp/x";
   return f;
+}
+
+// The refusal `flags` meet: the train tool's flag checker's, or for a restart (not a flag of
+// the train tool) tools/launch's, which checks its command's flags with the restart.
+std::string refusal_of(const std::string& flags, const std::string& restart) {
+  if (restart.empty() || restart == "none") return error_of(flags);
+  std::vector<std::string> command = {"mpirun", "-np", "4", "train"};
+  std::istringstream words(flags);
+  for (std::string w; words >> w;) command.push_back(w);
+  try {
+    const launch::LaunchCommand launcher(command);  // checks a restart on the same ranks
+    launcher.check_restart(restart);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "(no error)";
 }
 
 TEST(SupportTable, CompositionPageIsTheTablesOutput) {
@@ -57,10 +76,15 @@ TEST(SupportTable, TheFlagCheckerRefusesEveryRefusedCombination) {
           }
         }
       }
+      // A restart needs a checkpoint directory (refusal 22 names it where it matters).
+      const std::string restart = value_in(values, "restart");
+      if (!restart.empty() && restart != "none" && value_in(values, "checkpoint").empty()) {
+        values.emplace_back("checkpoint", "full");
+      }
       std::string flags;
       for (const auto& [axis, value] : values) flags += " " + flags_for(axis, value);
       // Its reason, or that of another refusal matching it too (async x sharded: two).
-      const std::string error = error_of(flags);
+      const std::string error = refusal_of(flags, value_in(values, "restart"));
       bool named = false;
       for (const Refusal& other : support_refusals()) {
         named = named || (matches(other, values) && error.find(other.why) != std::string::npos);
@@ -113,7 +137,8 @@ TEST(SupportTable, EachAxisReadsBackTheValueItsFlagsGive) {
                                 : axis.name == "strategy" ? "" : "--strategy=ddp";
       if (axis.name == "error-feedback") context += " --compression=topk:0.1";
       if (axis.name == "checkpoint" && value == "sharded") context = "--strategy=zero1";
-      const Config c = read(context + " " + flags_for(axis.name, value));
+      Config c = read(context + " " + flags_for(axis.name, value));
+      if (axis.name == "restart") c.restart = value;  // tools/launch's, not a flag
       EXPECT_EQ(axis.value_of(c), value) << axis.name;
     }
   }

@@ -5,6 +5,7 @@
 
 #include "dist/checkpoint.h"
 #include "tensor/check.h"
+#include "tools/train/support_table.h"
 
 namespace tessera {
 namespace launch {
@@ -40,7 +41,12 @@ LaunchCommand::LaunchCommand(std::vector<std::string> argv) : argv_(std::move(ar
   const std::vector<std::string> rank_flags =
       mpirun_ ? std::vector<std::string>{"-np", "-n", "--np", "--n"}
               : std::vector<std::string>{"-n", "--ntasks"};
-  for (size_t i = 1; i < argv_.size(); ++i) {
+  // The train tool's flags: the arguments after its program, the command's last argument that
+  // is not a --flag (every flag of the train tool is --name=value).
+  size_t program = argv_.size();
+  while (program > 1 && starts_with(argv_[program - 1], "--")) --program;
+  --program;
+  for (size_t i = 1; i < program; ++i) {
     const std::string& a = argv_[i];
     for (const std::string& f : rank_flags) {
       if (ranks_ == 0 && a == f && i + 1 < argv_.size()) {
@@ -58,19 +64,36 @@ LaunchCommand::LaunchCommand(std::vector<std::string> argv) : argv_(std::move(ar
                     a == "-machinefile") && i + 1 < argv_.size()) {
       hostfile_ = argv_[i + 1];
     }
-    if (starts_with(a, "--checkpoint-dir=")) checkpoint_dir_ = a.substr(17);
-    // What a restart on fewer ranks must keep whole (the train tool checks the values).
-    if (starts_with(a, "--stages=")) stages_ = std::max(1, std::atoi(a.c_str() + 9));
-    if (starts_with(a, "--tensor-parallel=")) tensor_parallel_ = std::max(1, std::atoi(a.c_str() + 18));
-    if (starts_with(a, "--servers=")) servers_ = std::max(0, std::atoi(a.c_str() + 10));
-    if (a == "--strategy=async" && servers_ == 0) servers_ = 1;
-    TS_CHECK(!starts_with(a, "--resume="), "launch: the command has ", a,
-             "; the launcher adds --resume=<checkpoint dir> itself when it restarts");
   }
   TS_CHECK(ranks_ > 0, "launch: the command gives no rank count (",
            mpirun_ ? "-np N or -n N" : "-n N or --ntasks N", " after ", tool, ")");
-  TS_CHECK(!checkpoint_dir_.empty(), "launch: the command has no --checkpoint-dir=DIR: a restart "
-           "resumes from the last checkpoint there");
+  const std::vector<std::string> flags(argv_.begin() + program + 1, argv_.end());
+  for (const std::string& a : flags) {
+    TS_CHECK(!starts_with(a, "--resume="), "launch: the command has ", a,
+             "; the launcher adds --resume=<checkpoint dir> itself when it restarts");
+  }
+  // The train tool's own check, before any rank starts: the flags, and a restart with them
+  // (the support table's "restart" axis: a --checkpoint-dir to restart from).
+  try {
+    train_ = train::read_flags(flags);
+  } catch (const train::FlagError& e) {
+    TS_FAIL("launch: the train tool's flags: ", e.what());
+  }
+  check_restart("same-ranks");
+  // What a restart on fewer ranks must keep whole.
+  if (train_.strategy == "pipeline" && train_.stages > 0) stages_ = train_.stages;
+  tensor_parallel_ = std::max(1, train_.tensor_parallel);
+  if (train_.strategy == "async") servers_ = train_.servers;
+}
+
+void LaunchCommand::check_restart(const std::string& restart) const {
+  train::Config c = train_;
+  c.restart = restart;
+  try {
+    train::check_support(c);
+  } catch (const train::FlagError& e) {
+    TS_FAIL("launch: ", e.what());
+  }
 }
 
 int LaunchCommand::fitting_ranks(int available) const {
@@ -100,7 +123,7 @@ std::vector<std::string> LaunchCommand::for_attempt(int ranks, bool resume) cons
   TS_CHECK(ranks >= 1, "launch: an attempt on ", ranks, " ranks");
   std::vector<std::string> out = argv_;
   out[ranks_at_] = ranks_joined_ ? ranks_flag_ + "=" + std::to_string(ranks) : std::to_string(ranks);
-  if (resume) out.push_back("--resume=" + checkpoint_dir_);
+  if (resume) out.push_back("--resume=" + train_.checkpoint_dir);
   if (mpirun_) out.insert(out.begin() + 1, {"-x", "TESSERA_RESTART_COUNT"});
   return out;
 }

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/train/flags.h"
+
 namespace tessera {
 namespace launch {
 
@@ -26,12 +28,13 @@ class LaunchCommand {
  public:
   // Throws, naming the argument, unless the command starts with mpirun/mpiexec/orterun or
   // srun (any path) and has its rank count (-np N, -n N, --np N, --n N, --ntasks N, and the
-  // =N forms) and a --checkpoint-dir=DIR for the train tool; --resume is the launcher's own
-  // (refused in the command).
+  // =N forms), and the train tool's flags (the --name=value arguments that end the command)
+  // pass its flag checker with a restart (the support table: a --checkpoint-dir=DIR to restart
+  // from); --resume is the launcher's own (refused in the command).
   explicit LaunchCommand(std::vector<std::string> argv);
 
   int ranks() const { return ranks_; }
-  const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+  const std::string& checkpoint_dir() const { return train_.checkpoint_dir; }
   // The hostfile the command passes to mpirun (--hostfile F, -hostfile F, --machinefile F,
   // -machinefile F), or none.
   const std::optional<std::string>& hostfile() const { return hostfile_; }
@@ -45,6 +48,10 @@ class LaunchCommand {
   // --tensor-parallel=2").
   std::string fitting_rule() const;
 
+  // Throws, with the support table's reason, when the train tool's flags cannot be restarted
+  // so: "same-ranks" (checked by the constructor) or "fewer-ranks" (before such an attempt).
+  void check_restart(const std::string& restart) const;
+
   // The argv of an attempt on `ranks` ranks, resuming from the checkpoint directory if asked.
   std::vector<std::string> for_attempt(int ranks, bool resume) const;
 
@@ -55,7 +62,7 @@ class LaunchCommand {
   std::string ranks_flag_;
   int ranks_ = 0;
   bool mpirun_ = false;
-  std::string checkpoint_dir_;
+  train::Config train_;  // the train tool's flags (tools/train/flags.h)
   std::optional<std::string> hostfile_;
   int stages_ = 1, tensor_parallel_ = 1;  // --stages, --tensor-parallel of the train tool
   int servers_ = 0;                       // --servers of --strategy=async (else 0)

@@ -13,6 +13,12 @@
 // is not retried: the same command would fail the same way. Every attempt is logged on stderr
 // with its command; the train tool's final JSON carries "restarts" (TESSERA_RESTART_COUNT).
 //
+// Before the first attempt the launcher reads the train tool's flags (the --name=value
+// arguments ending the command) as the train tool does and checks them with the support table
+// (tools/train/support_table.h: a restart needs --checkpoint-dir), and before an attempt on
+// fewer ranks checks that restart too; a refusal ends it with exit code 2 before any rank
+// starts.
+//
 // --before-restart=CMD runs CMD with /bin/sh before each restart (a node health check that
 // rewrites the hostfile, say); the restart is abandoned if it fails.
 #include <signal.h>
@@ -139,6 +145,8 @@ int launch(int argc, char** argv) {
         return 1;
       }
     }
+    // The support table's word on this restart (what cannot, or what starts fresh, on fewer).
+    if (ranks < command.ranks()) command.check_restart("fewer-ranks");
     const bool resume = tessera::launch::has_checkpoint(command.checkpoint_dir());
     const std::vector<std::string> args = command.for_attempt(ranks, resume);
     ::setenv("TESSERA_RESTART_COUNT", std::to_string(attempt).c_str(), 1);

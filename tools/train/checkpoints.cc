@@ -168,7 +168,10 @@ void make_checkpoint_dir(const RunContext& run) {
   TS_CHECK(is_directory(path), "train: cannot create the checkpoint directory '", path, "'");
 }
 
-void save_epoch_checkpoint(const RunContext& run, const TrainingProgress& progress) {
+namespace {
+
+// Writes the epoch's checkpoint (collective; rank 0 commits it).
+void write_epoch_checkpoint(const RunContext& run, const TrainingProgress& progress) {
   Metadata extra = run.precision.checkpoint_metadata();
   extra["model"] = run.config.model;
   extra["strategy"] = run.config.strategy;
@@ -201,6 +204,17 @@ void save_epoch_checkpoint(const RunContext& run, const TrainingProgress& progre
   save_checkpoint(dir + "/" + kCheckpointFile, model_state,
                   with_optimizer ? &optimizer_state : nullptr, progress, extra, extra_state);
   remove_old_checkpoints(root);
+}
+
+}  // namespace
+
+void save_epoch_checkpoint(const RunContext& run, const TrainingProgress& progress) {
+  write_epoch_checkpoint(run, progress);
+  // No rank starts the next epoch before rank 0 has committed this checkpoint: a rank that
+  // dies early in it (local SGD's and gossip's ranks run ahead between their exchanges) would
+  // otherwise take the job, and the commit, down with it, and the restart would resume an
+  // epoch earlier.
+  if (run.world) run.world->barrier()->wait();
 }
 
 }  // namespace train

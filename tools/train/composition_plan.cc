@@ -77,7 +77,11 @@ PlannedRun planned(const Assignment& v) {
   // pair within; one process alone is one replica.
   int replicas = strategy == "single" ? 1 : 2;
   if (strategy == "pipeline") replicas = tp ? 1 : 2;
-  r.ranks = replicas * (tp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);
+  const int unit = (tp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);  // ranks of a replica
+  r.ranks = replicas * unit;
+  // A restart on fewer ranks: the job starts with one replica more (a worker more beside the
+  // server), and the launcher restarts it on the plan's ranks.
+  r.first_ranks = value_in(v, "restart") == "fewer-ranks" ? r.ranks + unit : r.ranks;
   r.half_precision = value_in(v, "amp") != "off" || value_in(v, "param-dtype") != "f32" ||
                      compression == "fp16" || compression == "bf16";
 
@@ -104,6 +108,7 @@ PlannedRun planned(const Assignment& v) {
     if (axis == "collectives") rv = "flat";
     if (axis == "checkpoint") rv = "none";
     if (axis == "resume") rv = "no";
+    if (axis == "restart") rv = "none";
     if (axis == "pipeline-schedule" || axis == "dp-strategy") rv = support_axis(axis).values[0];
     // DDP compresses f32 gradients only (half-precision parameters send half gradients).
     if (axis == "compression" && (reference != "ddp" || value_in(v, "param-dtype") != "f32")) {
@@ -228,6 +233,8 @@ class Planner {
     Config c;
     try {
       c = read_flags(split_words(flags));
+      c.restart = value_in(values, "restart");  // tools/launch's check (not a flag)
+      check_support(c);
     } catch (const FlagError&) {
       return false;  // a rule outside the table: the pair shows up as not coverable
     }

@@ -27,6 +27,9 @@ struct PlannedRun {
   Assignment values;  // every axis, the strategy first
   std::string flags;  // the train tool's flags (without the test's own: data size, epochs)
   int ranks = 1;      // the processes it takes
+  // The processes its job starts with: more than `ranks` when tools/launch restarts it on fewer
+  // (restart=fewer-ranks), to end on `ranks`.
+  int first_ranks = 1;
   // What it must equal: the same run under another strategy, or nothing (its own resumed run
   // is compared with it regardless). `reference_flags` and `reference_ranks` as above.
   std::string reference_flags;

@@ -15,7 +15,8 @@ namespace train {
 namespace {
 
 constexpr const char* kForms =
-    "crash:RANK:STEP, stall:RANK:STEP or crash-in-save:RANK:STEP:mid-shard|before-index|mid-index";
+    "crash:RANK:STEP, stall:RANK:STEP, crash-in-epoch:RANK:EPOCH or "
+    "crash-in-save:RANK:STEP:mid-shard|before-index|mid-index";
 
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> parts;
@@ -39,8 +40,9 @@ std::vector<std::string> split(const std::string& text) {
 FaultInjection FaultInjection::parse(const std::string& text) {
   const std::vector<std::string> parts = split(text);
   const std::string& kind = parts[0];
-  TS_CHECK(kind == "crash" || kind == "stall" || kind == "crash-in-save", "inject-fault '", text,
-           "': the kind is crash, stall or crash-in-save, got '", kind, "' (expected ", kForms, ")");
+  TS_CHECK(kind == "crash" || kind == "stall" || kind == "crash-in-epoch" || kind == "crash-in-save",
+           "inject-fault '", text, "': the kind is crash, stall, crash-in-epoch or crash-in-save, "
+           "got '", kind, "' (expected ", kForms, ")");
   const size_t fields = kind == "crash-in-save" ? 4 : 3;
   TS_CHECK(parts.size() == fields, "inject-fault '", text, "': expected ", kForms);
   const std::string &rank = parts[1], &step = parts[2];
@@ -49,10 +51,14 @@ FaultInjection FaultInjection::parse(const std::string& text) {
   TS_CHECK(!rank.empty() && *end == '\0' && r >= 0 && r < (1 << 24), "inject-fault '", text,
            "': rank '", rank, "' is not a rank");
   const long long s = std::strtoll(step.c_str(), &end, 10);
-  TS_CHECK(!step.empty() && *end == '\0' && s >= 1, "inject-fault '", text, "': step '", step,
-           "' is not a step >= 1");
+  const char* unit = kind == "crash-in-epoch" ? "epoch" : "step";
+  TS_CHECK(!step.empty() && *end == '\0' && s >= 1, "inject-fault '", text, "': ", unit, " '",
+           step, "' is not a ", unit, " >= 1");
   FaultInjection f;
-  f.kind_ = kind == "crash" ? Kind::kCrash : kind == "stall" ? Kind::kStall : Kind::kCrashInSave;
+  f.kind_ = kind == "crash"            ? Kind::kCrash
+            : kind == "stall"          ? Kind::kStall
+            : kind == "crash-in-epoch" ? Kind::kCrashInEpoch
+                                       : Kind::kCrashInSave;
   f.rank_ = static_cast<int>(r);
   f.step_ = s;
   if (f.kind_ == Kind::kCrashInSave) {
@@ -64,8 +70,15 @@ FaultInjection FaultInjection::parse(const std::string& text) {
   return f;
 }
 
-void FaultInjection::after_step(int my_rank, int64_t step) const {
-  if (kind_ == Kind::kCrashInSave || my_rank != rank_ || step != step_) return;
+void FaultInjection::after_step(int my_rank, int64_t step, int64_t epoch, int64_t batch) const {
+  if (kind_ == Kind::kCrashInSave || my_rank != rank_) return;
+  if (kind_ == Kind::kCrashInEpoch) {
+    if (epoch == step_ && batch == 1) {
+      die(my_rank, "at step " + std::to_string(step) + ", the first of epoch " + std::to_string(epoch));
+    }
+    return;
+  }
+  if (step != step_) return;
   if (kind_ == Kind::kCrash) die(my_rank, "at step " + std::to_string(step));
   std::fprintf(stderr, "[rank %d] --inject-fault: stalling at step %lld\n", my_rank,
                static_cast<long long>(step));

@@ -152,10 +152,13 @@ std::vector<FlagSection> data_parallel_flag_sections() {
                 "every rank, naming the collective, its number and size, and the rank waited for")
                .per_rank(),
            Flag("inject-fault",
-                parsed(&Config::inject_fault, "crash:RANK:STEP|stall:RANK:STEP|crash-in-save:RANK:STEP:PHASE",
+                parsed(&Config::inject_fault,
+                       "crash:RANK:STEP|stall:RANK:STEP|crash-in-epoch:RANK:EPOCH|"
+                       "crash-in-save:RANK:STEP:PHASE",
                        [](const std::string& v) { FaultInjection::parse(v); }),
                 "a testing aid: at optimizer step STEP, counted from the start, rank RANK dies "
-                "(SIGKILL) or stops answering (sleeps forever); crash-in-save:RANK:STEP:PHASE "
+                "(SIGKILL) or stops answering (sleeps forever); crash-in-epoch:RANK:EPOCH kills "
+                "RANK after its first step of epoch EPOCH; crash-in-save:RANK:STEP:PHASE "
                 "kills RANK inside the first sharded checkpoint save at or after STEP, at "
                 "mid-shard, before-index or mid-index"),
        }},

@@ -76,7 +76,12 @@ Config parse_flags(int argc, char** argv) {
         if (r.reference_ranks > 0) {
           std::printf("  ==  %d ranks: %s", r.reference_ranks, r.reference_flags.c_str());
         }
-        std::printf("%s\n", value_in(r.values, "resume") == "yes" ? "  (resumed)" : "");
+        const std::string restart = value_in(r.values, "restart");
+        std::printf("%s%s\n", value_in(r.values, "resume") == "yes" ? "  (resumed)" : "",
+                    restart == "none"         ? ""
+                    : restart == "same-ranks" ? "  (restarted by tools/launch)"
+                                              : ("  (started on " + std::to_string(r.first_ranks) +
+                                                 " ranks, restarted on fewer)").c_str());
       }
       std::printf("%zu runs cover %lld pairs of values; %zu pairs cannot meet:\n", plan.runs.size(),
                   static_cast<long long>(plan.pairs_covered), plan.pairs_not_coverable.size());

@@ -119,6 +119,10 @@ struct Config {
   double min_loss_scale = 0;           // the scale never drops below this
 
   std::set<std::string> given;  // the flags on the command line, by name
+
+  // Not a flag: a restart of the run by tools/launch (none|same-ranks|fewer-ranks), which
+  // checks its command's flags with each kind of restart it may make (support_table.h).
+  std::string restart = "none";
 };
 
 // A bad flag, a bad value or flags that do not go together, found the same on every rank: the

@@ -97,7 +97,10 @@ std::vector<Axis> make_axes() {
   checkpoint.flags_for = [](const std::string& v) {
     return v == "none" ? std::string() : "--checkpoint-format=" + v;
   };
-  checkpoint.shown = [](const Config& c) { return "--checkpoint-format=" + c.checkpoint_format; };
+  checkpoint.shown = [](const Config& c) {
+    return c.checkpoint_dir.empty() ? std::string("no --checkpoint-dir")
+                                    : "--checkpoint-format=" + c.checkpoint_format;
+  };
   axes.push_back(checkpoint);
 
   Axis resume;
@@ -144,6 +147,20 @@ std::vector<Axis> make_axes() {
     return v == "flat" ? std::string() : std::string("--collectives=hierarchical --ranks-per-node=1");
   };
   axes.push_back(collectives);
+
+  // tools/launch's restart after a failure: from the newest committed checkpoint, on the same
+  // ranks, or on fewer (the most the hostfile's slots and the run's layout allow). The launcher
+  // checks its command with each (tools/launch/command.h); the train tool runs none.
+  Axis restart;
+  restart.name = "restart";
+  restart.values = {"none", "same-ranks", "fewer-ranks"};
+  restart.value_of = [](const Config& c) { return c.restart; };
+  restart.flags_for = [](const std::string&) { return std::string(); };  // the test launches
+  restart.shown = [](const Config& c) {
+    return c.restart == "fewer-ranks" ? std::string("a restart by tools/launch on fewer ranks")
+                                      : std::string("a restart by tools/launch");
+  };
+  axes.push_back(restart);
   return axes;
 }
 
@@ -226,6 +243,12 @@ std::vector<Refusal> make_refusals() {
        "a zero-bubble schedule defers weight gradients to its W passes, but BatchNorm's arrive "
        "in B, after ZeRO-2 has reduced their bucket: use --dp-strategy=ddp or zero1, or another "
        "schedule"},
+      {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
+        {"tensor-parallel", {"on"}}},
+       "a zero-bubble schedule defers weight gradients to its W passes, but a row-parallel "
+       "Linear's bias, added after its all-reduce, gets its gradient in B, and ZeRO-2 then sees "
+       "it twice in one reduction (found by the restart tests on 8 ranks: exit 1): use "
+       "--dp-strategy=ddp or zero1, or another schedule"},
 
       // Hierarchical collectives.
       {{{"collectives", {"hierarchical"}},
@@ -238,10 +261,53 @@ std::vector<Refusal> make_refusals() {
       {{{"collectives", {"hierarchical"}}, {"compression", except(kCompressions, {"none"})}},
        "a DDP bucket goes through one communication hook: the compressor or the hierarchical "
        "all-reduce, not both"},
+
+      // Restarts.
+      {{{"restart", {"same-ranks", "fewer-ranks"}}, {"checkpoint", {"none"}}},
+       "tools/launch restarts a job from the newest committed checkpoint in its "
+       "--checkpoint-dir: give one"},
+      {{{"restart", {"fewer-ranks"}}, {"strategy", {"single"}}},
+       "one process has no fewer ranks to restart on"},
+  };
+}
+
+// What a restart on fewer ranks starts fresh. (Everything else is resharded or whole in the
+// checkpoint: the model, the optimizer's state, ZeRO's shards read by the new world's ranks.)
+std::vector<Reset> make_resets() {
+  return {
+      {{{"restart", {"fewer-ranks"}}, {"strategy", {"local-sgd", "gossip"}}},
+       "each rank's own model and optimizer state are in the checkpoint for its old world: on "
+       "fewer ranks every rank starts from the checkpoint's average model and rank 0's "
+       "optimizer state (local SGD's round and DiLoCo's outer state are every rank's alike and "
+       "carry on)",
+       "start from the checkpoint's average model"},
+      {{{"restart", {"fewer-ranks"}}, {"strategy", {"ddp"}},
+        {"compression", except(kCompressions, {"none"})}},
+       "DDP's compression hook's state belongs to ranks (error feedback's residuals, PowerSGD's "
+       "P and Q, the step counts that seed random-k and PowerSGD's start): it starts fresh on "
+       "every rank",
+       "hook's state starts fresh"},
+      {{{"restart", {"fewer-ranks"}}, {"strategy", {"async"}}},
+       "the workers' clocks (their push counts, which the staleness bound compares) are in the "
+       "checkpoint per worker of the old world: every worker's starts at 0",
+       "clocks start at 0"},
   };
 }
 
 }  // namespace
+
+const std::vector<Reset>& support_resets() {
+  static const std::vector<Reset> resets = make_resets();
+  return resets;
+}
+
+std::vector<const Reset*> resets_for(const Assignment& values) {
+  std::vector<const Reset*> out;
+  for (const Reset& r : support_resets()) {
+    if (matches(Refusal{r.when, ""}, values)) out.push_back(&r);
+  }
+  return out;
+}
 
 const std::vector<Axis>& support_axes() {
   static const std::vector<Axis> axes = make_axes();

@@ -1,10 +1,12 @@
 // The support table: what combines with what, as data. A run varies along a few axes (the
 // strategy, --amp, --param-dtype, --compression and error feedback, checkpoints and resume,
 // tensor parallelism, the pipeline's schedule and data parallelism, models with BatchNorm,
-// hierarchical collectives); every combination is supported unless a refusal of this table
-// matches it, and each refusal says why. Nothing else decides what combines:
+// hierarchical collectives, tools/launch's restarts); every combination is supported unless a
+// refusal of this table matches it, and each refusal says why. Nothing else decides what
+// combines:
 //
 //   support_table ──> check_support        the flag checker: exit 2 naming the flags and why
+//                                          (the train tool's, and tools/launch's for restarts)
 //                 ──> composition_markdown docs/COMPOSITION.md (`train --support-table`)
 //                 ──> composition_test     every pair of supported values run against its
 //                                          reference (tests/tools/composition_test.cc)
@@ -61,6 +63,15 @@ struct Refusal {
   std::string why;
 };
 
+// What a supported combination does not carry over: a restart on fewer ranks starts some
+// per-rank state fresh. Where every condition holds, the run prints `said` (in its message
+// saying so) and the rest resumes as a restart on the same ranks does.
+struct Reset {
+  std::vector<Condition> when;
+  std::string what;  // what starts fresh, and from what
+  std::string said;  // a phrase of the message the run prints
+};
+
 // The strategies, the first axis.
 const Axis& strategy_axis();
 // Every axis, the strategy first.
@@ -68,6 +79,9 @@ const std::vector<Axis>& support_axes();
 const Axis& support_axis(const std::string& name);
 // Every refusal.
 const std::vector<Refusal>& support_refusals();
+
+// Every reset.
+const std::vector<Reset>& support_resets();
 
 // An assignment of a value to some axes (a configuration's, or a partial one).
 using Assignment = std::vector<std::pair<std::string, std::string>>;
@@ -84,6 +98,8 @@ bool applies(const Axis& axis, const Assignment& values);
 
 // Throws FlagError naming the flags of the first matching refusal, their values and why.
 void check_support(const Config& config);
+// The resets whose every condition holds in `values`.
+std::vector<const Reset*> resets_for(const Assignment& values);
 
 // The reference a strategy's runs are compared against in the composition tests.
 std::string reference_of(const std::string& strategy);

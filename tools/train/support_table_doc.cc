@@ -35,7 +35,8 @@ std::string joined(const std::vector<std::string>& values, const std::string& se
 }
 
 // One cell: strategy x (axis = value). "yes", "—" (the axis does not apply), "no (k)" where a
-// refusal naming only these two axes holds, "yes, not with (k)" where one naming more could.
+// refusal naming only these two axes holds, "yes, not with (k)" where one naming more could,
+// "starts fresh (rk)" where reset k could hold.
 std::string cell(const std::string& strategy, const Axis& axis, const std::string& value) {
   const Assignment values = {{"strategy", strategy}, {axis.name, value}};
   Axis flag_only = axis;  // its flag's only_with, here; its applies_when, below
@@ -60,8 +61,18 @@ std::string cell(const std::string& strategy, const Axis& axis, const std::strin
     (only_these ? refused : partly).push_back("(" + std::to_string(k + 1) + ")");
   }
   if (!refused.empty()) return "**no** " + joined(refused, " ");
-  if (!partly.empty()) return "yes, not with " + joined(partly, " ");
-  return "yes";
+  std::vector<std::string> fresh;  // resets that could hold here
+  const std::vector<Reset>& resets = support_resets();
+  for (size_t k = 0; k < resets.size(); ++k) {
+    const Refusal as_rule{resets[k].when, ""};
+    if (names(as_rule, axis.name) && could_match(as_rule, values)) {
+      fresh.push_back("(r" + std::to_string(k + 1) + ")");
+    }
+  }
+  std::string out = "yes";
+  if (!partly.empty()) out += ", not with " + joined(partly, " ");
+  if (!fresh.empty()) out += ", starts fresh " + joined(fresh, " ");
+  return out;
 }
 
 }  // namespace
@@ -101,7 +112,11 @@ std::string composition_markdown() {
          "`--compression=topk:RATIO`); `error-feedback` is on by default for topk, sign and "
          "powersgd; `checkpoint` is the format written under `--checkpoint-dir` (none without "
          "one); `resume` is `--resume`; `tensor-parallel` is on for `--tensor-parallel` of 2 or "
-         "more; `model` is plain (logistic, mlp) or batch-norm (the ResNets).\n\n";
+         "more; `model` is plain (logistic, mlp) or batch-norm (the ResNets); `restart` is "
+         "`tools/launch` restarting the job after a failure from the newest committed checkpoint, "
+         "on the same ranks or on fewer (the most that the hostfile's slots and the run's layout "
+         "allow: whole pipelines of whole tensor-parallel groups, a worker beside the servers), "
+         "which the launcher checks against this table before it starts the job.\n\n";
 
   out << "## Refusals\n\n";
   const std::vector<Refusal>& refusals = support_refusals();
@@ -113,12 +128,32 @@ std::string composition_markdown() {
     out << k + 1 << ". " << joined(conditions, " with ") << ": " << refusals[k].why << ".\n";
   }
 
+  out << "\n## What a restart on fewer ranks starts fresh\n\n"
+         "On the same ranks a restart resumes every strategy exactly: the run ends as the "
+         "uninterrupted one, bit for bit. On fewer ranks the model and the optimizer's state are "
+         "read whole or resharded for the new world (each rank keeps its batch size, so the "
+         "global batch shrinks), and the state that belongs to ranks starts fresh, which the run "
+         "says:\n\n";
+  const std::vector<Reset>& resets = support_resets();
+  for (size_t k = 0; k < resets.size(); ++k) {
+    std::vector<std::string> conditions;
+    for (const Condition& c : resets[k].when) {
+      conditions.push_back("`" + c.axis + "` " + joined(c.values, "|"));
+    }
+    out << "r" << k + 1 << ". " << joined(conditions, " with ") << ": " << resets[k].what << ".\n";
+  }
+
   out << "\n## References\n\nWhat each strategy's runs are compared with in "
          "`//tests/tools:composition_test` (float32: 1e-5; half precision: the tolerance the "
          "test states):\n\n| strategy | reference |\n| --- | --- |\n";
   for (const std::string& s : strategies.values) out << "| " << s << " | " << reference_of(s) << " |\n";
   out << "\nA run with `resume` yes stops after its first epoch and resumes from that "
-         "checkpoint; its trained model must equal the uninterrupted run's bit for bit.\n";
+         "checkpoint; its trained model must equal the uninterrupted run's bit for bit. A run with "
+         "`restart` runs under `tools/launch` with a rank killed in its second epoch: on the same "
+         "ranks it must end as the uninterrupted run, bit for bit; on fewer (its hostfile shrunk "
+         "before the restart) as its first epoch on more ranks resumed by hand on fewer, bit for "
+         "bit, and as its reference resumed from the same checkpoint (float32: 1e-5), printing "
+         "what starts fresh.\n";
   return out.str();
 }
 

@@ -98,7 +98,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     run.strategy.after_step();
     end_traced_step();
     ++step;
-    fault.after_step(run.world ? run.world->rank() : 0, step);
+    fault.after_step(run.world ? run.world->rank() : 0, step, epoch, f.batches + 1);
     f.loss_sum += loss;
     ++f.batches;
     // Batches assigned at run time: each rank counts its own (summed over ranks after).
