@@ -44,7 +44,7 @@ TEST_F(Gpt2, KnownTokenIds) {
   // Multi-space runs: a run's last space joins the next word (" b", " c").
   EXPECT_EQ(tok->encode("a  b   c"), (Ids{64, 220, 275, 220, 220, 269}));
   EXPECT_EQ(tok->encode("   "), (Ids{220, 220, 220}));
-  // A contraction and a long number (numbers are merged in pieces of up to three digits here).
+  // A contraction, and a long number: one word, " 1234567", of three tokens (" 123" "45" "67").
   EXPECT_EQ(tok->encode("It's 1234567 don't"), (Ids{1026, 338, 17031, 2231, 3134, 836, 470}));
   EXPECT_EQ(tok->encode("'s's 'S"), (Ids{338, 338, 705, 50}));
   // Newlines: "\n" is 198, "\n\n" is 628, a tab 197.
