@@ -8,7 +8,8 @@
 //   - a stalled rank ends the job through --collective-timeout, and the restart finishes;
 //   - a lost slot (the hostfile shrinks from 3 to 2 before the restart) with --min-ranks=2:
 //     the run resumes on 2 ranks and ends within 0.5 points of the uninterrupted 3-rank run;
-//   - no restarts left, too few slots and a usage error end the job with the reason.
+//   - no restarts left, too few slots, bad flags (before any rank starts) and a usage error
+//     end the job with the reason.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -179,7 +180,15 @@ TEST(Launch, EndsWithTheReasonWhenItCannotGoOn) {
   EXPECT_EQ(few.exit_code, 1) << few.output;
   EXPECT_NE(few.output.find("offers 1 slot, fewer than --min-ranks=2"), std::string::npos)
       << few.output;
-  const CommandResult usage = launch("--max-restarts=3", job(2, flags + " --epochs=0"));
+  // Bad flags: the launcher reads them as the train tool does and starts nothing.
+  const CommandResult bad = launch("--max-restarts=3", job(2, flags + " --epochs=0"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("launch: the train tool's flags: --epochs expects an integer >= 1, "
+                            "got '0'"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("launch: attempt 1"), std::string::npos) << bad.output;
+  // A usage error only the run finds (its data makes no batch): exit 2, not retried.
+  const CommandResult usage = launch(
+      "--max-restarts=3", job(2, kMlp + "--train-limit=1 --epochs=1 --checkpoint-dir=" + dir));
   EXPECT_EQ(usage.exit_code, 2) << usage.output;
   EXPECT_NE(usage.output.find("exit code 2 is a usage error; not restarting"), std::string::npos)
       << usage.output;

@@ -83,10 +83,15 @@ TEST(TrainFaults, BadValuesExitTwo) {
                                    std::string("--inject-fault=crash-in-save:0:3"),
                                    std::string("--inject-fault=crash-in-save:0:3:after-index"),
                                    std::string("--inject-fault=crash:0:3:mid-shard"),
+                                   std::string("--inject-fault=crash-in-epoch:1:0"),
+                                   std::string("--inject-fault=crash-in-epoch:7:2"),
                                    std::string("--collective-timeout=-1")}) {
     const auto r = tessera::testing::run_train(kShortMlp + "--strategy=ddp " + flags, 2);
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
   }
+  const auto epoch = tessera::testing::run_train_single(kShortMlp + "--inject-fault=crash-in-epoch:0:0");
+  EXPECT_NE(epoch.output.find("inject-fault 'crash-in-epoch:0:0': epoch '0' is not an epoch >= 1"),
+            std::string::npos) << epoch.output;
 }
 
 TEST(TrainFaults, BadFlagOnEveryRankExitsWithTwo) {

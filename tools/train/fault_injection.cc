@@ -53,7 +53,7 @@ FaultInjection FaultInjection::parse(const std::string& text) {
   const long long s = std::strtoll(step.c_str(), &end, 10);
   const char* unit = kind == "crash-in-epoch" ? "epoch" : "step";
   TS_CHECK(!step.empty() && *end == '\0' && s >= 1, "inject-fault '", text, "': ", unit, " '",
-           step, "' is not a ", unit, " >= 1");
+           step, "' is not ", kind == "crash-in-epoch" ? "an" : "a", " ", unit, " >= 1");
   FaultInjection f;
   f.kind_ = kind == "crash"            ? Kind::kCrash
             : kind == "stall"          ? Kind::kStall
