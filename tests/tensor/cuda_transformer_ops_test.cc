@@ -3,43 +3,17 @@
 // naming the reason, when this binary has no CUDA backend or the machine has no GPU.
 #include <gtest/gtest.h>
 
-#include "tensor/accelerator.h"
 #include "tensor/ops.h"
+#include "tests/tensor/cuda_compare.h"
 
 namespace tessera {
 namespace {
 
-class CudaTransformerOps : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_is_available()) GTEST_SKIP() << "no CUDA: " << cuda_unavailable_reason();
-  }
-  const Device gpu = Device::cuda(0);
-};
-
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case kF64: return 1e-10;
-    case kF32: return 1e-5;
-    default: return 1e-2;
-  }
-}
-
-void expect_close(const Tensor& cuda_result, const Tensor& cpu_result, double rtol,
-                  const std::string& what) {
-  ASSERT_TRUE(cuda_result.device().is_cuda()) << what;
-  ASSERT_EQ(cuda_result.shape(), cpu_result.shape()) << what;
-  ASSERT_EQ(cuda_result.dtype(), cpu_result.dtype()) << what;
-  const Tensor a = cuda_result.cpu().to(kF64), b = cpu_result.to(kF64);
-  EXPECT_TRUE(allclose(a, b, rtol, rtol)) << what << ": max |diff| = " << amax(abs(a - b)).item();
-}
-
-Tensor random_cpu(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  return normal(shape, 0, 1, kF64, &gen).to(dtype);
-}
-
-const DType kFloatTypes[] = {kF32, kF64, kF16, kBF16};
+using CudaTransformerOps = testing::CudaTest;
+using testing::expect_close;
+using testing::kFloatTypes;
+using testing::random_cpu;
+using testing::tolerance;
 
 TEST_F(CudaTransformerOps, LayerNormForwardAndBackwardMatchCpu) {
   // 300 rows: several of the backward's row chunks; 771 features: not a multiple of a block.
