@@ -4,7 +4,7 @@
 // parameters' gradients, which are sums over the rows.
 //
 // dweight and dbias without atomics, so that they are the same bits on every run: the rows are
-// cut into chunks of kRowsPerChunk; a thread per (chunk, column) adds that chunk's rows with +=
+// cut into chunks (of kRowsPerChunk rows, more when that would exceed the grid); a thread per (chunk, column) adds that chunk's rows with +=
 // into its own slot of a workspace [chunks, 2, n] (every row used the same weight, so its
 // gradient is the sum of the rows' contributions), and a last kernel adds the chunks' slots in
 // chunk order. Neighbouring threads take neighbouring columns, so every read is coalesced.
@@ -21,6 +21,7 @@ namespace {
 constexpr int kRowThreads = 128;     // one block per row
 constexpr int kColumnThreads = 256;  // the parameter-gradient passes
 constexpr int64_t kRowsPerChunk = 64;
+constexpr int64_t kMaxChunks = 65535;  // the grid's y dimension
 
 template <typename T>
 __global__ void forward_kernel(const T* x, const acc_t<T>* weight, const acc_t<T>* bias,
@@ -78,12 +79,12 @@ __global__ void input_grad_kernel(const T* g, const T* x, const acc_t<T>* mean,
 template <typename T>
 __global__ void param_chunk_kernel(const T* g, const T* x, const acc_t<T>* mean,
                                    const acc_t<T>* rstd, acc_t<T>* workspace, int64_t rows,
-                                   int64_t n) {
+                                   int64_t n, int64_t per_chunk) {
   using C = acc_t<T>;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
-  const int64_t chunk = blockIdx.y, r0 = chunk * kRowsPerChunk;
-  const int64_t r1 = r0 + kRowsPerChunk < rows ? r0 + kRowsPerChunk : rows;
+  const int64_t chunk = blockIdx.y, r0 = chunk * per_chunk;
+  const int64_t r1 = r0 + per_chunk < rows ? r0 + per_chunk : rows;
   C dweight = 0, dbias = 0;
   for (int64_t r = r0; r < r1; ++r) {
     const C gv = load(g[r * n + j]);
@@ -108,7 +109,15 @@ __global__ void param_sum_kernel(const C* workspace, C* grad_weight, C* grad_bia
   if (grad_bias != nullptr) grad_bias[j] = dbias;
 }
 
-int64_t chunks_of(int64_t rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
+int64_t rows_per_chunk(int64_t rows) {
+  const int64_t at_most = (rows + kMaxChunks - 1) / kMaxChunks;
+  return at_most > kRowsPerChunk ? at_most : kRowsPerChunk;
+}
+
+int64_t chunks_of(int64_t rows) {
+  const int64_t per_chunk = rows_per_chunk(rows);
+  return (rows + per_chunk - 1) / per_chunk;
+}
 
 unsigned column_blocks(int64_t n) {
   return static_cast<unsigned>((n + kColumnThreads - 1) / kColumnThreads);
@@ -152,7 +161,7 @@ void launch_layer_norm_backward(const void* grad_out, const void* x, const void*
       C* ws = static_cast<C*>(workspace);
       param_chunk_kernel<scalar_t>
           <<<dim3(column_blocks(n), static_cast<unsigned>(chunks)), kColumnThreads, 0, stream>>>(
-              g, xv, m, rs, ws, rows, n);
+              g, xv, m, rs, ws, rows, n, rows_per_chunk(rows));
       param_sum_kernel<C><<<column_blocks(n), kColumnThreads, 0, stream>>>(
           ws, static_cast<C*>(grad_weight), static_cast<C*>(grad_bias), chunks, n);
     }
