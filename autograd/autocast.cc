@@ -38,6 +38,7 @@ constexpr PolicyEntry kPolicyTable[] = {
     {"cross_entropy", CastPolicy::kF32},
     {"nll_loss", CastPolicy::kF32},
     {"mse_loss", CastPolicy::kF32},
+    {"layer_norm", CastPolicy::kF32},
     // f32 statistics: normalization over long sums, in the input's dtype (autocast.h)
     {"batch_norm", CastPolicy::kF32Statistics},
     {"batch_norm_relu", CastPolicy::kF32Statistics},

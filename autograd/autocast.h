@@ -5,7 +5,8 @@
 //
 //   lower precision   conv2d, linear, matmul          -> f16 / bf16 (the guard's dtype)
 //   f32               softmax, log_softmax, losses,   -> f32 (range and accuracy matter:
-//                     exp, log, pow, sum, mean, var         exponentials, long sums)
+//                     exp, log, pow, sum, mean, var,        exponentials, long sums)
+//                     layer_norm
 //   f32 statistics    batch_norm, batch_norm_relu     -> the input keeps its dtype; mean,
 //                                                        variance, the normalization and the
 //                                                        f32 parameters' gradients in f32, the

@@ -112,6 +112,18 @@ Variable batch_norm_relu(const Variable& input, const Variable& weight, const Va
 // Zeroes each element with probability p and scales the rest by 1/(1-p) (training only).
 Variable dropout(const Variable& a, double p, bool training, Generator* gen = nullptr);
 
+// ---- transformer layers (functions_transformer.cc) ----
+// Layer norm over the last dim, PyTorch's F.layer_norm(x, [n], weight, bias, eps): fused
+// forward and backward. weight and bias are [n] or undefined. Autocast runs it in f32.
+Variable layer_norm(const Variable& input, const Variable& weight, const Variable& bias,
+                    double eps = 1e-5);
+// GELU; GeluApproximate::kTanh is GPT-2's form (tensor/ops.h has both formulas).
+Variable gelu(const Variable& input, GeluApproximate approximate = GeluApproximate::kNone);
+// Rows of weight [V, C] at i64 indices [...]: [..., C]. The weight's gradient adds the output
+// gradient's rows into the indexed rows only (a repeated index sums); tied to an output
+// projection, the two uses' gradients add up in the weight's .grad.
+Variable embedding(const Variable& weight, const Tensor& indices);
+
 // ---- losses ----
 enum class Reduction { kMean, kSum, kNone };
 // Fused log-softmax + NLL on logits [N, C] and class indices [N] (i64), with optional label

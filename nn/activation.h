@@ -24,5 +24,21 @@ class Tanh : public Module {
   Variable forward(const Variable& x) override;
 };
 
+// GELU (Hendrycks and Gimpel), x * Phi(x), the transformers' activation. Its default is
+// PyTorch's exact form, nn.GELU(); GPT-2 uses the tanh approximation:
+//   nn::GELU(GeluApproximate::kTanh)   // PyTorch's nn.GELU(approximate='tanh')
+class GELU : public Module {
+ public:
+  explicit GELU(GeluApproximate approximate = GeluApproximate::kNone)
+      : approximate_(approximate) {}
+  std::string type_name() const override { return "GELU"; }
+  std::string extra_repr() const override;
+  Variable forward(const Variable& x) override;
+  GeluApproximate approximate() const { return approximate_; }
+
+ private:
+  GeluApproximate approximate_;
+};
+
 }  // namespace nn
 }  // namespace tessera

@@ -170,6 +170,31 @@ class Backend {
                                         const Tensor& grad_weight, const Tensor& grad_bias,
                                         const Tensor& grad_residual);
 
+  // Transformer layers (tensor/ops_transformer.cc). All tensors contiguous; x, out, grad_out
+  // and grad_in share one dtype; per-row and per-feature tensors are in the compute type (f32,
+  // or f64 for f64 inputs).
+  // Layer norm over each row of x [rows, n]: writes out [rows, n], mean [rows] and
+  // rstd [rows] = 1 / sqrt(biased variance + eps). weight and bias are always [n] (ones and
+  // zeros stand in for an absent one).
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
+  // Its backward in one pass over the rows: grad_in [rows, n], grad_weight and grad_bias [n]
+  // (sums over the rows); each may be undefined (not asked for).
+  virtual void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& weight,
+                                   const Tensor& grad_in, const Tensor& grad_weight,
+                                   const Tensor& grad_bias) = 0;
+  // GELU elementwise (in, out, grad_out, grad_in of one shape), and its derivative times
+  // grad_out.
+  virtual void gelu(const Tensor& in, const Tensor& out, GeluApproximate approximate) = 0;
+  virtual void gelu_backward(const Tensor& grad_out, const Tensor& in, const Tensor& grad_in,
+                             GeluApproximate approximate) = 0;
+  // The embedding's weight gradient: grad_weight[index[i]] += grad_out[i] for grad_out [N, C],
+  // index i64 [N] (in range) and grad_weight [V, C] in the compute type. Only the indexed rows
+  // are touched; a repeated index adds up, in index order on every thread count.
+  virtual void embedding_backward(const Tensor& grad_out, const Tensor& index,
+                                  const Tensor& grad_weight) = 0;
+
   // Indexing; index tensors are contiguous i64, checked in range by ops.cc.
   virtual void index_select(const Tensor& in, int64_t dim, const Tensor& index,
                             const Tensor& out) = 0;

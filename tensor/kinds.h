@@ -25,4 +25,7 @@ enum class BinaryOp {
 
 enum class ReduceOp { kSum, kMean, kMax, kMin, kArgmax, kArgmin, kVar };
 
+// GELU's two forms, PyTorch's approximate='none' and 'tanh' (tensor/ops.h has the formulas).
+enum class GeluApproximate { kNone, kTanh };
+
 }  // namespace tessera

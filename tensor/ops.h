@@ -185,6 +185,40 @@ BatchNormReluGrads batch_norm_relu_backward(const Tensor& grad_out, const Tensor
                                             bool training, bool need_input, bool need_weight,
                                             bool need_residual);
 
+// ---- transformer layers: layer norm, GELU, embedding (ops_transformer.cc) ----
+// Layer norm over the last dim (PyTorch's F.layer_norm with normalized_shape = [n]): each row
+// x of n values becomes (x - mean(x)) / sqrt(var(x) + eps) * weight + bias, var biased.
+// weight and bias are [n] or undefined (then 1 and 0); the output has the input's dtype, the
+// statistics are kept in f32 (f64 for f64 input) for the backward.
+struct LayerNormResult {
+  Tensor output;
+  Tensor mean;  // [rows] (rows = numel / n)
+  Tensor rstd;  // [rows], 1 / sqrt(var + eps)
+};
+LayerNormResult layer_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           double eps = 1e-5);
+struct LayerNormGrads {
+  Tensor input;         // the input's dtype
+  Tensor weight, bias;  // [n] in the compute type (f32, or f64 for f64 input)
+  // (each undefined unless asked for)
+};
+LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                   const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                                   bool need_input, bool need_weight, bool need_bias);
+// GELU: x * Phi(x) (kNone, PyTorch's default), or GPT-2's tanh approximation (kTanh),
+//   0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& input, GeluApproximate approximate = GeluApproximate::kNone);
+// grad_out * gelu'(input).
+Tensor gelu_backward(const Tensor& grad_out, const Tensor& input,
+                     GeluApproximate approximate = GeluApproximate::kNone);
+// Rows of weight [V, C] picked by i64 indices of any shape: [..., C]. Every index must be in
+// [0, V); the error names the first one that is not.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+// The weight's gradient [V, C] (in weight_dtype): zero but for the rows the indices name,
+// where the rows of grad_out [..., C] are added (a repeated index sums its rows).
+Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
+                          DType weight_dtype);
+
 // ---- joining, splitting, indexing ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);

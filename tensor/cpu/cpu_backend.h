@@ -63,6 +63,17 @@ class CpuBackend final : public Backend {
                                 const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                                 bool training, const Tensor& grad_in, const Tensor& grad_weight,
                                 const Tensor& grad_bias, const Tensor& grad_residual) override;
+  // Transformer layers: layer_norm.cc, gelu.cc, embedding.cc.
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& out, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& weight, const Tensor& grad_in,
+                           const Tensor& grad_weight, const Tensor& grad_bias) override;
+  void gelu(const Tensor& in, const Tensor& out, GeluApproximate approximate) override;
+  void gelu_backward(const Tensor& grad_out, const Tensor& in, const Tensor& grad_in,
+                     GeluApproximate approximate) override;
+  void embedding_backward(const Tensor& grad_out, const Tensor& index,
+                          const Tensor& grad_weight) override;
   void index_select(const Tensor& in, int64_t dim, const Tensor& index,
                     const Tensor& out) override;
   void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) override;

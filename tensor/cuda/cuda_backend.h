@@ -1,7 +1,8 @@
 // CudaBackend: tessera's kernels for NVIDIA GPUs. Elementwise, reduction, indexing, pooling,
-// batch-norm, optimizer and random kernels are tessera's own (this folder's .cu files); GEMMs
-// run on cuBLAS and convolutions on cuDNN. Every method runs on the current stream of the
-// operands' device and returns without waiting for the GPU, except copies to the CPU.
+// batch-norm, transformer-layer (layer norm, GELU, embedding), optimizer and random kernels are
+// tessera's own (this folder's .cu files); GEMMs run on cuBLAS and convolutions on cuDNN.
+// Every method runs on the current stream of the operands' device and returns without waiting
+// for the GPU, except copies to the CPU.
 //
 // Linked only under --config=cuda; it registers itself (and the caching and pinned allocators)
 // from a static initializer, so nothing else in tessera names it.
@@ -59,6 +60,17 @@ class CudaBackend final : public Backend {
                            const Tensor& invstd, const Tensor& weight, bool training,
                            const Tensor& grad_in, const Tensor& grad_weight,
                            const Tensor& grad_bias) override;
+  // Transformer layers: transformer_ops.cc (layer_norm.cu, gelu.cu, embedding.cu).
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& out, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& weight, const Tensor& grad_in,
+                           const Tensor& grad_weight, const Tensor& grad_bias) override;
+  void gelu(const Tensor& in, const Tensor& out, GeluApproximate approximate) override;
+  void gelu_backward(const Tensor& grad_out, const Tensor& in, const Tensor& grad_in,
+                     GeluApproximate approximate) override;
+  void embedding_backward(const Tensor& grad_out, const Tensor& index,
+                          const Tensor& grad_weight) override;
   void index_select(const Tensor& in, int64_t dim, const Tensor& index,
                     const Tensor& out) override;
   void gather(const Tensor& in, int64_t dim, const Tensor& index, const Tensor& out) override;

@@ -61,6 +61,9 @@ TEST(CudaLayers, EveryLayerMatchesTheCpuForwardAndBackward) {
       {"AdaptiveAvgPool2d", [] { return std::make_shared<AdaptiveAvgPool2d>(2); }},
       {"Flatten", [] { return std::make_shared<Flatten>(); }},
       {"Dropout", [] { return std::make_shared<Dropout>(0.3); }},
+      {"LayerNorm", [] { return std::make_shared<LayerNorm>(5); }},  // over the last dim, W = 5
+      {"GELU", [] { return std::make_shared<GELU>(); }},
+      {"GELU tanh", [] { return std::make_shared<GELU>(GeluApproximate::kTanh); }},
   };
   Generator gen(20);
   const Tensor x4 = normal({3, 6, 5, 5}, 0, 1, kF32, &gen);
@@ -81,6 +84,28 @@ TEST(CudaLayers, EveryLayerMatchesTheCpuForwardAndBackward) {
       }
     }
   }
+}
+
+// Embedding takes token ids, not a differentiable input: its output and its weight's gradient,
+// with repeated tokens, and tied to an output projection as in a GPT.
+TEST(CudaLayers, EmbeddingMatchesTheCpuForwardAndBackward) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA: " << cuda_unavailable_reason();
+  const Tensor ids = from_vector<int64_t>({4, 17, 4, 0, 99, 17, 4, 63}, {2, 4});
+  Generator gen(23);
+  const Tensor g = normal({2, 4, 100}, 0, 1, kF32, &gen);
+  std::vector<Tensor> outputs, grads;
+  for (const Device device : {Device::cpu(), Device::cuda(0)}) {
+    manual_seed(24);
+    Embedding emb(100, 12);
+    emb.to(device);
+    const Variable h = emb(ids.to(device));
+    const Variable logits = matmul(h, transpose(emb.weight(), 0, 1));  // tied
+    logits.backward(g.to(device));
+    outputs.push_back(logits.data().cpu());
+    grads.push_back(emb.weight().grad().cpu());
+  }
+  expect_close(outputs[1], outputs[0], "Embedding (tied) output");
+  expect_close(grads[1], grads[0], "Embedding (tied) weight grad");
 }
 
 }  // namespace

@@ -10,44 +10,17 @@
 #include "tensor/fused_updates.h"
 #include "tensor/ops.h"
 #include "tensor/unscale.h"
+#include "tests/tensor/cuda_compare.h"
 
 namespace tessera {
 namespace {
 
-class CudaOps : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_is_available()) GTEST_SKIP() << "no CUDA: " << cuda_unavailable_reason();
-  }
-  const Device gpu = Device::cuda(0);
-};
-
-double tolerance(DType dtype) {
-  switch (dtype) {
-    case kF64: return 1e-10;
-    case kF32: return 1e-5;
-    default: return 1e-2;
-  }
-}
-
-// Compares a CUDA result with the CPU's, in f64 on the CPU.
-void expect_close(const Tensor& cuda_result, const Tensor& cpu_result, double rtol,
-                  const char* what) {
-  ASSERT_TRUE(cuda_result.device().is_cuda()) << what;
-  ASSERT_EQ(cuda_result.shape(), cpu_result.shape()) << what;
-  ASSERT_EQ(cuda_result.dtype(), cpu_result.dtype()) << what;
-  const Tensor a = cuda_result.cpu().to(kF64), b = cpu_result.to(kF64);
-  EXPECT_TRUE(allclose(a, b, rtol, rtol)) << what << ": max |diff| = "
-                                         << amax(abs(a - b)).item();
-}
-
-Tensor random_cpu(const Shape& shape, DType dtype, uint64_t seed, double low = -2,
-                  double high = 2) {
-  Generator gen(seed);
-  return uniform(shape, low, high, kF64, &gen).to(dtype);
-}
-
-const DType kFloatTypes[] = {kF32, kF64, kF16, kBF16};
+// The fixture, tolerances and comparison shared with the other CUDA tests (cuda_compare.h).
+using CudaOps = testing::CudaTest;
+using testing::expect_close;
+using testing::kFloatTypes;
+using testing::random_cpu;
+using testing::tolerance;
 
 TEST_F(CudaOps, CopiesBetweenDevicesKeepValuesAndLayout) {
   const Tensor x = random_cpu({3, 4, 5}, kF32, 1);
