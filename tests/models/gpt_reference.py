@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The PyTorch side of tessera's GPT check (tests/models/gpt_test.cc).
 
 A GPT-2 (pre-LayerNorm blocks, learned positions, GELU's tanh form, the token embedding tied to
@@ -18,6 +18,7 @@ N(0, 0.02 / sqrt(2 n_layer))), seeded. It writes one safetensors file with
 all in float32 (float64 accumulation is PyTorch's own business). Usage:
 
   python3 tests/models/gpt_reference.py OUT.safetensors
+  python3 tests/models/gpt_reference.py --compare A.safetensors B.safetensors
 
 The committed fixture, tests/models/data/gpt_reference.safetensors, is this script's output;
 tests/models/gpt_reference_test.sh regenerates it where torch is installed and compares.
@@ -30,6 +31,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 
 # The configuration: small, odd where it can be (a vocabulary that is no power of two, a
 # sequence shorter than the context).
@@ -140,9 +142,48 @@ def save_safetensors(path, tensors):
             f.write(b)
 
 
+def load_safetensors(path):
+    """name -> (dtype, shape, bytes), as save_safetensors writes them."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items()}
+
+
+def compare(a_path, b_path):
+    """Exits non-zero unless both files hold the same tensors, equal within 1e-6 of each
+    tensor's largest value (PyTorch's GEMMs may sum in another order on another CPU)."""
+    import numpy as np
+    a, b = load_safetensors(a_path), load_safetensors(b_path)
+    if sorted(a) != sorted(b):
+        sys.exit("the files hold different tensors: %s" % sorted(set(a) ^ set(b)))
+    worst = (0.0, "")
+    for name in a:
+        if a[name][:2] != b[name][:2]:
+            sys.exit("%s: dtype or shape differ: %s %s" % (name, a[name][:2], b[name][:2]))
+        kind = np.float32 if a[name][0] == "F32" else np.int64
+        x = np.frombuffer(a[name][2], kind).astype(np.float64)
+        y = np.frombuffer(b[name][2], kind).astype(np.float64)
+        scale = max(np.abs(y).max(initial=0.0), 1e-30)
+        err = np.abs(x - y).max(initial=0.0) / scale
+        worst = max(worst, (err, name))
+    print("largest difference: %.3g of its tensor's scale (%s)" % worst)
+    if worst[0] > 1e-6:
+        sys.exit("the regenerated fixture differs from the committed one")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--compare":
+        return compare(sys.argv[2], sys.argv[3])
     if len(sys.argv) != 2:
-        sys.exit("usage: gpt_reference.py OUT.safetensors")
+        sys.exit("usage: gpt_reference.py OUT.safetensors | --compare A B")
+    build(sys.argv[1])
+
+
+def build(path):
     torch.manual_seed(1234)
     torch.set_num_threads(1)
     model = GPT()
@@ -177,7 +218,7 @@ def main():
     out["losses"] = torch.tensor(losses, dtype=torch.float32)
     for name, p in model.named_parameters():
         out["after." + names[name]] = p.detach().clone()
-    save_safetensors(sys.argv[1], out)
+    save_safetensors(path, out)
 
 
 if __name__ == "__main__":
