@@ -25,6 +25,7 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
   TS_CHECK(k.shape() == q.shape() && v.shape() == q.shape(), op,
            ": q, k and v must have one shape [B, H, T, D], got q ", q.shape(), ", k ", k.shape(),
            ", v ", v.shape());
+  TS_CHECK(q.size(3) > 0, op, ": the head dimension D of q ", q.shape(), " must be positive");
   detail::check_floating(q, op);
   TS_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), op,
            ": q, k and v must have one dtype, got ", q.dtype(), ", ", k.dtype(), ", ",

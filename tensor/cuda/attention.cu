@@ -51,6 +51,20 @@ __device__ void stage_rows(const T* src, int64_t row0, int n, int64_t d, T* dst)
   for (int64_t i = threadIdx.x; i < n * d; i += blockDim.x) dst[i] = src[row0 * d + i];
 }
 
+// This thread's row `row` of a [t, d] matrix (zeros past t) into column `lane` of smem
+// [d][tile], where the threads of a warp write consecutive words.
+template <typename T>
+__device__ void own_row(const T* src, int64_t row, int64_t t, int64_t d, int tile, T* dst) {
+  for (int64_t dd = 0; dd < d; ++dd) {
+    dst[dd * tile + threadIdx.x] = row < t ? src[row * d + dd] : T(0);
+  }
+}
+
+template <typename T>
+__device__ void zero_column(int64_t d, int tile, T* dst) {
+  for (int64_t dd = 0; dd < d; ++dd) dst[dd * tile + threadIdx.x] = 0;
+}
+
 template <typename T>
 __global__ void forward_kernel(const T* q, const T* k, const T* v, T* out, T* lse, int64_t t,
                                int64_t d, T scale, int tile) {
@@ -64,10 +78,8 @@ __global__ void forward_kernel(const T* q, const T* k, const T* v, T* out, T* ls
   const int lane = threadIdx.x;
   const int64_t row = r0 + lane;
   const bool active = row < t;
-  for (int64_t dd = 0; dd < d; ++dd) {
-    qs[dd * tile + lane] = active ? q[base + row * d + dd] : T(0);
-    acc[dd * tile + lane] = 0;
-  }
+  own_row(q + base, row, t, d, tile, qs);
+  zero_column(d, tile, acc);
   T m = -INFINITY, l = 0;
   T s[kMaxTile];
   const int64_t keys = r0 + tile < t ? r0 + tile : t;  // keys after the last query are hidden
@@ -133,12 +145,10 @@ __global__ void grad_kv_kernel(const T* q, const T* k, const T* v, const T* grad
   const int lane = threadIdx.x;
   const int64_t col = c0 + lane;  // this thread's key
   const bool active = col < t;
-  for (int64_t dd = 0; dd < d; ++dd) {
-    kk[dd * tile + lane] = active ? k[base + col * d + dd] : T(0);
-    vv[dd * tile + lane] = active ? v[base + col * d + dd] : T(0);
-    dk[dd * tile + lane] = 0;
-    dv[dd * tile + lane] = 0;
-  }
+  own_row(k + base, col, t, d, tile, kk);
+  own_row(v + base, col, t, d, tile, vv);
+  zero_column(d, tile, dk);
+  zero_column(d, tile, dv);
   // Queries before c0 see none of this block's keys.
   for (int64_t r0 = c0; r0 < t; r0 += tile) {
     const int nr = static_cast<int>(t - r0 < tile ? t - r0 : tile);
@@ -188,11 +198,9 @@ __global__ void grad_q_kernel(const T* q, const T* k, const T* v, const T* grad_
   const int lane = threadIdx.x;
   const int64_t row = r0 + lane;
   const bool active = row < t;
-  for (int64_t dd = 0; dd < d; ++dd) {
-    qs[dd * tile + lane] = active ? q[base + row * d + dd] : T(0);
-    gs[dd * tile + lane] = active ? grad_out[base + row * d + dd] : T(0);
-    dq[dd * tile + lane] = 0;
-  }
+  own_row(q + base, row, t, d, tile, qs);
+  own_row(grad_out + base, row, t, d, tile, gs);
+  zero_column(d, tile, dq);
   const T row_lse = active ? lse[head * t + row] : T(0);
   const T row_delta = active ? delta[head * t + row] : T(0);
   const int64_t keys = r0 + tile < t ? r0 + tile : t;

@@ -148,6 +148,9 @@ TEST(CausalAttention, ErrorsNameWhatIsWrong) {
   expect_error([&] { causal_attention(q.to(kI64), q.to(kI64), q.to(kI64), 1.0); },
                "expected a floating-point tensor");
   expect_error([&] { causal_attention(q, q, q, NAN); }, "scale must be finite");
+  const Tensor no_dim = zeros({1, 2, 5, 0});
+  expect_error([&] { causal_attention(no_dim, no_dim, no_dim, 1.0); },
+               "the head dimension D of q [1, 2, 5, 0] must be positive");
   expect_error([&] { causal_attention(q, q, q, 1.0, {0, 64}); },
                "got query = 0, key = 64");
   expect_error([&] { causal_attention(Tensor(), q, q, 1.0); }, "q is an undefined tensor");
