@@ -2,7 +2,7 @@
 // floor of the GEMMs an unfused attention runs on the same shapes.
 //
 //   bazel-bin/tools/bench/attention_bench [--t=256,512,1024] [--batch=1] [--heads=12]
-//       [--head-dim=64] [--threads=N] [--repeats=5] [--clock=cpu]
+//       [--head-dim=64] [--threads=N] [--repeats=20] [--clock=cpu]
 //
 // Per T it prints the median milliseconds of the fused forward and backward, and of tessera's
 // matmul (OpenBLAS sgemm) on the unfused attention's GEMMs, batched over B x H heads:
@@ -34,7 +34,7 @@ constexpr const char* kUsage =
 
 struct Flags {
   std::vector<int64_t> lengths{256, 512, 1024};
-  int64_t batch = 1, heads = 12, head_dim = 64, threads = 0, repeats = 5;
+  int64_t batch = 1, heads = 12, head_dim = 64, threads = 0, repeats = 20;
 };
 
 bool parse(int argc, char** argv, Flags* f) {
@@ -63,9 +63,10 @@ bool parse(int argc, char** argv, Flags* f) {
   return true;
 }
 
-// The median over `repeats` timed runs, after one untimed warm-up.
+// The median over `repeats` timed runs, after three untimed ones (with one, the first timed
+// runs of a short T still took several times the median).
 double median_ms(int64_t repeats, const std::function<void()>& run) {
-  run();
+  for (int i = 0; i < 3; ++i) run();
   std::vector<double> ms;
   for (int64_t i = 0; i < repeats; ++i) {
     const double start = bench::now_ms();
