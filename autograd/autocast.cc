@@ -26,6 +26,8 @@ constexpr PolicyEntry kPolicyTable[] = {
     {"conv2d", CastPolicy::kLowerPrecision},
     {"linear", CastPolicy::kLowerPrecision},
     {"matmul", CastPolicy::kLowerPrecision},
+    {"causal_attention", CastPolicy::kLowerPrecision},  // as PyTorch's scaled_dot_product_attention
+    {"causal_self_attention", CastPolicy::kLowerPrecision},
     // f32: exponentials, logarithms, powers, reductions, normalization, losses
     {"exp", CastPolicy::kF32},
     {"log", CastPolicy::kF32},

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "tensor/attention_params.h"
 #include "tensor/conv_params.h"
 #include "tensor/random.h"
 
@@ -86,6 +87,20 @@ Variable gather(const Variable& a, int64_t dim, const Tensor& index);
 Variable matmul(const Variable& a, const Variable& b);
 // x [..., in] W^T [in, out] + b [out]. bias may be undefined.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
+
+// ---- causal multi-head self-attention (autograd/functions_attention.cc) ----
+// q, k, v [B, H, T, D]: softmax(mask(scale q k^T)) v, query t attending to keys s <= t
+// (tensor/ops.h's causal_attention: FlashAttention's blocks, memory linear in T). Without a
+// scale, 1 / sqrt(D). Autocast runs it in lower precision, as PyTorch's
+// scaled_dot_product_attention (the kernels compute in f32 inside).
+Variable causal_attention(const Variable& q, const Variable& k, const Variable& v, double scale,
+                          const AttentionBlocks& blocks = {});
+Variable causal_attention(const Variable& q, const Variable& k, const Variable& v);
+// GPT-2's attention between its two Linears: qkv [B, T, 3C] (q | k | v along the last dim,
+// n_head heads of C / n_head each) -> [B, T, C], the heads' outputs side by side, scale
+// 1 / sqrt(C / n_head). The head split and merge are part of the op (and of its backward).
+Variable causal_self_attention(const Variable& qkv, int64_t n_head,
+                               const AttentionBlocks& blocks = {});
 
 // ---- neural-network ops ----
 Variable conv2d(const Variable& input, const Variable& weight, const Variable& bias,

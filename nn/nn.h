@@ -3,6 +3,7 @@
 
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
+#include "nn/causal_self_attention.h"
 #include "nn/conv2d.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/attention_params.h"
 #include "tensor/conv_params.h"
 #include "tensor/fused_updates.h"
 #include "tensor/kinds.h"
@@ -110,6 +111,20 @@ class Backend {
   virtual void cross_entropy_backward(const Tensor& log_probs, const Tensor& target,
                                       const Tensor& row_grad, double label_smoothing,
                                       const Tensor& grad_logits) = 0;
+
+  // Causal multi-head self-attention (tensor/ops.h's causal_attention), FlashAttention's way:
+  // q, k, v, out, grad_* contiguous [B, H, T, D] of one dtype (f32 or f64); logsumexp
+  // contiguous [B, H, T] in that dtype, the log of each query row's sum of exp(scaled scores),
+  // all the backward needs to recompute the probabilities. `blocks` is the CPU's tiling; a
+  // backend may choose its own.
+  virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                const AttentionBlocks& blocks, const Tensor& out,
+                                const Tensor& logsumexp) = 0;
+  virtual void causal_attention_backward(const Tensor& grad_out, const Tensor& q,
+                                         const Tensor& k, const Tensor& v, const Tensor& out,
+                                         const Tensor& logsumexp, double scale,
+                                         const AttentionBlocks& blocks, const Tensor& grad_q,
+                                         const Tensor& grad_k, const Tensor& grad_v) = 0;
 
   // NCHW, all contiguous; bias may be undefined. (Or, where channels_last(kConv2d) says so,
   // input/out/grad_out/grad_in all NHWC in memory, though one with a single channel or 1x1 maps

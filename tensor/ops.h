@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/attention_params.h"
 #include "tensor/conv_params.h"
 #include "tensor/random.h"
 #include "tensor/tensor.h"
@@ -110,6 +111,27 @@ Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim);
+
+// ---- causal multi-head self-attention (tensor/ops_attention.cc) ----
+// q, k, v [B, H, T, D], one floating dtype and device: output [B, H, T, D] =
+// softmax(mask(scale q k^T)) v, query t attending to keys s <= t. FlashAttention's algorithm:
+// computed by blocks of queries and keys with an online softmax, so the [B, H, T, T] scores are
+// never stored and memory grows linearly in T. logsumexp [B, H, T] (f32; f64 for f64 inputs)
+// is log sum_s exp(scale q_t.k_s) per query row: with the output, all backward needs to
+// recompute the probabilities. f16/bf16 inputs are computed in f32, the output in their dtype.
+struct CausalAttentionResult {
+  Tensor output;
+  Tensor logsumexp;
+};
+CausalAttentionResult causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       double scale, const AttentionBlocks& blocks = {});
+struct CausalAttentionGrads {
+  Tensor q, k, v;
+};
+CausalAttentionGrads causal_attention_backward(const Tensor& grad_out, const Tensor& q,
+                                               const Tensor& k, const Tensor& v,
+                                               const Tensor& output, const Tensor& logsumexp,
+                                               double scale, const AttentionBlocks& blocks = {});
 
 // ---- convolution and pooling (NCHW) ----
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -31,6 +31,14 @@ class CpuBackend final : public Backend {
   void cross_entropy_backward(const Tensor& log_probs, const Tensor& target,
                               const Tensor& row_grad, double label_smoothing,
                               const Tensor& grad_logits) override;
+  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                        const AttentionBlocks& blocks, const Tensor& out,
+                        const Tensor& logsumexp) override;
+  void causal_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& out, const Tensor& logsumexp,
+                                 double scale, const AttentionBlocks& blocks,
+                                 const Tensor& grad_q, const Tensor& grad_k,
+                                 const Tensor& grad_v) override;
   void conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
               const Conv2dParams& p, const Tensor& out) override;
   void conv2d_backward_input(const Tensor& grad_out, const Tensor& weight, const Conv2dParams& p,
