@@ -39,7 +39,7 @@ class GPTMLP : public nn::Module {
  public:
   explicit GPTMLP(int64_t n_embd) {
     c_fc_ = register_module<nn::Linear>("c_fc", n_embd, 4 * n_embd);
-    gelu_ = register_module<nn::GELU>("gelu", nn::GeluApproximate::kTanh);
+    gelu_ = register_module<nn::GELU>("gelu", GeluApproximate::kTanh);
     c_proj_ = register_module<nn::Linear>("c_proj", 4 * n_embd, n_embd);
   }
   std::string type_name() const override { return "GPTMLP"; }

@@ -155,7 +155,8 @@ def load_safetensors(path):
 
 def compare(a_path, b_path):
     """Exits non-zero unless both files hold the same tensors, equal within 1e-6 of each
-    tensor's largest value (PyTorch's GEMMs may sum in another order on another CPU)."""
+    tensor's largest value (PyTorch's GEMMs may sum in another order on another CPU), 1e-4
+    for the parameters after the AdamW steps."""
     import numpy as np
     a, b = load_safetensors(a_path), load_safetensors(b_path)
     if sorted(a) != sorted(b):
@@ -167,11 +168,18 @@ def compare(a_path, b_path):
         kind = np.float32 if a[name][0] == "F32" else np.int64
         x = np.frombuffer(a[name][2], kind).astype(np.float64)
         y = np.frombuffer(b[name][2], kind).astype(np.float64)
+        if name.startswith("after.") and name.endswith("attn.c_attn.bias"):
+            # The keys' bias has a zero gradient but for rounding, which Adam's step amplifies
+            # to about lr a step either way: not reproducible, left out (gpt_test.cc says more).
+            c = x.size // 3
+            x, y = np.concatenate([x[:c], x[2 * c:]]), np.concatenate([y[:c], y[2 * c:]])
         scale = max(np.abs(y).max(initial=0.0), 1e-30)
         err = np.abs(x - y).max(initial=0.0) / scale
-        worst = max(worst, (err, name))
-    print("largest difference: %.3g of its tensor's scale (%s)" % worst)
-    if worst[0] > 1e-6:
+        # After 10 AdamW steps the keys' bias's rounding has moved the rest a little too.
+        allowed = 1e-4 if name.startswith("after.") else 1e-6
+        worst = max(worst, (err / allowed, name))
+    print("largest difference: %.3g of what its tensor allows (%s)" % worst)
+    if worst[0] > 1:
         sys.exit("the regenerated fixture differs from the committed one")
 
 

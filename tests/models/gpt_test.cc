@@ -78,7 +78,7 @@ TEST(GPT, LogitsLossAndGradientsEqualPyTorch) {
     EXPECT_LT(relative_error(p.grad(), fixture().at("grad." + name)), 1e-5) << name;
     ++compared;
   }
-  EXPECT_EQ(compared, 4 + 2 * 12 + 2);  // wte, wpe; 12 a block; ln_f
+  EXPECT_EQ(compared, 2 + 2 * 12 + 2);  // wte, wpe; 12 a block; ln_f
 }
 
 TEST(GPT, TenAdamWStepsEqualPyTorch) {
@@ -102,7 +102,21 @@ TEST(GPT, TenAdamWStepsEqualPyTorch) {
     EXPECT_NEAR(loss.item(), want, 1e-5 * std::abs(want)) << "step " << step;
   }
   for (const auto& [name, p] : model->named_parameters()) {
-    EXPECT_LT(relative_error(p.data(), fixture().at("after." + name)), 1e-5) << name;
+    Tensor got = p.data(), want = fixture().at("after." + name);
+    if (name.find("attn.c_attn.bias") != std::string::npos) {
+      // The keys' bias (the middle third) adds q . b_k to every score of a row, which softmax
+      // cancels: its gradient is zero but for rounding, and Adam, dividing each gradient by its
+      // own running size, moves it by about lr a step whichever way the rounding points (PyTorch
+      // run twice differs there by 2e-4). The queries' and values' thirds are compared.
+      const int64_t c = got.numel() / 3;
+      EXPECT_LT(relative_error(got.narrow(0, 0, c), want.narrow(0, 0, c)), 1e-5) << name;
+      EXPECT_LT(relative_error(got.narrow(0, 2 * c, c), want.narrow(0, 2 * c, c)), 1e-5) << name;
+      // Each within 2 lr a step of PyTorch's.
+      EXPECT_LE(max_abs_diff(got.narrow(0, c, c), want.narrow(0, c, c)), 2 * 1e-3 * losses.numel())
+          << name;
+      continue;
+    }
+    EXPECT_LT(relative_error(got, want), 1e-5) << name;
   }
 }
 
