@@ -26,11 +26,14 @@
 # same binary there times its NCHW step beside it.
 # --baseline adds a third contender (say, the train_bench of the commit before a change), timed
 # in the same rounds, with its own ratio to PyTorch.
-# Needs python3-torch and python3-torchvision (apt-get install python3-torchvision).
+# The GPTs (--models=gpt2 or gpt-nano; --batch=B --seq-len=T, default their own: 4 or 8 of 64
+# tokens) are timed against tools/bench/pytorch_gpt_reference.py, the same step in PyTorch.
+# Needs python3-torch, and python3-torchvision for the ResNets (apt-get install python3-torchvision).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 models=resnet18,resnet50 threads=1,2 steps=10 rounds=2 tessera= baseline= amps=off clock=wall
+shape=()  # the GPTs' --batch and --seq-len, on both sides
 layout=()
 ours=()
 for arg in "$@"; do
@@ -43,6 +46,7 @@ for arg in "$@"; do
     --baseline=*) baseline=${arg#*=} ;;
     --amp=*) amps=${arg#*=} ;;
     --clock=*) clock=${arg#*=} ;;
+    --batch=*|--seq-len=*) shape+=("$arg") ;;
     --channels-last) layout=(--channels-last) ;;
     --channels-blocked) ours=(--channels-blocked) ;;
     *) echo "side_by_side.sh: unknown flag $arg" >&2; exit 2 ;;
@@ -54,8 +58,10 @@ if [[ -z "$tessera" ]]; then
 fi
 # Debian's torch is for Debian's python, not for any other python3 earlier on PATH.
 python=/usr/bin/python3
-"$python" -c 'import torch, torchvision' 2>/dev/null || {
-  echo "side_by_side.sh: $python cannot import torch and torchvision;" \
+needs="torch"
+[[ ",$models," =~ ,resnet ]] && needs="torch, torchvision"
+"$python" -c "import $needs" 2>/dev/null || {
+  echo "side_by_side.sh: $python cannot import $needs;" \
        "---> HINT: apt-get install python3-torch python3-torchvision" >&2
   exit 1
 }
@@ -78,11 +84,13 @@ for ((round = 1; round <= rounds; round++)); do
         [[ "$amp" != off ]] && amp_flag=(--amp="$amp")
         [[ "$clock" != wall ]] && amp_flag+=(--clock="$clock")
         amp_flag+=("${layout[@]}")
+        reference=tools/bench/pytorch_cpu_reference.py
+        [[ "$model" == gpt* ]] && reference=tools/bench/pytorch_gpt_reference.py
         read -r our_med our_min < <("$tessera" --models="$model" --threads="$t" --steps="$steps" \
-          "${amp_flag[@]}" "${ours[@]}" | median_min)
-        read -r their_med their_min < <("$python" tools/bench/pytorch_cpu_reference.py \
+          "${amp_flag[@]}" "${ours[@]}" "${shape[@]}" | median_min)
+        read -r their_med their_min < <("$python" "$reference" \
           --models="$model" --threads="$t" --steps="$steps" --amp="$amp" --clock="$clock" \
-          "${layout[@]}" | median_min)
+          "${layout[@]}" "${shape[@]}" | median_min)
         printf '%-9s %-7s %-4s %5s | %9.1f (%8.1f) | %9.1f (%8.1f) | %-7s' "$model" "$t" "$amp" \
           "$round" "$our_med" "$our_min" "$their_med" "$their_min" "$(ratio "$our_med" "$their_med")"
         if [[ -n "$baseline" ]]; then

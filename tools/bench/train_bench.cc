@@ -13,6 +13,12 @@
 // side_by_side.sh runs both alternately). --models=resnet18,resnet50 picks them; the default
 // runs the first three only, as before.
 //
+// The GPTs (models/gpt.h, issue 50): GPT-2 124M ("gpt2", vocabulary 50304) at batch 4 of 64
+// tokens and gpt-nano at batch 8 of 64, random token ids, lm_loss, AdamW (betas 0.9, 0.95;
+// weight decay 0.1 on the Linear weights); --batch and --seq-len change their shapes, and
+// "tokens/s" is batch x seq-len over the median step (tools/bench/pytorch_gpt_reference.py
+// times the same step in PyTorch eager).
+//
 // "activation MiB" is what the forward (and loss) leaves allocated for backward, from the
 // counting allocator: bytes in use after the loss minus before the forward, i.e. the saved
 // activations (and, under autocast, the parameters' low-precision casts, cached per forward).
@@ -20,6 +26,7 @@
 // channels-last activations (Module::to(MemoryFormat)), --channels-blocked with nChw16c ones,
 // the input staying NCHW.
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -27,8 +34,10 @@
 
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
+#include "models/gpt.h"
 #include "models/resnet.h"
 #include "models/simple.h"
+#include "optim/adam.h"
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
@@ -48,6 +57,7 @@ struct Case {
   int warmup, steps;
   int64_t channels = 1, size = 28;  // input image: channels x size x size
   bool by_default = true;           // run without --models
+  int64_t seq_len = 0;              // a GPT's tokens per sequence (0: an image model)
 };
 
 // The models' shapes, as the reference figures (above) were taken.
@@ -56,12 +66,20 @@ std::vector<Case> cases(int resnet_steps) {
           {"mlp", 64, 20, 500},
           {"resnet20", 128, 3, resnet_steps},
           {"resnet18", 8, 2, resnet_steps, 3, 224, false},
-          {"resnet50", 8, 2, resnet_steps, 3, 224, false}};
+          {"resnet50", 8, 2, resnet_steps, 3, 224, false},
+          {"gpt-nano", 8, 2, resnet_steps, 0, 0, false, 64},
+          {"gpt2", 4, 2, resnet_steps, 0, 0, false, 64}};
 }
 
 // Without --models the default cases; with it, those it names.
 bool selected(const Case& c, const std::string& models) {
-  return models.empty() ? c.by_default : models.find(c.model) != std::string::npos;
+  if (models.empty()) return c.by_default;
+  for (size_t begin = 0; begin <= models.size();) {
+    const size_t comma = std::min(models.find(',', begin), models.size());
+    if (models.compare(begin, comma - begin, c.model) == 0) return true;
+    begin = comma + 1;
+  }
+  return false;
 }
 
 std::shared_ptr<nn::Sequential> build(const std::string& name) {
@@ -69,6 +87,7 @@ std::shared_ptr<nn::Sequential> build(const std::string& name) {
   if (name == "mlp") return models::MLP();
   if (name == "resnet18") return models::ResNet18(3, 1000);
   if (name == "resnet50") return models::ResNet50(3, 1000);
+  if (name.rfind("gpt", 0) == 0) return models::GPT(models::GPTConfig::named(name, 50257));
   return models::ResNet20(1, 10);
 }
 
@@ -85,27 +104,43 @@ Timing time_steps(const Case& c, int threads, const std::string& amp, DType para
   auto model = build(c.model);
   if (param_dtype != kF32) model->to(param_dtype);
   if (memory_format != MemoryFormat::kContiguous) model->to(memory_format);
-  optim::SGD opt(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  const bool gpt = c.seq_len > 0;
+  std::unique_ptr<optim::Optimizer> opt;
+  if (gpt) {
+    auto [decay, no_decay] = models::weight_decay_groups(*model);
+    const auto adamw = optim::AdamOptions(6e-4).betas({0.9, 0.95}).eps(1e-8);
+    std::vector<optim::ParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<optim::AdamOptions>(optim::AdamOptions(adamw).weight_decay(0.1)));
+    groups.emplace_back(no_decay, std::make_unique<optim::AdamOptions>(optim::AdamOptions(adamw).weight_decay(0)));
+    opt = std::make_unique<optim::AdamW>(std::move(groups), adamw);
+  } else {
+    opt = std::make_unique<optim::SGD>(model->parameters(), optim::SGDOptions(0.01).momentum(0.9));
+  }
   // Half-precision parameters take inputs of their dtype (as the train tool's place_model);
-  // under autocast the first layer casts them anyway.
-  const Tensor x = randn({c.batch, c.channels, c.size, c.size}).to(param_dtype);
+  // under autocast the first layer casts them anyway. A GPT takes token ids.
+  const int64_t vocab = 50257;  // GPT-2's tokens (the padded rows are never drawn)
+  auto tokens = [&] { return uniform({c.batch, c.seq_len}, 0, vocab - 1).to(kI64); };
+  const Tensor x = gpt ? tokens()
+                       : randn({c.batch, c.channels, c.size, c.size}).to(param_dtype);
   const Tensor y = arange(c.batch, kI64);
-  const Tensor labels = sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
+  const Tensor labels = gpt ? tokens()
+                            : sub(y, mul(div(y, 10.0).to(kI64), 10.0)).to(kI64);  // y mod 10
   Timing t;
   const Device cpu = Device::cpu();
   for (int i = 0; i < c.warmup + c.steps; ++i) {
     const double start = now_ms();
-    opt.zero_grad();
+    opt->zero_grad();
     const int64_t before = memory_stats(cpu).current_bytes;
     Variable loss;
     {
       std::optional<AutocastGuard> autocast;
       if (amp != "off") autocast.emplace(amp == "fp16" ? kF16 : kBF16);
-      loss = cross_entropy(model->forward(Variable(x)), labels);
+      const Variable out = model->forward(Variable(x));
+      loss = gpt ? models::lm_loss(out, labels) : cross_entropy(out, labels);
     }
     t.activation_bytes = memory_stats(cpu).current_bytes - before;
     loss.backward();
-    opt.step();
+    opt->step();
     const double elapsed = now_ms() - start;
     if (i >= c.warmup) t.ms.push_back(elapsed);
   }
@@ -114,15 +149,16 @@ Timing time_steps(const Case& c, int threads, const std::string& amp, DType para
 
 // The table. side_by_side.sh reads a row's median and min as its 4th and 5th fields.
 void print_header() {
-  std::printf("%-10s %6s %8s %14s %12s %5s %15s\n", "model", "batch", "threads",
-              "median ms/step", "min ms/step", "amp", "activation MiB");
+  std::printf("%-10s %6s %8s %14s %12s %5s %15s %10s\n", "model", "batch", "threads",
+              "median ms/step", "min ms/step", "amp", "activation MiB", "tokens/s");
 }
 
 void print_row(const Case& c, int threads, const std::string& amp, const Timing& t) {
-  std::printf("%-10s %6lld %8d %14.3f %12.3f %5s %15.2f\n", c.model.c_str(),
-              static_cast<long long>(c.batch), threads, bench::median(t.ms),
+  const double median = bench::median(t.ms);
+  std::printf("%-10s %6lld %8d %14.3f %12.3f %5s %15.2f %10.0f\n", c.model.c_str(),
+              static_cast<long long>(c.batch), threads, median,
               *std::min_element(t.ms.begin(), t.ms.end()), amp.c_str(),
-              t.activation_bytes / 1048576.0);
+              t.activation_bytes / 1048576.0, c.seq_len > 0 ? c.batch * c.seq_len * 1e3 / median : 0.0);
   std::fflush(stdout);
 }
 
@@ -132,8 +168,10 @@ int main(int argc, char** argv) {
   bench::TrainBenchFlags flags;
   if (!bench::parse_train_bench_flags(argc, argv, &flags)) return 2;
   print_header();
-  for (const Case& c : cases(flags.resnet_steps)) {
+  for (Case c : cases(flags.resnet_steps)) {
     if (!selected(c, flags.models)) continue;
+    if (c.seq_len > 0 && flags.batch > 0) c.batch = flags.batch;
+    if (c.seq_len > 0 && flags.seq_len > 0) c.seq_len = flags.seq_len;
     for (int threads : flags.thread_counts) {
       for (const std::string& amp : flags.amps) {
         print_row(c, threads, amp, time_steps(c, threads, amp, flags.param_dtype,

@@ -13,7 +13,7 @@ namespace {
 
 constexpr const char* kUsage =
     "--models=a,b --steps=N --threads=N --amp=off,bf16,fp16 --param-dtype=f32|bf16|f16 "
-    "--channels-last|--channels-blocked --clock=cpu";
+    "--channels-last|--channels-blocked --clock=cpu --batch=B --seq-len=T (the GPTs)";
 
 bool parse_param_dtype(const std::string& d, DType* dtype) {
   if (d != "f32" && d != "bf16" && d != "f16") {
@@ -56,6 +56,10 @@ bool parse_train_bench_flags(int argc, char** argv, TrainBenchFlags* flags) {
     } else if (parse_clock_flag(argv[i])) {  // it set bench::cpu_clock
     } else if ((v = flag_value(argv[i], "--steps="))) {
       if (!parse_number("train_bench", "--steps=", v, 1, &flags->resnet_steps)) return false;
+    } else if ((v = flag_value(argv[i], "--batch="))) {
+      if (!parse_number("train_bench", "--batch=", v, 1, &flags->batch)) return false;
+    } else if ((v = flag_value(argv[i], "--seq-len="))) {
+      if (!parse_number("train_bench", "--seq-len=", v, 1, &flags->seq_len)) return false;
     } else if ((v = flag_value(argv[i], "--amp="))) {
       if (!parse_amps(v, &flags->amps)) return false;
     } else {

@@ -13,7 +13,9 @@ namespace bench {
 
 struct TrainBenchFlags {
   std::string models;                // --models=a,b: run the cases whose name is in it
-  int resnet_steps = 20;             // --steps: timed steps of the ResNets
+  int resnet_steps = 20;             // --steps: timed steps of the ResNets and GPTs
+  // --batch, --seq-len: the GPTs' batch (sequences) and sequence length (0: the case's own).
+  int batch = 0, seq_len = 0;
   std::vector<int> thread_counts = {1, 2};
   std::vector<std::string> amps = {"off"};  // autocast dtypes: off, bf16, fp16
   // f32, or bf16/f16 for parameters kept in that dtype between steps (model->to; the optimizer
