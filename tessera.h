@@ -45,6 +45,10 @@
 #include "data/distributed_sampler.h"
 #include "data/mnist.h"
 #include "data/mnist_dataset.h"
+#include "data/text_data.h"
+#include "data/token_file.h"
+#include "data/token_windows.h"
+#include "data/tokenizer.h"
 #include "data/transforms.h"
 
 // Distributed training: MPI start-up, process groups, DDP, ZeRO, checkpoints, traces.
@@ -93,5 +97,6 @@
 #include "pipeline/schedule_grid.h"
 
 // Reference models.
+#include "models/gpt.h"
 #include "models/resnet.h"
 #include "models/simple.h"
