@@ -101,10 +101,21 @@ GPTConfig GPTConfig::nano(int64_t vocab_size) {
   return c;
 }
 
+GPTConfig GPTConfig::tiny(int64_t vocab_size) {
+  GPTConfig c;
+  c.vocab_size = padded_vocab(vocab_size);
+  c.context = 64;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 32;
+  return c;
+}
+
 GPTConfig GPTConfig::named(const std::string& name, int64_t vocab_size) {
   if (name == "gpt2") return gpt2(vocab_size);
   if (name == "gpt-nano") return nano(vocab_size);
-  TS_FAIL("GPT: no configuration '", name, "' (gpt-nano, gpt2)");
+  if (name == "gpt-tiny") return tiny(vocab_size);
+  TS_FAIL("GPT: no configuration '", name, "' (gpt-tiny, gpt-nano, gpt2)");
 }
 
 int64_t GPTConfig::parameters() const {
