@@ -110,7 +110,10 @@ std::vector<FlagSection> run_flag_sections() {
                 "a GPT's validation loss over the first N validation windows (0: all of them)"),
            Flag("eval-every", integer(&Config::eval_every, 0),
                 "a GPT's validation loss every N optimizer steps too, besides each epoch's end "
-                "(0: at epoch ends only)"),
+                "(0: at epoch ends only)")
+               .only_with({"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "local-sgd",
+                           "gossip"},
+                          "evaluates between steps, which asynchronous SGD's ranks do not share"),
            Flag("sample", integer(&Config::sample, 0),
                 "after training, rank 0 prints N tokens the GPT generates after the start of the "
                 "validation text (top-k sampling, k = 40, temperature 1, seeded by --seed)"),

@@ -281,10 +281,15 @@ std::vector<Refusal> make_refusals() {
        "the Megatron split of the GPT's blocks (heads and MLP column- then row-parallel, the "
        "vocabulary-parallel embedding and loss) is not built yet; the tensor-parallel models are "
        "--model=mlp (its hidden layers) and the image models' classifiers"},
-      {{{"weight-decay-groups", {"on"}}, {"strategy", {"zero1", "zero2", "zero3"}}},
-       "ZeRO's optimizer steps one flat shard per unit with one set of options, so it cannot "
-       "decay the GPT's Linear weights while sparing its biases, LayerNorms and embeddings: "
-       "give --weight-decay=0 (or use --strategy=ddp)"},
+      {{{"model", {"transformer"}}, {"strategy", {"zero3"}}},
+       "the GPT's output projection reads the token embedding's weight (weight tying), which "
+       "lives in the embedding's ZeRO-3 unit and is released after that unit's forward, so "
+       "lm_head finds it empty (linear: weight [0]); a unit holding both uses (FSDP puts a "
+       "shared parameter in the unit enclosing its users) is not built yet: use zero1 or zero2"},
+      {{{"weight-decay-groups", {"on"}}, {"strategy", {"zero1", "zero2", "async"}}},
+       "ZeRO's optimizer and the parameter servers step flat shards of the parameters with one "
+       "set of options, so they cannot decay the GPT's Linear weights while sparing its biases, "
+       "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp)"},
 
       // Hierarchical collectives.
       {{{"collectives", {"hierarchical"}},
