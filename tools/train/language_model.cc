@@ -76,10 +76,12 @@ void print_sample(const RunContext& run, const Data& d) {
   if (!run.lead) return;
   const std::vector<int32_t> head(tokens.begin(), tokens.begin() + prompt);
   const std::vector<int32_t> tail(tokens.begin() + prompt, tokens.end());
-  std::printf("sample (%lld tokens after a prompt of %lld, top-k %d, seed %llu):\n%s[%s]\n",
+  std::printf("sample (%lld tokens after a prompt of %lld, top-k %d, seed %llu):\n",
               static_cast<long long>(c.sample), static_cast<long long>(prompt), kTopK,
-              static_cast<unsigned long long>(c.seed), tokenizer->decode(head).c_str(),
-              tokenizer->decode(tail).c_str());
+              static_cast<unsigned long long>(c.seed));
+  // Written as bytes: a byte-level model may well generate a NUL.
+  const std::string text = tokenizer->decode(head) + "[" + tokenizer->decode(tail) + "]\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
 
