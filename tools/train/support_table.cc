@@ -286,7 +286,8 @@ std::vector<Refusal> make_refusals() {
        "lives in the embedding's ZeRO-3 unit and is released after that unit's forward, so "
        "lm_head finds it empty (linear: weight [0]); a unit holding both uses (FSDP puts a "
        "shared parameter in the unit enclosing its users) is not built yet: use zero1 or zero2"},
-      {{{"weight-decay-groups", {"on"}}, {"strategy", {"zero1", "zero2", "async"}}},
+      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}},
+        {"strategy", {"zero1", "zero2", "async"}}},
        "ZeRO's optimizer and the parameter servers step flat shards of the parameters with one "
        "set of options, so they cannot decay the GPT's Linear weights while sparing its biases, "
        "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp)"},
