@@ -91,20 +91,31 @@ GPTConfig GPTConfig::gpt2(int64_t vocab_size) {
   return c;
 }
 
-GPTConfig GPTConfig::nano(int64_t vocab_size) {
+namespace {
+
+// A config of these sizes, its vocabulary padded.
+GPTConfig sized(int64_t vocab_size, int64_t context, int64_t n_layer, int64_t n_head,
+                int64_t n_embd) {
   GPTConfig c;
   c.vocab_size = padded_vocab(vocab_size);
-  c.context = 256;
-  c.n_layer = 4;
-  c.n_head = 4;
-  c.n_embd = 128;
+  c.context = context;
+  c.n_layer = n_layer;
+  c.n_head = n_head;
+  c.n_embd = n_embd;
   return c;
 }
+
+}  // namespace
+
+GPTConfig GPTConfig::nano(int64_t vocab_size) { return sized(vocab_size, 256, 4, 4, 128); }
+
+GPTConfig GPTConfig::tiny(int64_t vocab_size) { return sized(vocab_size, 64, 2, 2, 32); }
 
 GPTConfig GPTConfig::named(const std::string& name, int64_t vocab_size) {
   if (name == "gpt2") return gpt2(vocab_size);
   if (name == "gpt-nano") return nano(vocab_size);
-  TS_FAIL("GPT: no configuration '", name, "' (gpt-nano, gpt2)");
+  if (name == "gpt-tiny") return tiny(vocab_size);
+  TS_FAIL("GPT: no configuration '", name, "' (gpt-tiny, gpt-nano, gpt2)");
 }
 
 int64_t GPTConfig::parameters() const {

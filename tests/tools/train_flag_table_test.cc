@@ -39,6 +39,11 @@ const Example kExamples[] = {
     {"data-dir", "/tmp/fm", ""},
     {"train-limit", "100", ""},
     {"synthetic-size", "64", ""},
+    {"tokenizer", "byte", "--model=gpt-tiny"},
+    {"seq-len", "32", "--model=gpt-tiny"},
+    {"val-limit", "8", "--model=gpt-tiny"},
+    {"eval-every", "4", "--model=gpt-tiny"},
+    {"sample", "10", "--model=gpt-tiny"},
     {"device", "cuda:1", ""},
     {"threads", "3", ""},
     {"seed", "7", ""},
@@ -48,6 +53,7 @@ const Example kExamples[] = {
     {"optimizer", "adamw", "", "weight-decay"},
     {"momentum", "0.5", ""},
     {"weight-decay", "0.25", ""},
+    {"clip-grad-norm", "1", ""},
     {"schedule", "step", ""},
     {"warmup-epochs", "1", ""},
     {"label-smoothing", "0.1", ""},
@@ -142,7 +148,8 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
   const std::set<std::string> expected = {
       "model", "data", "strategy", "epochs", "batch-size", "lr", "optimizer", "momentum",
       "weight-decay", "schedule", "warmup-epochs", "label-smoothing", "augment", "seed",
-      "device type", "train-limit", "synthetic-size", "checkpointing", "checkpoint-format",
+      "device type", "train-limit", "synthetic-size", "tokenizer", "seq-len", "val-limit",
+      "eval-every", "sample", "clip-grad-norm", "checkpointing", "checkpoint-format",
       "resume", "stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
       "checkpoint-activations", "tracing", "trace-steps", "dp-strategy", "deferred-batch-norm",
       "amp", "loss-scale", "param-dtype", "memory-format", "loss-scale-window",
@@ -210,7 +217,8 @@ TEST(FlagTable, UnknownAndMalformedFlagsAreNamed) {
 
 TEST(FlagTable, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   EXPECT_EQ(error_of("--model=vgg"), "--model must be one of logistic|mlp|resnet20|resnet32|"
-                                     "resnet56|resnet18|resnet34|resnet50, got 'vgg'");
+                                     "resnet56|resnet18|resnet34|resnet50|gpt-tiny|gpt-nano|"
+                                     "gpt2, got 'vgg'");
   EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero3"),
             "--dp-strategy must be one of ddp|zero1|zero2, got 'zero3'");
   EXPECT_EQ(error_of("--threads=99999999999"),

@@ -71,7 +71,9 @@ class Asynchronous : public Strategy {
     // Collective: the servers' and the workers' constructors broadcast rank 0's parameters.
     if (world_->rank() < c.servers) {
       server_.emplace(model_->parameters(), world_,
-                      [c](std::vector<Variable> shard) { return make_optimizer(c, std::move(shard)); },
+                      [c, this](std::vector<Variable> shard) {
+                        return make_optimizer(c, std::move(shard), *model_);
+                      },
                       options);
       serving_.emplace(*server_, c.lr);
     } else {

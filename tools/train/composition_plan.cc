@@ -26,8 +26,10 @@ std::string base_flags(int batch = 16) {
 
 // The data a model trains on in the plan: Fashion-MNIST's first 128 images for the MLP; for
 // ResNet-20, 64 synthetic images (its evaluation on Fashion-MNIST's 10,000 test images would
-// take seconds a run).
+// take seconds a run); for the GPT (gpt-tiny, bytes, windows of 16), the fortunes' first 128
+// training windows and 32 validation windows.
 std::string data_flags(const std::string& model) {
+  if (model == "transformer") return "--train-limit=128 --val-limit=32";
   return model == "plain" ? "--train-limit=128" : "--data=synthetic --synthetic-size=64";
 }
 

@@ -30,5 +30,12 @@ struct RunContext {
   const TensorParallelFigures* tensor_parallel;  // null without --tensor-parallel
 };
 
+// A batch's inputs on the run's device, in the parameters' dtype; token ids (a GPT's, i64) stay
+// integers for the embedding.
+inline Tensor model_inputs(const RunContext& run, const Tensor& inputs) {
+  const Tensor on_device = inputs.to(run.device);
+  return is_floating(inputs.dtype()) ? on_device.to(run.input_dtype) : on_device;
+}
+
 }  // namespace train
 }  // namespace tessera

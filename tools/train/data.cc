@@ -4,6 +4,8 @@
 
 #include "data/distributed_sampler.h"
 #include "data/mnist.h"
+#include "data/text_data.h"
+#include "data/token_windows.h"
 #include "data/transforms.h"
 
 namespace tessera {
@@ -31,6 +33,18 @@ data::Transform make_transform(const Config& c, bool augment) {
 
 Data load_data(const Config& c) {
   Data d;
+  if (c.data == "text") {
+    // Tokenized once and stored (data/text_data.h): later runs read the token files.
+    const data::TextTokens text = data::load_text_tokens(
+        data::TextDataOptions()
+            .corpus(c.text_file.empty() ? "fortunes" : c.text_file)
+            .tokenizer(c.tokenizer));
+    d.train = std::make_shared<data::TokenWindows>(text.train, c.seq_len, c.train_limit);
+    d.test = std::make_shared<data::TokenWindows>(text.val, c.seq_len, c.val_limit);
+    d.vocab_size = text.vocab_size;
+    d.val_tokens = text.val;
+    return d;
+  }
   if (c.data == "synthetic") {
     const data::ImageShape& s = data::kMnistImage;  // shaped as Fashion-MNIST
     d.train = std::make_shared<data::SyntheticImages>(c.synthetic_size, s.channels, s.height,
@@ -68,9 +82,15 @@ Loaders make_loaders(const Config& c, const Data& d, const Strategy& strategy, D
                        data::DataLoaderOptions(c.batch_size).shuffle(true).drop_last(true).seed(
                            c.seed).pin_memory(device.is_cuda()),
                        make_transform(c, c.augment == 1), train_sampler),
-      data::DataLoader(d.test, data::DataLoaderOptions(1000), make_transform(c, false),
-                       test_sampler)};
+      // A GPT's logits are [B, T, vocab] (16 x 64 x 50,304 f32: 206 MB): its evaluation batches
+      // are its training batches.
+      data::DataLoader(d.test, data::DataLoaderOptions(c.data == "text" ? c.batch_size : 1000),
+                       make_transform(c, false), test_sampler)};
   // The same on every rank: exit code 2 everywhere (main.cc).
+  if (c.data == "text" && d.test->size() == 0) {
+    throw FlagError("the validation text makes no window of --seq-len=" +
+                    std::to_string(c.seq_len) + " tokens: use a longer text or a shorter window");
+  }
   if (loaders.train.num_batches() == 0) {
     throw FlagError(std::to_string(d.train->size()) + " training examples make no batch of " +
                     std::to_string(c.batch_size) + " on each of " + std::to_string(replicas) +

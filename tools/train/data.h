@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "data/data_loader.h"
 #include "data/dataset.h"
@@ -17,9 +18,15 @@ namespace train {
 struct Data {
   std::shared_ptr<data::Dataset> train, test;
   int64_t channels = 1;
+  // --data=text: the tokenizer's vocabulary (the GPT's, before padding) and the validation
+  // tokens (--sample's prompt is their start).
+  int64_t vocab_size = 0;
+  std::shared_ptr<const std::vector<uint16_t>> val_tokens;
 };
 
-// --data: Fashion-MNIST (the first --train-limit training images) or --synthetic-size images.
+// --data: Fashion-MNIST (the first --train-limit training images), --synthetic-size images, or
+// text: windows of --seq-len tokens (data/token_windows.h), the first --train-limit of the
+// training text's and the first --val-limit of the validation text's.
 Data load_data(const Config& config);
 
 struct Loaders {

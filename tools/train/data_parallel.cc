@@ -4,7 +4,9 @@
 
 #include "dist/compression/make_hook.h"
 #include "dist/ddp/ddp.h"
+#include "dist/grad_norm.h"
 #include "dist/module_sync.h"
+#include "dist/tensor_parallel/norm_counted.h"
 #include "autograd/grad_mode.h"
 #include "dist/state_dict_gather.h"
 #include "dist/tensor_parallel/optimizer_state.h"
@@ -143,6 +145,20 @@ class DataParallel : public Strategy {
                                                     data_parallel_->size(), steps_, bucket_bytes_));
   }
   optim::Optimizer& optimizer() override { return *opt_; }
+  // ZeRO-1/2 clip their shard (stage 1 reduce-scatters first); with tensor parallelism each rank
+  // counts its slices and rank 0 of the group the parameters every rank holds whole; one
+  // process and DDP (whose gradients are averaged already) the whole model.
+  double clip_grad_norm(double max_norm) override {
+    auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt_.get());
+    if (!tensor_parallel_) {
+      return zero ? zero->clip_grad_norm(max_norm) : Strategy::clip_grad_norm(max_norm);
+    }
+    const std::vector<Variable> held = model_->parameters();
+    const std::vector<Variable> counted = dist::tensor_parallel::norm_counted_parameters(
+        held, *model_, tensor_parallel_->rank());
+    if (zero) return zero->clip_grad_norm(max_norm, counted, {tensor_parallel_});
+    return dist::clip_grad_norm(held, counted, max_norm, {tensor_parallel_});
+  }
   int replicas() const override { return data_parallel_ ? data_parallel_->size() : 1; }
   int replica() const override { return data_parallel_ ? data_parallel_->rank() : 0; }
   std::shared_ptr<dist::ProcessGroup> replica_group() const override { return data_parallel_; }
@@ -229,12 +245,14 @@ std::unique_ptr<Strategy> make_data_parallel(const Config& config,
   auto s = std::make_unique<DataParallel>(model, world, topology, std::move(criterion), precision);
   if (config.strategy == "ddp") {
     s->wrap_in_ddp(config);
-    s->set_optimizer(make_optimizer(config, model->parameters()));
+    s->set_optimizer(make_optimizer(config, model->parameters(), *model));
   } else if (config.strategy == "zero1" || config.strategy == "zero2") {
     const int stage = config.strategy == "zero1" ? 1 : 2;
     s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
         model->parameters(), s->zero_group(config),
-        [config](std::vector<Variable> shard) { return make_optimizer(config, std::move(shard)); },
+        [config, model](std::vector<Variable> shard) {
+          return make_optimizer(config, std::move(shard), *model);
+        },
         dist::ZeroOptions()
             .stage(stage)
             .bucket_cap_mb(config.bucket_cap_mb)
@@ -242,7 +260,7 @@ std::unique_ptr<Strategy> make_data_parallel(const Config& config,
                           : config.compression == "bf16" ? kBF16
                                                          : kF32)));
   } else {
-    s->set_optimizer(make_optimizer(config, model->parameters()));
+    s->set_optimizer(make_optimizer(config, model->parameters(), *model));
   }
   return s;
 }

@@ -21,7 +21,7 @@ class Decentralized : public ModelPerRank {
         gossip_(model_->parameters(), world_,
                 c.gossip_topology == "exponential" ? dist::MixingMatrix::exponential(world_->size())
                                                 : dist::MixingMatrix::ring(world_->size())),
-        opt_(make_optimizer(c, model_->parameters())) {
+        opt_(make_optimizer(c, model_->parameters(), *model_)) {
     // The same initial model everywhere (the seed gives it; rank 0's, as DDP takes).
     dist::broadcast_module_states(*model_, *world_, 0, /*buffers=*/true);
   }

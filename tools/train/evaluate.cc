@@ -3,30 +3,45 @@
 #include <cstdint>
 
 #include "autograd/grad_mode.h"
+#include "models/gpt.h"
 #include "tensor/ops.h"
 
 namespace tessera {
 namespace train {
 
-double evaluate(const RunContext& run, const data::DataLoader& loader) {
+Evaluation evaluate(const RunContext& run, const data::DataLoader& loader) {
   NoGradGuard no_grad;
   run.model.eval();
-  int64_t correct = 0, total = 0;
+  const bool lm = language_model(run.config);
+  // Image models: correct predictions and examples. Language models: the summed token losses
+  // (each batch's mean over its tokens, times its tokens, in f64) and the tokens.
+  double score = 0, total = 0;
   for (data::Batch& b : loader.epoch(0)) {
-    const Tensor logits = run.strategy.predict(b.inputs.to(run.device).to(run.input_dtype));
-    const Tensor classes = run.head.predicted_classes(logits);
-    correct += static_cast<int64_t>(sum(eq(classes, b.targets.to(run.device))).item());
-    total += b.size();
+    const Tensor outputs = run.strategy.predict(model_inputs(run, b.inputs));
+    const Tensor targets = b.targets.to(run.device);
+    if (lm) {
+      // f32 logits (autocast gives bf16 or f16 ones): the loss as training's f32 cross-entropy.
+      const double mean = models::lm_loss(Variable(outputs.to(kF32)), targets).item();
+      score += mean * static_cast<double>(targets.numel());
+      total += static_cast<double>(targets.numel());
+    } else {
+      const Tensor classes = run.head.predicted_classes(outputs);
+      score += sum(eq(classes, targets)).item();
+      total += b.size();
+    }
   }
   run.model.train();
   dist::ProcessGroup* group = run.strategy.replica_group().get();
   if (group != nullptr) {
-    Tensor counts = from_vector<int64_t>({correct, total}, {2});
-    group->all_reduce(counts)->wait();
-    correct = static_cast<int64_t>(counts.at({0}));
-    total = static_cast<int64_t>(counts.at({1}));
+    Tensor sums = from_vector<double>({score, total}, {2});
+    group->all_reduce(sums)->wait();
+    score = sums.at({0});
+    total = sums.at({1});
   }
-  return total > 0 ? static_cast<double>(correct) / total : 0.0;
+  Evaluation e;
+  const double mean = total > 0 ? score / total : 0.0;
+  (lm ? e.loss : e.accuracy) = mean;
+  return e;
 }
 
 }  // namespace train

@@ -14,6 +14,34 @@ namespace tessera {
 namespace train {
 
 void check_combinations(const Config& c) {
+  // The model and its data: a GPT reads text, the others images.
+  if (language_model(c)) {
+    if (c.data != "text") {
+      bad("--model=" + c.model + " is a language model: it trains on --data=text[:FILE], not "
+          "--data=" + c.data);
+    }
+    if (c.seq_len > gpt_context(c)) {
+      bad("--seq-len=" + std::to_string(c.seq_len) + " is longer than --model=" + c.model +
+          "'s context of " + std::to_string(gpt_context(c)) + " positions");
+    }
+    for (const char* flag : {"label-smoothing", "augment", "num-classes", "synthetic-size"}) {
+      if (c.given.count(flag) != 0) {
+        bad(std::string("--") + flag + " is for the image models, not --model=" + c.model);
+      }
+    }
+  } else {
+    if (c.data == "text") {
+      bad("--data=text is for the language models (--model=gpt-tiny|gpt-nano|gpt2), not --model=" +
+          c.model);
+    }
+    for (const char* flag : {"tokenizer", "seq-len", "val-limit", "eval-every", "sample"}) {
+      if (c.given.count(flag) != 0) {
+        bad(std::string("--") + flag + " is for the language models (--model=gpt-tiny|gpt-nano|"
+            "gpt2), not --model=" + c.model);
+      }
+    }
+  }
+
   // The optimization.
   if (c.warmup_epochs >= c.epochs) {
     bad("--warmup-epochs (" + std::to_string(c.warmup_epochs) + ") must be less than --epochs (" +

@@ -59,6 +59,22 @@ FlagValue loss_scale() {
           [](const Config& c) { return exact(c.loss_scale); }};
 }
 
+// fashion-mnist, synthetic, or text with an optional file: "text:/path/book.txt".
+FlagValue data_source() {
+  return {"fashion-mnist|synthetic|text[:FILE]",
+          [](Config& c, const std::string& flag, const std::string& v) {
+            if (v.rfind("text:", 0) == 0) {
+              if (v.size() == 5) bad("--data=text:FILE needs a file name after 'text:'");
+              c.data = "text";
+              c.text_file = v.substr(5);
+              return;
+            }
+            c.data = one_of(flag, v, {"fashion-mnist", "synthetic", "text"});
+            c.text_file.clear();
+          },
+          [](const Config& c) { return c.text_file.empty() ? c.data : c.data + ":" + c.text_file; }};
+}
+
 }  // namespace
 
 std::vector<FlagSection> run_flag_sections() {
@@ -66,19 +82,41 @@ std::vector<FlagSection> run_flag_sections() {
       {"the run",
        {
            Flag("model", choice(&Config::model, {"logistic", "mlp", "resnet20", "resnet32",
-                                                 "resnet56", "resnet18", "resnet34", "resnet50"}),
-                "the network to train"),
+                                                 "resnet56", "resnet18", "resnet34", "resnet50",
+                                                 "gpt-tiny", "gpt-nano", "gpt2"}),
+                "the network to train; gpt-*: GPT-2 language models on --data=text (gpt-nano: 4 "
+                "layers, 4 heads, 128 wide; gpt2: 124M; gpt-tiny: 2 layers, 2 heads, 32 wide, for "
+                "tests)"),
            Flag("strategy", choice(&Config::strategy, {"single", "ddp", "zero1", "zero2", "zero3",
                                                        "pipeline", "gossip", "local-sgd", "async"}),
                 "how the ranks of mpirun -np N share the work: one process, DDP, ZeRO stage 1, 2 "
                 "or 3, a pipeline, gossip (decentralized SGD), local SGD or asynchronous SGD"),
-           Flag("data", choice(&Config::data, {"fashion-mnist", "synthetic"}),
-                "the training and test images"),
+           Flag("data", data_source(),
+                "the training and test images, or for a GPT text: the fortunes corpus (installed "
+                "by tools/setup.sh), or text:FILE, a plain text file whose last tenth validates")
+               .default_is("fashion-mnist; text for a GPT"),
            Flag("data-dir", text(&Config::data_dir, "DIR"), "where Fashion-MNIST's files are")
                .per_rank(),
            Flag("train-limit", integer(&Config::train_limit, 1),
-                "use only the first N training images")
+                "use only the first N training images (a GPT's: windows of --seq-len tokens)")
                .default_is("all"),
+           Flag("tokenizer", choice(&Config::tokenizer, {"gpt2", "byte"}),
+                "a GPT's tokens: GPT-2's byte-level BPE (50,257 ids) or one token per byte (256)"),
+           Flag("seq-len", integer(&Config::seq_len, 1),
+                "a GPT's window of T tokens (at most the model's context: gpt-tiny 64, gpt-nano "
+                "256, gpt2 1024)")
+               .default_is("64"),
+           Flag("val-limit", integer(&Config::val_limit, 0),
+                "a GPT's validation loss over the first N validation windows (0: all of them)"),
+           Flag("eval-every", integer(&Config::eval_every, 0),
+                "a GPT's validation loss every N optimizer steps too, besides each epoch's end "
+                "(0: at epoch ends only)")
+               .only_with({"single", "ddp", "zero1", "zero2", "zero3", "pipeline", "local-sgd",
+                           "gossip"},
+                          "evaluates between steps, which asynchronous SGD's ranks do not share"),
+           Flag("sample", integer(&Config::sample, 0),
+                "after training, rank 0 prints N tokens the GPT generates after the start of the "
+                "validation text (top-k sampling, k = 40, temperature 1, seeded by --seed)"),
            Flag("synthetic-size", integer(&Config::synthetic_size, 1),
                 "training images of --data=synthetic"),
            Flag("device", device(),
@@ -105,8 +143,12 @@ std::vector<FlagSection> run_flag_sections() {
                .default_is(kModels),
            Flag("momentum", number(&Config::momentum, 0), "SGD's momentum"),
            Flag("weight-decay", number(&Config::weight_decay, 0),
-                "L2 (sgd, adam) or decoupled (adamw); a given 0 wins over the model's default")
+                "L2 (sgd, adam) or decoupled (adamw); a given 0 wins over the model's default; a "
+                "GPT decays its Linear weights only (not biases, LayerNorms or embeddings)")
                .default_is(kModels),
+           Flag("clip-grad-norm", number(&Config::clip_grad_norm, 0),
+                "scales the gradients so that their global 2-norm (over every rank's shards, "
+                "slices and stages) is at most X before each step (0: off)"),
            Flag("schedule", lr_schedule(), "the learning rate over the epochs")
                .default_is("cosine"),
            Flag("warmup-epochs", integer(&Config::warmup_epochs, 0),

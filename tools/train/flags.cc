@@ -2,10 +2,12 @@
 // --resume names: tools/train/checkpoints.h.)
 #include "tools/train/flags.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 
+#include "models/gpt.h"
 #include "tensor/check.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
@@ -97,7 +99,27 @@ Config parse_flags(int argc, char** argv) {
   }
 }
 
+bool language_model(const Config& c) { return c.model.rfind("gpt", 0) == 0; }
+
+int64_t gpt_context(const Config& c) {
+  return models::GPTConfig::named(c.model, 256).context;
+}
+
 void apply_model_defaults(Config& c) {
+  if (language_model(c)) {
+    // GPT-2's recipe (nanoGPT's, scaled to a short run): AdamW with betas (0.9, 0.95)
+    // (make_optimizer), lr 6e-4, decoupled weight decay 0.1 on the decay group only.
+    if (c.given.count("data") == 0) c.data = "text";
+    if (c.optimizer.empty()) c.optimizer = "adamw";
+    if (c.lr == 0) c.lr = c.optimizer == "sgd" ? 0.1 : 6e-4;
+    if (c.weight_decay < 0) c.weight_decay = c.optimizer == "adamw" ? 0.1 : 0;
+    if (c.batch_size == 0) c.batch_size = 16;
+    if (c.epochs == 0) c.epochs = 1;
+    // 64 tokens: a fortune is a few sentences (a median of about 40 GPT-2 tokens), so a window
+    // holds one or two whole quotations, and a gpt-nano step of 16 x 64 tokens takes a fraction
+    // of a second on two cores. Every GPT's context holds it (gpt-tiny's is 64).
+    if (c.seq_len == 0) c.seq_len = std::min<int64_t>(64, gpt_context(c));
+  }
   const bool resnet = c.model.rfind("resnet", 0) == 0;
   if (c.optimizer.empty()) c.optimizer = resnet ? "sgd" : "adam";
   if (c.lr == 0) c.lr = c.optimizer == "sgd" ? 0.1 : 1e-3;

@@ -16,8 +16,9 @@ namespace train {
 // What the flags chose: a field per flag (two for --zero3-wrap), written by the flag's row of
 // the table (flag_table_*.cc), defaults here.
 struct Config {
-  std::string model = "logistic";  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
-  std::string data = "fashion-mnist";  // fashion-mnist|synthetic
+  // logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50|gpt-tiny|gpt-nano|gpt2
+  std::string model = "logistic";
+  std::string data = "fashion-mnist";  // fashion-mnist|synthetic|text (the GPTs' default)
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string strategy = "single";  // single|ddp|zero1|zero2|zero3|pipeline|gossip|local-sgd|async
   int64_t epochs = 0;      // 0: the model's default
@@ -35,6 +36,16 @@ struct Config {
   // "cpu", "cuda" (rank r uses GPU r mod the GPU count) or "cuda:N".
   std::string device = "cpu";
   int64_t train_limit = 0;  // use only the first N training examples (0: all)
+  // The GPTs' text (--data=text[:FILE]): the file (empty: the fortunes corpus), its tokenizer,
+  // the window length T (0: the model's default), the validation windows evaluated (0: all),
+  // an evaluation every N steps besides each epoch's (0: none), and the tokens sampled at the end.
+  std::string text_file;
+  std::string tokenizer = "gpt2";
+  int64_t seq_len = 0;
+  int64_t val_limit = 256;
+  int64_t eval_every = 0;
+  int64_t sample = 0;
+  double clip_grad_norm = 0;  // the gradients' global 2-norm is clipped to this (0: off)
   int64_t synthetic_size = 10000;
   std::string checkpoint_dir;
   // Each save in a directory of its own, DIR/step-NNNNNNNN/ (dist/checkpoint.h). full: its
@@ -139,6 +150,10 @@ Config parse_flags(int argc, char** argv);
 Config read_flags(const std::vector<std::string>& args);
 // Fills the model's defaults into unset fields.
 void apply_model_defaults(Config& config);
+// --model=gpt-tiny|gpt-nano|gpt2: a language model on --data=text.
+bool language_model(const Config& config);
+// The GPT's context (its positions): the longest --seq-len it takes.
+int64_t gpt_context(const Config& config);
 // --help: every flag of the table by topic, its values, default and strategies (usage.cc).
 std::string usage();
 

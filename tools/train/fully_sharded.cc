@@ -44,7 +44,7 @@ class FullySharded : public Strategy {
                   .wrap_layers(c.zero3_wrap_layers)
                   .prefetch_limit(c.zero3_prefetch ? 1 : 0)
                   .mixed_precision(unit_precision(precision))),
-        opt_(make_optimizer(c, fsdp_.shard_parameters())),
+        opt_(make_optimizer(c, fsdp_.shard_parameters(), *model_)),
         criterion_(std::move(criterion)),
         precision_(precision) {}
 
@@ -65,6 +65,7 @@ class FullySharded : public Strategy {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
+  double clip_grad_norm(double max_norm) override { return fsdp_.clip_grad_norm(max_norm); }
   int replicas() const override { return world_->size(); }
   int replica() const override { return world_->rank(); }
   std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }

@@ -36,7 +36,7 @@ class LocalSgd : public ModelPerRank {
         config_(c),
         ddp_(model_, world_),  // the warm-up steps' gradient all-reduce
         averager_(make_averager(c, *model_, world_)),
-        opt_(make_optimizer(c, model_->parameters()), averager_, model_->buffers()) {}
+        opt_(make_optimizer(c, model_->parameters(), *model_), averager_, model_->buffers()) {}
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
     restore_own_model();

@@ -1,5 +1,5 @@
 // train: trains a model on Fashion-MNIST (or synthetic images) with tessera and reports test
-// accuracy, throughput and memory. See flag_table.h for the flags (--help lists them) and flags.cc
+// accuracy, throughput and memory; or a GPT on text, reporting validation loss and perplexity. See flag_table.h for the flags (--help lists them) and flags.cc
 // for the per-model defaults.
 //
 //   bazel-bin/tools/train --model=logistic                               one process
@@ -8,6 +8,7 @@
 //   mpirun -np 4 bazel-bin/tools/train --model=mlp --tensor-parallel=2 --strategy=ddp
 //                                                         tensor x data parallel
 //   bazel-bin/tools/train --model=mlp --amp=bf16                         mixed precision
+//   bazel-bin/tools/train --model=gpt-nano --data=text --sample=200      a GPT on the fortunes
 //
 // Output (rank 0): a progress bar (plain lines when stdout is not a terminal), one line per
 // epoch, JSON lines per step and per epoch to --metrics (metrics.h), and as the last line on
@@ -29,6 +30,7 @@
 #include "tools/train/flag_rules.h"
 #include "tools/train/flags.h"
 #include "tools/train/guards.h"
+#include "tools/train/language_model.h"
 #include "tools/train/model.h"
 #include "tools/train/output_paths.h"
 #include "tools/train/precision.h"
@@ -64,7 +66,7 @@ struct Parallelized {
 void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
                     std::shared_ptr<dist::ProcessGroup> world, MixedPrecision& precision,
                     Device device, Parallelized& out) {
-  out.head = plain_head(c);
+  out.head = language_model(c) ? language_model_head() : plain_head(c);
   if (c.tensor_parallel > 1) {
     // Tensor-parallel groups nest inside pipeline stages (3D: P x T x D) or data-parallel
     // replicas alone.
@@ -110,7 +112,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   // The data and the model; ranks started with different flags, models or data stop here.
   const Data d = load_data(c);
-  auto model = make_model(c, d.channels);
+  auto model = make_model(c, d.channels, d.vocab_size);
   if (world) verify_configuration(c, *model, d, *world);
   const DType input_dtype = place_model(c, *model, device);
   const int64_t psi = model->num_parameters();
@@ -150,6 +152,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   print_run_header(run, d);
   const RunTotals totals = train_epochs(run, loaders, schedule.get(), start, metrics);
+  print_sample(run, d);
   save_trained_model(run);
   write_trace(run);
   print_run_summary(run, totals, wall_start);

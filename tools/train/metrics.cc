@@ -1,5 +1,8 @@
 #include "tools/train/metrics.h"
 
+#include <cmath>
+#include <utility>
+
 #include "tensor/check.h"
 
 namespace tessera {
@@ -26,17 +29,21 @@ void MetricsFile::step(const StepMetrics& m, const optim::GradScaler& scaler) {
 
 void MetricsFile::epoch(const EpochMetrics& m, const optim::GradScaler& scaler) {
   if (!enabled()) return;
-  write(json::Object()
-            .add("kind", "epoch")
-            .add("epoch", m.epoch)
-            .add("step", m.step)
-            .add("elapsed_seconds", seconds_since(start_))
-            .add("train_loss", m.train_loss)
-            .add("test_accuracy", m.test_accuracy)
-            .add("images_per_second", m.images_per_second)
-            .add("seconds", m.seconds)
-            .add("lr", m.lr),
-        scaler, "epoch", m.epoch);
+  json::Object line;
+  line.add("kind", "epoch")
+      .add("epoch", m.epoch)
+      .add("step", m.step)
+      .add("elapsed_seconds", seconds_since(start_))
+      .add("train_loss", m.train_loss);
+  if (m.language_model) {
+    line.add("val_loss", m.val_loss)
+        .add("val_perplexity", std::exp(m.val_loss))
+        .add("tokens_per_second", m.tokens_per_second);
+  } else {
+    line.add("test_accuracy", m.test_accuracy).add("images_per_second", m.images_per_second);
+  }
+  line.add("seconds", m.seconds).add("lr", m.lr);
+  write(std::move(line), scaler, "epoch", m.epoch);
 }
 
 void MetricsFile::write(json::Object line, const optim::GradScaler& scaler, const char* where,

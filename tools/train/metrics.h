@@ -33,6 +33,10 @@ struct StepMetrics {
 struct EpochMetrics {
   int64_t epoch = 0, step = 0;
   double train_loss = 0, test_accuracy = 0, images_per_second = 0, seconds = 0, lr = 0;
+  // A language model's line holds "val_loss", "val_perplexity" and "tokens_per_second" instead
+  // of "test_accuracy" and "images_per_second".
+  bool language_model = false;
+  double val_loss = 0, tokens_per_second = 0;
 };
 
 class MetricsFile {

@@ -3,13 +3,16 @@
 #include <algorithm>
 
 #include "data/mnist.h"
+#include "models/gpt.h"
 #include "models/resnet.h"
 #include "models/simple.h"
 
 namespace tessera {
 namespace train {
 
-std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels) {
+std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels,
+                                           int64_t vocab_size) {
+  if (language_model(c)) return models::GPT(models::GPTConfig::named(c.model, vocab_size));
   const int64_t k = c.num_classes;  // 10 for Fashion-MNIST
   const int64_t pixels = data::kMnistImage.height * data::kMnistImage.width;
   if (c.model == "logistic") return models::LogisticRegression(channels * pixels, k);

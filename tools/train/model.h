@@ -15,8 +15,10 @@
 namespace tessera {
 namespace train {
 
-// On the CPU in f32, as every model is built.
-std::shared_ptr<nn::Sequential> make_model(const Config& config, int64_t channels);
+// On the CPU in f32, as every model is built. vocab_size: a GPT's tokenizer's (padded to a
+// multiple of 64 in the model).
+std::shared_ptr<nn::Sequential> make_model(const Config& config, int64_t channels,
+                                           int64_t vocab_size);
 
 // Moves the model to `device`, then its parameters to --param-dtype (BatchNorm stays f32).
 // Returns the dtype its inputs take. Done before the strategy: DDP broadcasts and ZeRO shards

@@ -5,7 +5,9 @@
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "data/mnist.h"
+#include "dist/grad_norm.h"
 #include "dist/module_sync.h"
+#include "dist/tensor_parallel/norm_counted.h"
 #include "dist/trace_recorder.h"
 #include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/zero/zero_optimizer.h"
@@ -85,10 +87,12 @@ class Pipeline : public Strategy {
     if (zero_stage > 0) {
       opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
           pipe_->parameters(), topology_.data_parallel_group(),
-          [c](std::vector<Variable> shard) { return make_optimizer(c, std::move(shard)); },
+          [c, this](std::vector<Variable> shard) {
+            return make_optimizer(c, std::move(shard), *model_);
+          },
           dist::ZeroOptions().stage(zero_stage).bucket_cap_mb(c.bucket_cap_mb));
     } else {
-      opt_ = make_optimizer(c, pipe_->parameters());
+      opt_ = make_optimizer(c, pipe_->parameters(), *model_);
     }
   }
 
@@ -116,6 +120,22 @@ class Pipeline : public Strategy {
     return pipe_->forward(inputs);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
+  // Each stage counts its own parameters (with tensor parallelism, the slices its rank counts),
+  // summed over the tensor-parallel group and then the stages; ZeRO replicas over their shards.
+  double clip_grad_norm(double max_norm) override {
+    std::vector<std::shared_ptr<dist::ProcessGroup>> others;
+    if (tensor_parallel_) others.push_back(topology_.tensor_parallel_group());
+    others.push_back(topology_.pipeline_group());
+    const std::vector<Variable> held = pipe_->parameters();
+    const std::vector<Variable> counted =
+        tensor_parallel_ ? dist::tensor_parallel::norm_counted_parameters(
+                               held, *model_, topology_.tensor_parallel_group()->rank())
+                         : held;
+    if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt_.get())) {
+      return zero->clip_grad_norm(max_norm, counted, others);
+    }
+    return dist::clip_grad_norm(held, counted, max_norm, others);
+  }
   int replicas() const override { return topology_.data_parallel_size(); }
   int replica() const override { return topology_.replica(); }
   std::shared_ptr<dist::ProcessGroup> replica_group() const override {

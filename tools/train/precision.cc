@@ -34,6 +34,10 @@ void MixedPrecision::autocast(std::optional<AutocastGuard>& guard) const {
   if (enabled_) guard.emplace(dtype_);
 }
 
+void MixedPrecision::unscale(optim::Optimizer& optimizer) {
+  if (scaler_.is_enabled()) scaler_.unscale_(optimizer);
+}
+
 bool MixedPrecision::step(optim::Optimizer& optimizer) {
   const bool stepped = scaler_.step(optimizer);
   if (static_scale_ > 0) {

@@ -40,6 +40,9 @@ class MixedPrecision {
   DType autocast_dtype() const { return dtype_; }
   optim::GradScaler& scaler() { return scaler_; }
   const optim::GradScaler& scaler() const { return scaler_; }
+  // Divides the gradients by the loss scale now (a no-op unless the loss is scaled), so that
+  // --clip-grad-norm clips the true gradients; step() then does not unscale again.
+  void unscale(optim::Optimizer& optimizer);
   // Unscales and steps the optimizer unless a gradient was inf/NaN on some rank, then updates
   // the scale (dynamic) or keeps it (--loss-scale=N). Returns whether it stepped.
   bool step(optim::Optimizer& optimizer);

@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -42,6 +43,14 @@ std::optional<SlurmJob> slurm_job() {
 void print_run_header(const RunContext& run, const Data& d) {
   if (!run.lead) return;
   const Config& c = run.config;
+  if (language_model(c)) {
+    std::printf("text: %s, %s tokenizer (%lld tokens), windows of %lld tokens: %lld train / %lld "
+                "validation\n",
+                c.text_file.empty() ? "the fortunes corpus" : c.text_file.c_str(),
+                c.tokenizer.c_str(), static_cast<long long>(d.vocab_size),
+                static_cast<long long>(c.seq_len), static_cast<long long>(d.train->size()),
+                static_cast<long long>(d.test->size()));
+  }
   std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g weight decay "
               "%g, batch %lld, %s on %d rank%s, %s, %d threads\n",
               c.model.c_str(), static_cast<long long>(run.model.num_parameters()), c.data.c_str(),
@@ -100,11 +109,19 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
       .add("world_size", run.ranks)
       .add("device", run.device.str())
       .add("epochs", c.epochs)
-      .add("train_loss", totals.train_loss)
-      .add("test_accuracy", totals.accuracy)
-      .add("images_per_second",
-           totals.train_seconds > 0 ? totals.train_images / totals.train_seconds : 0.0)
-      .add("wall_seconds", seconds_since(wall_start));
+      .add("train_loss", totals.train_loss);
+  const double examples_per_second =
+      totals.train_seconds > 0 ? totals.train_images / totals.train_seconds : 0.0;
+  if (language_model(c)) {
+    // No accuracy for a language model: its validation loss per token and perplexity.
+    summary.add("val_loss", totals.val_loss)
+        .add("val_perplexity", std::exp(totals.val_loss))
+        .add("seq_len", c.seq_len)
+        .add("tokens_per_second", examples_per_second * static_cast<double>(c.seq_len));
+  } else {
+    summary.add("test_accuracy", totals.accuracy).add("images_per_second", examples_per_second);
+  }
+  summary.add("wall_seconds", seconds_since(wall_start));
   if (const auto job = slurm_job()) {
     json::Object slurm;
     slurm.add("job_id", job->job_id).add("nodes", job->nodes);

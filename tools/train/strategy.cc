@@ -1,6 +1,8 @@
 #include "tools/train/strategy.h"
 
+#include "models/gpt.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "optim/sgd.h"
 #include "tools/train/asynchronous.h"
 #include "tools/train/data_parallel.h"
@@ -12,18 +14,67 @@
 namespace tessera {
 namespace train {
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Variable> params) {
+namespace {
+
+// The options of a group: the flags', at weight decay `decay`.
+std::unique_ptr<optim::OptimizerOptions> optimizer_options(const Config& c, double decay) {
   if (c.optimizer == "sgd") {
-    return std::make_unique<optim::SGD>(
-        params, optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay)
-                    .nesterov(c.momentum > 0));
+    return std::make_unique<optim::SGDOptions>(
+        optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(decay).nesterov(c.momentum > 0));
   }
-  if (c.optimizer == "adam") {
-    return std::make_unique<optim::Adam>(params,
-                                         optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
+  // GPT-2's recipe (nanoGPT, llm.c): beta2 0.95, the second moment forgetting faster.
+  const std::pair<double, double> betas{0.9, language_model(c) ? 0.95 : 0.999};
+  // Adam's and AdamW's options are alike (AdamW only defaults to a weight decay, given here).
+  return std::make_unique<optim::AdamOptions>(
+      optim::AdamOptions(c.lr).betas(betas).weight_decay(decay));
+}
+
+std::unique_ptr<optim::Optimizer> make_from_groups(const Config& c,
+                                                   std::vector<optim::ParamGroup> groups) {
+  const auto defaults = optimizer_options(c, c.weight_decay);
+  if (c.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(std::move(groups),
+                                        static_cast<const optim::SGDOptions&>(*defaults));
   }
-  return std::make_unique<optim::AdamW>(
-      params, optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  const auto& adam = static_cast<const optim::AdamOptions&>(*defaults);
+  if (c.optimizer == "adam") return std::make_unique<optim::Adam>(std::move(groups), adam);
+  return std::make_unique<optim::AdamW>(std::move(groups), adam);
+}
+
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Variable> params,
+                                                 nn::Module& model) {
+  std::vector<optim::ParamGroup> groups;
+  if (!language_model(c) || c.weight_decay == 0) {
+    groups.emplace_back(std::move(params));
+    return make_from_groups(c, std::move(groups));
+  }
+  // The GPT's two groups, each in `params`' order, of the parameters `params` holds (a pipeline
+  // stage's, a parameter server's).
+  const auto [decay, no_decay] = models::weight_decay_groups(model);
+  auto in = [](const std::vector<Variable>& list, const Variable& p) {
+    for (const Variable& q : list) {
+      if (q.is_same(p)) return true;
+    }
+    return false;
+  };
+  std::vector<Variable> decayed, spared;
+  for (const Variable& p : params) {
+    TS_INTERNAL_ASSERT(in(decay, p) || in(no_decay, p),
+                       "make_optimizer: a parameter that is not the GPT's own (a flat shard?) "
+                       "cannot be put in a weight-decay group; the support table refuses this");
+    (in(decay, p) ? decayed : spared).push_back(p);
+  }
+  if (!decayed.empty()) groups.emplace_back(std::move(decayed), optimizer_options(c, c.weight_decay));
+  if (!spared.empty()) groups.emplace_back(std::move(spared), optimizer_options(c, 0));
+  return make_from_groups(c, std::move(groups));
+}
+
+double Strategy::clip_grad_norm(double max_norm) {
+  // Refuses gradients held elsewhere (ZeRO's, FSDP's: Variable::grad_held_by), so a strategy
+  // whose gradients this cannot see fails loudly rather than clipping nothing.
+  return optim::clip_grad_norm(optimizer().gradient_variables(), max_norm);
 }
 
 // Only ZeRO's strategies shard: check_combinations (flag_rules.cc) refuses

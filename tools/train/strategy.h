@@ -101,6 +101,14 @@ class Strategy {
   // Collective. Adds the strategy's own figures to the final JSON (on rank 0) and prints its
   // report lines.
   virtual void report(json::Object& /*summary*/, bool /*lead*/) {}
+  // Collective. --clip-grad-norm: scales this step's gradients (unscaled, after backward) so
+  // that the global 2-norm of the whole model's averaged gradient is at most max_norm, through
+  // optim's one clip (optim/clip_grad.h) with this strategy's layout: the default clips
+  // optimizer().gradient_variables() as this rank's whole model (one process, DDP's averaged
+  // gradients, a local-SGD, gossip or asynchronous worker's own); ZeRO, the pipeline and tensor
+  // parallelism sum the squares over the ranks holding the other parts. Returns the norm
+  // before clipping.
+  virtual double clip_grad_norm(double max_norm);
   // Called after every training step (a pipeline accumulates its idle time).
   virtual void after_step() {}
   // Whether the loop checks each step's loss and gradients over the world: one all-reduce per
@@ -126,8 +134,13 @@ class Strategy {
   virtual std::vector<Variable> model_state_parameters() const = 0;
 };
 
-// The optimizer the flags choose (--optimizer, --lr, --momentum, --weight-decay) over `params`.
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Variable> params);
+// The optimizer the flags choose (--optimizer, --lr, --momentum, --weight-decay) over `params`
+// of `model`. A GPT's (language_model) is AdamW's with betas (0.9, 0.95), and with weight decay
+// its parameters form two groups, models::weight_decay_groups' (the decay group, and the rest at
+// weight decay 0); `params` must then be the model's own (the support table refuses ZeRO's flat
+// shards there).
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Variable> params,
+                                                 nn::Module& model);
 
 // world is null for --strategy=single; topology is null unless --tensor-parallel (the model's
 // layers are then already split over its tensor-parallel groups, and DDP or ZeRO-1 runs over

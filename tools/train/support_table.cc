@@ -131,16 +131,38 @@ std::vector<Axis> make_axes() {
   Axis model;
   model.name = "model";
   model.flag = "model";
-  model.values = {"plain", "batch-norm"};
+  model.values = {"plain", "batch-norm", "transformer"};
   model.value_of = [](const Config& c) {
-    return c.model.rfind("resnet", 0) == 0 ? "batch-norm" : "plain";
+    return language_model(c) ? "transformer"
+           : c.model.rfind("resnet", 0) == 0 ? "batch-norm" : "plain";
   };
   model.flags_for = [](const std::string& v) {
+    if (v == "transformer") return std::string("--model=gpt-tiny --tokenizer=byte --seq-len=16");
     return v == "plain" ? std::string("--model=mlp") : std::string("--model=resnet20");
   };
   model.shown = [](const Config& c) { return "--model=" + c.model; };
   model.always_given = true;
   axes.push_back(model);
+
+  // A GPT's weight decay falls on its decay group only (models::weight_decay_groups: the Linear
+  // weights), so its optimizer holds two parameter groups; the other models decay every
+  // parameter alike, in one group.
+  Axis decay;
+  decay.name = "weight-decay-groups";
+  decay.flag = "weight-decay";
+  decay.values = {"off", "on"};
+  decay.value_of = [](const Config& c) {
+    return language_model(c) && c.weight_decay > 0 ? "on" : "off";
+  };
+  decay.flags_for = [](const std::string& v) {
+    return std::string("--weight-decay=") + (v == "on" ? "0.1" : "0");
+  };
+  decay.shown = [](const Config& c) {
+    return "--weight-decay=" + exact(c.weight_decay) + " (" + c.optimizer +
+           " decaying the GPT's Linear weights only)";
+  };
+  decay.applies_when = {{"model", {"transformer"}}};
+  axes.push_back(decay);
 
   Axis collectives = flag_axis("collectives", {"flat", "hierarchical"}, &Config::collectives);
   collectives.flags_for = [](const std::string& v) {
@@ -249,6 +271,26 @@ std::vector<Refusal> make_refusals() {
        "Linear's bias, added after its all-reduce, gets its gradient in B, and ZeRO-2 then sees "
        "it twice in one reduction (found by the restart tests on 8 ranks: exit 1): use "
        "--dp-strategy=ddp or zero1, or another schedule"},
+
+      // The GPT.
+      {{{"model", {"transformer"}}, {"strategy", {"pipeline"}}},
+       "the GPT's output projection is its token embedding (weight tying), which the first "
+       "stage and the last both use: a pipeline would need the two stages to all-reduce that "
+       "weight's gradient (Megatron-LM's embedding group), which tessera's does not do yet"},
+      {{{"model", {"transformer"}}, {"tensor-parallel", {"on"}}},
+       "the Megatron split of the GPT's blocks (heads and MLP column- then row-parallel, the "
+       "vocabulary-parallel embedding and loss) is not built yet; the tensor-parallel models are "
+       "--model=mlp (its hidden layers) and the image models' classifiers"},
+      {{{"model", {"transformer"}}, {"strategy", {"zero3"}}},
+       "the GPT's output projection reads the token embedding's weight (weight tying), which "
+       "lives in the embedding's ZeRO-3 unit and is released after that unit's forward, so "
+       "lm_head finds it empty (linear: weight [0]); a unit holding both uses (FSDP puts a "
+       "shared parameter in the unit enclosing its users) is not built yet: use zero1 or zero2"},
+      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}},
+        {"strategy", {"zero1", "zero2", "async"}}},
+       "ZeRO's optimizer and the parameter servers step flat shards of the parameters with one "
+       "set of options, so they cannot decay the GPT's Linear weights while sparing its biases, "
+       "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp)"},
 
       // Hierarchical collectives.
       {{{"collectives", {"hierarchical"}},

@@ -47,12 +47,17 @@ struct EpochFigures {
   double seconds = 0;
 };
 
-// One epoch's training steps; `step` counts the optimizer steps of the whole run.
+// One epoch's training steps; `step` counts the optimizer steps of the whole run. `evaluation`:
+// the validation loader of --eval-every (null: none).
 EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, int64_t epoch,
                          int64_t& step, MemoryReport& memory, dist::StragglerEmulation& straggler,
-                         const FaultInjection& fault, MetricsFile& metrics, bool tty) {
+                         const FaultInjection& fault, MetricsFile& metrics, bool tty,
+                         const data::DataLoader* evaluation) {
   run.model.train();
-  Progress progress(epoch, run.config.epochs, loader.num_batches(), tty);
+  // A language model's throughput counts tokens: seq_len of them an example.
+  const bool lm = language_model(run.config);
+  const double per_example = lm ? static_cast<double>(run.config.seq_len) : 1.0;
+  Progress progress(epoch, run.config.epochs, loader.num_batches(), tty, lm ? "tok/s" : "img/s");
   const auto start = Clock::now();
   const PerKind comm_before = sent_per_kind(run.strategy);
   EpochFigures f;
@@ -70,7 +75,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     const bool tracing = recorder.recording();
     const double compute_start = tracing ? dist::steady_seconds() : 0;
     const int64_t compute_events = tracing ? recorder.compute_events() : 0;
-    const double loss = run.strategy.train_step(batch.inputs.to(run.device).to(run.input_dtype),
+    const double loss = run.strategy.train_step(model_inputs(run, batch.inputs),
                                                 batch.targets.to(run.device));
     if (tracing && recorder.recording() && recorder.compute_events() == compute_events) {
       recorder.span("train_step", "compute", compute_start, dist::steady_seconds());
@@ -85,6 +90,12 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
                       loader.num_batches(), run.config,
                       run.strategy.checks_steps_over_world() ? run.world : nullptr);
+    // --clip-grad-norm: on the true gradients (unscaled first under loss scaling), in the
+    // strategy's layout. An overflowing fp16 step clips infinities; the scaler skips it anyway.
+    if (run.config.clip_grad_norm > 0) {
+      run.precision.unscale(run.strategy.optimizer());
+      run.strategy.clip_grad_norm(run.config.clip_grad_norm);
+    }
     bool stepped;
     {
       // --trace: what the optimizer step sends (ZeRO-1/2's parameter all-gather) is named so.
@@ -107,7 +118,22 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     metrics.step({step, epoch, loss, run.strategy.optimizer().param_groups()[0].options->lr(),
                   images, seconds_since(step_start)},
                  run.precision.scaler());
-    if (run.lead) progress.update(f.batches, f.loss_sum / f.batches, f.images / seconds_since(start));
+    if (run.lead) {
+      progress.update(f.batches, f.loss_sum / f.batches,
+                      f.images * per_example / seconds_since(start));
+    }
+    // --eval-every: a language model's validation loss between steps (collective, as at an
+    // epoch's end; the flag table keeps it from asynchronous SGD, whose ranks step apart).
+    if (run.config.eval_every > 0 && step % run.config.eval_every == 0 && evaluation) {
+      run.strategy.sync_buffers();
+      const Evaluation e = evaluate(run, *evaluation);
+      if (run.lead) {
+        progress.finish();
+        std::printf("step %lld  val_loss %.4f  val_perplexity %.2f\n",
+                    static_cast<long long>(step), e.loss, e.perplexity());
+        std::fflush(stdout);
+      }
+    }
   };
   if (run.strategy.assigns_batches()) {
     for (;;) {
@@ -160,7 +186,8 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
   for (int64_t epoch = start.first_epoch; epoch <= c.epochs; ++epoch) {
     const double lr = run.strategy.optimizer().param_groups()[0].options->lr();
     EpochFigures f = train_epoch(run, loaders.train, epoch, step, totals.memory, totals.straggler,
-                                 totals.fault, metrics, tty);
+                                 totals.fault, metrics, tty,
+                                 language_model(c) && c.eval_every > 0 ? &loaders.test : nullptr);
     totals.train_comm_bytes += f.comm_bytes;
     for (size_t k = 0; k < f.comm.size(); ++k) {
       totals.train_comm[k].calls += f.comm[k].calls;
@@ -192,16 +219,29 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
     // The ranks holding the same parameters evaluate (and rank 0 saves) replica 0's BatchNorm
     // statistics (dist::sync_buffers over the world, or a pipeline stage's replicas).
     run.strategy.sync_buffers();
-    totals.accuracy = evaluate(run, loaders.test);
-    if (run.lead) {
+    const Evaluation e = evaluate(run, loaders.test);
+    totals.accuracy = e.accuracy;
+    totals.val_loss = e.loss;
+    const bool lm = language_model(c);
+    const double tokens_per_second = images_per_second * static_cast<double>(c.seq_len);
+    if (run.lead && lm) {
+      std::printf("epoch %lld/%lld  train_loss %.4f  val_loss %.4f  val_perplexity %.2f  %.0f "
+                  "tokens/s  %.1f s  lr %.3g\n",
+                  static_cast<long long>(epoch), static_cast<long long>(c.epochs),
+                  totals.train_loss, e.loss, e.perplexity(), tokens_per_second, f.seconds, lr);
+      std::fflush(stdout);
+    } else if (run.lead) {
       std::printf("epoch %lld/%lld  train_loss %.4f  test_accuracy %.4f  %.0f images/s  %.1f s  "
                   "lr %.3g\n",
                   static_cast<long long>(epoch), static_cast<long long>(c.epochs),
                   totals.train_loss, totals.accuracy, images_per_second, f.seconds, lr);
       std::fflush(stdout);
     }
-    metrics.epoch({epoch, step, totals.train_loss, totals.accuracy, images_per_second, f.seconds, lr},
-                  run.precision.scaler());
+    EpochMetrics em{epoch, step, totals.train_loss, totals.accuracy, images_per_second, f.seconds, lr};
+    em.language_model = lm;
+    em.val_loss = e.loss;
+    em.tokens_per_second = tokens_per_second;
+    metrics.epoch(em, run.precision.scaler());
     if (!c.checkpoint_dir.empty()) {
       save_epoch_checkpoint(run, {epoch, step, default_generator().state()});
     }

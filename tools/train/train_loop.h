@@ -27,7 +27,8 @@ namespace train {
 // The figures of the epochs run, for the final report.
 struct RunTotals {
   double train_loss = 0;  // the last epoch's, averaged over the ranks
-  double accuracy = 0;    // the last epoch's test accuracy
+  double accuracy = 0;    // the last epoch's test accuracy (an image model's)
+  double val_loss = 0;    // the last epoch's validation loss (a language model's)
   double train_seconds = 0;
   int64_t train_images = 0, train_steps = 0;
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups

@@ -1,0 +1,156 @@
+// The train tool on a GPT (--model=gpt-tiny on the fortunes corpus, one token per byte): it
+// learns (the loss falls), reports validation loss and perplexity (their exp) and tokens per
+// second and no accuracy, DDP on 2 ranks ends where one process on the 2-times batch does,
+// clipping under ZeRO-1 where it does under DDP, --sample prints the tokens it generates, and
+// flags that do not fit a GPT end with exit code 2 naming them. Short runs (gpt-tiny, windows of
+// 32 bytes, a few hundred windows).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "tensor/ops.h"
+#include "tensor/safetensors.h"
+#include "tests/tools/train_runner.h"
+
+namespace tessera {
+namespace testing {
+namespace {
+
+const std::string kTinyGpt =
+    "--model=gpt-tiny --tokenizer=byte --seq-len=32 --val-limit=64 --threads=1 --seed=3 ";
+
+// The largest |a - b| - tol |b| over every tensor of two saved models ("" names none bad).
+std::string compare_models(const std::string& a_file, const std::string& b_file, double tol) {
+  const StateDict a = load_safetensors(a_file).tensors;
+  const StateDict b = load_safetensors(b_file).tensors;
+  if (a.size() != b.size()) return "the models hold different tensors";
+  for (const auto& [name, t] : b) {
+    if (!a.contains(name)) return "no tensor '" + name + "'";
+    const Tensor x = a.at(name).to(kF64).contiguous(), y = t.to(kF64).contiguous();
+    for (int64_t k = 0; k < y.numel(); ++k) {
+      const double u = x.data<double>()[k], v = y.data<double>()[k];
+      if (std::abs(u - v) > tol + tol * std::abs(v)) {
+        return "'" + name + "'[" + std::to_string(k) + "] is " + std::to_string(u) +
+               ", expected " + std::to_string(v);
+      }
+    }
+  }
+  return "";
+}
+
+TEST(TrainGpt, OneProcessLearnsAndReportsPerplexity) {
+  const auto r = run_train_single(kTinyGpt + "--train-limit=512 --epochs=2 --eval-every=8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string s = last_json_line(r.output);
+  const double val_loss = json_number(s, "val_loss");
+  EXPECT_NEAR(json_number(s, "val_perplexity"), std::exp(val_loss), 1e-4 * std::exp(val_loss)) << s;
+  EXPECT_GT(json_number(s, "tokens_per_second"), 0) << s;
+  EXPECT_EQ(s.find("accuracy"), std::string::npos) << s;
+  EXPECT_EQ(s.find("images_per_second"), std::string::npos) << s;
+  // ln 256 = 5.55 at random initialization; two epochs of bytes bring it well below.
+  EXPECT_LT(val_loss, 5.0) << r.output;
+  EXPECT_LT(json_number(s, "train_loss"), 5.3) << r.output;
+  // --eval-every=8: 16 steps an epoch, so steps 8, 16, 24 and 32 print a validation loss.
+  for (const char* step : {"step 8  val_loss", "step 32  val_loss"}) {
+    EXPECT_NE(r.output.find(step), std::string::npos) << r.output;
+  }
+  EXPECT_NE(r.output.find("tok/s"), std::string::npos) << r.output;
+}
+
+// One process on batches of 32 windows and 2 DDP ranks on 16 each: the same averaged gradient,
+// the same AdamW steps on the GPT's two weight-decay groups.
+TEST(TrainGpt, DdpOnTwoRanksEqualsOneProcessOnTwiceTheBatch) {
+  const std::string one = temp_path("gpt_one.safetensors"), two = temp_path("gpt_ddp.safetensors");
+  const auto single = run_train_single(kTinyGpt + "--train-limit=256 --epochs=2 --batch-size=32 "
+                                       "--save-model=" + one);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto ddp = run_train(kTinyGpt + "--train-limit=256 --epochs=2 --batch-size=16 "
+                             "--strategy=ddp --save-model=" + two);
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  EXPECT_EQ(compare_models(two, one, 1e-5), "");
+  EXPECT_NEAR(json_number(last_json_line(ddp.output), "val_loss"),
+              json_number(last_json_line(single.output), "val_loss"), 1e-5);
+}
+
+// --clip-grad-norm through each strategy's layout: ZeRO-1 clips its reduced shard by the norm
+// summed over the shards, and ends where DDP's clip of the whole averaged gradient does; a
+// threshold this small clips every step, so a clip of nothing would show.
+TEST(TrainGpt, ClippingUnderZeroEqualsClippingUnderDdp) {
+  const std::string flags = kTinyGpt + "--train-limit=256 --epochs=1 --weight-decay=0 "
+                            "--clip-grad-norm=0.05 --save-model=";
+  const std::string ddp_file = temp_path("gpt_clip_ddp.safetensors");
+  const std::string zero_file = temp_path("gpt_clip_zero1.safetensors");
+  const std::string plain_file = temp_path("gpt_noclip_ddp.safetensors");
+  const auto ddp = run_train(flags + ddp_file + " --strategy=ddp");
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.output;
+  const auto zero = run_train(flags + zero_file + " --strategy=zero1");
+  ASSERT_EQ(zero.exit_code, 0) << zero.output;
+  EXPECT_EQ(compare_models(zero_file, ddp_file, 1e-5), "");
+  const auto plain = run_train(kTinyGpt + "--train-limit=256 --epochs=1 --weight-decay=0 "
+                               "--strategy=ddp --save-model=" + plain_file);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(compare_models(plain_file, ddp_file, 1e-5), "") << "clipping changed nothing";
+}
+
+// With one token per byte, the N generated tokens are N bytes, printed between brackets after
+// the prompt, just before the JSON line (the bytes themselves may hold brackets: counted back
+// from the end).
+TEST(TrainGpt, SamplePrintsTheTokensItGenerates) {
+  const auto r = run_train_single(kTinyGpt + "--train-limit=128 --sample=30");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const size_t at = r.output.find("sample (30 tokens after a prompt of 16");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const size_t close = r.output.rfind("]\n{");
+  ASSERT_NE(close, std::string::npos) << r.output;
+  ASSERT_GT(close, at + 31);
+  EXPECT_EQ(r.output[close - 31], '[') << r.output;
+  // The same seed, the same sample (the lines before it hold timings).
+  const auto again = run_train_single(kTinyGpt + "--train-limit=128 --sample=30");
+  const size_t again_at = again.output.find("sample (30 tokens");
+  ASSERT_NE(again_at, std::string::npos) << again.output;
+  EXPECT_EQ(again.output.substr(again_at, close - at), r.output.substr(at, close - at));
+}
+
+TEST(TrainGpt, FlagsThatDoNotFitEndWithCodeTwoNamingThem) {
+  struct Case {
+    std::string flags, named;
+  };
+  for (const Case& c : {Case{"--model=gpt-tiny --seq-len=65", "--seq-len=65"},
+                        Case{"--model=gpt-nano --seq-len=300", "context of 256"},
+                        Case{"--model=gpt2 --data=fashion-mnist", "--data=fashion-mnist"},
+                        Case{"--model=mlp --tokenizer=byte", "--tokenizer"},
+                        Case{"--model=mlp --data=text", "--data=text"},
+                        Case{"--model=gpt-tiny --label-smoothing=0.1", "--label-smoothing"},
+                        Case{"--model=gpt-tiny --data=text:", "--data=text:FILE"}}) {
+    const auto r = run_train_single(c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;
+  }
+  // The support table's refusals, before any rank starts.
+  for (const Case& c : {Case{"--model=gpt-tiny --strategy=zero3", "--strategy=zero3"},
+                        Case{"--model=gpt-tiny --strategy=pipeline", "weight tying"},
+                        Case{"--model=gpt-tiny --strategy=zero1", "--weight-decay=0.1"}}) {
+    const auto r = run_train(c.flags);
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;
+  }
+}
+
+// A text file of the user's: its last tenth validates.
+TEST(TrainGpt, TrainsOnATextFileOfOnesOwn) {
+  const std::string file = temp_path("gpt_text.txt");
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "line " + std::to_string(i) + ": the quick brown fox\n";
+  run_command("printf '%s' '" + text + "' > " + file);
+  const auto r = run_train_single(kTinyGpt + "--data=text:" + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(file), std::string::npos) << r.output;
+  EXPECT_GT(json_number(last_json_line(r.output), "val_perplexity"), 1.0) << r.output;
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace tessera
+
+int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }
