@@ -7,7 +7,8 @@
 //   MLP:        x ─f─> c_fc (columnwise: 4C / T hidden features) ─> GELU ─> c_proj (rowwise) ─g─> + b
 //
 // f = copy_to_parallel_region (identity forward, all-reduce of dL/dx backward), g =
-// reduce_from_parallel_region (all-reduce forward, identity backward), each of B x T x C values.
+// reduce_from_parallel_region (all-reduce forward, identity backward), each of B x S x C values
+// (B sequences of S tokens).
 // LayerNorms, the embeddings and lm_head stay whole on every rank: they get the same input and
 // the same gradient on every rank of the group, so nothing is reduced for them.
 //

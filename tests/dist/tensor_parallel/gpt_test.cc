@@ -123,8 +123,9 @@ TEST(GPTTensorParallel, LogitsLossAndGradientsEqualOneProcess) {
   EXPECT_NEAR(loss.item(), ref_loss.item(), 1e-6 * std::abs(ref_loss.item()));
   loss.backward();
   const int64_t backward_bytes = group->ledger().total_bytes() - before - forward_bytes;
-  // Two all-reduces of [B, T, C] f32 a block in each direction (g after each sublayer in
-  // forward, f before each in backward), a ring sending 2 (T - 1) / T of them per rank.
+  // Two all-reduces of [B, S, C] f32 a block in each direction (g after each sublayer in
+  // forward, f before each in backward), a ring sending 2 (T - 1) / T of them per rank
+  // (T the tensor-parallel size).
   const int64_t per_layer = 2 * 2 * (T - 1) * kBatch * kSeq * 32 * 4 / T;
   EXPECT_EQ(forward_bytes, 2 * per_layer);
   EXPECT_EQ(backward_bytes, 2 * per_layer);
