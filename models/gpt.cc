@@ -35,19 +35,21 @@ class GPTEmbedding : public nn::Module {
   std::shared_ptr<nn::Embedding> wte_, wpe_;
 };
 
+// c_fc, gelu, c_proj run in turn through named_children(), as Sequential runs its layers, so
+// replace_module's swaps (tensor parallelism's column- and row-parallel Linears) take effect.
 class GPTMLP : public nn::Module {
  public:
   explicit GPTMLP(int64_t n_embd) {
-    c_fc_ = register_module<nn::Linear>("c_fc", n_embd, 4 * n_embd);
-    gelu_ = register_module<nn::GELU>("gelu", GeluApproximate::kTanh);
-    c_proj_ = register_module<nn::Linear>("c_proj", 4 * n_embd, n_embd);
+    register_module<nn::Linear>("c_fc", n_embd, 4 * n_embd);
+    register_module<nn::GELU>("gelu", GeluApproximate::kTanh);
+    register_module<nn::Linear>("c_proj", 4 * n_embd, n_embd);
   }
   std::string type_name() const override { return "GPTMLP"; }
-  Variable forward(const Variable& x) override { return (*c_proj_)((*gelu_)((*c_fc_)(x))); }
-
- private:
-  std::shared_ptr<nn::Linear> c_fc_, c_proj_;
-  std::shared_ptr<nn::GELU> gelu_;
+  Variable forward(const Variable& x) override {
+    Variable h = x;
+    for (const auto& [name, layer] : named_children()) h = (*layer)(h);
+    return h;
+  }
 };
 
 // A pre-LayerNorm block: x + attn(ln_1(x)), then + mlp(ln_2(.)).

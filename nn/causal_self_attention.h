@@ -12,6 +12,13 @@
 // Face's checkpoints store these as Conv1D, [in, out], and need their weights transposed.
 // q | k | v lie in that order along c_attn's outputs, head h at columns [h D, (h + 1) D) of
 // each. No dropout (GPT-2's attn_pdrop and resid_pdrop; nanoGPT's default 0).
+//
+// Tensor parallelism (dist/tensor_parallel/, Megatron-LM): forward finds c_attn and c_proj among
+// its children by name at every call, never through a pointer kept at construction, so
+// Module::replace_module can swap them for their parallel versions; and it runs as many heads
+// as c_attn's output holds, qkv width / (3 D) with D = n_embd / n_head the head's width. With
+// c_attn split by heads over T ranks (q_r | k_r | v_r) a rank runs its n_head / T heads, and
+// its [B, T, C / T] output is the input of a row-parallel c_proj.
 #pragma once
 
 #include <memory>
@@ -29,13 +36,18 @@ class CausalSelfAttention : public Module {
   std::string extra_repr() const override;
   Variable forward(const Variable& x) override;
 
-  const std::shared_ptr<Linear>& c_attn() const { return c_attn_; }
-  const std::shared_ptr<Linear>& c_proj() const { return c_proj_; }
-  int64_t n_head() const { return n_head_; }
+  // The children as Linears; null once replaced by another kind of module (a parallel one).
+  std::shared_ptr<Linear> c_attn() const;
+  std::shared_ptr<Linear> c_proj() const;
+  int64_t n_embd() const { return n_embd_; }
+  int64_t n_head() const { return n_head_; }  // of the whole layer, whatever runs locally
+  int64_t head_dim() const { return n_embd_ / n_head_; }
 
  private:
+  // The child registered as `name` (c_attn, c_proj), as it is now.
+  const std::shared_ptr<Module>& child(const char* name) const;
+
   int64_t n_embd_, n_head_;
-  std::shared_ptr<Linear> c_attn_, c_proj_;
 };
 
 }  // namespace nn

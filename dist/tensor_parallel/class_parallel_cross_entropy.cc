@@ -35,6 +35,9 @@ const ColumnParallelLinear& split_head(const ColumnParallelLinear& head) {
   TS_CHECK(!head.gathers_output(), "ClassParallelCrossEntropy: the head (", head.in_features(),
            " -> ", head.out_features(), ") gathers its output, so its logits are not split by "
            "class; make it with gather_output false (Style::kClassParallelHead)");
+  TS_CHECK(head.chunks() == 1, "ClassParallelCrossEntropy: the head (", head.in_features(),
+           " -> ", head.out_features(), ") is split by heads in ", head.chunks(),
+           " chunks (q | k | v), not by class");
   return head;
 }
 

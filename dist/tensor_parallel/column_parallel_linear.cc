@@ -7,21 +7,36 @@ namespace tessera {
 namespace dist {
 namespace tensor_parallel {
 
+namespace {
+constexpr const char* kOutputFeatures = "ColumnParallelLinear: output features";
+}  // namespace
+
 ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& full,
                                            std::shared_ptr<ProcessGroup> group,
                                            bool gather_output)
+    : ColumnParallelLinear(full, std::move(group), gather_output, /*chunks=*/1) {}
+
+ColumnParallelLinear::ColumnParallelLinear(const nn::Linear& full,
+                                           std::shared_ptr<ProcessGroup> group,
+                                           bool gather_output, int64_t chunks)
     : group_(std::move(group)),
       in_features_(full.weight().size(1)),
       out_features_(full.weight().size(0)),
+      chunks_(chunks),
       gather_output_(gather_output) {
   TS_CHECK(group_ != nullptr, "ColumnParallelLinear: the tensor-parallel group is null");
-  output_slice_ = slice_of(out_features_, group_->size(), group_->rank(),
-                           "ColumnParallelLinear: output features");
-  weight_ = register_parameter("weight", local_slice(full.weight().data(), 0, *group_,
-                                                     "ColumnParallelLinear: output features"));
+  TS_CHECK(chunks_ >= 1 && out_features_ % chunks_ == 0, "ColumnParallelLinear: ",
+           out_features_, " output features are not ", chunks_, " equal chunks");
+  // A gathered output would be q_0 k_0 v_0 q_1 ..., not q | k | v: chunked outputs stay split.
+  TS_CHECK(chunks_ == 1 || !gather_output_,
+           "ColumnParallelLinear: an output of several chunks cannot be gathered");
+  output_slice_ = slice_of(out_features_ / chunks_, group_->size(), group_->rank(),
+                           kOutputFeatures);
+  weight_ = register_parameter(
+      "weight", local_chunk_slices(full.weight().data(), 0, chunks_, *group_, kOutputFeatures));
   if (full.bias().defined()) {
-    bias_ = register_parameter("bias", local_slice(full.bias().data(), 0, *group_,
-                                                   "ColumnParallelLinear: output features"));
+    bias_ = register_parameter(
+        "bias", local_chunk_slices(full.bias().data(), 0, chunks_, *group_, kOutputFeatures));
   }
 }
 
@@ -31,10 +46,24 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_feat
     : ColumnParallelLinear(nn::Linear(in_features, out_features), std::move(group),
                            gather_output) {}
 
+std::shared_ptr<ColumnParallelLinear> ColumnParallelLinear::heads(
+    const nn::Linear& full, std::shared_ptr<ProcessGroup> group, int64_t n_head) {
+  TS_CHECK(group != nullptr, "ColumnParallelLinear::heads: the tensor-parallel group is null");
+  const int64_t t = group->size(), out = full.weight().size(0);
+  TS_CHECK(n_head >= 1 && n_head % t == 0, "ColumnParallelLinear::heads: n_head ", n_head,
+           " is not divisible by the tensor-parallel size T = ", t,
+           " (each rank runs n_head / T whole heads, as Megatron-LM requires)");
+  TS_CHECK(out % 3 == 0 && (out / 3) % n_head == 0, "ColumnParallelLinear::heads: ", out,
+           " output features are not q | k | v of ", n_head, " heads");
+  return std::shared_ptr<ColumnParallelLinear>(
+      new ColumnParallelLinear(full, std::move(group), /*gather_output=*/false, /*chunks=*/3));
+}
+
 std::string ColumnParallelLinear::extra_repr() const {
   return detail::str("in_features=", in_features_, ", out_features=", out_features_,
                      ", this rank's=[", output_slice_.start, ", ", output_slice_.end(),
-                     "), bias=", bias_.defined() ? "true" : "false",
+                     chunks_ > 1 ? detail::str(") of each of ", chunks_, " chunks") : std::string(")"),
+                     ", bias=", bias_.defined() ? "true" : "false",
                      ", gather_output=", gather_output_ ? "true" : "false");
 }
 
@@ -53,19 +82,20 @@ std::vector<nn::Module::StateEntry> ColumnParallelLinear::own_state_entries() co
 
 void ColumnParallelLinear::save_own_state(const std::string& prefix, StateDict& out) const {
   const std::vector<int64_t> rows =
-      slice_lengths(out_features_, group_->size(), "ColumnParallelLinear: output features");
-  out.set(prefix + "weight", all_gather_along(weight_.data(), 0, rows, *group_));
-  if (bias_.defined()) out.set(prefix + "bias", all_gather_along(bias_.data(), 0, rows, *group_));
+      slice_lengths(out_features_ / chunks_, group_->size(), kOutputFeatures);
+  out.set(prefix + "weight", all_gather_chunks(weight_.data(), 0, chunks_, rows, *group_));
+  if (bias_.defined()) {
+    out.set(prefix + "bias", all_gather_chunks(bias_.data(), 0, chunks_, rows, *group_));
+  }
 }
 
 void ColumnParallelLinear::load_own_state(const std::string& prefix, const StateDict& state) {
-  const char* what = "ColumnParallelLinear: output features";
   if (const Tensor* w = state.find(prefix + "weight")) {
-    Tensor(weight_.data()).copy_(local_slice(*w, 0, *group_, what));
+    Tensor(weight_.data()).copy_(local_chunk_slices(*w, 0, chunks_, *group_, kOutputFeatures));
   }
   if (bias_.defined()) {
     if (const Tensor* b = state.find(prefix + "bias")) {
-      Tensor(bias_.data()).copy_(local_slice(*b, 0, *group_, what));
+      Tensor(bias_.data()).copy_(local_chunk_slices(*b, 0, chunks_, *group_, kOutputFeatures));
     }
   }
 }

@@ -17,6 +17,18 @@
 // holds the full weight and bias (an all-gather: every rank of the group must call it), and
 // load_state_dict() takes this rank's rows of them, so checkpoints move between tensor-parallel
 // and single-process runs. Output features need not divide by T (slices.h).
+//
+// Split by heads (heads(): GPT-2's c_attn, Linear(C, 3C) whose outputs are q | k | v): each of
+// the 3 chunks is split over the ranks on its own, so rank r holds the rows of its heads in
+// each, n_head / T heads of D = C / n_head features:
+//
+//     weight [3C, C]:   q rows [0, C)      k rows [C, 2C)      v rows [2C, 3C)
+//     rank r holds      [rC/T, (r+1)C/T) + [C + rC/T, ...)  +  [2C + rC/T, ...)   -> [3C/T, C]
+//
+// and its output is q_r | k_r | v_r, the input of the attention over its heads. Megatron-LM
+// requires n_head % T == 0 (a head is never cut), and so does heads(). state_dict() holds the
+// full weight in the original row order (an all-gather, then each chunk's slices put back
+// together), and load_state_dict() takes this rank's rows of each chunk.
 #pragma once
 
 #include <memory>
@@ -38,14 +50,21 @@ class ColumnParallelLinear : public nn::Module {
   // nn::Linear would, and keeps this rank's rows.
   ColumnParallelLinear(int64_t in_features, int64_t out_features,
                        std::shared_ptr<ProcessGroup> group, bool gather_output = false);
+  // A Linear(C, 3C) whose output features are q | k | v of n_head heads (c_attn), split by
+  // heads: rank r's rows of each chunk. n_head must divide by the group's size and C by n_head.
+  static std::shared_ptr<ColumnParallelLinear> heads(const nn::Linear& full,
+                                                     std::shared_ptr<ProcessGroup> group,
+                                                     int64_t n_head);
 
   std::string extra_repr() const override;
   Variable forward(const Variable& x) override;
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
-  // This rank's output features: [start, start + length) of out_features().
+  // This rank's output features: [start, start + length) of out_features(), or of each chunk
+  // when the output is chunks() blocks split on their own (heads(): 3).
   Slice output_slice() const { return output_slice_; }
+  int64_t chunks() const { return chunks_; }
   const Variable& weight() const { return weight_; }  // [length, in]
   const Variable& bias() const { return bias_; }      // [length], undefined without bias
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
@@ -58,8 +77,12 @@ class ColumnParallelLinear : public nn::Module {
   void load_own_state(const std::string& prefix, const StateDict& state) override;
 
  private:
+  ColumnParallelLinear(const nn::Linear& full, std::shared_ptr<ProcessGroup> group,
+                       bool gather_output, int64_t chunks);
+
   std::shared_ptr<ProcessGroup> group_;
   int64_t in_features_, out_features_;
+  int64_t chunks_;
   Slice output_slice_;
   bool gather_output_;
   Variable weight_, bias_;

@@ -17,9 +17,11 @@ namespace tensor_parallel {
 
 namespace {
 
-// How a parameter is split: along `dim`, `lengths` per rank of `group` (no group: whole).
+// How a parameter is split: along `dim`, `lengths` per rank of `group` (no group: whole), in
+// each of `chunks` blocks (c_attn split by heads: 3).
 struct Split {
   int64_t dim = 0;
+  int64_t chunks = 1;
   std::vector<int64_t> lengths;
   std::shared_ptr<ProcessGroup> group;
   Shape local_shape, full_shape;
@@ -29,17 +31,18 @@ struct Split {
 std::vector<Split> splits_of(nn::Module& model) {
   std::map<const VariableImpl*, Split> split;
   const auto add = [&](const Variable& p, int64_t dim, int64_t full, const char* what,
-                       const std::shared_ptr<ProcessGroup>& group) {
+                       const std::shared_ptr<ProcessGroup>& group, int64_t chunks = 1) {
     if (!p.defined()) return;
-    Split s{dim, slice_lengths(full, group->size(), what), group, p.shape(), p.shape()};
+    Split s{dim, chunks, slice_lengths(full / chunks, group->size(), what), group, p.shape(),
+            p.shape()};
     s.full_shape[dim] = full;
     split[p.impl()] = s;
   };
   for (const auto& [name, module] : model.named_modules()) {
     if (const auto* col = dynamic_cast<ColumnParallelLinear*>(module)) {
       const char* what = "ColumnParallelLinear: output features";
-      add(col->weight(), 0, col->out_features(), what, col->group());
-      add(col->bias(), 0, col->out_features(), what, col->group());
+      add(col->weight(), 0, col->out_features(), what, col->group(), col->chunks());
+      add(col->bias(), 0, col->out_features(), what, col->group(), col->chunks());
     } else if (const auto* row = dynamic_cast<RowParallelLinear*>(module)) {
       add(row->weight(), 1, row->in_features(), "RowParallelLinear: input features", row->group());
     }
@@ -67,7 +70,7 @@ StateDict gather_optimizer_state(const StateDict& local, nn::Module& model) {
     const int64_t i = parameter_index(key, splits.size());
     const Split* s = i >= 0 && splits[i].group ? &splits[i] : nullptr;
     if (s != nullptr && t.shape() == s->local_shape) {
-      full.set(key, all_gather_along(t, s->dim, s->lengths, *s->group));
+      full.set(key, all_gather_chunks(t, s->dim, s->chunks, s->lengths, *s->group));
     } else {
       full.set(key, t);
     }
@@ -84,7 +87,7 @@ StateDict slice_optimizer_state(const StateDict& full, nn::Module& model) {
     if (s != nullptr && t.dim() > 0) {
       TS_CHECK(t.shape() == s->full_shape, "slice_optimizer_state: '", key, "' has shape ",
                t.shape(), " but its parameter's unsplit shape is ", s->full_shape);
-      local.set(key, local_slice(t, s->dim, *s->group, "slice_optimizer_state"));
+      local.set(key, local_chunk_slices(t, s->dim, s->chunks, *s->group, "slice_optimizer_state"));
     } else {
       local.set(key, t);
     }

@@ -4,6 +4,7 @@
 #include "dist/tensor_parallel/slices.h"
 #include "dist/trace_recorder.h"
 #include "tensor/check.h"
+#include "tensor/ops.h"
 
 namespace tessera {
 namespace dist {
@@ -74,6 +75,39 @@ Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const c
   // clone, not contiguous(): a slice of leading rows is already contiguous, and contiguous()
   // would return a view that keeps the whole tensor's storage alive.
   return full.narrow(d, s.start, s.length).clone();
+}
+
+Tensor all_gather_chunks(const Tensor& local, int64_t dim, int64_t chunks,
+                         const std::vector<int64_t>& lengths, ProcessGroup& group) {
+  if (chunks == 1) return all_gather_along(local, dim, lengths, group);
+  const int64_t d = normalize_dim(dim, local.dim(), "all_gather_chunks");
+  std::vector<int64_t> per_rank;  // rank r sends its slice of every chunk
+  for (int64_t n : lengths) per_rank.push_back(chunks * n);
+  const Tensor gathered = all_gather_along(local, d, per_rank, group);
+  // Rank r's run starts after the lower ranks' runs; chunk k is its k-th slice in it.
+  std::vector<int64_t> run_start(lengths.size(), 0);
+  for (size_t r = 1; r < lengths.size(); ++r) run_start[r] = run_start[r - 1] + per_rank[r - 1];
+  std::vector<Tensor> pieces;
+  for (int64_t k = 0; k < chunks; ++k) {
+    for (size_t r = 0; r < lengths.size(); ++r) {
+      pieces.push_back(gathered.narrow(d, run_start[r] + k * lengths[r], lengths[r]));
+    }
+  }
+  return cat(pieces, d);
+}
+
+Tensor local_chunk_slices(const Tensor& full, int64_t dim, int64_t chunks, ProcessGroup& group,
+                          const char* what) {
+  if (chunks == 1) return local_slice(full, dim, group, what);
+  const int64_t d = normalize_dim(dim, full.dim(), what);
+  TS_CHECK(chunks >= 1 && full.size(d) % chunks == 0, what, ": ", full.size(d),
+           " features are not ", chunks, " equal chunks");
+  const int64_t chunk = full.size(d) / chunks;
+  std::vector<Tensor> pieces;
+  for (int64_t k = 0; k < chunks; ++k) {
+    pieces.push_back(local_slice(full.narrow(d, k * chunk, chunk), d, group, what));
+  }
+  return cat(pieces, d);
 }
 
 Variable copy_to_parallel_region(const Variable& x, const std::shared_ptr<ProcessGroup>& group) {

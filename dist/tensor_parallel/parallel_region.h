@@ -52,6 +52,18 @@ Tensor all_reduce_sum(const Tensor& x, ProcessGroup& group);
 // This rank's slice of `full` along dim, as a contiguous copy of its own (never a view of full).
 Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const char* what);
 
+// The same for a dimension made of `chunks` equal blocks, each split over the ranks on its own:
+// c_attn's output features q | k | v split by heads, rank r holding q_r | k_r | v_r. `lengths`
+// are the slices of one block; the gathered result is in the blocks' order (q | k | v, each
+// whole). chunks = 1 is all_gather_along / local_slice.
+//
+//   rank 0: q_0 k_0 v_0  ─┐  all-gather   q_0 k_0 v_0 q_1 k_1 v_1  ─reorder─>  q_0 q_1 k_0 k_1 v_0 v_1
+//   rank 1: q_1 k_1 v_1  ─┘
+Tensor all_gather_chunks(const Tensor& local, int64_t dim, int64_t chunks,
+                         const std::vector<int64_t>& lengths, ProcessGroup& group);
+Tensor local_chunk_slices(const Tensor& full, int64_t dim, int64_t chunks, ProcessGroup& group,
+                          const char* what);
+
 }  // namespace tensor_parallel
 }  // namespace dist
 }  // namespace tessera

@@ -2,6 +2,7 @@
 
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/row_parallel_linear.h"
+#include "nn/causal_self_attention.h"
 
 namespace tessera {
 namespace dist {
@@ -52,7 +53,14 @@ std::vector<std::shared_ptr<nn::Module>> parallelize_module(
         break;
       case Style::kRowwise:
         parallel = std::make_shared<RowParallelLinear>(*linear, group, true);
+        break;      case Style::kColumnwiseHeads: {
+        const auto* attention = dynamic_cast<const nn::CausalSelfAttention*>(&parent);
+        TS_CHECK(attention != nullptr, "parallelize_module: '", path,
+                 "' is split by heads (Style::kColumnwiseHeads), so it must be the c_attn of a "
+                 "CausalSelfAttention, but its parent is a ", parent.type_name());
+        parallel = ColumnParallelLinear::heads(*linear, group, attention->n_head());
         break;
+      }
     }
     parallel->train(linear->is_training());
     parent.replace_module(name, parallel);

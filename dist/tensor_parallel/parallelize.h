@@ -12,6 +12,11 @@
 //   kColumnwiseGathered   ColumnParallelLinear whose output is gathered (full on every rank);
 //   kClassParallelHead    ColumnParallelLinear as the classifier: logits stay split by class,
 //                         for ClassParallelCrossEntropy (TorchShard's recipe for large heads).
+//   kColumnwiseHeads      ColumnParallelLinear::heads: a CausalSelfAttention's c_attn, its
+//                         q | k | v each split by heads (n_head % T == 0), so the attention runs
+//                         this rank's n_head / T heads; c_proj after it is kRowwise.
+//
+// gpt_plan.h gives the whole plan of a GPT's blocks (Megatron-LM's).
 //
 // Names are dotted paths from the model ("head.fc"); each must name a Linear that is the child
 // of a module that runs its children through named_children() (Sequential does), since the
@@ -31,7 +36,13 @@ namespace tessera {
 namespace dist {
 namespace tensor_parallel {
 
-enum class Style { kColumnwise, kRowwise, kColumnwiseGathered, kClassParallelHead };
+enum class Style {
+  kColumnwise,
+  kRowwise,
+  kColumnwiseGathered,
+  kClassParallelHead,
+  kColumnwiseHeads,
+};
 
 using ParallelizePlan = std::vector<std::pair<std::string, Style>>;
 

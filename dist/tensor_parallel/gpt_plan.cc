@@ -1,0 +1,48 @@
+#include "dist/tensor_parallel/gpt_plan.h"
+
+#include <string>
+
+#include "nn/causal_self_attention.h"
+#include "nn/linear.h"
+#include "tensor/check.h"
+
+namespace tessera {
+namespace dist {
+namespace tensor_parallel {
+
+namespace {
+
+bool has_linear_child(const nn::Module& module, const std::string& name) {
+  for (const auto& [child_name, child] : module.named_children()) {
+    if (child_name == name) return dynamic_cast<const nn::Linear*>(child.get()) != nullptr;
+  }
+  return false;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+ParallelizePlan gpt_plan(nn::Module& model) {
+  ParallelizePlan plan;
+  for (const auto& [path, module] : model.named_modules()) {
+    const std::string prefix = path.empty() ? "" : path + ".";
+    if (dynamic_cast<const nn::CausalSelfAttention*>(module) != nullptr) {
+      plan.push_back({prefix + "c_attn", Style::kColumnwiseHeads});
+      plan.push_back({prefix + "c_proj", Style::kRowwise});
+    } else if ((path == "mlp" || ends_with(path, ".mlp")) && has_linear_child(*module, "c_fc") &&
+               has_linear_child(*module, "c_proj")) {
+      plan.push_back({prefix + "c_fc", Style::kColumnwise});
+      plan.push_back({prefix + "c_proj", Style::kRowwise});
+    }
+  }
+  TS_CHECK(!plan.empty(), "gpt_plan: the model (", model.type_name(),
+           ") has no CausalSelfAttention and no mlp with Linears c_fc and c_proj");
+  return plan;
+}
+
+}  // namespace tensor_parallel
+}  // namespace dist
+}  // namespace tessera
