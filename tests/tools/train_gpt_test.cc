@@ -122,7 +122,11 @@ TEST(TrainGpt, FlagsThatDoNotFitEndWithCodeTwoNamingThem) {
                         Case{"--model=mlp --tokenizer=byte", "--tokenizer"},
                         Case{"--model=mlp --data=text", "--data=text"},
                         Case{"--model=gpt-tiny --label-smoothing=0.1", "--label-smoothing"},
-                        Case{"--model=gpt-tiny --data=text:", "--data=text:FILE"}}) {
+                        Case{"--model=gpt-tiny --data=text:", "--data=text:FILE"},
+                        Case{"--model=gpt-nano --tensor-parallel=3",
+                             "--tensor-parallel=3 does not divide --model=gpt-nano's 4 attention heads"},
+                        Case{"--model=gpt-tiny --tensor-parallel=2 --tp-head=true",
+                             "--tp-head is for the MLP and the image models' classifiers"}}) {
     const auto r = run_train_single(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
     EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;

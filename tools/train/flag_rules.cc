@@ -111,6 +111,15 @@ void check_combinations(const Config& c) {
   if (c.given.count("tp-head") != 0 && c.tensor_parallel == 1) {
     bad("--tp-head needs --tensor-parallel of 2 or more (got 1)");
   }
+  if (c.given.count("tp-head") != 0 && language_model(c)) {
+    bad("--tp-head is for the MLP and the image models' classifiers: --tensor-parallel splits a "
+        "GPT's blocks (attention heads and MLP; its vocabulary-parallel head is not built)");
+  }
+  if (c.tensor_parallel > 1 && language_model(c) && gpt_heads(c) % c.tensor_parallel != 0) {
+    bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) + " does not divide --model=" +
+        c.model + "'s " + std::to_string(gpt_heads(c)) + " attention heads (Megatron splits them "
+        "over the tensor-parallel ranks)");
+  }
   if (c.given.count("tp-head") != 0 && !c.tp_head && c.model != "mlp") {
     bad("--tp-head=false: --model=" + c.model + " has no other layer to split than its classifier "
         "(only --model=mlp splits its hidden layers instead)");

@@ -105,6 +105,8 @@ int64_t gpt_context(const Config& c) {
   return models::GPTConfig::named(c.model, 256).context;
 }
 
+int64_t gpt_heads(const Config& c) { return models::GPTConfig::named(c.model, 256).n_head; }
+
 void apply_model_defaults(Config& c) {
   if (language_model(c)) {
     // GPT-2's recipe (nanoGPT's, scaled to a short run): AdamW with betas (0.9, 0.95)
@@ -131,7 +133,11 @@ void apply_model_defaults(Config& c) {
   if (c.augment < 0) c.augment = resnet ? 1 : 0;
   // Tensor parallelism splits the MLP's hidden layers (Megatron's block) unless --tp-head; the
   // other models' only large layer to split is the classifier.
-  if (c.tensor_parallel > 1 && c.model != "mlp" && c.given.count("tp-head") == 0) c.tp_head = true;
+  // A GPT's blocks are split (Megatron's attention heads and MLP: dist/tensor_parallel/gpt_plan.h).
+  if (c.tensor_parallel > 1 && c.model != "mlp" && !language_model(c) &&
+      c.given.count("tp-head") == 0) {
+    c.tp_head = true;
+  }
 }
 
 }  // namespace train

@@ -154,6 +154,8 @@ void apply_model_defaults(Config& config);
 bool language_model(const Config& config);
 // The GPT's context (its positions): the longest --seq-len it takes.
 int64_t gpt_context(const Config& config);
+// Its attention heads (what --tensor-parallel must divide).
+int64_t gpt_heads(const Config& config);
 // --help: every flag of the table by topic, its values, default and strategies (usage.cc).
 std::string usage();
 

@@ -277,10 +277,6 @@ std::vector<Refusal> make_refusals() {
        "the GPT's output projection is its token embedding (weight tying), which the first "
        "stage and the last both use: a pipeline would need the two stages to all-reduce that "
        "weight's gradient (Megatron-LM's embedding group), which tessera's does not do yet"},
-      {{{"model", {"transformer"}}, {"tensor-parallel", {"on"}}},
-       "the Megatron split of the GPT's blocks (heads and MLP column- then row-parallel, the "
-       "vocabulary-parallel embedding and loss) is not built yet; the tensor-parallel models are "
-       "--model=mlp (its hidden layers) and the image models' classifiers"},
       {{{"model", {"transformer"}}, {"strategy", {"zero3"}}},
        "the GPT's output projection reads the token embedding's weight (weight tying), which "
        "lives in the embedding's ZeRO-3 unit and is released after that unit's forward, so "

@@ -2,9 +2,11 @@
 
 #include "dist/tensor_parallel/class_parallel_cross_entropy.h"
 #include "dist/tensor_parallel/column_parallel_linear.h"
+#include "dist/tensor_parallel/gpt_plan.h"
 #include "dist/tensor_parallel/parallelize.h"
 #include "nn/loss.h"
 #include "tensor/ops.h"
+#include "tools/train/language_model.h"
 
 namespace tessera {
 namespace train {
@@ -17,6 +19,14 @@ int64_t parameter_bytes(const nn::Module& model) {
   int64_t bytes = 0;
   for (const Variable& p : model.parameters()) bytes += p.numel() * static_cast<int64_t>(element_size(p.dtype()));
   return bytes;
+}
+
+// The GPT's (padded) vocabulary: the rows of its token embedding.
+int64_t gpt_vocab(nn::Module& model) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (name == "embed.wte.weight") return p.shape()[0];
+  }
+  TS_FAIL("train: the GPT has no embed.wte.weight");
 }
 
 }  // namespace
@@ -35,7 +45,14 @@ Head split_layers(const Config& c, nn::Sequential& model, const dist::Topology& 
   figures->logits_per_example_full = c.num_classes;
   figures->logits_per_example = c.num_classes;
   Head head = plain_head(c);
-  if (!c.tp_head) {  // --model=mlp: Megatron's MLP block
+  if (language_model(c)) {
+    // Megatron's GPT block: the attention's QKV split by heads and its output projection
+    // row-parallel, the MLP column- then row-parallel; embeddings, LayerNorms and the tied
+    // lm_head whole on every rank (their logits unsplit).
+    tp::parallelize_module(model, group, tp::gpt_plan(model));
+    head = language_model_head();
+    figures->logits_per_example_full = figures->logits_per_example = c.seq_len * gpt_vocab(model);
+  } else if (!c.tp_head) {  // --model=mlp: Megatron's MLP block
     tp::parallelize_module(model, group,
                            {{"fc1", tp::Style::kColumnwise}, {"fc2", tp::Style::kRowwise}});
   } else {
