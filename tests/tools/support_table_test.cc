@@ -120,6 +120,10 @@ TEST(SupportTable, MessagesNameTheFlagsAsGiven) {
                 .rfind("--strategy=pipeline with --dp-strategy=zero2, --pipeline-schedule=zb-h1 "
                        "and --model=resnet20: a zero-bubble schedule defers", 0),
             0u);
+  // The checkpoint axis as given: a format without a directory is still that format.
+  EXPECT_EQ(error_of("--strategy=ddp --checkpoint-format=sharded")
+                .rfind("--checkpoint-format=sharded with --strategy=ddp: the sharded format", 0),
+            0u);
   // What the table allows passes.
   EXPECT_EQ(error_of("--strategy=zero2 --compression=fp16 --amp=fp16"), "(no error)");
   EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero2 --pipeline-schedule=zb-h1 "

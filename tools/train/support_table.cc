@@ -97,9 +97,9 @@ std::vector<Axis> make_axes() {
   checkpoint.flags_for = [](const std::string& v) {
     return v == "none" ? std::string() : "--checkpoint-format=" + v;
   };
-  checkpoint.shown = [](const Config& c) {
-    return c.checkpoint_dir.empty() ? std::string("no --checkpoint-dir")
-                                    : "--checkpoint-format=" + c.checkpoint_format;
+  checkpoint.shown = [value_of = checkpoint.value_of](const Config& c) {
+    return value_of(c) == "none" ? std::string("no --checkpoint-dir")
+                                 : "--checkpoint-format=" + c.checkpoint_format;
   };
   axes.push_back(checkpoint);
 
