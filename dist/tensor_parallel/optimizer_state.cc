@@ -27,8 +27,8 @@ struct Split {
   Shape local_shape, full_shape;
 };
 
-// The split of each parameter, in model.parameters() order.
-std::vector<Split> splits_of(nn::Module& model) {
+// The split of each parameter of `order` (empty: model.parameters()).
+std::vector<Split> splits_of(nn::Module& model, const std::vector<Variable>& order) {
   std::map<const VariableImpl*, Split> split;
   const auto add = [&](const Variable& p, int64_t dim, int64_t full, const char* what,
                        const std::shared_ptr<ProcessGroup>& group, int64_t chunks = 1) {
@@ -48,7 +48,7 @@ std::vector<Split> splits_of(nn::Module& model) {
     }
   }
   std::vector<Split> out;
-  for (const Variable& p : model.parameters()) {
+  for (const Variable& p : order.empty() ? model.parameters() : order) {
     const auto it = split.find(p.impl());
     out.push_back(it == split.end() ? Split{} : it->second);
   }
@@ -63,8 +63,9 @@ int64_t parameter_index(const std::string& key, size_t count) {
 
 }  // namespace
 
-StateDict gather_optimizer_state(const StateDict& local, nn::Module& model) {
-  const std::vector<Split> splits = splits_of(model);
+StateDict gather_optimizer_state(const StateDict& local, nn::Module& model,
+                                 const std::vector<Variable>& order) {
+  const std::vector<Split> splits = splits_of(model, order);
   StateDict full;
   for (const auto& [key, t] : local) {
     const int64_t i = parameter_index(key, splits.size());
@@ -78,8 +79,9 @@ StateDict gather_optimizer_state(const StateDict& local, nn::Module& model) {
   return full;
 }
 
-StateDict slice_optimizer_state(const StateDict& full, nn::Module& model) {
-  const std::vector<Split> splits = splits_of(model);
+StateDict slice_optimizer_state(const StateDict& full, nn::Module& model,
+                                const std::vector<Variable>& order) {
+  const std::vector<Split> splits = splits_of(model, order);
   StateDict local;
   for (const auto& [key, t] : full) {
     const int64_t i = parameter_index(key, splits.size());
@@ -95,9 +97,9 @@ StateDict slice_optimizer_state(const StateDict& full, nn::Module& model) {
   return local;
 }
 
-std::vector<bool> replicated_parameters(nn::Module& model) {
+std::vector<bool> replicated_parameters(nn::Module& model, const std::vector<Variable>& order) {
   std::vector<bool> out;
-  for (const Split& s : splits_of(model)) out.push_back(s.group == nullptr);
+  for (const Split& s : splits_of(model, order)) out.push_back(s.group == nullptr);
   return out;
 }
 

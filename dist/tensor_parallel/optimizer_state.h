@@ -12,7 +12,9 @@
 //   rank 1: state.3.exp_avg [128, 785] ─┘ (fc1 is column-parallel) ─>  (the unsplit model's)
 //
 // Scalars ("state.I.step") and the state of parameters that are not split pass through.
-// Parameters are numbered in model.parameters() order, which must be the optimizer's order.
+// Parameters are numbered as the optimizer numbers them: `order` is its parameters()
+// (parameter groups in order: GPT-2's decay group before the rest), or, when empty,
+// model.parameters(), for an optimizer made over those.
 #pragma once
 
 #include <vector>
@@ -25,13 +27,16 @@ namespace dist {
 namespace tensor_parallel {
 
 // Collective over the model's tensor-parallel group(s): every rank calls it with the same keys.
-StateDict gather_optimizer_state(const StateDict& local, nn::Module& model);
+StateDict gather_optimizer_state(const StateDict& local, nn::Module& model,
+                                 const std::vector<Variable>& order = {});
 // This rank's slices of a full (unsplit model's) optimizer state dict; no communication.
-StateDict slice_optimizer_state(const StateDict& full, nn::Module& model);
+StateDict slice_optimizer_state(const StateDict& full, nn::Module& model,
+                                const std::vector<Variable>& order = {});
 
-// Per parameter of model.parameters(): true when every rank of its tensor-parallel group holds
-// it whole (a row-parallel layer's bias, the layers left unsplit), false for a split one.
-std::vector<bool> replicated_parameters(nn::Module& model);
+// Per parameter of `order` (empty: model.parameters()): true when every rank of its
+// tensor-parallel group holds it whole (a row-parallel layer's bias, the layers left unsplit),
+// false for a split one.
+std::vector<bool> replicated_parameters(nn::Module& model, const std::vector<Variable>& order = {});
 
 }  // namespace tensor_parallel
 }  // namespace dist

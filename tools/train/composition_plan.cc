@@ -189,6 +189,13 @@ class Planner {
     const auto& [i, a, j, b] = p;
     std::vector<int> run(axes_.size(), -1);
     Assignment chosen;
+    // A pair's axis that applies only where others hold some values (the GPT's weight-decay
+    // groups: a transformer) needs those values chosen for them before its turn.
+    std::vector<Condition> needed;
+    for (const auto& [axis, value] : {std::pair<int, int>{i, a}, std::pair<int, int>{j, b}}) {
+      if (value == 0) continue;
+      for (const Condition& c : axes_[axis].applies_when) needed.push_back(c);
+    }
     for (size_t k = 0; k < axes_.size(); ++k) {
       const Axis& axis = axes_[k];
       std::vector<int> values;
@@ -197,6 +204,14 @@ class Planner {
       } else {
         for (size_t v = 0; v < axis.values.size(); ++v) values.push_back(int(v));
         std::shuffle(values.begin(), values.end(), rng_);  // ties at random
+      }
+      for (const Condition& c : needed) {
+        if (c.axis != axis.name) continue;
+        values.erase(std::remove_if(values.begin(), values.end(), [&](int v) {
+                       return std::find(c.values.begin(), c.values.end(), axis.values[v]) ==
+                              c.values.end();
+                     }),
+                     values.end());
       }
       if (int(k) == i || int(k) == j) {
         const int fixed = int(k) == i ? a : b;

@@ -170,7 +170,8 @@ class DataParallel : public Strategy {
   // checkpoint holds it gathered, as the layer's weight (dist/tensor_parallel/optimizer_state.h).
   StateDict optimizer_state() override {
     const StateDict local = opt_->state_dict();
-    return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(local, *model_) : local;
+    return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(local, *model_, state_order())
+                            : local;
   }
   void save_sharded(const std::string& dir, const TrainingProgress& progress,
                     const Metadata& extra) override {
@@ -188,7 +189,8 @@ class DataParallel : public Strategy {
   void load_optimizer_state(const Checkpoint& checkpoint) override {
     if (!tensor_parallel_) return Strategy::load_optimizer_state(checkpoint);
     Checkpoint sliced = checkpoint;
-    sliced.optimizer = dist::tensor_parallel::slice_optimizer_state(checkpoint.optimizer, *model_);
+    sliced.optimizer =
+        dist::tensor_parallel::slice_optimizer_state(checkpoint.optimizer, *model_, state_order());
     tessera::load_optimizer_state(sliced, *opt_);
   }
   std::vector<NamedGroup> groups() const override {
@@ -213,15 +215,27 @@ class DataParallel : public Strategy {
     if (!tensor_parallel_) return mine;
     const std::vector<bool> replicated = dist::tensor_parallel::replicated_parameters(*model_);
     const auto named = model_->named_parameters();
-    const StateDict state = opt_->state_dict();
     for (size_t i = 0; i < named.size(); ++i) {
-      if (!replicated[i]) continue;
-      mine.set("tensor_parallel.model." + named[i].first, named[i].second.data().clone());
+      if (replicated[i]) mine.set("tensor_parallel.model." + named[i].first, named[i].second.data().clone());
+    }
+    // Their optimizer state, by the optimizer's own numbering.
+    const std::vector<bool> replicated_state =
+        dist::tensor_parallel::replicated_parameters(*model_, state_order());
+    const StateDict state = opt_->state_dict();
+    for (size_t i = 0; i < replicated_state.size(); ++i) {
+      if (!replicated_state[i]) continue;
       for (const auto& [key, t] : state.with_prefix_removed(optim::state_key_prefix(i))) {
         mine.set("tensor_parallel.optimizer." + optim::state_key(i, key), t);
       }
     }
     return mine;
+  }
+
+  // The parameters as the optimizer's state numbers them ("state.I.KEY"): its groups in order
+  // (the GPT's decay group first), or, for ZeRO-1's consolidated state, the model's order.
+  std::vector<Variable> state_order() const {
+    if (dynamic_cast<const dist::ZeroRedundancyOptimizer*>(opt_.get()) != nullptr) return {};
+    return opt_->parameters();
   }
 
   std::shared_ptr<nn::Sequential> model_;
