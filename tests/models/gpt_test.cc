@@ -147,10 +147,7 @@ TEST(GPT, TheOutputProjectionIsTheTokenEmbedding) {
   loss.backward();
   const Tensor g = model->named_parameters().front().second.grad();
   ASSERT_EQ(g.shape(), (Shape{67, 16}));
-  const Tensor row = [&] {
-    Tensor r = g.narrow(0, 5, 1).contiguous().to(kF64);
-    return r;
-  }();
+  const Tensor row = g.narrow(0, 5, 1).contiguous().to(kF64);
   double norm = 0;
   for (int64_t i = 0; i < row.numel(); ++i) norm += row.data<double>()[i] * row.data<double>()[i];
   EXPECT_GT(norm, 0) << "the target's row gets the projection's gradient";

@@ -43,6 +43,7 @@
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
 #include "tools/bench/bench_clock.h"
+#include "tools/bench/bench_flags.h"
 #include "tools/bench/median.h"
 #include "tools/bench/train_bench_flags.h"
 
@@ -74,12 +75,8 @@ std::vector<Case> cases(int resnet_steps) {
 // Without --models the default cases; with it, those it names.
 bool selected(const Case& c, const std::string& models) {
   if (models.empty()) return c.by_default;
-  for (size_t begin = 0; begin <= models.size();) {
-    const size_t comma = std::min(models.find(',', begin), models.size());
-    if (models.compare(begin, comma - begin, c.model) == 0) return true;
-    begin = comma + 1;
-  }
-  return false;
+  const std::vector<std::string> names = bench::split_commas(models);
+  return std::find(names.begin(), names.end(), c.model) != names.end();
 }
 
 std::shared_ptr<nn::Sequential> build(const std::string& name) {
