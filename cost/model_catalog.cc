@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "models/gpt.h"
 #include "models/resnet.h"
 #include "models/simple.h"
 #include "optim/adam.h"
@@ -19,17 +20,37 @@ namespace cost {
 
 ModelInput parse_model_input(const std::string& name) {
   if (name == "fashion-mnist") return ModelInput{};
-  TS_CHECK(name == "imagenet", "unknown input '", name, "' (expected fashion-mnist or imagenet)");
+  if (name == "text") {
+    ModelInput in;
+    in.name = "text";
+    in.channels = in.image_size = in.classes = 0;
+    in.seq_len = 64;
+    in.vocab = 50257;
+    return in;
+  }
+  TS_CHECK(name == "imagenet", "unknown input '", name, "' (expected fashion-mnist, imagenet or text)");
   return ModelInput{3, 224, 1000, "imagenet"};
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"logistic", "mlp",      "resnet20", "resnet32",
-                                                 "resnet56", "resnet18", "resnet34", "resnet50"};
+  static const std::vector<std::string> names = {
+      "logistic", "mlp",      "resnet20", "resnet32", "resnet56", "resnet18",
+      "resnet34", "resnet50", "gpt-tiny", "gpt-nano", "gpt2"};
   return names;
 }
 
+bool is_language_model(const std::string& name) { return name.rfind("gpt", 0) == 0; }
+
 std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& in) {
+  if (is_language_model(name)) {
+    TS_CHECK(in.text(), name, " is a language model: it reads text (--data=text), not ", in.name);
+    const models::GPTConfig config = models::GPTConfig::named(name, in.vocab);
+    TS_CHECK(in.seq_len <= config.context, name, "'s context is ", config.context,
+             " positions; a window of ", in.seq_len, " tokens does not fit");
+    return models::GPT(config);
+  }
+  const bool known = std::find(model_names().begin(), model_names().end(), name) != model_names().end();
+  TS_CHECK(!(known && in.text()), name, " reads images (--data=fashion-mnist or imagenet), not text");
   const int64_t pixels = in.channels * in.image_size * in.image_size, k = in.classes;
   if (name == "logistic") return models::LogisticRegression(pixels, k);
   if (name == "mlp") return models::MLP(pixels, 256, k);
@@ -39,13 +60,25 @@ std::shared_ptr<nn::Sequential> build_model(const std::string& name, const Model
   if (name == "resnet18") return models::ResNet18(in.channels, k);
   if (name == "resnet34") return models::ResNet34(in.channels, k);
   TS_CHECK(name == "resnet50", "unknown model '", name,
-           "' (expected logistic, mlp, resnet20, resnet32, resnet56, resnet18, resnet34 or resnet50)");
+           "' (expected logistic, mlp, resnet20, resnet32, resnet56, resnet18, resnet34, resnet50, "
+           "gpt-tiny, gpt-nano or gpt2)");
   return models::ResNet50(in.channels, k);
 }
 
 Tensor example_batch(const ModelInput& in, int64_t batch) {
+  if (in.text()) {
+    // Token ids spread over the vocabulary by a fixed stride (what they are changes no size).
+    std::vector<int64_t> ids(batch * in.seq_len);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7919 + 13) % in.vocab);
+    return from_vector<int64_t>(ids, {batch, in.seq_len});
+  }
   Generator gen(0);
   return randn({batch, in.channels, in.image_size, in.image_size}, {}, &gen);
+}
+
+Variable example_loss(const ModelInput& in, const Variable& output, int64_t batch) {
+  if (!in.text()) return cross_entropy(output, zeros({batch}, kI64));
+  return models::lm_loss(output, example_batch(in, batch));  // any ids of the vocabulary do
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingSetup& setup,
@@ -61,6 +94,25 @@ namespace {
 // Tensor parallelism as tools/train applies it (see the header).
 void add_tensor_parallel(const std::string& name, nn::Sequential& model, const ModelInput& in,
                          ModelProfile& p) {
+  if (is_language_model(name)) {
+    // Megatron's block: c_attn and c_fc split by columns (weights and biases), the two c_proj
+    // by rows (their biases whole). Per block and window, two all-reduces of [T, C] forward
+    // (g, after each c_proj) and two backward (f, before c_attn and c_fc).
+    int64_t width = 0, blocks = 0;
+    for (const auto& [pname, v] : model.named_parameters()) {
+      const bool column = pname.find(".c_attn.") != std::string::npos || pname.find(".c_fc.") != std::string::npos;
+      const bool row_weight = pname.find(".c_proj.weight") != std::string::npos;
+      if (column || row_weight) p.tensor_parallel_parameters += v.numel();
+      if (pname.find(".c_attn.weight") != std::string::npos) width = v.shape()[1], ++blocks;
+    }
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (const char* what : {"attn.c_proj output (g)", "mlp.c_proj output (g)",
+                               "ln_1 output gradient (f)", "ln_2 output gradient (f)"}) {
+        p.tensor_parallel_all_reduces.push_back({what, in.seq_len * width});
+      }
+    }
+    return;
+  }
   if (name == "mlp") {
     for (const auto& [pname, v] : model.named_parameters()) {
       if (pname != "fc2.bias") p.tensor_parallel_parameters += v.numel();
@@ -87,7 +139,7 @@ ModelProfile describe_model(const std::string& name, nn::Sequential& model, cons
   ModelProfile p;
   p.name = name;
   p.batch = batch;
-  p.input_elements = in.channels * in.image_size * in.image_size;
+  p.input_elements = in.text() ? in.seq_len : in.channels * in.image_size * in.image_size;
   NoGradGuard no_grad;
   Variable x(example_batch(in, 1));
   for (size_t i = 0; i < model.size(); ++i) {
@@ -129,14 +181,13 @@ void measure_step_overhead(nn::Sequential& model, const ModelInput& in, const Tr
            " has no layer times (measure them first)");
   TS_CHECK(repeats >= 1, "measure_step_overhead: repeats must be >= 1, got ", repeats);
   const Tensor x = example_batch(in, p->batch);
-  const Tensor y = zeros({p->batch}, kI64);
   const std::unique_ptr<optim::Optimizer> opt = make_optimizer(setup, model.parameters());
   model.train();
   std::vector<double> seconds;
   for (int r = 0; r <= repeats; ++r) {  // the first is the warm-up (the optimizer's state)
     const auto start = std::chrono::steady_clock::now();
     opt->zero_grad();
-    cross_entropy(model.forward(Variable(x)), y).backward();
+    example_loss(in, model.forward(Variable(x)), p->batch).backward();
     opt->step();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r > 0) seconds.push_back(s);

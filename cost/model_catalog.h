@@ -4,9 +4,11 @@
 // forward + backward time on this machine (pipeline/balance.h's profile_layer_times).
 //
 //   names: logistic, mlp (784-256-10, tools/train's), resnet20, resnet32, resnet56 (CIFAR-style),
-//          resnet18, resnet34, resnet50 (ImageNet-style)
+//          resnet18, resnet34, resnet50 (ImageNet-style), gpt-tiny, gpt-nano, gpt2 (models/gpt.h)
 //   inputs: fashion-mnist (1 x 28 x 28, 10 classes; what tools/train trains), imagenet
-//           (3 x 224 x 224, 1000 classes; ResNet-50's published figures are for this)
+//           (3 x 224 x 224, 1000 classes; ResNet-50's published figures are for this), text
+//           (the GPTs': windows of seq_len token ids of GPT-2's BPE, 50257 tokens, or of bytes,
+//           256; an "example" is one window)
 //
 // Times. profile_layer_times measures a layer's forward and backward together; the profile
 // splits it one third forward, two thirds backward (a backward computes two products per
@@ -15,8 +17,9 @@
 // profile and sets their sum, set_layer_times() sets each layer's time outright.
 //
 // Tensor parallelism as tools/train applies it: the MLP's fc1 column-parallel and fc2
-// row-parallel (Megatron's block: fc2's bias stays whole), the other models' classifier
-// class-parallel (its weight and bias split by class).
+// row-parallel (Megatron's block: fc2's bias stays whole), a GPT's blocks as Megatron splits
+// them (dist/tensor_parallel/gpt_plan.h: c_attn and c_fc by columns, the two c_proj by rows, their
+// biases whole), the other models' classifier class-parallel (its weight and bias split by class).
 #pragma once
 
 #include <memory>
@@ -34,14 +37,23 @@ namespace cost {
 struct ModelInput {
   int64_t channels = 1, image_size = 28, classes = 10;
   std::string name = "fashion-mnist";
+  // Text: windows of seq_len token ids from a vocabulary of `vocab` (0 for images).
+  int64_t seq_len = 0, vocab = 0;
+  bool text() const { return seq_len > 0; }
 };
-ModelInput parse_model_input(const std::string& name);  // fashion-mnist | imagenet
+// fashion-mnist | imagenet | text (GPT-2's BPE, windows of 64 tokens: tools/train's defaults)
+ModelInput parse_model_input(const std::string& name);
 const std::vector<std::string>& model_names();
+bool is_language_model(const std::string& name);  // gpt-*
 
-// An error names the model otherwise.
+// An error names the model otherwise, or a model given the other kind of input (a GPT reads text).
 std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& input);
-// `batch` examples of the input's shape, the same on every call (normal, seed 0).
+// `batch` examples of the input's shape, the same on every call: images normal (seed 0), text
+// token ids [batch, seq_len] (i64) spread over the vocabulary.
 Tensor example_batch(const ModelInput& input, int64_t batch);
+// The training loss of `output` (the model's, on example_batch) against fixed targets: images'
+// cross-entropy against class 0, text's models::lm_loss (against the window's own ids).
+Variable example_loss(const ModelInput& input, const Variable& output, int64_t batch);
 // The optimizer `setup` names over `parameters`: Adam (lr 1e-3) or SGD with momentum 0.9 (lr
 // 0.01), the moments tools/train's defaults keep (8 and 4 bytes per parameter).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainingSetup& setup,

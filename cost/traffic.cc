@@ -92,11 +92,17 @@ void add_tensor_parallel(const ModelProfile& model, const TrainingSetup& setup,
                          const TrafficOptions& o, std::vector<Transfer>& out) {
   const int t = o.tensor_parallel;
   if (t < 2 || model.tensor_parallel_all_reduces.empty()) return;
+  // Repeated all-reduces (a GPT's, once per block) are said once with their count: "12 x ...".
   int64_t elements = 0;
-  std::string what;
+  std::vector<std::pair<std::string, int>> kinds;
   for (const auto& [name, per_example] : model.tensor_parallel_all_reduces) {
     elements += per_example;
-    what += (what.empty() ? "" : " + ") + name;
+    auto same = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == name; });
+    if (same == kinds.end()) kinds.push_back({name, 1}); else ++same->second;
+  }
+  std::string what;
+  for (const auto& [name, count] : kinds) {
+    what += (what.empty() ? "" : " + ") + (count > 1 ? std::to_string(count) + " x " : "") + name;
   }
   const double bytes = 2 * ring_pass_bytes(t, static_cast<double>(elements) * model.batch *
                                                   setup.parameter_bytes());

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "models/gpt.h"
 #include "tests/util/expect_error.h"
 
 namespace tessera {
@@ -46,9 +47,48 @@ TEST(ModelCatalog, MeasuresAndScalesLayerTimes) {
   EXPECT_EQ(p.times_source, "given");
 }
 
+TEST(ModelCatalog, Gpt2HasLlmCsParameterCountAndMegatronsSplit) {
+  const ModelInput in = parse_model_input("text");  // GPT-2's BPE, windows of 64
+  ASSERT_EQ(in.vocab, 50257);
+  auto model = build_model("gpt2", in);
+  const ModelProfile p = describe_model("gpt2", *model, in, 4);
+  // llm.c's count for the padded vocabulary (50304): 124,475,904.
+  EXPECT_EQ(p.parameters(), 124475904);
+  ASSERT_EQ(p.layers.size(), 15u);  // embed, h0..h11, ln_f, lm_head
+  EXPECT_EQ(p.layers[0].output_elements, 64 * 768);
+  EXPECT_EQ(p.layers[14].output_elements, 64 * 50304);
+  EXPECT_EQ(p.input_elements, 64);
+  // Per block: c_attn (3C x C + 3C), attn.c_proj's weight (C x C), c_fc (4C x C + 4C),
+  // mlp.c_proj's weight (C x 4C).
+  const int64_t c = 768;
+  EXPECT_EQ(p.tensor_parallel_parameters, 12 * (3 * c * c + 3 * c + c * c + 4 * c * c + 4 * c + 4 * c * c));
+  ASSERT_EQ(p.tensor_parallel_all_reduces.size(), 12u * 4);  // g twice, f twice, per block
+  for (const auto& [what, elements] : p.tensor_parallel_all_reduces) EXPECT_EQ(elements, 64 * c) << what;
+}
+
+TEST(ModelCatalog, AGptTrainsOnItsExampleBatch) {
+  ModelInput in = parse_model_input("text");
+  in.vocab = 256;
+  in.seq_len = 8;
+  auto model = build_model("gpt-tiny", in);
+  const Tensor ids = example_batch(in, 3);
+  EXPECT_EQ(ids.shape(), (Shape{3, 8}));
+  for (int64_t id : ids.to_vector<int64_t>()) ASSERT_TRUE(id >= 0 && id < 256) << id;
+  const Variable logits = model->forward(Variable(ids));
+  // The targets are the window's own ids: the language model's loss of them.
+  EXPECT_EQ(example_loss(in, logits, 3).data().item(), models::lm_loss(logits, ids).data().item());
+  ModelProfile p = describe_model("gpt-tiny", *model, in, 3);
+  measure_layer_times(*model, in, 3, 1, &p);  // token ids in: the first layer takes no gradient
+  EXPECT_GT(p.compute_seconds(), 0);
+}
+
 TEST(ModelCatalog, ErrorsNameTheValue) {
   testing::expect_error([] { build_model("vgg16", ModelInput{}); }, "unknown model 'vgg16'");
   testing::expect_error([] { parse_model_input("cifar"); }, "unknown input 'cifar'");
+  testing::expect_error([] { build_model("gpt2", ModelInput{}); },
+                        "gpt2 is a language model: it reads text (--data=text), not fashion-mnist");
+  testing::expect_error([] { build_model("resnet20", parse_model_input("text")); },
+                        "resnet20 reads images");
   const ModelInput in;
   auto model = build_model("mlp", in);
   ModelProfile p = describe_model("mlp", *model, in, 8);

@@ -37,6 +37,37 @@ else
   echo "SKIPPED: memory --plot (gnuplot is not installed: apt-get install gnuplot-nox)"
 fi
 
+# A GPT: model states and activations per layer. gpt-tiny with the byte tokenizer (V = 256,
+# h = 32, a = 2, 2 blocks) at b = 3, s = 16, by hand: a block keeps 17 s b h elements of p bytes,
+# 2 x 8 s b of LayerNorm statistics and 4 a s b of logsumexp; lm_head and the loss s b V each.
+# The measurement (the counting allocator, a forward here) must equal the formula.
+for precision in f32 mixed; do
+  "$EXPLAIN" memory --model=gpt-tiny --tokenizer=byte --seq-len=16 --batch=3 --ranks=2 \
+    --precision=$precision --json > "$TMP/gpt_$precision.jsonl" || fail "memory gpt-tiny --json ($precision)"
+  if python3 -c '
+import json, sys
+p = 4 if sys.argv[2] == "f32" else 2
+lines = [json.loads(l) for l in open(sys.argv[1])]
+layers = {r["layer"]: r for r in lines if "layer" in r}
+s, b, h, a, V = 16, 3, 32, 2, 256
+want = {"embed": s*b*h*p + 8*s, "h0": 17*s*b*h*p + 16*s*b + 4*a*s*b, "h1": 17*s*b*h*p + 16*s*b + 4*a*s*b,
+        "ln_f": s*b*h*p + 8*s*b, "lm_head": s*b*V*p, "loss": s*b*V*p + 8*s*b + p}
+assert list(layers) == list(want), list(layers)
+for name, bytes_ in want.items():
+    assert layers[name]["activation_bytes"] == bytes_, (name, layers[name], bytes_)
+    assert layers[name]["measured_activation_bytes"] == bytes_, (name, layers[name], bytes_)
+assert layers["h0"]["paper_16bit_bytes"] == s*b*h*(34 + 5*a*s/h)
+' "$TMP/gpt_$precision.jsonl" "$precision"; then pass; else fail "gpt-tiny activations ($precision)"; fi
+done
+out=$("$EXPLAIN" memory --model=gpt-nano --ranks=2 --batch=1 --seq-len=8)
+expect_contains "$out" "psi = 7,265,024 parameters" "gpt-nano psi (its vocabulary padded to 50304)"
+expect_contains "$out" "h0       68 sbh + 16 sb + 4 asb" "gpt-nano's block formula"
+expect_error "gpt-nano is a language model: it reads text (--data=text), not fashion-mnist" \
+  memory --model=gpt-nano --data=fashion-mnist --ranks=2
+expect_error "mlp reads images (--data=fashion-mnist or imagenet), not text" memory --model=mlp --data=text --ranks=2
+expect_error "gpt-tiny's context is 64 positions; a window of 65 tokens does not fit" \
+  memory --model=gpt-tiny --seq-len=65 --ranks=2
+
 expect_contains "$("$EXPLAIN" memory --help)" "--optimizer=O" "memory --help"
 expect_error "--ranks=0: must be at least 1" memory --model=mlp --ranks=0
 expect_error "--ranks is required" memory --model=mlp

@@ -19,6 +19,22 @@ assert abs(n[2]["step_seconds"] - 1.3751296e-3) < 1e-12, n[2]
 assert n[2]["algorithm"] == "ring" and n[4096]["algorithm"] == "tree"
 ' "$TMP/given.jsonl"; then pass; else fail "scaling figures"; fi
 
+# A GPT: gpt-tiny (bytes; 5 layers: embed h0 h1 ln_f lm_head) at 1 ms a layer, 16 windows of 32
+# tokens: one rank's step is 5 ms, so 16 x 32 / 5 ms = 102,400 tokens/s; N = 2 keeps the batch
+# per rank (weak scaling): twice the tokens in a step no shorter.
+"$EXPLAIN" scaling --model=gpt-tiny --tokenizer=byte --seq-len=32 --batch=16 --ranks=1,2 \
+  --layer-ms=1,1,1,1,1 --json > "$TMP/gpt.jsonl" || fail "scaling --model=gpt-tiny exited non-zero"
+if python3 -c '
+import json, sys
+head, *rows = [json.loads(l) for l in open(sys.argv[1])]
+assert head["data"] == "text", head
+n = {r["ranks"]: r for r in rows}
+assert abs(n[1]["step_seconds"] - 5e-3) < 1e-12, n[1]
+assert abs(n[1]["tokens_per_second"] - 102400) < 1e-6, n[1]
+assert n[2]["step_seconds"] >= n[1]["step_seconds"]
+assert abs(n[2]["tokens_per_second"] / (2 * 16 * 32 / n[2]["step_seconds"]) - 1) < 1e-8, n[2]
+' "$TMP/gpt.jsonl"; then pass; else fail "gpt-tiny scaling figures"; fi
+
 # Forcing the ring at 4096 ranks pays 2 x 4095 latencies (41 ms) per all-reduce.
 "$EXPLAIN" scaling --model=mlp --ranks=4096 --layer-ms=0,1,0,0.3 --topology=ring --json > "$TMP/ring.jsonl"
 if python3 -c '

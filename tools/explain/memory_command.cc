@@ -1,9 +1,11 @@
 // explain memory: the ZeRO paper's table for a real model at any N (cost/memory.h): parameters,
 // gradients and optimizer state per rank under DDP, ZeRO-1, 2 and 3, a pipeline stage and a
-// tensor-parallel rank, each beside its formula.
+// tensor-parallel rank, each beside its formula; for a GPT also its activations per layer,
+// predicted beside measured (activation_table.h).
 #include <cstdio>
 
 #include "cost/memory.h"
+#include "tools/explain/activation_table.h"
 #include "tools/explain/commands.h"
 #include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
@@ -23,7 +25,9 @@ const char* const kHelp =
     "Model-state bytes per rank (parameters, gradients, optimizer state; activations not counted):\n"
     "DDP and ZeRO-1/2/3 over N data-parallel ranks, one stage of a K-stage pipeline (stages\n"
     "balanced by parameters), one rank of T-way tensor parallelism, each beside its formula\n"
-    "(psi parameters; the ZeRO paper's table; dist/zero/memory_model.h).\n"
+    "(psi parameters; the ZeRO paper's table; dist/zero/memory_model.h). For a GPT also the\n"
+    "activations per layer at --batch and --seq-len: tessera's formula, the counting\n"
+    "allocator's measurement (a forward here) and Korthikanti et al. 2022's 16-bit figure.\n"
     "  --ranks=N          data-parallel ranks (required)\n"
     "  --stages=K         pipeline stages (default 2)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
@@ -88,6 +92,7 @@ int memory_command(Flags& flags) {
     }
     std::fputs(t.str().c_str(), stdout);
   }
+  if (c.input.text()) print_activations(c, json);
   if (!plot.empty()) {
     std::string script = gnuplot_preamble(plot, 800, 450,
                                           "Model states per rank: " + c.name + ", N=" +

@@ -8,9 +8,14 @@ namespace tessera {
 namespace explain {
 
 const char* const kModelFlagsHelp =
-    "  --model=M          logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50 (required)\n"
+    "  --model=M          logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50|\n"
+    "                     gpt-tiny|gpt-nano|gpt2 (required)\n"
     "  --data=D           fashion-mnist (1x28x28, 10 classes; default) | imagenet (3x224x224, 1000)\n"
-    "  --batch=B          examples per rank per step (default as tools/train: 128 ResNets, 64 others)\n"
+    "                     | text (the GPTs' and their default: windows of --seq-len token ids)\n"
+    "  --seq-len=T        tokens per window (text; default 64)\n"
+    "  --tokenizer=K      gpt2 (GPT-2's BPE, 50257 tokens; default) | byte (256) (text)\n"
+    "  --batch=B          examples (windows) per rank per step (default as tools/train: 128\n"
+    "                     ResNets, 16 GPTs, 64 others)\n"
     "  --precision=P      f32 (default) | mixed (16-bit parameters, f32 master copy)\n"
     "  --optimizer=O      sgd (with momentum) | adam (default as tools/train: sgd ResNets, adam others)\n";
 
@@ -37,9 +42,18 @@ std::string with_commas(int64_t n) {
 ModelChoice read_model_flags(Flags& flags) {
   ModelChoice c;
   c.name = flags.required("model");
-  c.input = parsed("data", flags.text("data", "fashion-mnist"), cost::parse_model_input);
+  const bool gpt = cost::is_language_model(c.name);
+  c.input = parsed("data", flags.text("data", gpt ? "text" : "fashion-mnist"), cost::parse_model_input);
+  if (c.input.text()) {
+    c.input.seq_len = flags.integer("seq-len", 64, 1);
+    const std::string tokenizer = flags.text("tokenizer", "gpt2");
+    TS_CHECK(tokenizer == "gpt2" || tokenizer == "byte", "--tokenizer=", tokenizer,
+             ": expected gpt2 (GPT-2's BPE, 50257 tokens) or byte (256)");
+    c.input.vocab = tokenizer == "gpt2" ? 50257 : 256;
+  }
   const bool resnet = c.name.rfind("resnet", 0) == 0;
-  c.batch = flags.integer("batch", resnet ? 128 : 64, 1);
+  // tools/train's batches: 128 images for ResNets, 64 otherwise; 16 windows for a GPT.
+  c.batch = flags.integer("batch", resnet ? 128 : gpt ? 16 : 64, 1);
   c.setup.precision = parsed("precision", flags.text("precision", "f32"), cost::parse_precision);
   c.setup.optimizer =
       parsed("optimizer", flags.text("optimizer", resnet ? "sgd" : "adam"), cost::parse_optimizer);
@@ -85,7 +99,11 @@ void add_times(Flags& flags, ModelChoice& c) {
 }
 
 std::string describe(const ModelChoice& c) {
-  return c.name + " on " + c.input.name + ": psi = " + with_commas(c.profile.parameters()) +
+  const std::string data =
+      c.input.text() ? "text (windows of " + std::to_string(c.input.seq_len) + " tokens, vocabulary " +
+                           std::to_string(c.input.vocab) + ")"
+                     : c.input.name;
+  return c.name + " on " + data + ": psi = " + with_commas(c.profile.parameters()) +
          " parameters, " + std::to_string(c.profile.layers.size()) + " layers, batch " +
          std::to_string(c.batch) + ", " + cost::precision_name(c.setup.precision) + ", " +
          cost::optimizer_name(c.setup.optimizer);

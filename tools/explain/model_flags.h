@@ -1,9 +1,12 @@
 // The flags every model-based subcommand shares: which model, on which input, with which batch,
 // precision and optimizer, and where its layer times come from.
 //
-//   --model=M            logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50
+//   --model=M            logistic|mlp|resnet20|resnet32|resnet56|resnet18|resnet34|resnet50|
+//                        gpt-tiny|gpt-nano|gpt2
 //   --data=D             fashion-mnist (1x28x28, 10 classes; default) | imagenet (3x224x224, 1000)
-//   --batch=B            examples per rank per step (tools/train's: 128 for ResNets, 64 otherwise)
+//                        | text (a GPT's, its default: windows of --seq-len=T ids of --tokenizer's)
+//   --batch=B            examples per rank per step (tools/train's: 128 for ResNets, 16 windows
+//                        for a GPT, 64 otherwise)
 //   --precision=P        f32 | mixed
 //   --optimizer=O        sgd (with momentum) | adam (tools/train's: sgd for ResNets, adam otherwise)
 //   --compute-ms=T       forward + backward of one batch takes T ms (e.g. a GPU's); the layers'

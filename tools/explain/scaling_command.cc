@@ -19,7 +19,7 @@ const char* const kHelp =
     "usage: explain scaling --model=M [--strategy=ddp|zero3|pipeline] [--ranks=1,2,4,...,4096]\n"
     "                       [--latency-us=A] [--bandwidth-gbps=B] [--topology=ring|tree|hierarchical|auto]\n"
     "                       [--ranks-per-node=G] [--compute-ms=T] [--json] [--plot=FILE.svg]\n"
-    "Predicted step time, images/s and scaling efficiency per N (weak scaling: every rank keeps its\n"
+    "Predicted step time, images/s (a GPT's: tokens/s) and scaling efficiency per N (weak scaling: every rank keeps its\n"
     "batch), from each layer's compute time and alpha-beta collective times, with each strategy's\n"
     "overlap of communication and backward. The report lists every assumption.\n"
     "  --strategy=S         ddp (default) | zero3 | pipeline\n"
@@ -96,6 +96,9 @@ int scaling_command(Flags& flags) {
     }
   }
   const std::vector<std::string> assumptions = cost::scaling_assumptions(c.profile, o);
+  // Throughput in the data's unit: images, or a GPT's tokens (seq_len per window).
+  const std::string unit = c.input.text() ? "tokens" : "images";
+  const double per_example = c.input.text() ? static_cast<double>(c.input.seq_len) : 1.0;
   if (json) {
     std::printf("%s\n", json::Object(kJsonLine)
                             .add("model", c.name)
@@ -120,7 +123,7 @@ int scaling_command(Flags& flags) {
                               .add("communication_seconds", p.communication)
                               .add("exposed_seconds", p.exposed)
                               .add("step_seconds", p.step)
-                              .add("images_per_second", p.images_per_second)
+                              .add(unit + "_per_second", p.images_per_second * per_example)
                               .add("efficiency", p.efficiency)
                               .str()
                               .c_str());
@@ -135,12 +138,12 @@ int scaling_command(Flags& flags) {
     }
     std::printf("\n");
     Table t({"N", "replicas", "largest via", "collectives", "compute ms", "comm ms", "exposed ms",
-             "step ms", "images/s", "efficiency"},
+             "step ms", unit + "/s", "efficiency"},
             {2});
     for (const cost::ScalingPoint& p : points) {
       t.add({std::to_string(p.ranks), std::to_string(p.replicas), p.algorithm,
              std::to_string(p.collectives), milliseconds(p.compute), milliseconds(p.communication),
-             milliseconds(p.exposed), milliseconds(p.step), fixed(p.images_per_second, 1),
+             milliseconds(p.exposed), milliseconds(p.step), fixed(p.images_per_second * per_example, 1),
              fixed(p.efficiency, 3)});
     }
     std::fputs(t.str().c_str(), stdout);
@@ -155,15 +158,15 @@ int scaling_command(Flags& flags) {
     script += "$data << EOD\n";
     for (const cost::ScalingPoint& p : points) {
       script += std::to_string(p.ranks) + " " + std::to_string(p.efficiency) + " " +
-                std::to_string(p.images_per_second) + "\n";
+                std::to_string(p.images_per_second * per_example) + "\n";
     }
     script +=
         "EOD\n"
         "set logscale x 2\nset logscale y2 10\nset xlabel 'ranks N'\n"
-        "set ylabel 'scaling efficiency'\nset yrange [0:1.05]\nset y2label 'images/s'\n"
+        "set ylabel 'scaling efficiency'\nset yrange [0:1.05]\nset y2label '" + unit + "/s'\n"
         "set ytics nomirror\nset y2tics\nset key bottom left\n"
         "plot $data using 1:2 with linespoints lw 2 pt 7 title 'efficiency', "
-        "'' using 1:3 axes x1y2 with linespoints lw 1 dt 2 pt 6 title 'images/s'\n";
+        "'' using 1:3 axes x1y2 with linespoints lw 1 dt 2 pt 6 title '" + unit + "/s'\n";
     run_gnuplot(script, plot);
   }
   return 0;

@@ -1,0 +1,49 @@
+// Activation memory of a GPT (models/gpt.h), per layer of its Sequential, for one rank's batch
+// of b windows of s tokens: what tessera's autograd keeps from the forward for the backward,
+// written out, beside Korthikanti et al.'s figure ("Reducing Activation Recomputation in Large
+// Transformer Models", 2022, section 4.1) for a transformer layer in 16-bit:
+//
+//   paper, per block:  s b h (34 + 5 a s / h) bytes   (h wide, a heads; dropout masks and the
+//                      attention's a s^2 scores, softmax and its dropout included)
+//
+// tessera stores no dropout masks (the GPT has none) and no scores (the attention op is
+// FlashAttention's: it recomputes the probabilities in backward from the per-row logsumexp).
+// In elements of p bytes (4 in f32; 2 in mixed precision, bf16 parameters and activations),
+// plus the statistics kept in f32 whatever the precision:
+//
+//   embed     s b h                  its output (h0's input)              + 8 s (positions, i64)
+//   block     17 s b h:  ln_1's output (c_attn's input) 1, q, k, v in the heads' layout 3, the
+//                        attention output in the heads' layout (its backward) 1 and in the
+//                        tokens' (attn.c_proj's input) 1, the residual (ln_2's input) 1, ln_2's
+//                        output 1, c_fc's output (GELU's input) 4, GELU's output (mlp.c_proj's
+//                        input) 4, the block's output 1
+//                                                         + 2 x 8 s b (LayerNorm's mean, rstd)
+//                                                         + 4 a s b (the logsumexp)
+//   ln_f      s b h                                       + 8 s b
+//   lm_head   s b V                  the logits (V the padded vocabulary)
+//   loss      s b V                  the softmax the cross-entropy keeps  + 8 s b (targets) + p
+//
+// tools/explain's memory command prints these beside the counting allocator's figures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cost/precision.h"
+#include "models/gpt.h"
+
+namespace tessera {
+namespace cost {
+
+struct ActivationRow {
+  std::string layer;        // embed, h0 ... h{L-1}, ln_f, lm_head, loss
+  int64_t bytes = 0;        // tessera's formula
+  std::string formula;      // in s, b, h, a, V and p
+  double paper_bytes = -1;  // Korthikanti et al.'s 16-bit figure (blocks only; -1 elsewhere)
+};
+
+std::vector<ActivationRow> gpt_activations(const models::GPTConfig& config, int64_t batch,
+                                           int64_t seq_len, Precision precision);
+
+}  // namespace cost
+}  // namespace tessera
