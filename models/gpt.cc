@@ -12,12 +12,15 @@ namespace models {
 
 namespace {
 
-// wte[idx] + wpe[0..T): token ids [B, T] -> [B, T, C].
+// wte[idx] + wpe[0..T): token ids [B, T] -> [B, T, C]. wte and wpe run through
+// named_children(), so replace_module's swaps take effect (tensor parallelism's
+// vocabulary-parallel embedding), and no member keeps a swapped-out table alive.
 class GPTEmbedding : public nn::Module {
  public:
-  GPTEmbedding(int64_t vocab, int64_t context, int64_t n_embd) : context_(context) {
-    wte_ = register_module<nn::Embedding>("wte", nn::EmbeddingOptions(vocab, n_embd).init_std(0.02));
-    wpe_ = register_module<nn::Embedding>("wpe", nn::EmbeddingOptions(context, n_embd).init_std(0.02));
+  GPTEmbedding(std::shared_ptr<nn::Embedding> wte, int64_t context, int64_t n_embd)
+      : context_(context) {
+    register_module("wte", std::move(wte));
+    register_module<nn::Embedding>("wpe", nn::EmbeddingOptions(context, n_embd).init_std(0.02));
   }
   std::string type_name() const override { return "GPTEmbedding"; }
   Variable forward(const Variable& idx) override {
@@ -26,13 +29,13 @@ class GPTEmbedding : public nn::Module {
     TS_CHECK(t >= 1 && t <= context_, "GPT: a sequence of ", t, " tokens; the context is ",
              context_, " (positions 0..", context_ - 1, ")");
     const Tensor positions = arange(t, TensorOptions(kI64).device(idx.data().device()));
-    return add((*wte_)(idx), (*wpe_)(Variable(positions)));
+    nn::Module& wte = *named_children()[0].second;
+    nn::Module& wpe = *named_children()[1].second;
+    return add(wte(idx), wpe(Variable(positions)));
   }
-  const std::shared_ptr<nn::Embedding>& wte() const { return wte_; }
 
  private:
   int64_t context_;
-  std::shared_ptr<nn::Embedding> wte_, wpe_;
 };
 
 // c_fc, gelu, c_proj run in turn through named_children(), as Sequential runs its layers, so
@@ -142,13 +145,15 @@ std::shared_ptr<nn::Sequential> GPT(const GPTConfig& c) {
   TS_CHECK(c.n_embd % c.n_head == 0, "GPT: n_embd ", c.n_embd, " is not a multiple of n_head ",
            c.n_head);
   auto model = std::make_shared<nn::Sequential>();
-  auto embed = std::make_shared<GPTEmbedding>(c.vocab_size, c.context, c.n_embd);
-  model->push_back("embed", embed);
+  // wte first, then wpe: the generator's draws in parameter order.
+  auto wte = std::make_shared<nn::Embedding>(
+      nn::EmbeddingOptions(c.vocab_size, c.n_embd).init_std(0.02));
+  model->push_back("embed", std::make_shared<GPTEmbedding>(wte, c.context, c.n_embd));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     model->push_back("h" + std::to_string(l), std::make_shared<GPTBlock>(c.n_embd, c.n_head));
   }
   model->push_back("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
-  model->push_back("lm_head", std::make_shared<TiedLMHead>(embed->wte()));
+  model->push_back("lm_head", std::make_shared<TiedLMHead>(wte));
 
   // GPT-2's initialization, in parameter order from the default generator.
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));

@@ -50,12 +50,15 @@ ClassParallelCrossEntropy::ClassParallelCrossEntropy(const ColumnParallelLinear&
 
 void ClassParallelCrossEntropy::check(const Tensor& logits, const Tensor* target,
                                       const char* op) const {
-  TS_CHECK(logits.dim() == 2 && logits.size(1) == classes_.length, op,
-           ": expected this rank's logits [N, ", classes_.length, "] (classes [", classes_.start,
-           ", ", classes_.end(), ") of ", num_classes_, "), got shape ", logits.shape());
+  TS_CHECK(logits.dim() >= 2 && logits.size(-1) == classes_.length, op,
+           ": expected this rank's logits [N, ", classes_.length, "] or [..., ", classes_.length,
+           "] (classes [", classes_.start, ", ", classes_.end(), ") of ", num_classes_,
+           "), got shape ", logits.shape());
   if (target == nullptr) return;
-  TS_CHECK(target->dim() == 1 && target->size(0) == logits.size(0), op, ": expected target [",
-           logits.size(0), "] of class indices, got shape ", target->shape());
+  const Shape rows(logits.shape().begin(), logits.shape().end() - 1);
+  TS_CHECK(target->shape() == rows, op, ": expected target ", rows,
+           " of class indices (the logits' shape without its classes), got shape ",
+           target->shape());
   TS_CHECK(target->dtype() == kI64 || target->dtype() == kI32, op,
            ": target must hold class indices (i64 or i32), got ", target->dtype());
   if (target->numel() > 0) {
@@ -70,9 +73,12 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
                                                const Tensor& target) const {
   const char* op = "ClassParallelCrossEntropy";
   // As cross_entropy: computed in f32 under autocast.
-  const Variable logits = autocast_args("cross_entropy", logits_in)[0];
-  check(logits.data(), &target, op);
-  const int64_t n = logits.size(0), c = classes_.length;
+  const Variable cast = autocast_args("cross_entropy", logits_in)[0];
+  check(cast.data(), &target, op);
+  // Rows of classes: [..., C_r] as [N, C_r] (a language model's tokens are its rows).
+  const int64_t c = classes_.length;
+  const Variable logits = cast.dim() == 2 ? cast : reshape(cast, {-1, c});
+  const int64_t n = logits.size(0);
   // Half-precision logits are computed in f32; f32 and f64 as they are.
   const DType compute = logits.dtype() == kF64 ? kF64 : kF32;
   const Tensor x = logits.data().to(compute);
@@ -88,7 +94,7 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
 
   // This rank's part of the target logit: rows whose target lies in [start, end). `where`, not a
   // product with the mask: a -inf logit (a masked class) times 0 would be NaN.
-  const Tensor y = target.to(kI64);
+  const Tensor y = target.to(kI64).reshape({-1});
   const Tensor local_y = sub(y, static_cast<double>(classes_.start));
   const Tensor mine =  // [N]: 1 where this rank holds the target, else 0
       mul(ge(local_y, 0.0).to(compute), lt(local_y, static_cast<double>(c)).to(compute));
@@ -115,7 +121,10 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
   const Tensor target_weight = mul(mine, 1.0 - eps).unsqueeze(1);  // [N, 1]
   const Reduction reduction = reduction_;
   const int64_t classes = num_classes_;
-  return record("ClassParallelCrossEntropyBackward", reduce_rows(rows, reduction), {logits},
+  // Without a reduction, the rows' losses in the target's shape.
+  const Tensor value = reduction == Reduction::kNone ? rows.reshape(target.shape())
+                                                     : reduce_rows(rows, reduction);
+  return record("ClassParallelCrossEntropyBackward", value, {logits},
                 [=](const Tensor& g) -> Grads {
                   // p - q on this rank's classes, q = (1 - eps) one_hot(y) + eps / C.
                   Tensor grad = sub(probs, eps / static_cast<double>(classes));
@@ -127,7 +136,8 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
 
 Tensor ClassParallelCrossEntropy::argmax(const Tensor& logits) const {
   check(logits, nullptr, "ClassParallelCrossEntropy::argmax");
-  const Tensor x = logits.dtype() == kF64 ? logits : logits.to(kF32);
+  const Shape rows(logits.shape().begin(), logits.shape().end() - 1);
+  const Tensor x = (logits.dtype() == kF64 ? logits : logits.to(kF32)).reshape({-1, classes_.length});
   const Tensor local_best = amax(x, {1});                                           // [N]
   const Tensor local_class = add(tessera::argmax(x, 1), static_cast<double>(classes_.start));
   Tensor best = local_best.clone();
@@ -143,7 +153,7 @@ Tensor ClassParallelCrossEntropy::argmax(const Tensor& logits) const {
     trace::LabelIfRecording label("tp all_reduce argmax class", "all_reduce");
     group_->all_reduce(offer, ReduceOp::kMin)->wait();
   }
-  return offer.to(kI64);
+  return offer.to(kI64).reshape(rows);
 }
 
 int64_t ClassParallelCrossEntropy::num_correct(const Tensor& logits, const Tensor& target) const {

@@ -20,6 +20,11 @@
 //
 // argmax (for accuracy) is reduced the same way: the best local (value, class), then the
 // largest value over the group, ties going to the smallest class as in a plain argmax.
+//
+// A language model's logits split by vocabulary are the same thing with one row per token: logits
+// [B, S, V/T] against targets [B, S] are N = B x S rows of V classes (Megatron-LM's
+// vocab_parallel_cross_entropy; the GPT's head, vocab_parallel_lm_head.h). Any leading shape is
+// taken so, the logits [..., C_r] and the targets [...].
 #pragma once
 
 #include <memory>
@@ -45,11 +50,12 @@ class ClassParallelCrossEntropy {
                                      Reduction reduction = Reduction::kMean,
                                      double label_smoothing = 0.0);
 
-  // logits [N, classes.length] (this rank's classes), target [N] of class indices in
-  // [0, num_classes), the same on every rank.
+  // logits [..., classes.length] (this rank's classes: [N, C_r], or a language model's
+  // [B, S, V_r]), target [...] of class indices in [0, num_classes), the same on every rank.
+  // Reduction::kNone gives the loss of each row in the target's shape.
   Variable operator()(const Variable& logits, const Tensor& target) const;
 
-  // The predicted class of each row, [N] i64, over all num_classes (collective).
+  // The predicted class of each row, [...] i64, over all num_classes (collective).
   Tensor argmax(const Tensor& logits) const;
   Tensor argmax(const Variable& logits) const { return argmax(logits.data()); }
   int64_t num_correct(const Tensor& logits, const Tensor& target) const;

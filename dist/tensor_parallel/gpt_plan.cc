@@ -3,6 +3,7 @@
 #include <string>
 
 #include "nn/causal_self_attention.h"
+#include "nn/embedding.h"
 #include "nn/linear.h"
 #include "tensor/check.h"
 
@@ -41,6 +42,31 @@ ParallelizePlan gpt_plan(nn::Module& model) {
   TS_CHECK(!plan.empty(), "gpt_plan: the model (", model.type_name(),
            ") has no CausalSelfAttention and no mlp with Linears c_fc and c_proj");
   return plan;
+}
+
+VocabParallelLM parallelize_vocabulary(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
+                                       const std::string& embedding, const std::string& head) {
+  TS_CHECK(group != nullptr, "parallelize_vocabulary: the tensor-parallel group is null");
+  const std::shared_ptr<nn::Module> table = module_at(model, embedding);
+  const auto full = std::dynamic_pointer_cast<nn::Embedding>(table);
+  TS_CHECK(full != nullptr, "parallelize_vocabulary: '", embedding, "' is a ", table->type_name(),
+           ", not an Embedding");
+  const std::shared_ptr<nn::Module> projection = module_at(model, head);
+  TS_CHECK(projection->parameters().empty(), "parallelize_vocabulary: '", head, "' is a ",
+           projection->type_name(), " with parameters of its own, not an output projection tied to '",
+           embedding, "'");
+  auto wte = std::make_shared<VocabParallelEmbedding>(*full, group);
+  auto lm_head = std::make_shared<VocabParallelLMHead>(wte);
+  wte->train(full->is_training());
+  lm_head->train(projection->is_training());
+  replace_module_at(model, embedding, wte);
+  replace_module_at(model, head, lm_head);
+  return {wte, lm_head, lm_head->loss()};
+}
+
+VocabParallelLM parallelize_gpt(nn::Module& model, const std::shared_ptr<ProcessGroup>& group) {
+  parallelize_module(model, group, gpt_plan(model));
+  return parallelize_vocabulary(model, group);
 }
 
 }  // namespace tensor_parallel

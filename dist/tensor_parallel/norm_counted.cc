@@ -4,6 +4,7 @@
 
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/row_parallel_linear.h"
+#include "dist/tensor_parallel/vocab_parallel_embedding.h"
 
 namespace tessera {
 namespace dist {
@@ -18,6 +19,8 @@ std::vector<Variable> norm_counted_parameters(const std::vector<Variable>& param
       if (column->bias().defined()) slices.push_back(column->bias().impl());
     } else if (auto* row = dynamic_cast<RowParallelLinear*>(m)) {
       slices.push_back(row->weight().impl());  // its bias is whole on every rank
+    } else if (auto* wte = dynamic_cast<VocabParallelEmbedding*>(m)) {
+      slices.push_back(wte->weight().impl());
     }
   }
   std::vector<Variable> counted;

@@ -1,8 +1,9 @@
 // Which gradients a tensor-parallel rank counts in the global gradient norm (Megatron-LM's
 // param_is_not_tensor_parallel_duplicate): its slices of the split layers (column-parallel
-// weight and bias, row-parallel weight) always, every other parameter (a row-parallel bias,
-// layers not split, BatchNorm) only on tensor-parallel rank 0, since every rank of the group
-// holds the same copy. Summed over the group (dist/grad_norm.h), each element counts once.
+// weight and bias, row-parallel weight, a vocabulary-parallel embedding's rows) always, every
+// other parameter (a row-parallel bias, layers not split, BatchNorm) only on tensor-parallel
+// rank 0, since every rank of the group holds the same copy. Summed over the group
+// (dist/grad_norm.h), each element counts once.
 #pragma once
 
 #include <vector>

@@ -9,6 +9,7 @@
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/parallel_region.h"
 #include "dist/tensor_parallel/row_parallel_linear.h"
+#include "dist/tensor_parallel/vocab_parallel_embedding.h"
 #include "optim/state_keys.h"
 
 namespace tessera {
@@ -45,6 +46,9 @@ std::vector<Split> splits_of(nn::Module& model, const std::vector<Variable>& ord
       add(col->bias(), 0, col->out_features(), what, col->group(), col->chunks());
     } else if (const auto* row = dynamic_cast<RowParallelLinear*>(module)) {
       add(row->weight(), 1, row->in_features(), "RowParallelLinear: input features", row->group());
+    } else if (const auto* wte = dynamic_cast<VocabParallelEmbedding*>(module)) {
+      add(wte->weight(), 0, wte->num_embeddings(), "VocabParallelEmbedding: vocabulary",
+          wte->group());
     }
   }
   std::vector<Split> out;

@@ -11,7 +11,8 @@
 //   rank 0: state.3.exp_avg [128, 785] ─┐ all-gather along dim 0      state.3.exp_avg [256, 785]
 //   rank 1: state.3.exp_avg [128, 785] ─┘ (fc1 is column-parallel) ─>  (the unsplit model's)
 //
-// Scalars ("state.I.step") and the state of parameters that are not split pass through.
+// The split parameters are the column- and row-parallel Linears' and a VocabParallelEmbedding's
+// rows. Scalars ("state.I.step") and the state of parameters that are not split pass through.
 // Parameters are numbered as the optimizer numbers them: `order` is its parameters()
 // (parameter groups in order: GPT-2's decay group before the rest), or, when empty,
 // model.parameters(), for an optimizer made over those.

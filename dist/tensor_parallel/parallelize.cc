@@ -32,6 +32,19 @@ std::shared_ptr<nn::Module> child_of(nn::Module& parent, const std::string& name
 
 }  // namespace
 
+std::shared_ptr<nn::Module> module_at(nn::Module& model, const std::string& path) {
+  std::string name;
+  return child_of(parent_of(model, path, &name), name, path);
+}
+
+std::shared_ptr<nn::Module> replace_module_at(nn::Module& model, const std::string& path,
+                                              std::shared_ptr<nn::Module> module) {
+  std::string name;
+  nn::Module& parent = parent_of(model, path, &name);
+  child_of(parent, name, path);  // names the path when it is not there
+  return parent.replace_module(name, std::move(module));
+}
+
 std::vector<std::shared_ptr<nn::Module>> parallelize_module(
     nn::Module& model, const std::shared_ptr<ProcessGroup>& group, const ParallelizePlan& plan) {
   TS_CHECK(group != nullptr, "parallelize_module: the tensor-parallel group is null");
@@ -53,7 +66,8 @@ std::vector<std::shared_ptr<nn::Module>> parallelize_module(
         break;
       case Style::kRowwise:
         parallel = std::make_shared<RowParallelLinear>(*linear, group, true);
-        break;      case Style::kColumnwiseHeads: {
+        break;
+      case Style::kColumnwiseHeads: {
         const auto* attention = dynamic_cast<const nn::CausalSelfAttention*>(&parent);
         TS_CHECK(attention != nullptr, "parallelize_module: '", path,
                  "' is split by heads (Style::kColumnwiseHeads), so it must be the c_attn of a "

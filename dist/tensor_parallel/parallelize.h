@@ -51,6 +51,13 @@ std::vector<std::shared_ptr<nn::Module>> parallelize_module(nn::Module& model,
                                                             const std::shared_ptr<ProcessGroup>& group,
                                                             const ParallelizePlan& plan);
 
+// The module at a dotted path of `model` ("embed.wte"), or an error naming the path.
+std::shared_ptr<nn::Module> module_at(nn::Module& model, const std::string& path);
+// Puts `module` in the place of the module at `path` (Module::replace_module on its parent,
+// which must run its children through named_children()); returns the old one.
+std::shared_ptr<nn::Module> replace_module_at(nn::Module& model, const std::string& path,
+                                              std::shared_ptr<nn::Module> module);
+
 // The dotted name of the model's last Linear in registration order (its classifier), or an
 // error when it has none.
 std::string last_linear_name(nn::Module& model);

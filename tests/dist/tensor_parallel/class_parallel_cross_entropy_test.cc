@@ -1,7 +1,9 @@
 // Class-parallel cross-entropy against the ordinary cross_entropy on the full logits: loss and
 // gradient (f64, 1e-12), with and without label smoothing, every reduction, targets in every
 // rank's slice, logits large enough to overflow a naive exp, and argmax / accuracy with ties.
-// Run on 2 and 3 ranks (11 classes: 6 + 5 and 4 + 4 + 3).
+// Run on 2 and 3 ranks (11 classes: 6 + 5 and 4 + 4 + 3). The same loss as Megatron-LM's
+// vocab_parallel_cross_entropy: a language model's logits [B, S, V/T] split by vocabulary
+// against targets [B, S] (odd B and S, every rank's slice among the targets), and its gradcheck.
 #include "dist/tensor_parallel/class_parallel_cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +121,60 @@ TEST(ClassParallelCrossEntropy, Gradcheck) {
   EXPECT_TRUE(result.ok) << result.message;
 }
 
+// A language model's logits [B, S, V_r] (B = 3, S = 5: rows that are no multiple of T) against
+// cross_entropy over the full logits [B S, V]: the per-token losses in the targets' shape, their
+// mean and sum, and the gradient of each. V = 12 splits 6 + 6 and 4 + 4 + 4 (the GPT's vocabulary
+// divides by T); 11 splits unevenly and is the same loss.
+TEST(VocabParallelCrossEntropy, LanguageModelLogitsEqualCrossEntropy) {
+  auto group = dist::world();
+  for (int64_t vocab : {12, 11}) {
+    const Slice s = slice_of(vocab, group->size(), group->rank(), "test");
+    Generator g(5);
+    const Tensor full = mul(randn({3, 5, vocab}, kF64, &g), 4.0);
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < 15; ++i) ids.push_back((i * 7) % vocab);  // every token, so every slice
+    const Tensor y = from_vector<int64_t>(ids, {3, 5});
+    for (Reduction reduction : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+      Variable ref_logits(full, true);
+      Variable local(full.narrow(2, s.start, s.length).contiguous(), true);
+      const Variable ref = cross_entropy(reshape(ref_logits, {-1, vocab}), y.reshape({-1}), reduction);
+      const Variable loss = ClassParallelCrossEntropy(group, s, vocab, reduction)(local, y);
+      const Shape want = reduction == Reduction::kNone ? Shape{3, 5} : Shape{};
+      EXPECT_EQ(loss.shape(), want);
+      EXPECT_LT(max_abs_diff(loss.data().reshape({-1}), ref.data().reshape({-1})), 1e-12)
+          << "vocab " << vocab;
+      const Tensor upstream = reduction == Reduction::kNone ? arange(15, kF64) : scalar_tensor(0.7, kF64);
+      ref.backward(upstream);
+      loss.backward(upstream.reshape(want));
+      EXPECT_LT(max_abs_diff(local.grad(), ref_logits.grad().narrow(2, s.start, s.length)), 1e-12)
+          << "vocab " << vocab;
+    }
+    // The predicted token of each position, over the whole vocabulary.
+    ClassParallelCrossEntropy loss_fn(group, s, vocab);
+    const Tensor local = full.narrow(2, s.start, s.length).contiguous();
+    const Tensor predicted = loss_fn.argmax(local);
+    EXPECT_EQ(predicted.shape(), (Shape{3, 5}));
+    EXPECT_EQ(max_abs_diff(predicted.to(kF64), argmax(full, 2).to(kF64)), 0.0);
+  }
+}
+
+// Finite differences (f64) of the mean loss over [2, 3, V] logits, as the class-parallel
+// Gradcheck above: the full logits, each rank's slice of the vocabulary after the copy.
+TEST(VocabParallelCrossEntropy, Gradcheck) {
+  auto group = dist::world();
+  constexpr int64_t kVocab = 12;
+  const Slice s = slice_of(kVocab, group->size(), group->rank(), "test");
+  const ClassParallelCrossEntropy loss_fn(group, s, kVocab);
+  const Tensor y = from_vector<int64_t>({0, 11, 4, 7, 2, 9}, {2, 3});
+  Generator g(6);
+  const GradcheckResult result = gradcheck(
+      [&](const std::vector<Variable>& in) {
+        return loss_fn(narrow(copy_to_parallel_region(in[0], group), 2, s.start, s.length), y);
+      },
+      {randn({2, 3, kVocab}, kF64, &g)});
+  EXPECT_TRUE(result.ok) << result.message;
+}
+
 TEST(ClassParallelCrossEntropy, BadInputIsNamed) {
   auto group = dist::world();
   const Slice s = slice_of(kClasses, group->size(), group->rank(), "test");
@@ -130,6 +186,9 @@ TEST(ClassParallelCrossEntropy, BadInputIsNamed) {
                         "target class out of range: values span [11, 11] but there are 11 classes");
   testing::expect_error([&] { ClassParallelCrossEntropy(group, Slice{0, 1}, kClasses); },
                         "holds classes [");
+  testing::expect_error([&] { loss_fn(Variable(zeros({2, 3, s.length})), zeros({3, 2}, kI64)); },
+                        "expected target [2, 3] of class indices (the logits' shape without its "
+                        "classes), got shape [3, 2]");
 }
 
 }  // namespace
