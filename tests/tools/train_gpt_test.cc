@@ -93,6 +93,61 @@ TEST(TrainGpt, ClippingUnderZeroEqualsClippingUnderDdp) {
   EXPECT_NE(compare_models(plain_file, ddp_file, 1e-5), "") << "clipping changed nothing";
 }
 
+// --tensor-parallel=2 on 2 ranks: Megatron's blocks and vocabulary (each rank 128 of wte's 256
+// rows and 128 logits a position; the loss and the validation loss vocabulary-parallel; --sample
+// gathers the last position's logits) end where one process does: the saved model, the
+// validation loss, the sampled text.
+TEST(TrainGpt, TensorParallelEqualsOneProcess) {
+  const std::string one = temp_path("gpt_tp_one.safetensors"), two = temp_path("gpt_tp_two.safetensors");
+  const std::string flags = kTinyGpt + "--train-limit=256 --epochs=1 --sample=20 --save-model=";
+  const auto single = run_train_single(flags + one);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto tp = run_train(flags + two + " --tensor-parallel=2");
+  ASSERT_EQ(tp.exit_code, 0) << tp.output;
+  EXPECT_EQ(compare_models(two, one, 1e-5), "");
+  const std::string s = last_json_line(tp.output), reference = last_json_line(single.output);
+  EXPECT_NEAR(json_number(s, "val_loss"), json_number(reference, "val_loss"), 1e-5);
+  EXPECT_NEAR(json_number(s, "train_loss"), json_number(reference, "train_loss"), 1e-5);
+  // 35,712 parameters; a rank holds half of wte (256 x 32) and half of each block's split
+  // Linears (c_attn, attn.c_proj's weight, c_fc, mlp.c_proj's weight: 12,512 a block).
+  EXPECT_EQ(json_number(s, "parameter_bytes_unparallel"), 35712 * 4) << s;
+  EXPECT_EQ(json_number(s, "parameter_bytes_this_rank"), (35712 - 8192 / 2 - 2 * 12512 / 2) * 4) << s;
+  EXPECT_EQ(2 * json_number(s, "head_logits_bytes_this_rank"),
+            json_number(s, "head_logits_bytes_unparallel")) << s;
+  const size_t at = single.output.find("sample (20 tokens"), tp_at = tp.output.find("sample (20 tokens");
+  ASSERT_NE(at, std::string::npos) << single.output;
+  ASSERT_NE(tp_at, std::string::npos) << tp.output;
+  EXPECT_EQ(tp.output.substr(tp_at, 80), single.output.substr(at, 80));
+}
+
+// A tensor-parallel checkpoint holds the plain GPT (wte's rows gathered) and AdamW's state in its
+// format (wte's moments gathered too): a second epoch resumed from it in one process, and from
+// the single process's checkpoint under --tensor-parallel=2, both end where the single process
+// resumed from its own does.
+TEST(TrainGpt, TensorParallelCheckpointsResumeInOneProcessAndBack) {
+  const std::string tp_dir = temp_path("gpt_tp_ckpt"), single_dir = temp_path("gpt_single_ckpt");
+  const std::string first = kTinyGpt + "--train-limit=256 --epochs=1 --checkpoint-dir=";
+  const auto tp = run_train(first + tp_dir + " --tensor-parallel=2");
+  ASSERT_EQ(tp.exit_code, 0) << tp.output;
+  const auto single = run_train_single(first + single_dir);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+
+  const std::string second = kTinyGpt + "--train-limit=256 --epochs=2 --save-model=";
+  const std::string want = temp_path("gpt_resumed.safetensors");
+  const auto reference = run_train_single(second + want + " --resume=" + single_dir);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const std::string from_tp_file = temp_path("gpt_resumed_from_tp.safetensors");
+  const auto from_tp = run_train_single(second + from_tp_file + " --resume=" + tp_dir);
+  ASSERT_EQ(from_tp.exit_code, 0) << from_tp.output;
+  EXPECT_NE(from_tp.output.find("epoch 2/2  train_loss"), std::string::npos) << from_tp.output;
+  EXPECT_EQ(from_tp.output.find("the optimizer starts fresh"), std::string::npos) << from_tp.output;
+  EXPECT_EQ(compare_models(from_tp_file, want, 1e-5), "");
+  const std::string into_tp_file = temp_path("gpt_resumed_into_tp.safetensors");
+  const auto into_tp = run_train(second + into_tp_file + " --tensor-parallel=2 --resume=" + single_dir);
+  ASSERT_EQ(into_tp.exit_code, 0) << into_tp.output;
+  EXPECT_EQ(compare_models(into_tp_file, want, 1e-5), "");
+}
+
 // With one token per byte, the N generated tokens are N bytes, printed between brackets after
 // the prompt, just before the JSON line (the bytes themselves may hold brackets: counted back
 // from the end).

@@ -3,7 +3,6 @@
 #include <cstdint>
 
 #include "autograd/grad_mode.h"
-#include "models/gpt.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -20,8 +19,9 @@ Evaluation evaluate(const RunContext& run, const data::DataLoader& loader) {
     const Tensor outputs = run.strategy.predict(model_inputs(run, b.inputs));
     const Tensor targets = b.targets.to(run.device);
     if (lm) {
-      // f32 logits (autocast gives bf16 or f16 ones): the loss as training's f32 cross-entropy.
-      const double mean = models::lm_loss(Variable(outputs.to(kF32)), targets).item();
+      // f32 logits (autocast gives bf16 or f16 ones): the loss as training's f32 cross-entropy,
+      // the head's (under --tensor-parallel over the logits split by vocabulary, collective).
+      const double mean = run.head.loss(Variable(outputs.to(kF32)), targets).item();
       score += mean * static_cast<double>(targets.numel());
       total += static_cast<double>(targets.numel());
     } else {

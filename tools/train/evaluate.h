@@ -19,7 +19,8 @@ struct Evaluation {
   double perplexity() const { return std::exp(loss); }
 };
 
-// Collective over the replica group. Runs the model in eval mode and leaves it in train mode.
+// Collective over the replica group (and under --tensor-parallel the tensor-parallel group, whose
+// ranks read the same batches). Runs the model in eval mode and leaves it in train mode.
 Evaluation evaluate(const RunContext& run, const data::DataLoader& test_loader);
 
 }  // namespace train

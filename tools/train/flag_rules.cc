@@ -113,7 +113,8 @@ void check_combinations(const Config& c) {
   }
   if (c.given.count("tp-head") != 0 && language_model(c)) {
     bad("--tp-head is for the MLP and the image models' classifiers: --tensor-parallel splits a "
-        "GPT's blocks (attention heads and MLP; its vocabulary-parallel head is not built)");
+        "GPT's blocks (attention heads and MLP) and its vocabulary (embedding, tied lm_head and "
+        "loss) always");
   }
   if (c.tensor_parallel > 1 && language_model(c) && gpt_heads(c) % c.tensor_parallel != 0) {
     bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) + " does not divide --model=" +

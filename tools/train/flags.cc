@@ -133,7 +133,7 @@ void apply_model_defaults(Config& c) {
   if (c.augment < 0) c.augment = resnet ? 1 : 0;
   // Tensor parallelism splits the MLP's hidden layers (Megatron's block) unless --tp-head; the
   // other models' only large layer to split is the classifier.
-  // A GPT's blocks are split (Megatron's attention heads and MLP: dist/tensor_parallel/gpt_plan.h).
+  // A GPT's blocks and vocabulary are split (Megatron's: dist/tensor_parallel/gpt_plan.h).
   if (c.tensor_parallel > 1 && c.model != "mlp" && !language_model(c) &&
       c.given.count("tp-head") == 0) {
     c.tp_head = true;

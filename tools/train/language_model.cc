@@ -68,7 +68,10 @@ void print_sample(const RunContext& run, const Data& d) {
     std::vector<int64_t> window(tokens.end() - t, tokens.end());
     const Tensor logits =
         run.strategy.predict(from_vector<int64_t>(window, {1, t}).to(run.device));  // [1, t, V]
-    const Tensor last = logits.select(1, t - 1).reshape({-1}).to(kF32).to(Device::cpu());
+    // The last position's distribution only (under --tensor-parallel each rank's slice of the
+    // vocabulary, gathered: V values, not the window's t x V).
+    const Tensor last =
+        run.head.whole_rows(logits.select(1, t - 1)).reshape({-1}).to(kF32).to(Device::cpu());
     const std::vector<float> row = last.contiguous().to_vector<float>();
     tokens.push_back(sample_top_k(row, kTopK, vocab, gen));
   }

@@ -32,6 +32,9 @@ using Criterion = std::function<Variable(const Variable& output, const Tensor& t
 struct Head {
   Criterion loss;
   std::function<Tensor(const Tensor& output)> predicted_classes;
+  // Rows of the output with their last dimension whole: themselves, or, for logits split by
+  // vocabulary (a GPT under --tensor-parallel), an all-gather of every rank's slice (collective).
+  std::function<Tensor(const Tensor& output)> whole_rows = [](const Tensor& rows) { return rows; };
 };
 
 // A process group and what it connects, for the communication report ("world", "pipeline",

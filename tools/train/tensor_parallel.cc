@@ -46,12 +46,25 @@ Head split_layers(const Config& c, nn::Sequential& model, const dist::Topology& 
   figures->logits_per_example = c.num_classes;
   Head head = plain_head(c);
   if (language_model(c)) {
-    // Megatron's GPT block: the attention's QKV split by heads and its output projection
-    // row-parallel, the MLP column- then row-parallel; embeddings, LayerNorms and the tied
-    // lm_head whole on every rank (their logits unsplit).
-    tp::parallelize_module(model, group, tp::gpt_plan(model));
+    // Megatron's GPT: in each block the attention's QKV split by heads and its output projection
+    // row-parallel, the MLP column- then row-parallel; wte split by vocabulary rows, the tied
+    // lm_head's logits left split and the loss over them vocabulary-parallel; wpe and the
+    // LayerNorms whole on every rank.
+    const int64_t vocab = gpt_vocab(model);
+    if (vocab % figures->size != 0) {
+      throw FlagError("--tensor-parallel=" + std::to_string(figures->size) + " does not divide "
+                      "the GPT's vocabulary of " + std::to_string(vocab) + " tokens (--tokenizer=" +
+                      c.tokenizer + ", padded to a multiple of 64): each rank holds V/T rows of "
+                      "the embedding and V/T logits");
+    }
+    const auto split = std::make_shared<tp::VocabParallelLM>(tp::parallelize_gpt(model, group));
     head = language_model_head();
-    figures->logits_per_example_full = figures->logits_per_example = c.seq_len * gpt_vocab(model);
+    head.loss = [split](const Variable& logits, const Tensor& targets) {
+      return split->loss(logits, targets);
+    };
+    head.whole_rows = [split](const Tensor& rows) { return split->lm_head->gather_logits(rows); };
+    figures->logits_per_example_full = c.seq_len * vocab;
+    figures->logits_per_example = c.seq_len * split->wte->vocab_slice().length;
   } else if (!c.tp_head) {  // --model=mlp: Megatron's MLP block
     tp::parallelize_module(model, group,
                            {{"fc1", tp::Style::kColumnwise}, {"fc2", tp::Style::kRowwise}});

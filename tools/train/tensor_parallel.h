@@ -4,6 +4,10 @@
 // the tool only chooses:
 //   --model=mlp              fc1 column-parallel, fc2 row-parallel (Megatron-LM's MLP block):
 //                            the output is the full logits and the loss the ordinary one;
+//   --model=gpt-*            Megatron-LM's GPT (dist::tensor_parallel::parallelize_gpt): the
+//                            blocks' attention heads and MLP, and the vocabulary: wte's rows, the
+//                            tied lm_head's logits split, the loss vocabulary-parallel, the
+//                            validation loss too, and --sample gathers the last position's logits;
 //   the other models, or --tp-head=true
 //                            the classifier column-parallel, its logits left split by class,
 //                            dist::tensor_parallel::ClassParallelCrossEntropy for the loss and
