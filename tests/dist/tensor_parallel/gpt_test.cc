@@ -6,8 +6,8 @@
 // ones gathered into the unsplit layout) within 1e-5 of each tensor's scale in f32, for the blocks
 // alone and for the whole; then 3 AdamW steps (f32, and f64 to 1e-9); the state dict equal to the
 // plain model's, keys and values, in both directions; the replicated parameters' gradients
-// identical on every rank; the bytes the blocks, the embedding and lm_head all-reduce; the
-// head-count and vocabulary errors. Runs on 1 rank (T = 1) and 2.
+// identical on every rank; clipping's global norm; the bytes the blocks, the embedding and
+// lm_head all-reduce; the head-count and vocabulary errors. Runs on 1 rank (T = 1) and 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,13 +19,16 @@
 
 #include "autograd/functions.h"
 #include "dist/environment.h"
+#include "dist/grad_norm.h"
 #include "dist/tensor_parallel/column_parallel_linear.h"
 #include "dist/tensor_parallel/gpt_plan.h"
+#include "dist/tensor_parallel/norm_counted.h"
 #include "dist/tensor_parallel/optimizer_state.h"
 #include "dist/tensor_parallel/parallelize.h"
 #include "dist/tensor_parallel/vocab_parallel_embedding.h"
 #include "models/gpt.h"
 #include "optim/adam.h"
+#include "optim/clip_grad.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
 
@@ -240,6 +243,29 @@ TEST(GPTTensorParallel, ReplicatedParametersGetTheSameGradientOnEveryRank) {
   }
   // wpe, ln_f's 2; per block ln_1, ln_2 (2 each) and the two row-parallel biases (wte is split).
   EXPECT_EQ(checked, 1 + 2 + 2 * (4 + 2));
+}
+
+// Clipping's global norm under tensor parallelism counts every element of the whole model once:
+// each rank its slices (wte's rows among them), tensor-parallel rank 0 the parameters every rank
+// holds whole. It equals one process's norm, and the clipped gradients (gathered) equal its.
+TEST(GPTTensorParallel, ClippingNormCountsEveryElementOnce) {
+  auto reference = plain_gpt();
+  const ParallelGPT p = parallel_gpt();
+  const Tensor idx = tokens(6), targets = tokens(7);
+  models::lm_loss((*reference)(Variable(idx)), targets).backward();
+  p.loss((*p.model)(Variable(idx)), targets).backward();
+  constexpr double kMaxNorm = 0.1;  // below the norm: clipping scales every gradient
+  const double want = optim::clip_grad_norm(reference->parameters(), kMaxNorm);
+  const std::vector<Variable> held = p.model->parameters();
+  const double got = dist::clip_grad_norm(
+      held, norm_counted_parameters(held, *p.model, dist::world()->rank()), kMaxNorm, {dist::world()});
+  ASSERT_GT(want, kMaxNorm);
+  EXPECT_NEAR(got, want, 1e-5 * want);
+  const auto ref_params = reference->named_parameters();
+  const std::vector<Tensor> grads = gathered_grads(*p.model);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    EXPECT_LT(relative_error(grads[i], ref_params[i].second.grad()), 1e-5) << ref_params[i].first;
+  }
 }
 
 // 3 AdamW steps (GPT-2's decay groups) on the plain and the tensor-parallel GPT from the same
