@@ -137,7 +137,8 @@ Variable ClassParallelCrossEntropy::operator()(const Variable& logits_in,
 Tensor ClassParallelCrossEntropy::argmax(const Tensor& logits) const {
   check(logits, nullptr, "ClassParallelCrossEntropy::argmax");
   const Shape rows(logits.shape().begin(), logits.shape().end() - 1);
-  const Tensor x = (logits.dtype() == kF64 ? logits : logits.to(kF32)).reshape({-1, classes_.length});
+  const Tensor x =
+      (logits.dtype() == kF64 ? logits : logits.to(kF32)).reshape({-1, classes_.length});
   const Tensor local_best = amax(x, {1});                                           // [N]
   const Tensor local_class = add(tessera::argmax(x, 1), static_cast<double>(classes_.start));
   Tensor best = local_best.clone();

@@ -44,7 +44,8 @@ ParallelizePlan gpt_plan(nn::Module& model) {
   return plan;
 }
 
-VocabParallelLM parallelize_vocabulary(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
+VocabParallelLM parallelize_vocabulary(nn::Module& model,
+                                       const std::shared_ptr<ProcessGroup>& group,
                                        const std::string& embedding, const std::string& head) {
   TS_CHECK(group != nullptr, "parallelize_vocabulary: the tensor-parallel group is null");
   const std::shared_ptr<nn::Module> table = module_at(model, embedding);
@@ -53,8 +54,8 @@ VocabParallelLM parallelize_vocabulary(nn::Module& model, const std::shared_ptr<
            ", not an Embedding");
   const std::shared_ptr<nn::Module> projection = module_at(model, head);
   TS_CHECK(projection->parameters().empty(), "parallelize_vocabulary: '", head, "' is a ",
-           projection->type_name(), " with parameters of its own, not an output projection tied to '",
-           embedding, "'");
+           projection->type_name(), " with parameters of its own, not an output projection ",
+           "tied to '", embedding, "'");
   auto wte = std::make_shared<VocabParallelEmbedding>(*full, group);
   auto lm_head = std::make_shared<VocabParallelLMHead>(wte);
   wte->train(full->is_training());

@@ -1,6 +1,7 @@
 // gpt_plan, parallelize_gpt: Megatron-LM's tensor parallelism of a GPT (Shoeybi et al. 2019,
-// section 3). gpt_plan gives its blocks as a parallelize_module plan. In every block, each sublayer is one column-parallel Linear,
-// then a row-parallel one, so each costs one all-reduce in forward (g) and one in backward (f):
+// section 3). gpt_plan gives its blocks as a parallelize_module plan. In every block, each
+// sublayer is one column-parallel Linear, then a row-parallel one, so each costs one all-reduce
+// in forward (g) and one in backward (f):
 //
 //   attention:  x ─f─> c_attn (q | k | v split by heads) ─> attention over this rank's
 //               n_head / T heads ─> c_proj (rowwise, input features = those heads) ─g─> + b
@@ -60,7 +61,8 @@ struct VocabParallelLM {
 // VocabParallelEmbedding of its rows, and the module at `head` (the output projection tied to
 // it: models::GPT's lm_head, which has no parameter of its own) a VocabParallelLMHead reading
 // those rows. Every rank of `group` makes the same call on the same model; nothing is sent.
-VocabParallelLM parallelize_vocabulary(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
+VocabParallelLM parallelize_vocabulary(nn::Module& model,
+                                       const std::shared_ptr<ProcessGroup>& group,
                                        const std::string& embedding = "embed.wte",
                                        const std::string& head = "lm_head");
 

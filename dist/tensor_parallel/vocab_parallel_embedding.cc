@@ -27,9 +27,11 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& full,
       num_embeddings_(full.weight().size(0)),
       embedding_dim_(full.weight().size(1)) {
   TS_CHECK(group_ != nullptr, "VocabParallelEmbedding: the tensor-parallel group is null");
-  const int64_t rows = vocab_rows_per_rank(num_embeddings_, group_->size(), "VocabParallelEmbedding");
+  const int64_t rows =
+      vocab_rows_per_rank(num_embeddings_, group_->size(), "VocabParallelEmbedding");
   vocab_slice_ = {group_->rank() * rows, rows};
-  weight_ = register_parameter("weight", local_slice(full.weight().data(), 0, *group_, kVocabulary));
+  weight_ =
+      register_parameter("weight", local_slice(full.weight().data(), 0, *group_, kVocabulary));
 }
 
 std::string VocabParallelEmbedding::extra_repr() const {

@@ -57,9 +57,9 @@ std::vector<FlagSection> model_parallel_flag_sections() {
            Flag("tensor-parallel", integer(&Config::tensor_parallel, 1),
                 "T; with --strategy=ddp|zero1 for the replicas (single when N = T) or pipeline "
                 "(3D: stages x T x replicas); --model=mlp: fc1 column-parallel, fc2 row-parallel "
-                "(Megatron's MLP block); --model=gpt-*: Megatron's GPT, every block's heads and MLP and "
-                "the vocabulary (embedding rows, tied lm_head's logits, the loss); other models: "
-                "the classifier (--tp-head)"),
+                "(Megatron's MLP block); --model=gpt-*: Megatron's GPT, every block's heads and "
+                "MLP and the vocabulary (embedding rows, tied lm_head's logits, the loss); other "
+                "models: the classifier (--tp-head)"),
            Flag("tp-head", boolean(&Config::tp_head),
                 "the classifier column-parallel, its logits split by class, class-parallel "
                 "cross-entropy")
