@@ -97,12 +97,16 @@ void add_tensor_parallel(const std::string& name, nn::Sequential& model, const M
   if (is_language_model(name)) {
     // Megatron's block: c_attn and c_fc split by columns (weights and biases), the two c_proj
     // by rows (their biases whole). Per block and window, two all-reduces of [T, C] forward
-    // (g, after each c_proj) and two backward (f, before c_attn and c_fc).
+    // (g, after each c_proj) and two backward (f, before c_attn and c_fc). The vocabulary
+    // (parallelize_gpt): wte's rows split; per window the lookup's g of [T, C] forward, lm_head's
+    // f of [T, C] backward, and the vocabulary-parallel cross-entropy's max and three sums per
+    // token.
     int64_t width = 0, blocks = 0;
     for (const auto& [pname, v] : model.named_parameters()) {
       const bool column = pname.find(".c_attn.") != std::string::npos || pname.find(".c_fc.") != std::string::npos;
       const bool row_weight = pname.find(".c_proj.weight") != std::string::npos;
-      if (column || row_weight) p.tensor_parallel_parameters += v.numel();
+      const bool vocabulary = pname == "embed.wte.weight";
+      if (column || row_weight || vocabulary) p.tensor_parallel_parameters += v.numel();
       if (pname.find(".c_attn.weight") != std::string::npos) width = v.shape()[1], ++blocks;
     }
     for (int64_t b = 0; b < blocks; ++b) {
@@ -111,6 +115,10 @@ void add_tensor_parallel(const std::string& name, nn::Sequential& model, const M
         p.tensor_parallel_all_reduces.push_back({what, in.seq_len * width});
       }
     }
+    p.tensor_parallel_all_reduces.push_back({"wte lookup (g)", in.seq_len * width});
+    p.tensor_parallel_all_reduces.push_back({"lm_head input gradient (f)", in.seq_len * width});
+    p.tensor_parallel_all_reduces.push_back({"cross-entropy max", in.seq_len});
+    p.tensor_parallel_all_reduces.push_back({"cross-entropy sums", 3 * in.seq_len});
     return;
   }
   if (name == "mlp") {

@@ -17,9 +17,10 @@
 // profile and sets their sum, set_layer_times() sets each layer's time outright.
 //
 // Tensor parallelism as tools/train applies it: the MLP's fc1 column-parallel and fc2
-// row-parallel (Megatron's block: fc2's bias stays whole), a GPT's blocks as Megatron splits
-// them (dist/tensor_parallel/gpt_plan.h: c_attn and c_fc by columns, the two c_proj by rows, their
-// biases whole), the other models' classifier class-parallel (its weight and bias split by class).
+// row-parallel (Megatron's block: fc2's bias stays whole), a GPT as Megatron splits it
+// (dist/tensor_parallel/gpt_plan.h: c_attn and c_fc by columns, the two c_proj by rows, their
+// biases whole; wte by vocabulary rows, the tied lm_head's logits and the loss over them split),
+// the other models' classifier class-parallel (its weight and bias split by class).
 #pragma once
 
 #include <memory>

@@ -59,11 +59,17 @@ TEST(ModelCatalog, Gpt2HasLlmCsParameterCountAndMegatronsSplit) {
   EXPECT_EQ(p.layers[14].output_elements, 64 * 50304);
   EXPECT_EQ(p.input_elements, 64);
   // Per block: c_attn (3C x C + 3C), attn.c_proj's weight (C x C), c_fc (4C x C + 4C),
-  // mlp.c_proj's weight (C x 4C).
+  // mlp.c_proj's weight (C x 4C); and wte's rows (V x C).
   const int64_t c = 768;
-  EXPECT_EQ(p.tensor_parallel_parameters, 12 * (3 * c * c + 3 * c + c * c + 4 * c * c + 4 * c + 4 * c * c));
-  ASSERT_EQ(p.tensor_parallel_all_reduces.size(), 12u * 4);  // g twice, f twice, per block
-  for (const auto& [what, elements] : p.tensor_parallel_all_reduces) EXPECT_EQ(elements, 64 * c) << what;
+  EXPECT_EQ(p.tensor_parallel_parameters,
+            12 * (3 * c * c + 3 * c + c * c + 4 * c * c + 4 * c + 4 * c * c) + 50304 * c);
+  // g twice, f twice, per block; then the lookup's g, lm_head's f, the loss's max and sums.
+  ASSERT_EQ(p.tensor_parallel_all_reduces.size(), 12u * 4 + 4);
+  for (size_t i = 0; i < 12 * 4 + 2; ++i) {
+    EXPECT_EQ(p.tensor_parallel_all_reduces[i].second, 64 * c) << p.tensor_parallel_all_reduces[i].first;
+  }
+  EXPECT_EQ(p.tensor_parallel_all_reduces[12 * 4 + 2].second, 64);
+  EXPECT_EQ(p.tensor_parallel_all_reduces[12 * 4 + 3].second, 3 * 64);
 }
 
 TEST(ModelCatalog, AGptTrainsOnItsExampleBatch) {
