@@ -6,6 +6,7 @@
 #include "autograd/functions.h"
 #include "dist/ddp/ddp.h"
 #include "dist/tensor_parallel/class_parallel_head.h"
+#include "dist/tensor_parallel/gpt_plan.h"
 #include "dist/tensor_parallel/parallelize.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
@@ -37,6 +38,7 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
   std::unique_ptr<pipeline::Pipe> pipe;
   std::unique_ptr<optim::Optimizer> opt;
   std::optional<dist::tensor_parallel::ClassParallelHead> head;  // tensor parallel, not the MLP
+  std::optional<dist::tensor_parallel::VocabParallelLM> vocabulary;  // tensor parallel, a GPT
   // The Variables whose data and gradients are this rank's model states (as the train tool's).
   std::vector<Variable> states = model->parameters();
   if (strategy == "ddp") {
@@ -51,7 +53,9 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
     // T = N ranks, split as tools/train and cost/model_catalog.h split them: the MLP's block
     // (fc1 by columns, fc2 by rows), any other model's classifier by class.
     namespace tp = dist::tensor_parallel;
-    if (name == "mlp") {
+    if (input.text()) {
+      vocabulary.emplace(tp::parallelize_gpt(*model, world));  // Megatron's blocks and vocabulary
+    } else if (name == "mlp") {
       tp::parallelize_module(*model, world, {{"fc1", tp::Style::kColumnwise}, {"fc2", tp::Style::kRowwise}});
     } else {
       head.emplace(tp::parallelize_classifier(*model, world));
@@ -71,7 +75,8 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
     states = fsdp->shard_parameters();  // and the model's own, released outside forward/backward
     for (const Variable& p : model->parameters()) states.push_back(p);
   }
-  const Tensor x = cost::example_batch(input, batch).to(dtype);
+  const Tensor x = input.text() ? cost::example_batch(input, batch)  // token ids stay integers
+                                : cost::example_batch(input, batch).to(dtype);
   const Tensor y = zeros({batch}, kI64);
   dist::zero::ModelStateBytes measured;
   auto step = [&](bool measure) {
@@ -84,7 +89,9 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
     }
     const Variable in(x);
     const Variable out = ddp ? ddp->forward(in) : fsdp ? fsdp->forward(in) : model->forward(in);
-    const Variable loss = head ? head->loss(out, y) : cross_entropy(out, y);
+    const Variable loss = head         ? head->loss(out, y)
+                          : vocabulary ? vocabulary->loss(out, x)  // against the window's own ids
+                                       : cost::example_loss(input, out, batch);
     opt->zero_grad();
     loss.backward();
     if (measure) measured = dist::zero::measured_model_state(states, *opt);
