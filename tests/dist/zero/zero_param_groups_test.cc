@@ -7,24 +7,18 @@
 // checkpoint, each against the uninterrupted run. One group for all would not pass: checked.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
+#include <cstdio>
 
 #include "autograd/functions.h"
-#include "dist/environment.h"
-#include "dist/zero/fully_sharded.h"
-#include "dist/zero/fully_sharded_optimizer_state.h"
-#include "dist/zero/sharded_checkpoint.h"
-#include "dist/zero/zero_optimizer.h"
 #include "nn/activation.h"
 #include "nn/linear.h"
-#include "nn/sequential.h"
 #include "optim/adam.h"
-#include "tensor/ops.h"
 #include "tensor/random.h"
+#include "tests/dist/zero/grouped_trainer.h"
 
 namespace tessera {
 namespace dist {
+namespace grouped_test {
 namespace {
 
 constexpr int64_t kPerRank = 4;
@@ -33,8 +27,8 @@ constexpr double kTolerance = 1e-6;
 
 // Children 0 (204 parameters) and 2 (130) are ZeRO-3 units under min_num_params(100); child 4
 // (44) is the root.
-std::shared_ptr<nn::Sequential> mlp(uint64_t seed = 17) {
-  manual_seed(seed);
+std::shared_ptr<nn::Sequential> mlp(uint64_t seed) {
+  manual_seed(16 + seed);
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
       std::make_shared<nn::Linear>(16, 12), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::Linear>(12, 10), std::make_shared<nn::ReLU>(),
@@ -42,7 +36,7 @@ std::shared_ptr<nn::Sequential> mlp(uint64_t seed = 17) {
 }
 
 // The weights and the biases, each with its options (`grouped` false: all under the first).
-std::vector<optim::ParamGroup> groups_of(nn::Module& model, bool grouped = true) {
+std::vector<optim::ParamGroup> groups_of(nn::Module& model, bool grouped) {
   std::vector<Variable> weights, biases;
   for (const Variable& p : model.parameters()) (p.dim() == 2 || !grouped ? weights : biases).push_back(p);
   std::vector<optim::ParamGroup> groups;
@@ -51,123 +45,28 @@ std::vector<optim::ParamGroup> groups_of(nn::Module& model, bool grouped = true)
   return groups;
 }
 
-zero::GroupedOptimizerFactory adamw() {
-  return zero::grouped_factory<optim::AdamW>(optim::AdamOptions(1e-3));
-}
-
-// Step `step`'s batch of the whole world, and this rank's part of it.
-std::pair<Tensor, Tensor> whole_batch(int step, int world) {
-  Generator g(900 + step);
-  const Tensor x = randn({kPerRank * world, 16}, kF32, &g);
-  const Tensor y = sub(arange(kPerRank * world, kI64), mul(div(arange(kPerRank * world, kI64), 4.0).to(kI64), 4.0)).to(kI64);
-  return {x, y};
-}
-
-// A model and optimizer under one strategy: stage 0 one process on the whole batch, 1-2
-// ZeroRedundancyOptimizer, 3 FullyShardedDataParallel with a GroupedShardOptimizer.
-struct Trainer {
-  Trainer(int stage, bool grouped = true, uint64_t seed = 17)
-      : stage(stage), world(dist::world()), model(mlp(seed)) {
-    std::vector<optim::ParamGroup> groups = groups_of(*model, grouped);  // before sharding
-    if (stage == 3) {
-      fsdp = std::make_unique<FullyShardedDataParallel>(model, world,
-                                                        FullyShardedOptions().min_num_params(100));
-      opt = std::make_unique<zero::GroupedShardOptimizer>(fsdp->flat_shards(), groups, adamw());
-    } else if (stage > 0) {
-      opt = std::make_unique<ZeroRedundancyOptimizer>(model->parameters(), groups, world, adamw(),
-                                                      ZeroOptions().stage(stage).bucket_cap_mb(0.001));
-    } else {
-      opt = std::make_unique<optim::AdamW>(groups, optim::AdamOptions(1e-3));
-    }
-  }
-  void train(int from, int to) {
-    const int N = world->size(), r = world->rank();
-    for (int step = from; step < to; ++step) {
-      auto [x, y] = whole_batch(step, N);
-      if (stage > 0) {
-        x = x.narrow(0, r * kPerRank, kPerRank);
-        y = y.narrow(0, r * kPerRank, kPerRank);
-      }
-      opt->zero_grad();
-      const Variable out = fsdp ? fsdp->forward(Variable(x)) : model->forward(Variable(x));
-      cross_entropy(out, y).backward();
-      opt->step();
-    }
-  }
-  // Copies (a module's state dict shares its parameters' storage). Collective for ZeRO.
-  StateDict model_state() {
-    StateDict copy;
-    for (const auto& [name, t] : fsdp ? fsdp->state_dict() : model->state_dict()) copy.set(name, t.clone());
-    return copy;
-  }
-  StateDict optimizer_state() {
-    StateDict copy;
-    for (const auto& [name, t] : fsdp ? zero::gather_optimizer_state(*fsdp, *opt) : opt->state_dict()) {
-      copy.set(name, t.clone());
-    }
-    return copy;
-  }
-  void load(const StateDict& model_state, const StateDict& optimizer_state) {
-    if (fsdp) {
-      fsdp->load_state_dict(model_state);
-      zero::load_optimizer_state(optimizer_state, *fsdp, *opt);
-    } else {
-      model->load_state_dict(model_state);
-      opt->load_state_dict(optimizer_state);
-    }
-  }
-  void save_sharded(const std::string& dir) {
-    TrainingProgress p;
-    p.step = 3;
-    if (fsdp) {
-      zero::save_sharded_checkpoint(dir, *fsdp, opt.get(), p);
-    } else {
-      zero::save_sharded_checkpoint(dir, *model, dynamic_cast<ZeroRedundancyOptimizer&>(*opt), p);
-    }
-  }
-  void load_sharded(const std::string& dir) {
-    if (fsdp) {
-      zero::load_sharded_checkpoint(dir, *fsdp, opt.get());
-    } else {
-      zero::load_sharded_checkpoint(dir, *model, opt.get());
-    }
-  }
-
-  int stage;
-  std::shared_ptr<ProcessGroup> world;
-  std::shared_ptr<nn::Sequential> model;
-  std::unique_ptr<FullyShardedDataParallel> fsdp;
-  std::unique_ptr<optim::Optimizer> opt;
-};
-
-// The largest difference over every entry (the same keys and shapes required).
-double largest_difference(const StateDict& a, const StateDict& b, const std::string& what) {
-  EXPECT_EQ(a.size(), b.size()) << what;
-  double worst = 0;
-  for (const auto& [name, t] : a) {
-    const Tensor* other = b.find(name);
-    EXPECT_TRUE(other != nullptr) << what << ": " << name;
-    if (other == nullptr) continue;
-    EXPECT_EQ(other->shape(), t.shape()) << what << ": " << name;
-    if (other->shape() != t.shape()) continue;
-    worst = std::max(worst, max_abs_diff(t.to(kF64), other->to(kF64)));
-  }
-  return worst;
-}
-
-std::string scratch(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/zero_groups_" + name;
-  auto world = dist::world();
-  if (world->rank() == 0) std::filesystem::remove_all(dir);
-  world->barrier()->wait();
-  return dir;
+Recipe setup(bool grouped = true) {
+  Recipe s;
+  s.model = mlp;
+  s.groups = [grouped](nn::Module& m) { return groups_of(m, grouped); };
+  s.optimizer = zero::grouped_factory<optim::AdamW>(optim::AdamOptions(1e-3));
+  s.units = FullyShardedOptions().min_num_params(100);
+  s.batch = [](int step, int world) {
+    Generator g(900 + step);
+    const Tensor x = randn({kPerRank * world, 16}, kF32, &g);
+    const Tensor i = arange(kPerRank * world, kI64);
+    const Tensor y = sub(i, mul(div(i, 4.0).to(kI64), 4.0)).to(kI64);
+    return std::make_pair(x, y);
+  };
+  s.loss = [](const Variable& out, const Tensor& y) { return cross_entropy(out, y); };
+  return s;
 }
 
 class ZeroGroups : public ::testing::TestWithParam<int> {};
 
 TEST_P(ZeroGroups, EqualsOneProcessAdamWOverTheSameGroups) {
-  Trainer one(0), sharded(GetParam());
+  const Recipe grouped = setup();
+  Trainer one(grouped, 0, 1), sharded(grouped, GetParam(), 1);
   one.train(0, 5);
   sharded.train(0, 5);
   const double diff = largest_difference(one.model_state(), sharded.model_state(), "parameters");
@@ -177,7 +76,8 @@ TEST_P(ZeroGroups, EqualsOneProcessAdamWOverTheSameGroups) {
   }
   EXPECT_LT(diff, kTolerance);
   // The groups matter: one group for all ends elsewhere.
-  Trainer ungrouped(GetParam(), /*grouped=*/false);
+  const Recipe one_group = setup(/*grouped=*/false);
+  Trainer ungrouped(one_group, GetParam(), 1);
   ungrouped.train(0, 5);
   EXPECT_GT(largest_difference(one.model_state(), ungrouped.model_state(), "one group"), 1e-4);
 }
@@ -185,7 +85,8 @@ TEST_P(ZeroGroups, EqualsOneProcessAdamWOverTheSameGroups) {
 // ZeRO's consolidated state is the one process's: "state.I" numbers the parameters in the
 // groups' order (the weights first, then the biases), not in the flat vector's.
 TEST_P(ZeroGroups, ConsolidatedStateIsTheOneProcessStateNumberedByGroups) {
-  Trainer one(0), sharded(GetParam());
+  const Recipe grouped = setup();
+  Trainer one(grouped, 0, 1), sharded(grouped, GetParam(), 1);
   one.train(0, 3);
   sharded.train(0, 3);
   const StateDict mine = sharded.optimizer_state();
@@ -195,38 +96,13 @@ TEST_P(ZeroGroups, ConsolidatedStateIsTheOneProcessStateNumberedByGroups) {
   EXPECT_LT(largest_difference(one.optimizer_state(), mine, "optimizer state"), kTolerance);
 }
 
-// Three resumes after 3 of 5 steps, each against the uninterrupted run.
 TEST_P(ZeroGroups, ResumesAcrossOneProcessAndItsOwnShardedCheckpoint) {
-  const int stage = GetParam();
-  Trainer one(0), sharded(stage);
-  one.train(0, 3);
-  sharded.train(0, 3);
-  const StateDict one_model = one.model_state(), one_opt = one.optimizer_state();
-  const StateDict zero_model = sharded.model_state(), zero_opt = sharded.optimizer_state();
-  const std::string dir = scratch("stage" + std::to_string(stage));
-  sharded.save_sharded(dir);
-  one.train(3, 5);
-  sharded.train(3, 5);
-  const StateDict want = one.model_state(), want_sharded = sharded.model_state();
-
-  Trainer from_one(stage, true, /*seed=*/99);  // ZeRO from the one process's checkpoint
-  from_one.load(one_model, one_opt);
-  from_one.train(3, 5);
-  EXPECT_LT(largest_difference(want, from_one.model_state(), "ZeRO from one process"), kTolerance);
-
-  Trainer one_from_zero(0, true, 99);  // one process from ZeRO's consolidated checkpoint
-  one_from_zero.load(zero_model, zero_opt);
-  one_from_zero.train(3, 5);
-  EXPECT_LT(largest_difference(want, one_from_zero.model_state(), "one process from ZeRO"), kTolerance);
-
-  Trainer from_shards(stage, true, 99);  // ZeRO from its sharded checkpoint: the same run
-  from_shards.load_sharded(dir);
-  from_shards.train(3, 5);
-  EXPECT_EQ(largest_difference(want_sharded, from_shards.model_state(), "ZeRO from its shards"), 0.0);
+  resumes_across_one_process_and_shards(setup(), GetParam(), kTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, ZeroGroups, ::testing::Values(1, 2, 3));
 
 }  // namespace
+}  // namespace grouped_test
 }  // namespace dist
 }  // namespace tessera
