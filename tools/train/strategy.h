@@ -1,9 +1,10 @@
 // How the train tool parallelizes a step: it only chooses. One process, DDP (the model wrapped,
 // an ordinary optimizer), ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
-// as the optimizer), ZeRO stage 3 (dist::FullyShardedDataParallel, an ordinary optimizer over
-// the shards) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
-// N/K ranks through dist::Topology); with --tensor-parallel, DDP or ZeRO-1 over the
-// data-parallel groups of a model whose layers dist::tensor_parallel has split (tensor_parallel.h).
+// as the optimizer), ZeRO stage 3 (dist::FullyShardedDataParallel, the optimizer over its
+// shards cut by the parameter groups) or a pipeline (pipeline::Pipe over K stages, data
+// parallel over the other N/K ranks through dist::Topology); with --tensor-parallel, DDP or
+// ZeRO-1 over the data-parallel groups of a model whose layers dist::tensor_parallel has split
+// (tensor_parallel.h).
 // The library does the work. Each strategy has a file of its own: data_parallel.h (one process,
 // DDP, ZeRO-1/2), fully_sharded.h (ZeRO-3), pipelined.h, local_sgd.h, decentralized.h (gossip)
 // and asynchronous.h (parameter servers); make_strategy picks one.
