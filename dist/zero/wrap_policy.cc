@@ -64,7 +64,7 @@ std::vector<Holder> holders_of(nn::Sequential& model, bool layers) {
 // its users, which for units that are children of one Sequential is the root.
 class ParameterUsers {
  public:
-  ParameterUsers(const std::vector<Holder>& holders, bool layers) {
+  ParameterUsers(const std::vector<Holder>& holders, bool layers) : layers_(layers) {
     for (size_t h = 0; h < holders.size(); ++h) {
       const nn::Module& m = *holders[h].module;
       for (const auto& [name, p] : m.named_parameters(/*recurse=*/!layers)) {
@@ -80,7 +80,8 @@ class ParameterUsers {
   // The holder that owns p (its first, for a module registered twice).
   size_t owner(const Variable& p) const { return owner_.at(p.impl()); }
   bool owned(const Variable& p) const { return owner_.count(p.impl()) > 0; }
-  // Used by more than one module (a module registered twice is one user).
+  // Used by more than one holder: two children, or under wrap_layers two modules (a module
+  // registered twice is one user there: its own forward hooks gather it for every call).
   bool shared(const Variable& p) const { return users_.at(p.impl()).size() > 1; }
   // The children whose trees use p.
   std::vector<size_t> user_children(const Variable& p) const {
@@ -99,11 +100,13 @@ class ParameterUsers {
  private:
   void use(const Variable& p, const Holder& h) {
     std::vector<std::pair<const nn::Module*, size_t>>& users = users_[p.impl()];
-    const bool known = std::any_of(users.begin(), users.end(),
-                                   [&](const auto& u) { return u.first == h.module; });
+    const bool known = std::any_of(users.begin(), users.end(), [&](const auto& u) {
+      return layers_ ? u.first == h.module : u.second == h.child;
+    });
     if (!known) users.emplace_back(h.module, h.child);
   }
 
+  bool layers_;
   std::map<const VariableImpl*, size_t> owner_;
   std::map<const VariableImpl*, std::vector<std::pair<const nn::Module*, size_t>>> users_;
   std::vector<std::tuple<size_t, std::string, Variable>> ties_;

@@ -4,7 +4,8 @@
 // equals one process on the whole batch under every wrap policy (AdamW, f32), the tied
 // weight's gradient is the sum of its two uses and is reduce-scattered once (one reduce-scatter
 // per unit and step), under bf16 mixed precision it equals one process with bf16 parameters and
-// f32 masters under the same autocast, and a
+// f32 masters under the same autocast; a layer registered in two children lives in the root
+// too; and a
 // unit of shared parameters only, or a tie to a parameter outside the model, is an error.
 #include <gtest/gtest.h>
 
@@ -231,6 +232,42 @@ TEST(FullyShardedTied, UnderBf16MixedPrecisionEqualsBf16ParametersWithF32Masters
   // the same batch in halves differs from itself by ~2e-4 after these steps, against steps that
   // move the parameters by 1e-2 to 6e-2 (a lost use of the tied weight would show at that size).
   EXPECT_LT(worst, 5e-4);
+}
+
+// The same rule for a module registered in two children (a layer applied twice): its
+// parameters go to the root, which spans both; a child between them stays a unit of its own.
+TEST(FullyShardedTied, ALayerRegisteredInTwoChildrenLivesInTheRoot) {
+  auto world = dist::world();
+  const int N = world->size(), r = world->rank();
+  auto make = [] {
+    manual_seed(9);
+    auto shared = std::make_shared<nn::Linear>(kWidth, kWidth);
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        shared, std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(kWidth, kWidth),
+        std::make_shared<nn::Tanh>(), shared});
+  };
+  auto one = make();
+  auto one_opt = adamw(one->parameters());
+  FullyShardedDataParallel fsdp(make(), world, FullyShardedOptions().min_num_params(1));
+  ASSERT_EQ(fsdp.units().size(), 2u);  // child 2, and the root with the shared layer
+  EXPECT_EQ(fsdp.units()[1]->name(), "root");
+  EXPECT_EQ(fsdp.unit_children()[1], (std::vector<size_t>{0, 4}));
+  auto opt = adamw(fsdp.shard_parameters());
+  for (int step = 0; step < 3; ++step) {
+    Generator g(60 + step);
+    const Tensor x = randn({kPerRank * N, kWidth}, kF32, &g);
+    one_opt->zero_grad();
+    sum(square((*one)(Variable(x)))).backward();
+    one_opt->step();
+    opt->zero_grad();
+    // The whole batch's sum is the ranks' sums added: each rank's times N, as averaged.
+    mul(sum(square(fsdp.forward(Variable(x.narrow(0, r * kPerRank, kPerRank))))), double(N)).backward();
+    opt->step();
+  }
+  const StateDict sharded = fsdp.state_dict();
+  double worst = 0;
+  for (const auto& [name, p] : one->named_parameters()) worst = std::max(worst, max_abs_diff(sharded.at(name), p.data()));
+  EXPECT_LT(worst, 1e-6);
 }
 
 TEST(FullyShardedTied, AUnitOfSharedParametersOnlyOrAForeignTieIsAnError) {
