@@ -5,8 +5,8 @@
 // weight's gradient is the sum of its two uses and is reduce-scattered once (one reduce-scatter
 // per unit and step), under bf16 mixed precision it equals one process with bf16 parameters and
 // f32 masters under the same autocast; a layer registered in two children lives in the root
-// too; and a
-// unit of shared parameters only, or a tie to a parameter outside the model, is an error.
+// too; and a unit of shared parameters only, or a tie to a parameter outside the model, is an
+// error.
 #include <gtest/gtest.h>
 
 #include <cstdio>
