@@ -77,15 +77,18 @@ class GPTBlock : public nn::Module {
 };
 
 // logits = x wte^T: the output projection, tied to the token embedding (no parameter of its
-// own; the weight is the embedding's, whose gradient collects both uses).
+// own; the weight is the embedding's, whose gradient collects both uses). The tie is registered
+// (nn::Module::register_tied_parameter), so the module tree shows that embed and lm_head share
+// it: ZeRO-3 then keeps it in the unit enclosing both.
 class TiedLMHead : public nn::Module {
  public:
-  explicit TiedLMHead(std::shared_ptr<nn::Embedding> wte) : wte_(std::move(wte)) {}
+  explicit TiedLMHead(const std::shared_ptr<nn::Embedding>& wte)
+      : weight_(register_tied_parameter("weight", wte->weight())) {}
   std::string type_name() const override { return "TiedLMHead"; }
-  Variable forward(const Variable& x) override { return linear(x, wte_->weight(), Variable()); }
+  Variable forward(const Variable& x) override { return linear(x, weight_, Variable()); }
 
  private:
-  std::shared_ptr<nn::Embedding> wte_;
+  Variable weight_;
 };
 
 }  // namespace

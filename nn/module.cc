@@ -19,6 +19,7 @@ Module::Module(Module&& other) {
            " cannot be moved (others refer to it); move only a layer made as a temporary");
   next_hook_handle_ = other.next_hook_handle_;
   parameters_ = std::move(other.parameters_);
+  tied_ = std::move(other.tied_);
   buffers_ = std::move(other.buffers_);
   children_ = std::move(other.children_);
   training_ = other.training_;
@@ -85,8 +86,8 @@ void Module::check_new_name(const std::string& name, const char* what) const {
   auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
   };
-  TS_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), type_name(), ": ", what,
-           " name '", name, "' is already registered");
+  TS_CHECK(!taken(parameters_) && !taken(tied_) && !taken(buffers_) && !taken(children_),
+           type_name(), ": ", what, " name '", name, "' is already registered");
 }
 
 Variable Module::register_parameter(const std::string& name, Tensor data, bool requires_grad) {
@@ -95,6 +96,24 @@ Variable Module::register_parameter(const std::string& name, Tensor data, bool r
   v.set_name(name);
   parameters_.emplace_back(name, v);
   return v;
+}
+
+Variable Module::register_tied_parameter(const std::string& name, const Variable& parameter) {
+  check_new_name(name, "tied parameter");
+  TS_CHECK(parameter.defined() && parameter.is_leaf() && parameter.requires_grad(), type_name(),
+           ": tied parameter '", name, "' must be another module's parameter (a leaf that "
+           "requires grad)");
+  tied_.emplace_back(name, parameter);
+  return parameter;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_tied_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Variable>> out = tied_;
+  if (!recurse) return out;
+  for (const auto& [name, child] : children_) {
+    for (auto& [sub, p] : child->named_tied_parameters(true)) out.emplace_back(name + "." + sub, p);
+  }
+  return out;
 }
 
 Variable Module::register_buffer(const std::string& name, Tensor data) {

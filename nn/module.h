@@ -98,9 +98,21 @@ class Module : public std::enable_shared_from_this<Module> {
     return register_module(name, std::make_shared<M>(std::forward<Args>(args)...));
   }
 
+  // Ties `name` to a parameter another module registered (weight tying: GPT-2's output
+  // projection reads the token embedding's weight, PyTorch's `lm_head.weight = wte.weight`).
+  // The module uses it in forward but does not own it: parameters(), state_dict() and to()
+  // leave it to its owner, so a model lists, converts and saves it once, under the owner's
+  // name. named_tied_parameters() lists it, so that what must know every module using a
+  // parameter finds it in the module tree (dist::FullyShardedDataParallel puts a parameter that
+  // modules of two units use in the unit enclosing both). Returns `parameter`.
+  Variable register_tied_parameter(const std::string& name, const Variable& parameter);
+
   // Recursive, registration order, dotted names; a parameter shared by two modules is listed
   // once, under its first name.
   std::vector<std::pair<std::string, Variable>> named_parameters(bool recurse = true) const;
+  // The tied parameters (register_tied_parameter) of this module and, recursively, its
+  // descendants, under the tying modules' dotted names; each tie is listed.
+  std::vector<std::pair<std::string, Variable>> named_tied_parameters(bool recurse = true) const;
   std::vector<Variable> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Variable>> named_buffers(bool recurse = true) const;
   std::vector<Variable> buffers(bool recurse = true) const;
@@ -196,6 +208,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void load_state(const std::string& prefix, const StateDict& state);
 
   std::vector<std::pair<std::string, Variable>> parameters_;
+  std::vector<std::pair<std::string, Variable>> tied_;  // register_tied_parameter's
   std::vector<std::pair<std::string, Variable>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

@@ -57,7 +57,11 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
   std::vector<zero::UnitSpec> specs = zero::wrap_units(*model_, options);
   unit_of_child_.assign(model_->size(), -1);
   for (size_t u = 0; u < specs.size(); ++u) {
-    for (size_t c : specs[u].children) unit_of_child_[c] = static_cast<int>(u);
+    if (specs[u].is_root) {
+      root_ = static_cast<int>(u);
+    } else if (!specs[u].children.empty()) {
+      unit_of_child_[specs[u].children.front()] = static_cast<int>(u);  // one child each
+    }
     unit_children_.push_back(specs[u].children);
     unit_module_.push_back(specs[u].module);
   }
@@ -125,6 +129,20 @@ std::vector<Variable> FullyShardedDataParallel::shard_parameters() const {
   return shards;
 }
 
+std::vector<zero::FlatShard> FullyShardedDataParallel::flat_shards() const {
+  std::vector<zero::FlatShard> shards;
+  const int64_t r = group_->rank();
+  for (const auto& unit : units_) {
+    zero::FlatShard f;
+    f.shard = unit->shard();
+    for (const auto& [name, p] : unit->params()) f.params.push_back(p);
+    f.layout = unit->layout();
+    f.range = {r * unit->shard_numel(), (r + 1) * unit->shard_numel()};
+    shards.push_back(std::move(f));
+  }
+  return shards;
+}
+
 void FullyShardedDataParallel::hook_nested_unit(size_t u) {
   nn::Module* m = unit_module_[u];
   // Before the module's forward: its parameters whole (and the next units' gathers started).
@@ -152,25 +170,22 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   Variable h = x;
   const std::optional<DType> low = mixed_precision_.param_dtype();
   if (low && h.defined() && is_floating(h.dtype()) && h.dtype() != *low) h = tessera::to(h, *low);
+  // The root (if any) is whole from its first child to its last, the units of single children
+  // inside that span gathered and freed around their own.
+  const size_t root_first = root_ >= 0 ? unit_children_[root_].front() : 0;
+  const size_t root_last = root_ >= 0 ? unit_children_[root_].back() : 0;
   for (size_t c = 0; c < model_->size(); ++c) {
+    const bool in_root = root_ >= 0 && c >= root_first && c <= root_last;
+    if (in_root && c == root_first) {
+      begin_unit_forward(static_cast<size_t>(root_));
+    } else if (in_root) {
+      units_[root_]->gather();  // a no-op: nothing frees the root inside its span
+    }
     const int u = unit_of_child_[c];
-    if (u >= 0) {
-      if (c == unit_children_[u].front()) {
-        start_unit_forward(static_cast<size_t>(u));
-        if (trace::recording()) started_[u] = steady_seconds();
-      } else {
-        units_[u]->gather();  // the root, gathered again if one of its children resharded it
-      }
-    }
+    if (u >= 0) begin_unit_forward(static_cast<size_t>(u));
     h = (*(*model_)[c])(h);  // nested units' hooks run inside
-    if (u < 0 || c != unit_children_[u].back()) continue;
-    record_compute(static_cast<size_t>(u), "forward ");
-    // The unit's last child has run. When the gradient w.r.t. its output arrives, the unit's
-    // backward is next: re-gather first.
-    if (recording && h.requires_grad()) {
-      h.register_hook([this, u](Tensor&) { on_pre_backward(static_cast<size_t>(u)); });
-    }
-    if (reshard_after_forward_ || !recording) units_[u]->reshard();
+    if (u >= 0) end_unit_forward(static_cast<size_t>(u), h, recording);
+    if (in_root && c == root_last) end_unit_forward(static_cast<size_t>(root_), h, recording);
   }
   // The order the units ran in is the order to prefetch in from now on: forward as recorded,
   // backward its reverse (FSDP's execution order). A model's forward may call its layers in
@@ -180,6 +195,21 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
     backward_order_.assign(executed_.rbegin(), executed_.rend());
   }
   return h;
+}
+
+void FullyShardedDataParallel::begin_unit_forward(size_t unit) {
+  start_unit_forward(unit);
+  if (trace::recording()) started_[unit] = steady_seconds();
+}
+
+void FullyShardedDataParallel::end_unit_forward(size_t unit, Variable& out, bool recording) {
+  record_compute(unit, "forward ");
+  // The unit's last child has run. When the gradient w.r.t. its output arrives, the unit's
+  // backward is next: re-gather first.
+  if (recording && out.requires_grad()) {
+    out.register_hook([this, unit](Tensor&) { on_pre_backward(unit); });
+  }
+  if (reshard_after_forward_ || !recording) units_[unit]->reshard();
 }
 
 void FullyShardedDataParallel::start_unit_forward(size_t unit) {

@@ -23,6 +23,17 @@
 // the forward all-gather, the backward all-gather and the reduce-scatter: 3 (N-1)/N psi in all,
 // 1.5 times DDP's all-reduce (2 (N-1)/N psi).
 //
+// A parameter used by modules of two units (a tied weight: GPT-2's lm_head reads the token
+// embedding's, nn::Module::register_tied_parameter) is in neither: it goes to the root unit,
+// which then spans every child that uses it, so it is whole from the first use's forward to the
+// last use's backward (FSDP puts a shared parameter in the unit enclosing its users; wrap_policy.h).
+// Autograd sums its gradient over both uses before its grad-ready hook, so it is
+// reduce-scattered once, with the root's:
+//
+//   forward   gather root ─ gather u0 ─ embed ─ reshard u0 ─ ... blocks ... ─ lm_head ─ reshard root
+//   backward  hook(lm_head's output): gather root ─ ... blocks ... ─ embed's backward ─ wte's
+//             gradient (projection + lookup rows) ready: reduce-scatter root, reshard root
+//
 // With wrap_layers, units may sit inside a child (each convolution and batch norm of a ResNet
 // block): forward hooks on the unit's module gather it before its forward and reshard it after,
 // registering the same pre-backward hook on its output, so the picture above holds one layer
@@ -59,6 +70,7 @@
 #include "dist/zero/flat_gradients.h"
 #include "dist/zero/flat_parameter.h"
 #include "dist/zero/fully_sharded_options.h"
+#include "dist/zero/grouped_shard_optimizer.h"
 #include "dist/zero/mixed_precision.h"
 #include "nn/sequential.h"
 #include "tensor/state_dict.h"
@@ -91,6 +103,11 @@ class FullyShardedDataParallel {
   // to an ordinary optimizer, e.g. optim::SGD opt(fsdp.shard_parameters(), SGDOptions(0.1)).
   // After backward, each one's grad() is this rank's part of the averaged gradient.
   std::vector<Variable> shard_parameters() const;
+  // The same shards with the parameters each unit's flat vector holds, for an optimizer with
+  // parameter groups (GPT-2's AdamW decaying its Linear weights only), which cuts them by group:
+  //   zero::GroupedShardOptimizer opt(fsdp.flat_shards(), groups,
+  //                                   zero::grouped_factory<optim::AdamW>(AdamOptions(lr)));
+  std::vector<zero::FlatShard> flat_shards() const;
 
   // Collective. Scales the shards' gradients so that the global 2-norm of the averaged
   // gradient is at most max_norm (the squared norms of the shards are summed across the group;
@@ -104,8 +121,9 @@ class FullyShardedDataParallel {
   void load_state_dict(const StateDict& state);
 
   const std::vector<std::unique_ptr<FlatParameter>>& units() const { return units_; }
-  // The children of each unit, by position; the root's (if any) last. Empty for a unit nested
-  // inside a child (wrap_layers): unit_module() names its module.
+  // The children of each unit, by position; the root's (if any) last, which include the
+  // children using its shared parameters (wrap_policy.h). Empty for a unit nested inside a
+  // child (wrap_layers): unit_module() names its module.
   const std::vector<std::vector<size_t>>& unit_children() const { return unit_children_; }
   // The module a nested unit wraps (wrap_layers), or nullptr for a unit of top-level children.
   const nn::Module* unit_module(size_t unit) const { return unit_module_[unit]; }
@@ -120,6 +138,10 @@ class FullyShardedDataParallel {
   void flatten_units(std::vector<zero::UnitSpec> specs);
   void register_hooks();
   void hook_nested_unit(size_t unit);
+  // A top-level unit's forward (the root's spans several children): gathered before its first
+  // child, and after its last given the pre-backward hook on `out` and freed.
+  void begin_unit_forward(size_t unit);
+  void end_unit_forward(size_t unit, Variable& out, bool recording);
   void start_unit_forward(size_t unit);
   void prefetch(const std::vector<size_t>& order, size_t unit);
   void on_pre_backward(size_t unit);
@@ -138,7 +160,8 @@ class FullyShardedDataParallel {
   std::vector<std::vector<size_t>> unit_children_;
   std::vector<nn::Module*> unit_module_;            // per unit: its nested module, or nullptr
   std::vector<std::vector<int>> forward_hooks_;     // per unit: the nested module's hooks
-  std::vector<int> unit_of_child_;  // -1: a child without parameters
+  std::vector<int> unit_of_child_;  // the unit of this child alone (not the root), or -1
+  int root_ = -1;                   // the root unit, if any
   // The prefetch orders: before the first forward, units by their first child (backward: by
   // their last child, last first); afterwards, the order the last forward ran them in (and its
   // reverse), recorded in executed_.

@@ -1,5 +1,6 @@
 #include "dist/zero/fully_sharded_optimizer_state.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,11 +15,16 @@ namespace zero {
 
 namespace {
 
-// Each parameter's index in the unsplit model's optimizer: model.named_parameters() order.
-std::map<std::string, int64_t> parameter_indices(FullyShardedDataParallel& fsdp) {
+// Each parameter's index in the unsplit model's optimizer, by its name (state_order).
+std::map<std::string, int64_t> parameter_indices(FullyShardedDataParallel& fsdp,
+                                                 const optim::Optimizer& optimizer) {
+  const std::vector<Variable> order = state_order(fsdp, optimizer);
   std::map<std::string, int64_t> index;
   for (const auto& [name, p] : fsdp.module().named_parameters()) {
-    index.emplace(name, static_cast<int64_t>(index.size()));
+    const auto at = std::find_if(order.begin(), order.end(),
+                                 [&](const Variable& q) { return q.is_same(p); });
+    TS_INTERNAL_ASSERT(at != order.end(), "parameter '", name, "' is not in the optimizer's order");
+    index.emplace(name, static_cast<int64_t>(at - order.begin()));
   }
   return index;
 }
@@ -33,13 +39,17 @@ void copy_param_groups(const StateDict& from, StateDict& to) {
 
 }  // namespace
 
+std::vector<Variable> state_order(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer) {
+  if (dynamic_cast<const GroupedShardOptimizer*>(&optimizer) != nullptr) return optimizer.parameters();
+  return fsdp.module().parameters();
+}
+
 void check_shard_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer,
                            const char* who) {
   const std::vector<Variable> shards = fsdp.shard_parameters();
-  std::vector<Variable> params;
-  for (const optim::ParamGroup& g : optimizer.param_groups()) {
-    params.insert(params.end(), g.params.begin(), g.params.end());
-  }
+  // A grouped optimizer steps pieces of the shards; its shards are what it stands for.
+  const auto* grouped = dynamic_cast<const GroupedShardOptimizer*>(&optimizer);
+  std::vector<Variable> params = grouped != nullptr ? grouped->gradient_variables() : optimizer.parameters();
   bool same = params.size() == shards.size();
   for (size_t i = 0; same && i < params.size(); ++i) same = params[i].is_same(shards[i]);
   TS_CHECK(same, who, ": the optimizer's ", params.size(),
@@ -51,7 +61,7 @@ StateDict gather_optimizer_state(FullyShardedDataParallel& fsdp, const optim::Op
   NoGradGuard no_grad;
   check_shard_optimizer(fsdp, optimizer, "gather_optimizer_state");
   const StateDict local = optimizer.state_dict();
-  const std::map<std::string, int64_t> index = parameter_indices(fsdp);
+  const std::map<std::string, int64_t> index = parameter_indices(fsdp, optimizer);
   StateDict full;
   copy_param_groups(local, full);
   for (size_t u = 0; u < fsdp.units().size(); ++u) {
@@ -93,7 +103,7 @@ void load_optimizer_state(const StateDict& full, FullyShardedDataParallel& fsdp,
   NoGradGuard no_grad;
   const char* who = "load_optimizer_state";
   check_shard_optimizer(fsdp, optimizer, who);
-  const std::map<std::string, int64_t> index = parameter_indices(fsdp);
+  const std::map<std::string, int64_t> index = parameter_indices(fsdp, optimizer);
   const int rank = fsdp.group().rank();
   StateDict local;
   copy_param_groups(full, local);

@@ -14,7 +14,10 @@
 //   full state:   state.0.exp_avg [2, 3]   state.1.exp_avg [3]      the padding dropped
 //
 // and loading cuts each rank's S elements back out of the per-parameter tensors (no
-// communication; the padding is zero, as the padded gradients keep it). The step count is one
+// communication; the padding is zero, as the padded gradients keep it). With parameter groups
+// (a zero::GroupedShardOptimizer over fsdp.flat_shards(): GPT-2's decay and no-decay groups) the
+// local state has the same form, one flat vector per unit, and the full state numbers the
+// parameters in the groups' order, as the unsplit optimizer over those groups does (state_order). The step count is one
 // per unit, the same for all its parameters. A unit of f16/bf16 parameters keeps its f32 values
 // in the shard (the master): they are saved as "state.I.master", as an unsplit optimizer saves
 // its masters, and loaded back into the shard, so a round trip rounds nothing.
@@ -33,10 +36,15 @@ namespace zero {
 StateDict gather_optimizer_state(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer);
 
 // Throws (naming `who`) unless `optimizer` steps fsdp.shard_parameters(), one per unit, in unit
-// order: its "state.u." keys are then unit u's (this file's and the sharded checkpoint's
-// contract).
+// order: an ordinary optimizer over them, or a GroupedShardOptimizer over fsdp.flat_shards().
+// Its "state.u." keys are then unit u's (this file's and the sharded checkpoint's contract).
 void check_shard_optimizer(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer,
                            const char* who);
+
+// The model's parameters in the order the unsplit optimizer numbers its state: the groups'
+// order of a GroupedShardOptimizer (its parameters()), the model's own for an ordinary
+// optimizer over the shards (the unsplit one is over model.parameters()).
+std::vector<Variable> state_order(FullyShardedDataParallel& fsdp, const optim::Optimizer& optimizer);
 
 // Loads a full (unsplit model's) optimizer state dict into `optimizer`, each rank its shards,
 // without communication; masters go into the shards, so call it after loading the model.

@@ -48,7 +48,12 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path, nn::Mod
   TrainingProgress progress;
   on_every_rank(zero != nullptr ? &zero->group() : nullptr, "load_sharded_checkpoint", [&] {
     const auto named = model.named_parameters();
-    const auto source = open_source(source_path, names_of(named));
+    // A full checkpoint numbers its optimizer state as the optimizer numbers it (its groups'
+    // order; ZeRO's consolidated state the same).
+    const char* who = "load_sharded_checkpoint";
+    const auto source = open_source(
+        source_path, optimizer != nullptr ? names_in_state_order(named, optimizer->parameters(), who)
+                                          : names_of(named));
     std::vector<Expected> expected;
     for (const auto& [name, p] : named) expected.push_back({name, p.shape(), p.dtype()});
     check_layout(source->index, expected);
@@ -56,7 +61,6 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path, nn::Mod
     progress = source->index.progress;
     if (extra != nullptr) *extra = source->index.extra;
     if (optimizer == nullptr) return;
-    const char* who = "load_sharded_checkpoint";
     if (zero == nullptr) {
       // An ordinary optimizer: one slot per parameter, whole.
       std::vector<OptimizerSlot> slots;

@@ -77,8 +77,12 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path,
         expected.push_back({unit->params()[j].first, unit->shapes()[j], unit->dtype()});
       }
     }
-    // A full checkpoint numbers its optimizer state in the model's parameter order.
-    const auto source = open_source(source_path, names_of(fsdp.module().named_parameters()));
+    // A full checkpoint numbers its optimizer state as the unsplit optimizer does (state_order).
+    const auto named = fsdp.module().named_parameters();
+    const auto source = open_source(
+        source_path, optimizer != nullptr
+                         ? names_in_state_order(named, state_order(fsdp, *optimizer), who)
+                         : names_of(named));
     check_layout(source->index, expected);
     const int r = fsdp.group().rank();
     std::vector<OptimizerSlot> slots;

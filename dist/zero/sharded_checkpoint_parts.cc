@@ -1,5 +1,6 @@
 #include "dist/zero/sharded_checkpoint_parts.h"
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -263,6 +264,19 @@ void load_model(const Source& source, nn::Module& model) {
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Variable>>& named) {
   std::vector<std::string> names;
   for (const auto& [name, p] : named) names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> names_in_state_order(
+    const std::vector<std::pair<std::string, Variable>>& named,
+    const std::vector<Variable>& numbered, const char* who) {
+  std::vector<std::string> names;
+  for (const Variable& p : numbered) names.push_back(name_in(named, p, who));
+  for (const auto& [name, p] : named) {
+    const bool listed = std::any_of(numbered.begin(), numbered.end(),
+                                    [&](const Variable& q) { return q.is_same(p); });
+    if (!listed) names.push_back(name);
+  }
   return names;
 }
 

@@ -120,6 +120,13 @@ void load_model(const Source& source, nn::Module& model);
 // The names, in order.
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Variable>>& named);
 
+// The names of `numbered` (an optimizer's parameters(), the order its state is numbered in: its
+// groups'), then those of the other parameters of `named` in their order: how a full
+// checkpoint's optimizer state numbers the model's parameters (open_full_checkpoint).
+std::vector<std::string> names_in_state_order(
+    const std::vector<std::pair<std::string, Variable>>& named,
+    const std::vector<Variable>& numbered, const char* who);
+
 }  // namespace checkpoint_parts
 }  // namespace zero
 }  // namespace dist

@@ -1,6 +1,9 @@
 #include "dist/zero/wrap_policy.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
 
 #include "tensor/check.h"
 
@@ -32,89 +35,136 @@ std::vector<bool> children_wrapped(const nn::Sequential& model, const FullyShard
   return is_unit;
 }
 
-// Hands each parameter to one unit: remembers those already handed out, across children.
-class ParameterOwners {
- public:
-  bool owned(const Variable& p) const {
-    return std::find(seen_.begin(), seen_.end(), p.impl()) != seen_.end();
-  }
-  void take(const Variable& p) { seen_.push_back(p.impl()); }
-  size_t size() const { return seen_.size(); }
-
- private:
-  std::vector<const VariableImpl*> seen_;
+// What the policy hands parameters to: a child (units() or min_num_params), or under wrap_layers
+// one module of a child's tree (k: its place in the child's depth-first walk, 0 the child).
+struct Holder {
+  size_t child, k;
+  nn::Module* module;
 };
 
-// All of child c's parameters. A parameter shared by two children would have to be in two
-// units at once: refused.
-NamedParameters child_parameters(const nn::Sequential& model, size_t c, ParameterOwners& owners) {
-  NamedParameters out;
-  for (auto& [name, p] : model[c]->named_parameters()) {
-    if (owners.owned(p)) {
-      TS_FAIL("FullyShardedDataParallel: parameter ", model.name_at(c), ".", name,
-              " is shared with an earlier child; shared parameters must stay in one child");
+std::vector<Holder> holders_of(nn::Sequential& model, bool layers) {
+  std::vector<Holder> holders;
+  for (size_t c = 0; c < model.size(); ++c) {
+    if (!layers) {
+      holders.push_back({c, 0, model[c].get()});
+      continue;
     }
-    owners.take(p);
-    out.emplace_back(model.name_at(c) + "." + name, p);
+    const auto modules = model[c]->named_modules();
+    for (size_t k = 0; k < modules.size(); ++k) holders.push_back({c, k, modules[k].second});
   }
-  return out;
+  return holders;
 }
 
-// wrap_layers (FSDP's ModuleWrapPolicy over the layer types): every module inside child c with
-// parameters of its own is a unit; the child's direct parameters make a unit at the child. A
-// parameter seen before (shared between layers) stays with the first.
-void wrap_layers_of_child(nn::Sequential& model, size_t c, ParameterOwners& owners,
-                          std::vector<UnitSpec>& units) {
-  const auto modules = model[c]->named_modules();
-  for (size_t k = 0; k < modules.size(); ++k) {
-    const auto& [path, module] = modules[k];
-    UnitSpec unit;
-    for (auto& [name, p] : module->named_parameters(/*recurse=*/false)) {
-      if (owners.owned(p)) continue;
-      owners.take(p);
-      unit.params.emplace_back(model.name_at(c) + "." + (path.empty() ? "" : path + ".") + name, p);
+// Who holds and who uses each parameter. A holder owns the parameters registered in it (a
+// child: in its whole tree; a layer: its own) and uses those and the ones it ties
+// (nn::Module::register_tied_parameter). A parameter used by two holders (GPT-2's token
+// embedding, read by the embedding and by the tied output projection; a module registered in
+// two children) cannot live in either one's unit: that unit is freed after its own forward
+// while the other still needs the values. As FSDP does, it goes to the unit enclosing all of
+// its users, which for units that are children of one Sequential is the root.
+class ParameterUsers {
+ public:
+  ParameterUsers(const std::vector<Holder>& holders, bool layers) : layers_(layers) {
+    for (size_t h = 0; h < holders.size(); ++h) {
+      const nn::Module& m = *holders[h].module;
+      for (const auto& [name, p] : m.named_parameters(/*recurse=*/!layers)) {
+        owner_.emplace(p.impl(), h);  // the first holder keeps it
+        use(p, holders[h]);
+      }
+      for (const auto& [name, p] : m.named_tied_parameters(/*recurse=*/!layers)) {
+        ties_.emplace_back(holders[h].child, name, p);
+        use(p, holders[h]);
+      }
     }
-    if (unit.params.empty()) continue;
-    if (k == 0) {
-      unit.children = {c};
-    } else {
-      unit.module = module;
-    }
-    unit.first = unit.last = {c, k};
-    units.push_back(std::move(unit));
   }
-}
+  // The holder that owns p (its first, for a module registered twice).
+  size_t owner(const Variable& p) const { return owner_.at(p.impl()); }
+  bool owned(const Variable& p) const { return owner_.count(p.impl()) > 0; }
+  // Used by more than one holder: two children, or under wrap_layers two modules (a module
+  // registered twice is one user there: its own forward hooks gather it for every call).
+  bool shared(const Variable& p) const { return users_.at(p.impl()).size() > 1; }
+  // The children whose trees use p.
+  std::vector<size_t> user_children(const Variable& p) const {
+    std::vector<size_t> out;
+    for (const auto& [module, child] : users_.at(p.impl())) out.push_back(child);
+    return out;
+  }
+  // Every tie must point at a parameter of the model.
+  void check_ties(const nn::Sequential& model) const {
+    for (const auto& [child, name, p] : ties_) {
+      TS_CHECK(owned(p), "FullyShardedDataParallel: ", model.name_at(child), ".", name,
+               " is tied to a parameter that no module of the model registers");
+    }
+  }
+
+ private:
+  void use(const Variable& p, const Holder& h) {
+    std::vector<std::pair<const nn::Module*, size_t>>& users = users_[p.impl()];
+    const bool known = std::any_of(users.begin(), users.end(), [&](const auto& u) {
+      return layers_ ? u.first == h.module : u.second == h.child;
+    });
+    if (!known) users.emplace_back(h.module, h.child);
+  }
+
+  bool layers_;
+  std::map<const VariableImpl*, size_t> owner_;
+  std::map<const VariableImpl*, std::vector<std::pair<const nn::Module*, size_t>>> users_;
+  std::vector<std::tuple<size_t, std::string, Variable>> ties_;
+};
 
 }  // namespace
 
 std::vector<UnitSpec> wrap_units(nn::Sequential& model, const FullyShardedOptions& options) {
-  const std::vector<bool> is_unit = children_wrapped(model, options);
-  ParameterOwners owners;
+  const bool layers = options.wrap_layers();
+  const std::vector<bool> is_unit = layers ? std::vector<bool>(model.size(), false)
+                                           : children_wrapped(model, options);
+  const std::vector<Holder> holders = holders_of(model, layers);
+  const ParameterUsers users(holders, layers);
+  users.check_ties(model);
+
+  // Each parameter, in the model's registration order and under its name there, goes to its
+  // holder's unit, or to the root: when shared, or held by a child that is not a unit.
   std::vector<UnitSpec> units;
+  std::vector<int> unit_of_holder(holders.size(), -1);
   UnitSpec root;
   root.is_root = true;
-  for (size_t c = 0; c < model.size(); ++c) {
-    if (options.wrap_layers()) {
-      wrap_layers_of_child(model, c, owners, units);
+  std::vector<size_t> root_children;
+  for (const auto& [name, p] : model.named_parameters()) {
+    TS_CHECK(users.owned(p), "FullyShardedDataParallel: parameter ", name, " is registered on "
+             "the Sequential itself; parameters registered on the Sequential are not supported");
+    const size_t h = users.owner(p);
+    const Holder& holder = holders[h];
+    if (users.shared(p) || (!layers && !is_unit[holder.child])) {
+      root.params.emplace_back(name, p);
+      for (size_t c : users.user_children(p)) root_children.push_back(c);
       continue;
     }
-    NamedParameters params = child_parameters(model, c, owners);
-    if (params.empty()) continue;
-    if (is_unit[c]) {
+    if (unit_of_holder[h] < 0) {
+      unit_of_holder[h] = static_cast<int>(units.size());
       UnitSpec unit;
-      unit.params = std::move(params);
-      unit.children = {c};
-      unit.first = unit.last = {c, 0};
+      if (holder.k == 0) {
+        unit.children = {holder.child};
+      } else {
+        unit.module = holder.module;
+      }
+      unit.first = unit.last = {holder.child, holder.k};
       units.push_back(std::move(unit));
-    } else {
-      root.children.push_back(c);
-      for (auto& p : params) root.params.push_back(std::move(p));
     }
+    units[unit_of_holder[h]].params.emplace_back(name, p);
   }
-  TS_CHECK(model.parameters().size() == owners.size(), "FullyShardedDataParallel: the model has ",
-           model.parameters().size(), " parameters but its children hold ", owners.size(),
-           "; parameters registered on the Sequential itself are not supported");
+  // A child listed as a unit whose parameters are all shared has nothing left to shard.
+  for (size_t c : options.units()) {
+    TS_CHECK(std::any_of(units.begin(), units.end(),
+                         [&](const UnitSpec& u) { return u.children == std::vector<size_t>{c}; }),
+             "FullyShardedDataParallel: child ", c, " (", model[c]->type_name(), ") cannot be a "
+             "unit: every parameter it holds is shared with another child, so it belongs to the "
+             "root unit, which encloses both");
+  }
   if (!root.params.empty()) {
+    std::sort(root_children.begin(), root_children.end());
+    root_children.erase(std::unique(root_children.begin(), root_children.end()),
+                        root_children.end());
+    root.children = std::move(root_children);
     root.first = {root.children.front(), 0};
     root.last = {root.children.back(), 0};
     units.push_back(std::move(root));

@@ -9,6 +9,19 @@
 //
 // Each parameter belongs to exactly one unit, named as the model names it, in the model's
 // registration order: the order every rank flattens in, so the shards line up across ranks.
+//
+// A parameter that modules of two units use (weight tying: GPT-2's lm_head reads the token
+// embedding's weight, declared with nn::Module::register_tied_parameter; or a module registered
+// in two children) belongs, as in FSDP, to the unit enclosing all of its users: the root, whose
+// span then reaches from its first user to its last, so it stays gathered from the first use's
+// forward to the last use's backward:
+//
+//   children:  embed (wte, wpe)   h0   h1   ln_f   lm_head (ties wte)
+//   units:     [unit0: wpe]     [unit1][unit2][unit3]
+//   root:      [wte ............................................. lm_head]   (span 0..4)
+//
+// and its gradient, which autograd sums over both uses before the parameter's grad-ready hook,
+// is reduce-scattered once, with the root's.
 #pragma once
 
 #include <string>
@@ -30,8 +43,9 @@ using UnitPosition = std::pair<size_t, size_t>;
 // One unit as the wrap policy chose it.
 struct UnitSpec {
   std::vector<std::pair<std::string, Variable>> params;  // its parameters, under dotted names
-  // The top-level children the unit spans (the root's may be far apart); empty for a unit
-  // nested inside a child, whose module is `module`.
+  // The top-level children the unit spans (the root's may be far apart: its own children and
+  // those that use its shared parameters); empty for a unit nested inside a child, whose module
+  // is `module`.
   std::vector<size_t> children;
   nn::Module* module = nullptr;
   bool is_root = false;
@@ -39,9 +53,10 @@ struct UnitSpec {
 };
 
 // The units of `model` under `options` (units(), min_num_params or wrap_layers), in child
-// order, the root (if any child's parameters are left over) last. Throws naming the child or
-// parameter for a unit list out of range or repeated, a unit without parameters, a parameter
-// shared between children, or parameters registered on the Sequential itself.
+// order, the root (if any child's parameters are left over, or any parameter is shared) last.
+// Throws naming the child or parameter for a unit list out of range or repeated, a unit without
+// parameters (or with shared ones only), a tie to a parameter the model does not hold, or
+// parameters registered on the Sequential itself.
 std::vector<UnitSpec> wrap_units(nn::Sequential& model, const FullyShardedOptions& options);
 
 }  // namespace zero

@@ -18,6 +18,18 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
                                                  std::shared_ptr<ProcessGroup> group,
                                                  const OptimizerFactory& make_optimizer,
                                                  const ZeroOptions& options)
+    : ZeroRedundancyOptimizer(
+          params, {optim::ParamGroup(params)}, std::move(group),
+          [make_optimizer](std::vector<optim::ParamGroup> groups) {
+            return make_optimizer(std::move(groups[0].params));
+          },
+          options) {}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
+                                                 std::vector<optim::ParamGroup> groups,
+                                                 std::shared_ptr<ProcessGroup> group,
+                                                 const GroupedOptimizerFactory& make_optimizer,
+                                                 const ZeroOptions& options)
     : optim::Optimizer(nullptr), params_(std::move(params)), group_(std::move(group)),
       options_(options) {
   TS_CHECK(group_ != nullptr, "ZeroRedundancyOptimizer: group is null");
@@ -68,16 +80,20 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
   }
   shard_ = Variable(flat.narrow(0, shard_offset(), shard_numel()).clone(), true);
   shard_.set_name("zero_shard");
-  inner_ = make_optimizer({shard_});
-  TS_CHECK(inner_ != nullptr, "ZeroRedundancyOptimizer: the factory returned no optimizer");
-  TS_CHECK(dynamic_cast<optim::ElementwiseOptimizer*>(inner_.get()) != nullptr,
-           "ZeroRedundancyOptimizer: the inner optimizer must update each element on its own "
-           "(SGD, Adam, AdamW: an optim::ElementwiseOptimizer); stepping a shard is exact only "
-           "then");
-  // The outer group holds the full parameters and the options schedulers set; step() hands
-  // the options to the inner optimizer.
-  Optimizer::add_param_group(
-      optim::ParamGroup(params_, inner_->param_groups()[0].options->clone()));
+  // The inner optimizer steps the shard cut by the groups (checks that they hold each
+  // parameter once, and that it is element-wise).
+  inner_ = std::make_unique<zero::GroupedShardOptimizer>(
+      std::vector<zero::FlatShard>{{shard_, params_, layout_, shards_[group_->rank()]}}, groups,
+      make_optimizer);
+  // The outer groups hold the full parameters and the options schedulers set; step() hands
+  // the options to the inner optimizer. Its state is numbered in their order.
+  for (const optim::ParamGroup& g : inner_->param_groups()) Optimizer::add_param_group(g);
+  const std::vector<Variable> numbered = parameters();
+  for (const Variable& p : params_) {
+    state_index_.push_back(std::find_if(numbered.begin(), numbered.end(),
+                                        [&](const Variable& q) { return q.is_same(p); }) -
+                           numbered.begin());
+  }
 
   if (options_.stage() == 2) {
     build_buckets();
@@ -94,7 +110,7 @@ ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
 
 void ZeroRedundancyOptimizer::add_param_group(optim::ParamGroup) {
   TS_FAIL("ZeroRedundancyOptimizer: add_param_group is not supported (all parameters form one "
-          "flat vector; pass them all to the constructor)");
+          "flat vector; pass them all, and their groups, to the constructor)");
 }
 
 std::vector<Variable> ZeroRedundancyOptimizer::gradient_variables() const {
@@ -174,7 +190,9 @@ void ZeroRedundancyOptimizer::load_master_shard(const Tensor& values) {
 }
 
 void ZeroRedundancyOptimizer::sync_inner_options() {
-  inner_->param_groups()[0].options = param_groups()[0].options->clone();
+  for (size_t g = 0; g < param_groups().size(); ++g) {
+    inner_->param_groups()[g].options = param_groups()[g].options->clone();
+  }
 }
 
 void ZeroRedundancyOptimizer::step() {

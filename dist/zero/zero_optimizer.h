@@ -35,6 +35,15 @@
 // this rank's shard is shard_gradient(). Clip with clip_grad_norm(), which reduces the norm
 // across the shards (stage 1 reduces its gradients there, before step()).
 //
+// Parameter groups (GPT-2's AdamW: the Linear weights decayed, the biases, LayerNorms and
+// embeddings not): the flat vector stays one, in registration order, and this rank's shard is
+// cut where the group changes into pieces that the inner optimizer steps under their group's
+// options (dist/zero/grouped_shard_optimizer.h, which says why one vector rather than
+// DeepSpeed's one per group). Every element still gets exactly its unsharded update. The
+// groups, with their options, are this optimizer's param_groups(), so LR schedules treat it as
+// the unsharded optimizer over the same groups, and its state is numbered as that optimizer
+// numbers it: parameters in the groups' order, not the flat vector's.
+//
 // The constructor checks that every rank holds the same parameter shapes and takes rank 0's
 // values (as DDP does). state_dict() is collective: it gathers the state into the inner
 // optimizer's per-parameter format, so a ZeRO checkpoint loads into a plain optimizer and back,
@@ -49,6 +58,7 @@
 #include "dist/process_group.h"
 #include "dist/work.h"
 #include "dist/zero/flat_gradients.h"
+#include "dist/zero/grouped_shard_optimizer.h"
 #include "dist/zero/partition.h"
 #include "optim/elementwise_optimizer.h"
 
@@ -88,9 +98,20 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // or zero_factory<optim::Adam>(opts).
   using OptimizerFactory =
       std::function<std::unique_ptr<optim::Optimizer>(std::vector<Variable> shard)>;
+  // Builds the inner optimizer over groups of pieces of the shard, each with its group's options
+  // (zero::grouped_factory<optim::AdamW>(defaults)).
+  using GroupedOptimizerFactory = zero::GroupedOptimizerFactory;
 
+  // One group: every parameter under the factory's options.
   ZeroRedundancyOptimizer(std::vector<Variable> params, std::shared_ptr<ProcessGroup> group,
                           const OptimizerFactory& make_optimizer,
+                          const ZeroOptions& options = ZeroOptions());
+  // Parameter groups: `params` in the flat vector's order (the model's registration order, so
+  // that stage 2's buckets fill as backward runs), `groups` each parameter's options (every one
+  // of `params` in exactly one group; null options: the inner optimizer's defaults).
+  ZeroRedundancyOptimizer(std::vector<Variable> params, std::vector<optim::ParamGroup> groups,
+                          std::shared_ptr<ProcessGroup> group,
+                          const GroupedOptimizerFactory& make_optimizer,
                           const ZeroOptions& options = ZeroOptions());
   ~ZeroRedundancyOptimizer() override;
 
@@ -98,14 +119,15 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // shard and all-gathers every rank's parameters. Parameters without a gradient count as zero.
   void step() override;
   void zero_grad(bool set_to_none = true) override;
-  // Collective: the full state in the inner optimizer's format, on every rank.
+  // Collective: the full state in the unsharded optimizer's format, on every rank, its
+  // parameters numbered in the groups' order (parameters()).
   StateDict state_dict() const override;
   // Loads a full (consolidated or unsharded) state dict, keeping this rank's shard.
   void load_state_dict(const StateDict& full) override;
   // Optimizer-state bytes held by this rank: the inner optimizer's state and the master shard,
   // ~1/N of an unsharded optimizer's (Adam on f16 parameters: 12 psi / N, the ZeRO paper's K).
   int64_t state_bytes() const override;
-  // One flat vector, one group: further groups are an error.
+  // One flat vector, cut by the groups given to the constructor: further groups are an error.
   void add_param_group(optim::ParamGroup group) override;
   // Stage 1: the parameters (their local gradients, reduced in step()). Stage 2: the shard.
   std::vector<Variable> gradient_variables() const override;
@@ -124,8 +146,9 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   const Tensor& shard_gradient() const { return shard_.grad(); }
 
   int stage() const { return options_.stage(); }
-  optim::Optimizer& inner() { return *inner_; }
-  const optim::Optimizer& inner() const { return *inner_; }
+  // The optimizer of this rank's shard: its state is "state.0.NAME" over the shard's elements.
+  zero::GroupedShardOptimizer& inner() { return *inner_; }
+  const zero::GroupedShardOptimizer& inner() const { return *inner_; }
   int64_t shard_offset() const { return shards_[group_->rank()].begin; }
   int64_t shard_numel() const { return shards_[group_->rank()].size(); }
   // The flat layout, for sharded checkpoints (dist/zero/sharded_checkpoint.h): the parameters
@@ -182,7 +205,8 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   Device device_;            // the parameters' device: the shard lives there too
   Variable shard_;           // f32 master copy of this rank's shard; .grad() its gradient
   bool shard_grad_reduced_ = false;  // stage 1: clip_grad_norm already reduced this step's
-  std::unique_ptr<optim::Optimizer> inner_;
+  std::unique_ptr<zero::GroupedShardOptimizer> inner_;
+  std::vector<int64_t> state_index_;  // per parameter (flat order): its number in state_dict()
 
   // Stage 2.
   std::vector<int> hook_handles_;

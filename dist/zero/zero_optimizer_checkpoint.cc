@@ -2,7 +2,9 @@
 // optimizer writes it unsharded ("state.I.NAME", and "state.I.master" for the f32 masters of
 // f16/bf16 parameters), gathered from every rank's shard on save (a collective) and cut to this
 // rank's shard on load, so a ZeRO checkpoint loads into a plain optimizer and back, at any world
-// size (zero_optimizer.h).
+// size (zero_optimizer.h). I numbers the parameters as the plain optimizer over the same groups
+// does: in the groups' order (state_index_), which is not the flat vector's when a model's
+// groups interleave (GPT-2's decay group holds every block's weights, the other their biases).
 #include "dist/zero/zero_optimizer.h"
 
 #include <algorithm>
@@ -44,7 +46,7 @@ StateDict ZeroRedundancyOptimizer::state_dict() const {
     group_->all_gather(shard_.data(), master, counts)->wait();
   }
   for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string prefix = optim::state_key_prefix(i);
+    const std::string prefix = optim::state_key_prefix(state_index_[i]);
     const zero::Range& r = layout_.ranges[i];
     full.set(prefix + "step", step->clone());
     for (const auto& [name, flat] : gathered) {
@@ -74,11 +76,12 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
     for (const std::string& name : names) {
       Tensor flat = empty({layout_.total}, flat_options());
       for (size_t i = 0; i < params_.size(); ++i) {
-        const std::string key = optim::state_key(i, name);
+        const std::string key = optim::state_key(state_index_[i], name);
         TS_CHECK(full.contains(key), "ZeroRedundancyOptimizer::load_state_dict: missing '", key, "'");
         const Tensor& t = full.at(key);
         TS_CHECK(t.numel() == params_[i].numel(), "ZeroRedundancyOptimizer::load_state_dict: '",
-                 key, "' has shape ", t.shape(), " but parameter ", i, " has ", params_[i].shape());
+                 key, "' has shape ", t.shape(), " but parameter ", state_index_[i], " ('",
+                 params_[i].name(), "') has ", params_[i].shape());
         const zero::Range& r = layout_.ranges[i];
         flat.narrow(0, r.begin, r.size()).copy_(t.reshape({-1}));
       }
@@ -88,16 +91,16 @@ void ZeroRedundancyOptimizer::load_state_dict(const StateDict& full) {
     // an f32 BatchNorm): look for any.
     bool has_master = false;
     for (size_t i = 0; i < params_.size() && !has_master; ++i) {
-      has_master = full.contains(optim::state_key(i, "master"));
+      has_master = full.contains(optim::state_key(state_index_[i], "master"));
     }
     if (has_master) {
       Tensor flat = empty({layout_.total}, TensorOptions(kF32).device(device_));
       for (size_t i = 0; i < params_.size(); ++i) {
-        const std::string key = optim::state_key(i, "master");
+        const std::string key = optim::state_key(state_index_[i], "master");
         const Tensor* t = full.find(key);
         TS_CHECK(t != nullptr || !is_half(params_[i].dtype()),
                  "ZeroRedundancyOptimizer::load_state_dict: '", key, "' is missing for ",
-                 params_[i].dtype(), " parameter ", i, " ('", params_[i].name(),
+                 params_[i].dtype(), " parameter ", state_index_[i], " ('", params_[i].name(),
                  "') though other parameters have their masters");
         const Tensor source = t != nullptr ? *t : params_[i].data();
         const zero::Range& r = layout_.ranges[i];

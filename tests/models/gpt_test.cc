@@ -139,6 +139,11 @@ TEST(GPT, TheOutputProjectionIsTheTokenEmbedding) {
   for (const auto& [name, p] : model->named_parameters()) {
     EXPECT_EQ(name.rfind("lm_head", 0), std::string::npos) << name;
   }
+  // The tie is in the module tree (ZeRO-3 keeps wte in the unit enclosing both of its users).
+  const auto ties = model->named_tied_parameters();
+  ASSERT_EQ(ties.size(), 1u);
+  EXPECT_EQ(ties[0].first, "lm_head.weight");
+  EXPECT_TRUE(ties[0].second.is_same(model->named_parameters().front().second));
   // Zero the lookup's use (every token id 0, position rows aside): wte's gradient still has
   // rows everywhere from the projection, and row 0 the lookup's on top.
   const Tensor idx = zeros({1, 3}, TensorOptions(kI64));

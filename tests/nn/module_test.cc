@@ -149,6 +149,41 @@ TEST(Module, ZeroGradAndSharedParameters) {
   EXPECT_FALSE(shared->weight().grad().defined());
 }
 
+// A tied parameter (GPT-2's lm_head reading the token embedding): used by the tying module,
+// listed, converted and saved by its owner only, and found in the tree through
+// named_tied_parameters().
+TEST(Module, TiedParametersBelongToTheirOwnerAndAreListedAsTies) {
+  struct Head : Module {
+    explicit Head(const Variable& w) : weight(register_tied_parameter("weight", w)) {}
+    Variable forward(const Variable& x) override { return linear(x, weight, Variable()); }
+    Variable weight;
+  };
+  auto embedding = std::make_shared<Embedding>(5, 3);
+  auto head = std::make_shared<Head>(embedding->weight());
+  Sequential model;
+  model.push_back("embed", embedding);
+  model.push_back("head", head);
+  EXPECT_TRUE(head->parameters().empty());
+  ASSERT_EQ(model.named_parameters().size(), 1u);
+  EXPECT_EQ(model.named_parameters()[0].first, "embed.weight");
+  const auto ties = model.named_tied_parameters();
+  ASSERT_EQ(ties.size(), 1u);
+  EXPECT_EQ(ties[0].first, "head.weight");
+  EXPECT_TRUE(ties[0].second.is_same(embedding->weight()));
+  const StateDict state = model.state_dict();
+  EXPECT_TRUE(state.contains("embed.weight"));
+  EXPECT_FALSE(state.contains("head.weight"));
+  model.to(kF64);  // once, by the owner: the tie sees it
+  EXPECT_EQ(head->weight.dtype(), kF64);
+  // Both uses sum into the owner's gradient.
+  sum(model.forward(Variable(from_vector(std::vector<int64_t>{1, 3}, {2})))).backward();
+  EXPECT_TRUE(embedding->weight().grad().defined());
+  testing::expect_error([&] { head->register_tied_parameter("weight", embedding->weight()); },
+                        "'weight' is already registered");
+  testing::expect_error([&] { head->register_tied_parameter("w2", Variable(ones({2}))); },
+                        "must be another module's parameter");
+}
+
 TEST(Sequential, SliceSharesLayersAndKeepsNames) {
   Sequential model{std::make_shared<Linear>(4, 4), std::make_shared<ReLU>(),
                    std::make_shared<Linear>(4, 2)};

@@ -150,6 +150,8 @@ class Planner {
   CompositionPlan plan() {
     CompositionPlan out;
     std::vector<Pair> order(uncovered_.begin(), uncovered_.end());
+    std::vector<Pair> failed;  // no candidate held them when their turn came
+    std::vector<std::vector<int>> runs;
     for (const Pair& p : order) {
       if (uncovered_.count(p) == 0) continue;
       std::vector<int> best;
@@ -161,15 +163,27 @@ class Planner {
         if (gain > best_gain) best_gain = gain, best = run;
       }
       if (best.empty()) {
-        const auto& [i, a, j, b] = p;
-        out.pairs_not_coverable.push_back(axes_[i].name + "=" + axes_[i].values[a] + " " +
-                                          axes_[j].name + "=" + axes_[j].values[b]);
+        failed.push_back(p);
         uncovered_.erase(p);
         continue;
       }
       out.pairs_covered += best_gain;
       cover(best);
+      runs.push_back(best);
       out.runs.push_back(planned(assignment(best)));
+    }
+    // A pair whose own candidates all failed may still sit in a run made for another pair: only
+    // the pairs no run holds are left uncovered.
+    for (const Pair& p : failed) {
+      const auto& [i, a, j, b] = p;
+      const bool held = std::any_of(runs.begin(), runs.end(),
+                                    [&](const std::vector<int>& r) { return r[i] == a && r[j] == b; });
+      if (held) {
+        ++out.pairs_covered;
+        continue;
+      }
+      out.pairs_not_coverable.push_back(axes_[i].name + "=" + axes_[i].values[a] + " " +
+                                        axes_[j].name + "=" + axes_[j].values[b]);
     }
     return out;
   }

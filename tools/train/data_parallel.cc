@@ -232,11 +232,8 @@ class DataParallel : public Strategy {
   }
 
   // The parameters as the optimizer's state numbers them ("state.I.KEY"): its groups in order
-  // (the GPT's decay group first), or, for ZeRO-1's consolidated state, the model's order.
-  std::vector<Variable> state_order() const {
-    if (dynamic_cast<const dist::ZeroRedundancyOptimizer*>(opt_.get()) != nullptr) return {};
-    return opt_->parameters();
-  }
+  // (the GPT's decay group first), ZeRO-1's consolidated state as well.
+  std::vector<Variable> state_order() const { return opt_->parameters(); }
 
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> world_, data_parallel_, tensor_parallel_;
@@ -262,10 +259,12 @@ std::unique_ptr<Strategy> make_data_parallel(const Config& config,
     s->set_optimizer(make_optimizer(config, model->parameters(), *model));
   } else if (config.strategy == "zero1" || config.strategy == "zero2") {
     const int stage = config.strategy == "zero1" ? 1 : 2;
+    // The flat vector in registration order, the shard cut by the groups (a GPT's two).
     s->set_optimizer(std::make_unique<dist::ZeroRedundancyOptimizer>(
-        model->parameters(), s->zero_group(config),
-        [config, model](std::vector<Variable> shard) {
-          return make_optimizer(config, std::move(shard), *model);
+        model->parameters(), make_param_groups(config, model->parameters(), *model),
+        s->zero_group(config),
+        [config](std::vector<optim::ParamGroup> pieces) {
+          return make_optimizer(config, std::move(pieces));
         },
         dist::ZeroOptions()
             .stage(stage)

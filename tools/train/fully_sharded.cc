@@ -22,10 +22,12 @@ dist::MixedPrecision unit_precision(const MixedPrecision& precision) {
 }
 
 // ZeRO-3: the model's parameters live as flat shards (dist::FullyShardedDataParallel gathers
-// each unit around its forward and backward); the optimizer is an ordinary one over this
-// rank's shards. Full checkpoints hold the whole model and the optimizer's state, both gathered
-// into the unsplit model's format (dist/zero/fully_sharded_optimizer_state.h), so one process,
-// DDP, ZeRO-1/2 and ZeRO-3 on any world size resume from them; sharded ones keep both per shard.
+// each unit around its forward and backward; a GPT's tied token embedding in the root unit,
+// which encloses both its uses); the optimizer steps this rank's shards cut by the parameter
+// groups (dist::zero::GroupedShardOptimizer: a GPT's decay and no-decay groups). Full
+// checkpoints hold the whole model and the optimizer's state, both gathered into the unsplit
+// model's format (dist/zero/fully_sharded_optimizer_state.h), so one process, DDP, ZeRO-1/2 and
+// ZeRO-3 on any world size resume from them; sharded ones keep both per shard.
 class FullySharded : public Strategy {
  public:
   FullySharded(const Config& c, std::shared_ptr<nn::Sequential> model,
@@ -36,6 +38,8 @@ class FullySharded : public Strategy {
         hierarchical_(c.collectives == "hierarchical"
                           ? std::optional<HierarchicalCollectives>(std::in_place, c)
                           : std::nullopt),
+        // Before sharding: the groups read the parameters' shapes (a GPT decays its matrices).
+        groups_(make_param_groups(c, model->parameters(), *model)),
         fsdp_(std::move(model),
               hierarchical_ ? std::shared_ptr<dist::ProcessGroup>(hierarchical_->group(world))
                             : std::move(world),
@@ -44,7 +48,9 @@ class FullySharded : public Strategy {
                   .wrap_layers(c.zero3_wrap_layers)
                   .prefetch_limit(c.zero3_prefetch ? 1 : 0)
                   .mixed_precision(unit_precision(precision))),
-        opt_(make_optimizer(c, fsdp_.shard_parameters(), *model_)),
+        opt_(std::make_unique<dist::zero::GroupedShardOptimizer>(
+            fsdp_.flat_shards(), groups_,
+            [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); })),
         criterion_(std::move(criterion)),
         precision_(precision) {}
 
@@ -104,6 +110,7 @@ class FullySharded : public Strategy {
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> world_;
   std::optional<HierarchicalCollectives> hierarchical_;  // --collectives=hierarchical
+  std::vector<optim::ParamGroup> groups_;  // over the model's parameters
   dist::FullyShardedDataParallel fsdp_;
   std::unique_ptr<optim::Optimizer> opt_;
   Criterion criterion_;

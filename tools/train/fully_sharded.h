@@ -1,6 +1,7 @@
 // --strategy=zero3: dist::FullyShardedDataParallel over the world (or, with
-// --collectives=hierarchical, over dist::HierarchicalGroup), an ordinary optimizer over this
-// rank's flat shards; under --amp the units are gathered in the autocast dtype.
+// --collectives=hierarchical, over dist::HierarchicalGroup), the optimizer over this rank's flat
+// shards cut by the parameter groups (dist::zero::GroupedShardOptimizer: a GPT's decay and
+// no-decay groups); under --amp the units are gathered in the autocast dtype.
 #pragma once
 
 #include <memory>

@@ -85,11 +85,11 @@ class Pipeline : public Strategy {
       throw FlagError(pipeline_flags(c, world->size() / c.tensor_parallel) + ": " + e.what());
     }
     if (zero_stage > 0) {
+      // The stage's parameter groups (a GPT's decay and no-decay), its shard cut by them.
       opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
-          pipe_->parameters(), topology_.data_parallel_group(),
-          [c, this](std::vector<Variable> shard) {
-            return make_optimizer(c, std::move(shard), *model_);
-          },
+          pipe_->parameters(), make_param_groups(c, pipe_->parameters(), *model_),
+          topology_.data_parallel_group(),
+          [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); },
           dist::ZeroOptions().stage(zero_stage).bucket_cap_mb(c.bucket_cap_mb));
     } else {
       opt_ = make_optimizer(c, pipe_->parameters(), *model_);

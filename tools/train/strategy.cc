@@ -29,8 +29,10 @@ std::unique_ptr<optim::OptimizerOptions> optimizer_options(const Config& c, doub
       optim::AdamOptions(c.lr).betas(betas).weight_decay(decay));
 }
 
-std::unique_ptr<optim::Optimizer> make_from_groups(const Config& c,
-                                                   std::vector<optim::ParamGroup> groups) {
+}  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c,
+                                                 std::vector<optim::ParamGroup> groups) {
   const auto defaults = optimizer_options(c, c.weight_decay);
   if (c.optimizer == "sgd") {
     return std::make_unique<optim::SGD>(std::move(groups),
@@ -41,14 +43,12 @@ std::unique_ptr<optim::Optimizer> make_from_groups(const Config& c,
   return std::make_unique<optim::AdamW>(std::move(groups), adam);
 }
 
-}  // namespace
-
-std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Variable> params,
+std::vector<optim::ParamGroup> make_param_groups(const Config& c, std::vector<Variable> params,
                                                  nn::Module& model) {
   std::vector<optim::ParamGroup> groups;
   if (!language_model(c) || c.weight_decay == 0) {
     groups.emplace_back(std::move(params));
-    return make_from_groups(c, std::move(groups));
+    return groups;
   }
   // The GPT's two groups, each in `params`' order, of the parameters `params` holds (a pipeline
   // stage's, a parameter server's).
@@ -62,13 +62,18 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Va
   std::vector<Variable> decayed, spared;
   for (const Variable& p : params) {
     TS_INTERNAL_ASSERT(in(decay, p) || in(no_decay, p),
-                       "make_optimizer: a parameter that is not the GPT's own (a flat shard?) "
-                       "cannot be put in a weight-decay group; the support table refuses this");
+                       "make_param_groups: a parameter that is not the GPT's own (a flat shard?) "
+                       "cannot be put in a weight-decay group");
     (in(decay, p) ? decayed : spared).push_back(p);
   }
   if (!decayed.empty()) groups.emplace_back(std::move(decayed), optimizer_options(c, c.weight_decay));
   if (!spared.empty()) groups.emplace_back(std::move(spared), optimizer_options(c, 0));
-  return make_from_groups(c, std::move(groups));
+  return groups;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& c, std::vector<Variable> params,
+                                                 nn::Module& model) {
+  return make_optimizer(c, make_param_groups(c, std::move(params), model));
 }
 
 double Strategy::clip_grad_norm(double max_norm) {

@@ -1,9 +1,10 @@
 // How the train tool parallelizes a step: it only chooses. One process, DDP (the model wrapped,
 // an ordinary optimizer), ZeRO stage 1 or 2 (the model as it is, dist::ZeroRedundancyOptimizer
-// as the optimizer), ZeRO stage 3 (dist::FullyShardedDataParallel, an ordinary optimizer over
-// the shards) or a pipeline (pipeline::Pipe over K stages, data parallel over the other
-// N/K ranks through dist::Topology); with --tensor-parallel, DDP or ZeRO-1 over the
-// data-parallel groups of a model whose layers dist::tensor_parallel has split (tensor_parallel.h).
+// as the optimizer), ZeRO stage 3 (dist::FullyShardedDataParallel, the optimizer over its
+// shards cut by the parameter groups) or a pipeline (pipeline::Pipe over K stages, data
+// parallel over the other N/K ranks through dist::Topology); with --tensor-parallel, DDP or
+// ZeRO-1 over the data-parallel groups of a model whose layers dist::tensor_parallel has split
+// (tensor_parallel.h).
 // The library does the work. Each strategy has a file of its own: data_parallel.h (one process,
 // DDP, ZeRO-1/2), fully_sharded.h (ZeRO-3), pipelined.h, local_sgd.h, decentralized.h (gossip)
 // and asynchronous.h (parameter servers); make_strategy picks one.
@@ -137,11 +138,17 @@ class Strategy {
   virtual std::vector<Variable> model_state_parameters() const = 0;
 };
 
-// The optimizer the flags choose (--optimizer, --lr, --momentum, --weight-decay) over `params`
-// of `model`. A GPT's (language_model) is AdamW's with betas (0.9, 0.95), and with weight decay
-// its parameters form two groups, models::weight_decay_groups' (the decay group, and the rest at
-// weight decay 0); `params` must then be the model's own (the support table refuses ZeRO's flat
-// shards there).
+// The parameter groups the flags choose over `params` of `model`: one group under the flags'
+// options, or for a GPT (language_model) with weight decay two, models::weight_decay_groups'
+// (the decay group, and the rest at weight decay 0), each in `params`' order. `params` must be
+// the model's own, with their shapes (ZeRO hands its shards the groups, not the other way).
+std::vector<optim::ParamGroup> make_param_groups(const Config& config, std::vector<Variable> params,
+                                                 nn::Module& model);
+// The optimizer the flags choose (--optimizer, --lr, --momentum, --weight-decay) over those
+// groups (or ZeRO's pieces of them). A GPT's is AdamW's with betas (0.9, 0.95).
+std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config,
+                                                 std::vector<optim::ParamGroup> groups);
+// Both: the optimizer over make_param_groups(config, params, model).
 std::unique_ptr<optim::Optimizer> make_optimizer(const Config& config, std::vector<Variable> params,
                                                  nn::Module& model);
 

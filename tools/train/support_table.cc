@@ -277,16 +277,11 @@ std::vector<Refusal> make_refusals() {
        "the GPT's output projection is its token embedding (weight tying), which the first "
        "stage and the last both use: a pipeline would need the two stages to all-reduce that "
        "weight's gradient (Megatron-LM's embedding group), which tessera's does not do yet"},
-      {{{"model", {"transformer"}}, {"strategy", {"zero3"}}},
-       "the GPT's output projection reads the token embedding's weight (weight tying), which "
-       "lives in the embedding's ZeRO-3 unit and is released after that unit's forward, so "
-       "lm_head finds it empty (linear: weight [0]); a unit holding both uses (FSDP puts a "
-       "shared parameter in the unit enclosing its users) is not built yet: use zero1 or zero2"},
-      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}},
-        {"strategy", {"zero1", "zero2", "async"}}},
-       "ZeRO's optimizer and the parameter servers step flat shards of the parameters with one "
-       "set of options, so they cannot decay the GPT's Linear weights while sparing its biases, "
-       "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp)"},
+      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"async"}}},
+       "the parameter servers step their shards of the flat parameter vector with one set of "
+       "options, so they cannot decay the GPT's Linear weights while sparing its biases, "
+       "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp, zero1, zero2 "
+       "or zero3, whose shards are cut by the groups)"},
 
       // Hierarchical collectives.
       {{{"collectives", {"hierarchical"}},
