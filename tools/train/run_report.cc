@@ -53,7 +53,7 @@ void print_run_header(const RunContext& run, const Data& d) {
   }
   std::printf("model %s (%lld parameters), %s: %lld train / %lld test, %s lr %g weight decay "
               "%g, batch %lld, %s on %d rank%s, %s, %d threads\n",
-              c.model.c_str(), static_cast<long long>(run.model.num_parameters()), c.data.c_str(),
+              c.model.c_str(), static_cast<long long>(run.parameters), c.data.c_str(),
               static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
               c.optimizer.c_str(), c.lr, c.weight_decay, static_cast<long long>(c.batch_size),
               c.strategy.c_str(), run.ranks, run.ranks == 1 ? "" : "s", run.device.str().c_str(),
@@ -158,7 +158,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
       summary.add("comm_bytes_per_step_theory", *theory);
     }
     summary
-        .add("parameters", run.model.num_parameters())
+        .add("parameters", run.parameters)  // psi: the whole model's, before any strategy cut it
         .add("threads", num_threads())
         .add("amp", c.amp)
         .add("loss_scale", run.precision.scaler().get_scale())
