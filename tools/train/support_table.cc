@@ -273,10 +273,11 @@ std::vector<Refusal> make_refusals() {
        "--dp-strategy=ddp or zero1, or another schedule"},
 
       // The GPT.
-      {{{"model", {"transformer"}}, {"strategy", {"pipeline"}}},
-       "the GPT's output projection is its token embedding (weight tying), which the first "
-       "stage and the last both use: a pipeline would need the two stages to all-reduce that "
-       "weight's gradient (Megatron-LM's embedding group), which tessera's does not do yet"},
+      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"pipeline"}},
+        {"dp-strategy", {"zero1", "zero2"}}},
+       "a stage's ZeRO optimizer steps flat shards of its parameters with one set of options, so "
+       "it cannot decay the GPT's Linear weights while sparing its biases, LayerNorms and "
+       "embeddings: give --weight-decay=0 (or use --dp-strategy=ddp)"},
       {{{"model", {"transformer"}}, {"strategy", {"zero3"}}},
        "the GPT's output projection reads the token embedding's weight (weight tying), which "
        "lives in the embedding's ZeRO-3 unit and is released after that unit's forward, so "
