@@ -202,11 +202,10 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   agreed.data<double>()[0] = local_loss;
   agreed.data<double>()[1 + stage_] = problem.empty() ? 0 : 1;
   group_->all_reduce(agreed)->wait();
+  TS_CHECK(problem.empty(), problem);
   for (int s = 0; s < stages_; ++s) {
-    if (agreed.data<double>()[1 + s] == 0) continue;
-    TS_CHECK(s != stage_, problem);
-    TS_FAIL("Pipe::train_step: stage ", s, " found a problem with a parameter used on several "
-            "stages (its error names it)");
+    TS_CHECK(agreed.data<double>()[1 + s] == 0, "Pipe::train_step: stage ", s, " found a problem "
+             "with a parameter used on several stages (its error names it)");
   }
   return agreed.data<double>()[0];
 }

@@ -273,6 +273,12 @@ std::vector<Refusal> make_refusals() {
        "--dp-strategy=ddp or zero1, or another schedule"},
 
       // The GPT.
+      {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
+        {"model", {"transformer"}}},
+       "a zero-bubble schedule defers the Linear weights' gradients to its W passes, but the "
+       "LayerNorms' and the embedding's arrive in B, where ZeRO-2 has already reduced their "
+       "bucket (dist/zero: 'received a second gradient in one backward'): use --dp-strategy=ddp "
+       "or zero1, or another schedule"},
       {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"pipeline"}},
         {"dp-strategy", {"zero1", "zero2"}}},
        "a stage's ZeRO optimizer steps flat shards of its parameters with one set of options, so "
