@@ -12,6 +12,7 @@
 #include "pipeline/microbatch.h"
 #include "pipeline/partition.h"
 #include "pipeline/tensor_header.h"
+#include "pipeline/tied_gradients.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -194,7 +195,8 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   if (average_gradients_over_data_parallel_group()) {
     trace_.push_back({Action{}, true, reduce_start, dist::steady_seconds()});
   }
-  std::string problem = reduce_tied_gradients();
+  // The tied parameters' gradients summed over their holders (tied_gradients.h).
+  std::string problem = sum_tied_gradients(tied_, *group_, zero_);
   if (problem.empty()) problem = undeclared_uses();
   // The loss lives on the last stage (0 elsewhere), a problem may be found on any: one sum over
   // the pipeline tells every rank both, so all of them stop together, before any optimizer step.
@@ -210,88 +212,6 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   return agreed.data<double>()[0];
 }
 
-std::string Pipe::reduce_tied_gradients() {
-  std::vector<const TiedParameter*> held;
-  for (const TiedParameter& t : tied_) {
-    if (t.held_by(stage_)) held.push_back(&t);
-  }
-  if (held.empty()) return "";
-  std::string problem;
-  std::vector<Tensor> grads;
-  if (zero_ != nullptr && zero_->stage() == 2) {
-    // ZeRO-2 averaged the gradients over the replicas during backward, into shards cut from a
-    // flat vector that differs from stage to stage. Each tied parameter's averaged gradient is
-    // put back together (each element sits in one replica's shard: a sum over the group
-    // assembles it), summed over the holders, and written back into this rank's shard.
-    const Tensor& shard_grad = zero_->shard_gradient();
-    TS_CHECK(shard_grad.defined(), "Pipe: ZeRO-2 holds no gradient after the batch");
-    const dist::zero::Range shard = zero_->shards()[zero_->group().rank()];
-    std::vector<dist::zero::Range> ranges;
-    int64_t total = 0;
-    for (const TiedParameter* t : held) {
-      const auto& params = zero_->params();
-      const size_t j = std::find_if(params.begin(), params.end(),
-                                    [&](const Variable& p) { return p.is_same(t->variable); }) -
-                       params.begin();
-      ranges.push_back(zero_->layout().ranges.at(j));
-      total += t->variable.numel();
-    }
-    Tensor flat = zeros({total}, TensorOptions(shard_grad.dtype()).device(shard_grad.device()));
-    int64_t at = 0;
-    for (const dist::zero::Range& r : ranges) {
-      const dist::zero::Range part = dist::zero::intersect(r, shard);
-      if (!part.empty()) {
-        Tensor dst = flat.narrow(0, at + part.begin - r.begin, part.size());
-        dst.copy_(shard_grad.narrow(0, part.begin - shard.begin, part.size()));
-      }
-      at += r.size();
-    }
-    zero_->group().all_reduce(flat)->wait();
-    at = 0;
-    for (const TiedParameter* t : held) {
-      grads.push_back(flat.narrow(0, at, t->variable.numel()).view(t->variable.shape()));
-      at += t->variable.numel();
-    }
-    sum_over_holders(tied_, grads, *group_);
-    at = 0;
-    for (size_t k = 0; k < held.size(); ++k) {
-      const dist::zero::Range part = dist::zero::intersect(ranges[k], shard);
-      if (!part.empty()) {
-        Tensor dst = shard_grad.narrow(0, part.begin - shard.begin, part.size());
-        dst.copy_(grads[k].contiguous().view({grads[k].numel()}).narrow(0, part.begin - ranges[k].begin,
-                                                                        part.size()));
-      }
-    }
-    return "";
-  }
-  for (const TiedParameter* t : held) {
-    const Variable& p = t->variable;
-    if (zero_ == nullptr && !p.grad_held_by().empty() && problem.empty()) {
-      problem = "Pipe: the gradient of tied parameter " + t->name + " is reduced by " +
-                p.grad_held_by() + "; give that optimizer to the Pipe (pipe.use_zero_optimizer) "
-                "so that train_step sums the copies' gradients where it keeps them";
-    }
-    grads.push_back(p.grad().defined() ? p.grad() : zeros_like(p.data()));
-  }
-  if (zero_ != nullptr) {
-    // ZeRO-1 averages in step(), over a flat vector cut differently on each stage, so the
-    // copies' sums could be added in different orders there. Averaged here first, in a buffer
-    // holding only the tied gradients (the same on every holder), every copy's optimizer then
-    // averages equal values, which any order adds alike.
-    std::vector<Tensor> flat_parts;
-    for (const Tensor& g : grads) flat_parts.push_back(g.contiguous().view({g.numel()}));
-    Tensor flat = cat(flat_parts, 0);
-    zero_->group().all_reduce(flat, dist::ReduceOp::kMean)->wait();
-    int64_t at = 0;
-    for (Tensor& g : grads) {
-      g = flat.narrow(0, at, g.numel()).view(g.shape());
-      at += g.numel();
-    }
-  }
-  sum_over_holders(tied_, grads, *group_);
-  for (size_t k = 0; k < held.size(); ++k) held[k]->variable.set_grad(grads[k].contiguous());
-  return problem;
-}
 
 std::string Pipe::undeclared_uses() const {
   std::string names;

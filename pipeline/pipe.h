@@ -195,9 +195,6 @@ class Pipe {
  private:
   // False when there is no data-parallel group (or it has one rank).
   bool average_gradients_over_data_parallel_group();
-  // Sums the tied parameters' gradients over their holders (after the data-parallel average).
-  // Returns "" or what prevented it (said on every rank after the batch).
-  std::string reduce_tied_gradients();
   // The parameters of other stages that got a gradient on this rank: a use of a parameter that
   // is neither registered nor declared (tied_parameters.h). "" when none.
   std::string undeclared_uses() const;
