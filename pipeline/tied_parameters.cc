@@ -65,6 +65,7 @@ std::vector<TiedParameter> find_tied_parameters(const nn::Sequential& model,
   std::vector<TiedParameter> out;
   for (const auto& [name, p] : named) {
     const std::vector<size_t>& used_by = users[p.impl()];
+    if (used_by.empty()) continue;  // registered by the Sequential itself, in no layer
     TiedParameter t{name, p, rank_of_layer[used_by.front()], {}};  // registered first: the owner
     for (size_t l : used_by) t.holders.push_back(rank_of_layer[l]);
     std::sort(t.holders.begin(), t.holders.end());
