@@ -144,9 +144,10 @@ std::vector<double> profile_layer_times(nn::Sequential& model, const Tensor& sam
     Tensor x = input;
     for (size_t i = 0; i < model.size(); ++i) {
       const auto start = Clock::now();
-      const Variable in(x, /*requires_grad=*/is_floating(x.dtype()));  // token ids take none
+      // Token ids (a GPT's first layer) take no gradient; every floating-point input does.
+      const Variable in(x, /*requires_grad=*/is_floating(x.dtype()));
       const Variable out = model[i]->forward(in);
-      backward({out}, {ones_like(out.data())});
+      if (out.requires_grad()) backward({out}, {ones_like(out.data())});
       if (r > 0) seconds[i] += std::chrono::duration<double>(Clock::now() - start).count();
       x = out.data();
     }

@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "dist/grad_reduction_claim.h"
 #include "dist/work.h"
+#include "dist/zero/zero_optimizer.h"
 #include "nn/batch_norm.h"
 #include "pipeline/balance.h"
 #include "pipeline/microbatch.h"
 #include "pipeline/partition.h"
 #include "pipeline/tensor_header.h"
+#include "pipeline/tied_gradients.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -41,9 +44,12 @@ std::vector<int> agree(const std::vector<int>& balance, dist::ProcessGroup& grou
 // the whole model and the balance, so each checks every stage: the error is the same on all
 // ranks and comes before any message.
 void check_every_stage_has_parameters(const std::vector<std::shared_ptr<nn::Sequential>>& parts,
-                                      int stages, const std::vector<int>& balance) {
+                                      const std::vector<TiedParameter>& tied, int stages,
+                                      const std::vector<int>& balance) {
   for (int s = 0; s < stages; ++s) {
-    int64_t count = 0;
+    // A copy of a tied parameter is a parameter of the stage (a last stage of just lm_head).
+    int64_t count = std::count_if(tied.begin(), tied.end(),
+                                  [s](const TiedParameter& t) { return t.held_by(s); });
     std::string layers;
     for (size_t p = s; p < parts.size(); p += stages) {
       count += parts[p]->num_parameters();
@@ -98,8 +104,30 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
              " stages x ", options.chunks_per_rank(), " chunks)");
   }
   parts_ = partition(*model_, balance_);
-  check_every_stage_has_parameters(parts_, stages_, balance_);
+  tied_ = find_tied_parameters(*model_, balance_, stages_, options.ties());
+  check_every_stage_has_parameters(parts_, tied_, stages_, balance_);
   chunks_ = parts_of_rank(parts_, stage_, stages_);
+  // This rank's parameters: its chunks' and the tied parameters it uses, each once (a tied
+  // parameter may be registered by two of its chunks), in the model's order; the rest belong
+  // to other stages.
+  std::set<const VariableImpl*> mine;
+  for (const auto& chunk : chunks_) {
+    for (const Variable& p : chunk->parameters()) mine.insert(p.impl());
+  }
+  for (const TiedParameter& t : tied_) {
+    if (t.held_by(stage_)) mine.insert(t.variable.impl());
+  }
+  const auto named = model_->named_parameters();
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (mine.count(named[i].second.impl()) != 0) {
+      parameters_.push_back(named[i].second);
+      parameter_indices_.push_back(static_cast<int64_t>(i));
+    } else {
+      foreign_.push_back(named[i]);
+    }
+  }
+  // The copies start as their owners' values (a model built from the same seed already has them).
+  copy_owner_values(tied_, *group_);
   executor_ = std::make_unique<StageExecutor>(chunks_, group_, std::move(loss),
                                               parse_checkpoint(options.checkpoint()));
   if (options.deferred_batch_norm()) {
@@ -119,32 +147,36 @@ Pipe::Pipe(std::shared_ptr<nn::Sequential> model, std::shared_ptr<dist::ProcessG
   }
 }
 
-std::vector<Variable> Pipe::parameters() const {
+std::vector<Variable> Pipe::owned_parameters() const {
   std::vector<Variable> out;
-  for (const auto& chunk : chunks_) {
-    for (const Variable& p : chunk->parameters()) out.push_back(p);
+  for (const Variable& p : parameters_) {
+    const auto copy = std::find_if(tied_.begin(), tied_.end(), [&](const TiedParameter& t) {
+      return t.variable.is_same(p) && t.owner != stage_;
+    });
+    if (copy == tied_.end()) out.push_back(p);
   }
   return out;
 }
 
-std::vector<int64_t> Pipe::parameter_indices() const {
-  // Parts are consecutive slices of the model, so part p's parameters follow those of parts
-  // 0..p-1; this rank's chunks are parts s, s+K, s+2K, ...
-  std::vector<int64_t> out;
-  int64_t first = 0;
-  for (size_t p = 0; p < parts_.size(); ++p) {
-    const int64_t count = static_cast<int64_t>(parts_[p]->parameters().size());
-    if (static_cast<int>(p % stages_) == stage_) {
-      for (int64_t i = 0; i < count; ++i) out.push_back(first + i);
-    }
-    first += count;
+void Pipe::use_zero_optimizer(dist::ZeroRedundancyOptimizer& zero) {
+  TS_CHECK(zero.stage() == 1 || zero.stage() == 2, "Pipe::use_zero_optimizer: ZeRO stage ",
+           zero.stage(), " (stages 1 and 2 step a pipeline stage's parameters)");
+  for (const TiedParameter& t : tied_) {
+    if (!t.held_by(stage_)) continue;
+    const bool stepped = std::any_of(zero.params().begin(), zero.params().end(),
+                                     [&](const Variable& p) { return p.is_same(t.variable); });
+    TS_CHECK(stepped, "Pipe::use_zero_optimizer: the optimizer does not step tied parameter ",
+             t.name, ", which stage ", stage_, " holds (make it over pipe.parameters())");
   }
-  return out;
+  zero_ = &zero;
 }
 
 double Pipe::train_step(const Tensor& input, const Tensor& target) {
   const std::vector<Microbatch> microbatches =
       split_microbatches(input, target, options_.microbatches());
+  // Other stages' parameters get no gradient here unless a layer of this stage reads one
+  // without its use being known: undeclared_uses() looks after the batch.
+  for (const auto& [name, p] : foreign_) p.zero_grad(/*set_to_none=*/true);
   last_microbatches_ = static_cast<int>(microbatches.size());
   if (schedule_ == ScheduleKind::kInterleaved) {
     TS_CHECK(last_microbatches_ % stages_ == 0, "Pipe: a batch of ", input.size(0),
@@ -163,10 +195,38 @@ double Pipe::train_step(const Tensor& input, const Tensor& target) {
   if (average_gradients_over_data_parallel_group()) {
     trace_.push_back({Action{}, true, reduce_start, dist::steady_seconds()});
   }
-  // The loss lives on the last stage; everyone gets it.
-  Tensor loss = scalar_tensor(local_loss, kF64).reshape({1});
-  group_->broadcast(loss, stages_ - 1)->wait();
-  return loss.item();
+  // The tied parameters' gradients summed over their holders (tied_gradients.h).
+  std::string problem = sum_tied_gradients(tied_, *group_, zero_);
+  if (problem.empty()) problem = undeclared_uses();
+  // The loss lives on the last stage (0 elsewhere), a problem may be found on any: one sum over
+  // the pipeline tells every rank both, so all of them stop together, before any optimizer step.
+  Tensor agreed = zeros({1 + stages_}, kF64);
+  agreed.data<double>()[0] = local_loss;
+  agreed.data<double>()[1 + stage_] = problem.empty() ? 0 : 1;
+  group_->all_reduce(agreed)->wait();
+  TS_CHECK(problem.empty(), problem);
+  for (int s = 0; s < stages_; ++s) {
+    TS_CHECK(agreed.data<double>()[1 + s] == 0, "Pipe::train_step: stage ", s, " found a problem "
+             "with a parameter used on several stages (its error names it)");
+  }
+  return agreed.data<double>()[0];
+}
+
+
+std::string Pipe::undeclared_uses() const {
+  std::string names;
+  for (const auto& [name, p] : foreign_) {
+    if (p.grad().defined()) names += (names.empty() ? "" : ", ") + name;
+  }
+  if (names.empty()) return "";
+  std::string layers;
+  for (const auto& chunk : chunks_) {
+    for (size_t i = 0; i < chunk->size(); ++i) layers += (layers.empty() ? "" : ", ") + chunk->name_at(i);
+  }
+  return "Pipe: a layer of stage " + std::to_string(stage_) + " (" + layers + ") reads " + names +
+         ", which another stage holds, without registering it, so this stage's gradient of it "
+         "would be lost (weight tying?): declare the use, PipeOptions().tie(\"NAME\", "
+         "{\"LAYER\"}), and every stage using it keeps a copy whose gradients are summed";
 }
 
 Tensor Pipe::forward(const Tensor& input) {
@@ -232,11 +292,14 @@ bool Pipe::average_gradients_over_data_parallel_group() {
 void Pipe::gather_model() {
   // Part p is trained by rank p % K; every rank walks the parts in the same order, so the
   // broadcasts pair up.
+  // A tied parameter registered by two parts goes once, from the first (the copies are equal).
+  std::set<const VariableImpl*> sent;
   for (size_t p = 0; p < parts_.size(); ++p) {
     const int owner = static_cast<int>(p % stages_);
     auto tensors = parts_[p]->named_parameters();
     for (const auto& b : parts_[p]->named_buffers()) tensors.push_back(b);
     for (const auto& [name, v] : tensors) {
+      if (!sent.insert(v.impl()).second) continue;
       TS_CHECK(v.data().is_contiguous(), "Pipe::gather_model: ", name, " is not contiguous");
       group_->broadcast(v.data().view({v.numel()}), owner)->wait();
     }

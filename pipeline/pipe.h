@@ -26,6 +26,12 @@
 // leave the group out and step a dist::ZeroRedundancyOptimizer over pipe.parameters() and the
 // data-parallel group: its reduce-scatter averages the gradients.
 //
+// Tied parameters (one parameter used by layers of several stages: a GPT's token embedding,
+// which its output projection reads) are kept by every stage that uses them and their
+// gradients summed after the batch (tied_parameters.h), after the data-parallel average. With a
+// ZeRO optimizer, give it to the Pipe (use_zero_optimizer): the gradients are where it keeps
+// them (ZeRO-2: its shards, already averaged), and train_step sums them there.
+//
 // Bad options (more parts than layers, a balance that does not add up, an unknown schedule, a
 // batch the interleaved schedule cannot cut) are errors raised identically on every rank
 // before any message is sent. An error on one rank only (a throwing loss function) leaves its
@@ -43,9 +49,13 @@
 #include "pipeline/balance.h"
 #include "pipeline/executor.h"
 #include "pipeline/schedule.h"
+#include "pipeline/tied_parameters.h"
 #include "pipeline/trace.h"
 
 namespace tessera {
+namespace dist {
+class ZeroRedundancyOptimizer;
+}  // namespace dist
 namespace pipeline {
 
 // How Pipe cuts the model into parts: the same number of layers each, by parameter count, or by
@@ -87,6 +97,15 @@ class PipeOptions {
   // (false, the default, which is what gradient accumulation does). Normalization itself always
   // uses each micro-batch's own statistics.
   PipeOptions& deferred_batch_norm(bool d) { deferred_batch_norm_ = d; return *this; }
+  // Layers that read a parameter without registering it (weight tying: models::GPT's lm_head
+  // reads "embed.wte.weight"). Every stage holding such a layer keeps a copy of the parameter,
+  // stepped by its optimizer, and train_step sums the copies' gradients (tied_parameters.h).
+  // Parameters registered by layers of several stages are found without it. Call once per
+  // parameter; names as in the whole model (model->named_parameters(), its layers' names).
+  PipeOptions& tie(const std::string& parameter, const std::vector<std::string>& layers) {
+    ties_.push_back({parameter, layers});
+    return *this;
+  }
   // The ranks that hold the same stage; gradients are averaged among them after each batch.
   PipeOptions& data_parallel_group(std::shared_ptr<dist::ProcessGroup> g) {
     data_parallel_group_ = std::move(g);
@@ -101,6 +120,7 @@ class PipeOptions {
   const Tensor& sample() const { return sample_; }
   bool deferred_batch_norm() const { return deferred_batch_norm_; }
   const std::shared_ptr<dist::ProcessGroup>& data_parallel_group() const { return data_parallel_group_; }
+  const std::vector<TiedUse>& ties() const { return ties_; }
 
  private:
   int microbatches_ = 4;
@@ -111,6 +131,7 @@ class PipeOptions {
   bool deferred_batch_norm_ = false;
   Tensor sample_;
   std::shared_ptr<dist::ProcessGroup> data_parallel_group_;
+  std::vector<TiedUse> ties_;
 };
 
 class Pipe {
@@ -135,12 +156,25 @@ class Pipe {
   // a Pipe over any number of stages from it.
   void gather_model();
 
-  // This rank's parameters (its chunks', in order): what its optimizer steps.
-  std::vector<Variable> parameters() const;
+  // This rank's parameters, in the model's order: its chunks', and its copies of tied
+  // parameters whose owner is another stage. What its optimizer steps.
+  const std::vector<Variable>& parameters() const { return parameters_; }
+  // parameters() without those copies: across the pipeline each parameter of the model is owned
+  // by one stage, so a norm over the whole model sums these (a copy would count twice).
+  std::vector<Variable> owned_parameters() const;
   // Where each of parameters() sits in the whole model's parameters(): the numbering an
   // unpipelined optimizer's state uses (optimizer_state.h). Increasing; identical across the
   // ranks of a stage.
-  std::vector<int64_t> parameter_indices() const;
+  const std::vector<int64_t>& parameter_indices() const { return parameter_indices_; }
+  // The parameters used on more than one rank (tied_parameters.h), the same list on every rank.
+  const std::vector<TiedParameter>& tied_parameters() const { return tied_; }
+  // A ZeRO optimizer (stage 1 or 2) stepping parameters() over this stage's replicas: train_step
+  // reduces the tied parameters' gradients where it keeps them (a buffer of their own averaged
+  // over its group for stage 1; its averaged shards for stage 2). Required when this rank holds
+  // a tied parameter and a ZeRO optimizer (train_step says so otherwise); it must outlive the
+  // Pipe's steps.
+  void use_zero_optimizer(dist::ZeroRedundancyOptimizer& zero);
+  const std::shared_ptr<nn::Sequential>& model() const { return model_; }
   const std::vector<std::shared_ptr<nn::Sequential>>& chunks() const { return chunks_; }
   const std::shared_ptr<dist::ProcessGroup>& pipeline_group() const { return group_; }
   int stage() const { return stage_; }
@@ -161,6 +195,9 @@ class Pipe {
  private:
   // False when there is no data-parallel group (or it has one rank).
   bool average_gradients_over_data_parallel_group();
+  // The parameters of other stages that got a gradient on this rank: a use of a parameter that
+  // is neither registered nor declared (tied_parameters.h). "" when none.
+  std::string undeclared_uses() const;
 
   std::shared_ptr<nn::Sequential> model_;
   std::shared_ptr<dist::ProcessGroup> group_;
@@ -170,6 +207,11 @@ class Pipe {
   std::vector<int> balance_;
   std::vector<std::shared_ptr<nn::Sequential>> parts_;   // all K*v parts, in model order
   std::vector<std::shared_ptr<nn::Sequential>> chunks_;  // this rank's: parts s, s+K, ...
+  std::vector<TiedParameter> tied_;
+  std::vector<Variable> parameters_;       // this rank's, in the model's order
+  std::vector<int64_t> parameter_indices_;  // their places in model_->parameters()
+  std::vector<std::pair<std::string, Variable>> foreign_;  // the model's other parameters (other stages')
+  dist::ZeroRedundancyOptimizer* zero_ = nullptr;  // use_zero_optimizer
   std::vector<nn::BatchNorm2d*> deferred_batch_norms_;    // in chunks_, with deferred statistics
   std::unique_ptr<StageExecutor> executor_;
   dist::GradReductionClaim claim_;  // with a data-parallel group: no DDP or ZeRO on these too

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "autograd/functions.h"
+#include "models/gpt.h"
 #include "models/simple.h"
 #include "nn/nn.h"
 #include "pipeline/balance.h"
@@ -113,6 +114,20 @@ TEST(Balance, ByTimeGivesBackExistingGradientsBitIdentical) {
     EXPECT_TRUE(allclose(handles[i], values[i], 0, 0)) << name << "'s gradient tensor written to";
   }
   EXPECT_FALSE(params.back().second.grad().defined()) << params.back().first << " gained a gradient";
+}
+
+TEST(Balance, ByTimeProfilesAModelThatTakesTokenIds) {
+  // A GPT's first layer looks token ids up: an integer input takes no gradient, the embedding's
+  // output does. Every layer is timed, and the weight the output projection reads keeps no
+  // gradient of the profiling's.
+  manual_seed(4);
+  auto gpt = models::GPT(models::GPTConfig::tiny());
+  const Tensor tokens = zeros({2, 8}, kI64);
+  const std::vector<double> times = profile_layer_times(*gpt, tokens, 1);
+  ASSERT_EQ(times.size(), 5u);  // embed, h0, h1, ln_f, lm_head
+  for (double t : times) EXPECT_GT(t, 0);
+  EXPECT_NO_THROW(check_balance(balance_by_time(*gpt, 2, tokens, 1), 5));
+  for (const Variable& p : gpt->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
 TEST(Balance, ErrorsNameTheValues) {

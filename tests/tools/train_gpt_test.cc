@@ -1,6 +1,7 @@
 // The train tool on a GPT (--model=gpt-tiny on the fortunes corpus, one token per byte): it
 // learns (the loss falls), reports validation loss and perplexity (their exp) and tokens per
-// second and no accuracy, DDP on 2 ranks ends where one process on the 2-times batch does,
+// second and no accuracy, DDP on 2 ranks ends where one process on the 2-times batch does, a
+// 2-stage pipeline where one process on the same batches does,
 // clipping under ZeRO-1 where it does under DDP, --sample prints the tokens it generates, and
 // flags that do not fit a GPT end with exit code 2 naming them. Short runs (gpt-tiny, windows of
 // 32 bytes, a few hundred windows).
@@ -90,6 +91,23 @@ TEST(TrainGpt, ZeroStagesWithTheDecayGroupsEqualDdp) {
     // tokenizer has 35,712 (models::GPTConfig::parameters).
     EXPECT_EQ(json_number(last_json_line(zero.output), "parameters"), 35712) << strategy;
   }
+}
+
+// The pipeline on 2 ranks (embed and h0 | h1, ln_f and lm_head, the token embedding's weight
+// kept by both and its gradient summed) against one process on the same batches: AdamW's two
+// decay groups, clipping that counts the tied weight once, a zero-bubble schedule.
+TEST(TrainGpt, PipelineOnTwoRanksEqualsOneProcess) {
+  const std::string flags = kTinyGpt + "--train-limit=256 --epochs=2 --clip-grad-norm=0.05 ";
+  const std::string one = temp_path("gpt_one_clip.safetensors");
+  const std::string two = temp_path("gpt_pipeline.safetensors");
+  const auto single = run_train_single(flags + "--save-model=" + one);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  const auto pipeline = run_train(flags + "--strategy=pipeline --pipeline-schedule=zb-h1 "
+                                  "--save-model=" + two);
+  ASSERT_EQ(pipeline.exit_code, 0) << pipeline.output;
+  EXPECT_EQ(compare_models(two, one, 1e-5), "");
+  EXPECT_NEAR(json_number(last_json_line(pipeline.output), "val_loss"),
+              json_number(last_json_line(single.output), "val_loss"), 1e-5);
 }
 
 // --clip-grad-norm through each strategy's layout: ZeRO-1 clips its reduced shard by the norm
@@ -206,7 +224,8 @@ TEST(TrainGpt, FlagsThatDoNotFitEndWithCodeTwoNamingThem) {
     EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;
   }
   // The support table's refusals, before any rank starts.
-  for (const Case& c : {Case{"--model=gpt-tiny --strategy=pipeline", "weight tying"},
+  for (const Case& c : {Case{"--model=gpt-tiny --strategy=pipeline --dp-strategy=zero1",
+                             "--dp-strategy=zero1"},
                         Case{"--model=gpt-tiny --strategy=async", "--weight-decay=0.1"}}) {
     const auto r = run_train(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;

@@ -133,6 +133,16 @@ PlannedRun planned(const Assignment& v) {
   return r;
 }
 
+// Whether `axis` can still apply once the axes not chosen yet are: it applies with `chosen`
+// and, for each axis its conditions name that is not chosen yet, a value they allow.
+bool could_apply(const Axis& axis, const Assignment& chosen) {
+  Assignment known = chosen;
+  for (const Condition& c : axis.applies_when) {
+    if (value_in(known, c.axis).empty()) known.emplace_back(c.axis, c.values[0]);
+  }
+  return applies(axis, known);
+}
+
 class Planner {
  public:
   explicit Planner(uint64_t seed) : axes_(support_axes()), rng_(seed) {
@@ -198,7 +208,8 @@ class Planner {
   // A valid run holding pair p, or {} when this attempt found none. The axes are chosen in the
   // table's order (the strategy first, a compressor before error feedback), so whether an axis
   // applies is known when its turn comes; a value is chosen only where no refusal matches what
-  // is chosen so far.
+  // is chosen so far (with the pair, and what its axes need to apply), nor where the pair's
+  // later axes could no longer apply.
   std::vector<int> candidate(const Pair& p) {
     const auto& [i, a, j, b] = p;
     std::vector<int> run(axes_.size(), -1);
@@ -209,6 +220,13 @@ class Planner {
     for (const auto& [axis, value] : {std::pair<int, int>{i, a}, std::pair<int, int>{j, b}}) {
       if (value == 0) continue;
       for (const Condition& c : axes_[axis].applies_when) needed.push_back(c);
+    }
+    // What those conditions force (one value allowed): known to the refusals from the start, so
+    // an earlier axis avoids a value they would refuse with it (a pipeline's ZeRO with the GPT's
+    // decay groups).
+    Assignment forced;
+    for (const Condition& c : needed) {
+      if (c.values.size() == 1) forced.emplace_back(c.axis, c.values[0]);
     }
     for (size_t k = 0; k < axes_.size(); ++k) {
       const Axis& axis = axes_[k];
@@ -238,6 +256,12 @@ class Planner {
         // What is chosen, this value, and the pair (fixed whatever comes before it).
         Assignment with = chosen;
         with.emplace_back(axis.name, axis.values[v]);
+        for (const auto& [name, value] : forced) {
+          if (value_in(with, name).empty()) with.emplace_back(name, value);
+        }
+        // The pair's later axes must still apply (a pipeline's schedule needs the pipeline).
+        if (int(k) < i && a != 0 && !could_apply(axes_[i], with)) continue;
+        if (int(k) < j && b != 0 && !could_apply(axes_[j], with)) continue;
         if (int(k) < i) with.emplace_back(axes_[i].name, axes_[i].values[a]);
         if (int(k) < j) with.emplace_back(axes_[j].name, axes_[j].values[b]);
         if (refusal_for(with) != nullptr) continue;

@@ -68,11 +68,17 @@ class Pipeline : public Strategy {
                                                                : 0;
     if (zero_stage == 0) options.data_parallel_group(topology_.data_parallel_group());
     if (c.balance == "time") {
-      // Layer times do not depend on the pixel values: a micro-batch of zeros of the data's shape.
+      // Layer times do not depend on the values: a micro-batch of zeros of the data's shape
+      // (token ids for a GPT, images otherwise).
       const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
       const data::ImageShape& s = data::kMnistImage;
-      options.sample(zeros({rows, s.channels, s.height, s.width}, TensorOptions(kF32).device(device)));
+      options.sample(language_model(c)
+                         ? zeros({rows, c.seq_len}, TensorOptions(kI64).device(device))
+                         : zeros({rows, s.channels, s.height, s.width}, TensorOptions(kF32).device(device)));
     }
+    // The GPT's lm_head reads the token embedding's weight without registering it (weight tying,
+    // models/gpt.h): the stages holding either keep a copy, their gradients summed each batch.
+    if (language_model(c)) options.tie("embed.wte.weight", {"lm_head"});
     // The micro-batch loss: scaled for fp16 inside the pipeline, where backward starts.
     MixedPrecision* amp = &precision_;
     auto loss = [criterion = std::move(criterion), amp](const Variable& out, const Tensor& y) {
@@ -86,14 +92,20 @@ class Pipeline : public Strategy {
     }
     if (zero_stage > 0) {
       // The stage's parameter groups (a GPT's decay and no-decay), its shard cut by them.
-      opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(
+      auto zero = std::make_unique<dist::ZeroRedundancyOptimizer>(
           pipe_->parameters(), make_param_groups(c, pipe_->parameters(), *model_),
           topology_.data_parallel_group(),
           [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); },
           dist::ZeroOptions().stage(zero_stage).bucket_cap_mb(c.bucket_cap_mb));
+      pipe_->use_zero_optimizer(*zero);  // the tied gradients are reduced where ZeRO keeps them
+      opt_ = std::move(zero);
     } else {
       opt_ = make_optimizer(c, pipe_->parameters(), *model_);
+      state_groups_ = pipeline::parameter_groups(*opt_);
     }
+    // A one-process run's optimizer numbers the state a checkpoint holds (the GPT's decay
+    // group first); made only for its numbering (its state is allocated at its first step).
+    model_state_groups_ = pipeline::parameter_groups(*make_optimizer(c, model_->parameters(), *model_));
   }
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
@@ -120,17 +132,20 @@ class Pipeline : public Strategy {
     return pipe_->forward(inputs);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
-  // Each stage counts its own parameters (with tensor parallelism, the slices its rank counts),
-  // summed over the tensor-parallel group and then the stages; ZeRO replicas over their shards.
+  // Each stage counts the parameters it owns (a copy of a tied parameter counts on its owner's
+  // stage only; with tensor parallelism, the slices its rank counts), summed over the
+  // tensor-parallel group and then the stages; ZeRO replicas over their shards. Every held
+  // parameter, copies included, is scaled alike.
   double clip_grad_norm(double max_norm) override {
     std::vector<std::shared_ptr<dist::ProcessGroup>> others;
     if (tensor_parallel_) others.push_back(topology_.tensor_parallel_group());
     others.push_back(topology_.pipeline_group());
     const std::vector<Variable> held = pipe_->parameters();
+    const std::vector<Variable> owned = pipe_->owned_parameters();
     const std::vector<Variable> counted =
         tensor_parallel_ ? dist::tensor_parallel::norm_counted_parameters(
-                               held, *model_, topology_.tensor_parallel_group()->rank())
-                         : held;
+                               owned, *model_, topology_.tensor_parallel_group()->rank())
+                         : owned;
     if (auto* zero = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt_.get())) {
       return zero->clip_grad_norm(max_norm, counted, others);
     }
@@ -163,16 +178,20 @@ class Pipeline : public Strategy {
   // stage's optimizer state, renumbered into the unpipelined model's (optimizer_state.h).
   // With --tensor-parallel the renumbered state holds this rank's slices of the split layers:
   // gathered over the tensor-parallel group too, so the checkpoint is the unsplit model's.
+  // Numbered as a one-process run's optimizer numbers it (model_state_groups_).
   StateDict optimizer_state() override {
-    const StateDict whole = pipeline::gather_optimizer_state(*pipe_, opt_->state_dict());
-    return tensor_parallel_ ? dist::tensor_parallel::gather_optimizer_state(whole, *model_) : whole;
+    const StateDict whole = pipeline::gather_optimizer_state(*pipe_, opt_->state_dict(), state_groups_,
+                                                             model_state_groups_);
+    return tensor_parallel_
+               ? dist::tensor_parallel::gather_optimizer_state(whole, *model_, model_state_order())
+               : whole;
   }
   void load_optimizer_state(const Checkpoint& checkpoint) override {
     Checkpoint stage = checkpoint;
-    const StateDict mine =
-        tensor_parallel_ ? dist::tensor_parallel::slice_optimizer_state(checkpoint.optimizer, *model_)
-                         : checkpoint.optimizer;
-    stage.optimizer = pipeline::slice_optimizer_state(*pipe_, mine);
+    const StateDict mine = tensor_parallel_ ? dist::tensor_parallel::slice_optimizer_state(
+                                                  checkpoint.optimizer, *model_, model_state_order())
+                                            : checkpoint.optimizer;
+    stage.optimizer = pipeline::slice_optimizer_state(*pipe_, mine, state_groups_, model_state_groups_);
     tessera::load_optimizer_state(stage, *opt_);
   }
   std::vector<Variable> model_state_parameters() const override { return pipe_->parameters(); }
@@ -188,6 +207,12 @@ class Pipeline : public Strategy {
   }
 
  private:
+  std::vector<Variable> model_state_order() const {
+    std::vector<Variable> out;
+    for (const auto& group : model_state_groups_) out.insert(out.end(), group.begin(), group.end());
+    return out;
+  }
+
   std::shared_ptr<nn::Sequential> model_;
   dist::Topology topology_;
   bool tensor_parallel_;
@@ -199,6 +224,9 @@ class Pipeline : public Strategy {
   int microbatches_;            // M as run: min(--micro-batches, the batch's rows)
   int requested_microbatches_;  // --micro-batches
   std::string dp_strategy_;  // --dp-strategy
+  // How this stage's optimizer numbers its state (empty: ZeRO's consolidated state, one group
+  // of pipe_->parameters()), and how a one-process run's optimizer numbers the whole model's.
+  pipeline::ParameterGroups state_groups_, model_state_groups_;
 };
 
 }  // namespace
