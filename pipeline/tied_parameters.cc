@@ -41,10 +41,17 @@ std::vector<TiedParameter> find_tied_parameters(const nn::Sequential& model,
   std::map<std::string, size_t> layer_index;
   for (size_t l = 0; l < model.size(); ++l) layer_index[model.name_at(l)] = l;
 
-  // The layers using each parameter: those registering it (the module tree), then the declared.
+  // The layers using each parameter: those registering it or tying it (the module tree:
+  // parameters(), then nn::Module::register_tied_parameter's ties), then the declared.
   std::map<const VariableImpl*, std::vector<size_t>> users;
   for (size_t l = 0; l < model.size(); ++l) {
     for (const Variable& p : model[l]->parameters()) users[p.impl()].push_back(l);
+  }
+  for (size_t l = 0; l < model.size(); ++l) {
+    for (const auto& [name, p] : model[l]->named_tied_parameters()) {
+      std::vector<size_t>& list = users[p.impl()];
+      if (std::find(list.begin(), list.end(), l) == list.end()) list.push_back(l);
+    }
   }
   const auto named = model.named_parameters();
   for (const TiedUse& use : declared) {

@@ -24,10 +24,11 @@
 // copy then holds: the pipeline trains as the unpipelined model does.
 //
 // Which parameters are tied. A parameter registered by layers on different stages (PyTorch's
-// tying: both modules register the same Variable) is found in the module tree. A layer that
-// reads a parameter without registering it (models::GPT's lm_head keeps the embedding as a plain
-// member) cannot be seen there, so its use is declared, as DeepSpeed's TiedLayerSpec declares
-// one: PipeOptions().tie("embed.wte.weight", {"lm_head"}). A use neither found nor declared gives
+// tying: both modules register the same Variable), or registered by one and tied by another
+// (nn::Module::register_tied_parameter: models::GPT's lm_head ties the embedding's weight), is
+// found in the module tree. A layer that reads a parameter without either cannot be seen there,
+// so its use is declared, as DeepSpeed's TiedLayerSpec declares one:
+// PipeOptions().tie("embed.wte.weight", {"lm_head"}). A use neither found nor declared gives
 // another stage's parameter a gradient on this one, which Pipe::train_step refuses on every rank
 // after the batch, before any optimizer step.
 //

@@ -6,7 +6,8 @@
 // stage holds after train_step (the tied weight's the sum of both uses, on both stages);
 // gradient clipping counting the weight once; an overflow in one copy's gradient seen by the
 // other's loss scaler; bf16 autocast. A pipeline of one stage holds both uses and exchanges
-// nothing. Left undeclared, the use is refused on both ranks after the first batch.
+// nothing. The GPT's lm_head registers its tie, so it needs no declaration; a use neither
+// registered nor declared is refused on both ranks after the first batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +20,8 @@
 #include "dist/environment.h"
 #include "dist/grad_norm.h"
 #include "optim/clip_grad.h"
+#include "nn/embedding.h"
+#include "nn/layer_norm.h"
 #include "optim/grad_scaler.h"
 #include "tests/pipeline/gpt_reference.h"
 
@@ -213,16 +216,44 @@ TEST(PipeGPT, OneStageHoldsBothUsesAndExchangesNothing) {
             static_cast<int>(reference->parameters().size()));
 }
 
-TEST(PipeGPT, AnUndeclaredUseIsRefusedOnEveryRank) {
-  // Without tie(), lm_head's gradient of wte lands in a parameter stage 1 does not train: a
-  // silent wrong answer, refused after the batch on both ranks (before any optimizer step).
+TEST(PipeGPT, TheRegisteredTieIsFoundWithoutADeclaration) {
+  // models::GPT's lm_head registers its use of wte (nn::Module::register_tied_parameter), so the
+  // module tree shows it: no tie() needed.
   auto world = dist::world();
   Pipe pipe(tiny_gpt(), world, gpt_loss, PipeOptions().microbatches(kMicrobatches));
+  ASSERT_EQ(pipe.tied_parameters().size(), 1u);
+  EXPECT_EQ(pipe.tied_parameters()[0].name, "embed.wte.weight");
+  EXPECT_EQ(pipe.tied_parameters()[0].holders, (std::vector<int>{0, 1}));
+}
+
+// A last layer that reads the first layer's weight without registering it (as models::GPT's
+// lm_head did before it registered its tie): nothing in the module tree shows the use.
+class UnregisteredTie : public nn::Module {
+ public:
+  explicit UnregisteredTie(std::shared_ptr<nn::Embedding> wte) : wte_(std::move(wte)) {}
+  std::string type_name() const override { return "UnregisteredTie"; }
+  Variable forward(const Variable& x) override { return linear(x, wte_->weight(), Variable()); }
+
+ private:
+  std::shared_ptr<nn::Embedding> wte_;
+};
+
+TEST(PipeGPT, AnUndeclaredUseIsRefusedOnEveryRank) {
+  // Without tie(), the last layer's gradient of wte lands in a parameter stage 1 does not train:
+  // a silent wrong answer, refused after the batch on both ranks (before any optimizer step).
+  auto world = dist::world();
+  manual_seed(0);
+  auto wte = std::make_shared<nn::Embedding>(nn::EmbeddingOptions(256, 8).init_std(0.02));
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back("embed", wte);
+  model->push_back("ln_f", std::make_shared<nn::LayerNorm>(8));
+  model->push_back("lm_head", std::make_shared<UnregisteredTie>(wte));
+  Pipe pipe(model, world, gpt_loss, PipeOptions().microbatches(kMicrobatches).balance(std::vector<int>{1, 2}));
   EXPECT_TRUE(pipe.tied_parameters().empty());
   const TokenBatch b = token_batch(0, kRows);
   if (pipe.stage() == 1) {
     expect_error_naming([&] { pipe.train_step(b.x, b.y); },
-                          {"stage 1", "embed.wte.weight", "PipeOptions().tie("});
+                        {"stage 1", "embed.weight", "PipeOptions().tie("});
   } else {
     expect_error_naming([&] { pipe.train_step(b.x, b.y); }, {"stage 1 found a problem"});
   }

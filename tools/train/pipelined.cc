@@ -76,9 +76,9 @@ class Pipeline : public Strategy {
                          ? zeros({rows, c.seq_len}, TensorOptions(kI64).device(device))
                          : zeros({rows, s.channels, s.height, s.width}, TensorOptions(kF32).device(device)));
     }
-    // The GPT's lm_head reads the token embedding's weight without registering it (weight tying,
-    // models/gpt.h): the stages holding either keep a copy, their gradients summed each batch.
-    if (language_model(c)) options.tie("embed.wte.weight", {"lm_head"});
+    // The GPT's lm_head ties the token embedding's weight (nn::Module::register_tied_parameter),
+    // which the Pipe finds in the module tree: the stages holding either keep a copy, their
+    // gradients summed each batch (pipeline/tied_parameters.h).
     // The micro-batch loss: scaled for fp16 inside the pipeline, where backward starts.
     MixedPrecision* amp = &precision_;
     auto loss = [criterion = std::move(criterion), amp](const Variable& out, const Tensor& y) {
