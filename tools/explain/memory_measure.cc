@@ -10,6 +10,7 @@
 #include "dist/tensor_parallel/parallelize.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/zero_optimizer.h"
+#include "models/gpt.h"
 #include "nn/loss.h"
 #include "pipeline/pipe.h"
 #include "tensor/allocator.h"
@@ -65,8 +66,11 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
     states = model->parameters();
   } else if (strategy == "pipeline") {
     // One stage a rank, balanced by parameters (as cost/memory.h's row assumes), 4 micro-batches.
+    // A GPT's loss is the language model's (its targets the window's own ids: y below).
+    pipeline::LossFunction loss = nn::CrossEntropyLoss();
+    if (input.text()) loss = [](const Variable& logits, const Tensor& ids) { return models::lm_loss(logits, ids); };
     pipe = std::make_unique<pipeline::Pipe>(
-        model, world, nn::CrossEntropyLoss(), pipeline::PipeOptions().microbatches(4).balance("params"));
+        model, world, loss, pipeline::PipeOptions().microbatches(4).balance("params"));
     opt = cost::make_optimizer(setup, pipe->parameters());
     states = pipe->parameters();
   } else {
@@ -77,7 +81,7 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
   }
   const Tensor x = input.text() ? cost::example_batch(input, batch)  // token ids stay integers
                                 : cost::example_batch(input, batch).to(dtype);
-  const Tensor y = zeros({batch}, kI64);
+  const Tensor y = input.text() ? x : zeros({batch}, kI64);  // a GPT's: the window's own ids
   dist::zero::ModelStateBytes measured;
   auto step = [&](bool measure) {
     if (pipe) {  // forward and backward of every micro-batch, as the schedule runs them
