@@ -13,6 +13,7 @@
 #include "pipeline/partition.h"
 #include "pipeline/tensor_header.h"
 #include "pipeline/tied_gradients.h"
+#include "pipeline/timing_model.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -312,7 +313,15 @@ std::string Pipe::chrome_trace() const {
 
 std::string Pipe::bubble_report() const {
   const int v = options_.chunks_per_rank(), M = last_microbatches_;
-  char line[200];
+  char line[300];
+  if (schedule_ == ScheduleKind::kZBH1 || schedule_ == ScheduleKind::kZBH2) {
+    std::string formula;
+    const double predicted = predicted_bubble(schedule_, stages_, M, v, &formula);
+    std::snprintf(line, sizeof(line), "stage %d/%d (%s, M=%d, v=%d): idle %.3f measured, bubble %.3f (%s)",
+                  stage_, stages_, schedule_name(schedule_), M, v, stats().idle_fraction(), predicted,
+                  formula.c_str());
+    return line;
+  }
   std::snprintf(line, sizeof(line),
                 "stage %d/%d (%s, M=%d, v=%d): idle %.3f measured, bubble (K-1)/(vM+K-1) = %d/%d = %.3f",
                 stage_, stages_, schedule_name(schedule_), M, v, stats().idle_fraction(), stages_ - 1,

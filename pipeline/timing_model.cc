@@ -124,5 +124,16 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
   return step;
 }
 
+double predicted_bubble(ScheduleKind kind, int stages, int microbatches, int chunks,
+                        std::string* formula) {
+  if (kind != ScheduleKind::kZBH1 && kind != ScheduleKind::kZBH2) {
+    if (formula) *formula = "(K-1)/(vM+K-1)";
+    return bubble_fraction(stages, microbatches, chunks);
+  }
+  if (formula) *formula = std::string(schedule_name(kind)) + " played with F = B = W (timing model)";
+  const std::vector<StageTimes> times(stages, StageTimes{1, 2, 1});
+  return play_timed(make_schedules(kind, stages, microbatches, chunks), chunks, times).mean_idle();
+}
+
 }  // namespace pipeline
 }  // namespace tessera

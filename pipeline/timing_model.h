@@ -35,6 +35,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "pipeline/schedule.h"
@@ -82,6 +83,13 @@ TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
 using ActionDuration = std::function<double(int stage, size_t index)>;
 TimedStep play_timed(const std::vector<std::vector<Action>>& lists, int chunks,
                      const ActionDuration& duration);
+
+// The bubble a schedule predicts with equal stages, as an idle fraction of the step: GPipe,
+// 1F1B and interleaved (K-1)/(vM+K-1) (bubble_fraction); ZB-H1 and ZB-H2 their lists played
+// with forward = B = W = 1 (a backward twice the forward, split evenly), the zero-bubble paper's
+// assumption. `formula` (when given) gets how it was computed, for reports.
+double predicted_bubble(ScheduleKind kind, int stages, int microbatches, int chunks = 1,
+                        std::string* formula = nullptr);
 
 // ZB-H1's bubble in closed form, (K-1)(T_F + T_B - T_W) with T_B = backward - weight and
 // T_W = weight: what play_timed() gives for ZB-H1's lists with equal stages when M >= K and

@@ -38,6 +38,17 @@ TEST(TimingModel, EqualStagesGiveTheFormulaForEverySchedule) {
   }
 }
 
+TEST(TimingModel, PredictedBubbleOfEachScheduleByHand) {
+  // 1F1B, K = 2, M = 4: (K-1)/(M+K-1) = 1/5.
+  std::string formula;
+  EXPECT_DOUBLE_EQ(predicted_bubble(ScheduleKind::kOneFOneB, 2, 4, 1, &formula), 0.2);
+  EXPECT_EQ(formula, "(K-1)/(vM+K-1)");
+  // ZB-H1, K = 2, M = 4, F = B = W = 1: each stage computes 4 x 3 = 12 and idles
+  // (K-1)(T_F + T_B - T_W) = 1, so 1/13 of the step.
+  EXPECT_NEAR(predicted_bubble(ScheduleKind::kZBH1, 2, 4, 1, &formula), 1.0 / 13, 1e-12);
+  EXPECT_EQ(formula, "zb-h1 played with F = B = W (timing model)");
+}
+
 TEST(TimingModel, UnequalStagesByHand) {
   // 1F1B, K = 2, M = 2; stage 0 takes twice as long as stage 1 (F 2, B 4 against F 1, B 2):
   //   stage 0: F0 [0,2]  F1 [2,4]  B0 [5,9] (waits for stage 1's B0)  B1 [9,13]

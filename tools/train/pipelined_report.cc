@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "pipeline/schedule.h"
+#include "pipeline/timing_model.h"
 #include "tensor/ops.h"
 #include "tools/json/json_writer.h"
 
@@ -46,6 +47,8 @@ std::string pipeline_json(const pipeline::Pipe& pipe, int microbatches, int requ
   const int chunks = static_cast<int>(pipe.chunks().size());
   json::Array idle;
   for (double f : ranks.idle_fraction) idle.add_raw(json::fixed(f, 4));
+  std::string formula;
+  const double theory = pipeline::predicted_bubble(pipe.schedule(), k, microbatches, chunks, &formula);
   return json::Object()
       .add("stages", k)
       .add("micro_batches", microbatches)
@@ -54,8 +57,8 @@ std::string pipeline_json(const pipeline::Pipe& pipe, int microbatches, int requ
       .add("chunks", chunks)
       .add("dp_strategy", dp_strategy)
       .add("balance", json::Array(pipe.balance()))
-      .add("bubble_formula", "(K-1)/(vM+K-1)")
-      .add("bubble_theory", pipeline::bubble_fraction(k, microbatches, chunks))
+      .add("bubble_formula", formula)
+      .add("bubble_theory", theory)
       .add("bubble_measured", ranks.mean_idle_fraction())
       .add("idle_fraction_per_rank", idle)
       .add("peak_activation_bytes", json::Array(ranks.peak_activation_bytes))
