@@ -1,5 +1,6 @@
 #include "models/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/functions.h"
@@ -195,6 +196,22 @@ std::pair<std::vector<Variable>, std::vector<Variable>> weight_decay_groups(nn::
     (matrix ? decay : no_decay).push_back(p);
   }
   return {decay, no_decay};
+}
+
+std::pair<std::vector<Variable>, std::vector<Variable>> weight_decay_groups(
+    nn::Module& model, const std::vector<Variable>& params) {
+  const auto [decay, no_decay] = weight_decay_groups(model);
+  auto in = [](const std::vector<Variable>& list, const Variable& p) {
+    return std::any_of(list.begin(), list.end(), [&](const Variable& q) { return q.is_same(p); });
+  };
+  std::vector<Variable> decayed, spared;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Variable& p = params[i];
+    TS_CHECK(in(decay, p) || in(no_decay, p), "weight_decay_groups: parameter ", i, " (shape ",
+             p.shape(), ") is not one of the model's (a flat shard?): it has no weight-decay group");
+    (in(decay, p) ? decayed : spared).push_back(p);
+  }
+  return {decayed, spared};
 }
 
 }  // namespace models

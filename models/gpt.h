@@ -61,6 +61,10 @@ Variable lm_loss(const Variable& logits, const Tensor& targets);
 // The parameters AdamW decays (the Linear weights) and those it does not (biases, LayerNorm,
 // the embeddings), as GPT-2's recipes group them: {decay, no_decay}.
 std::pair<std::vector<Variable>, std::vector<Variable>> weight_decay_groups(nn::Module& model);
+// The same split of `params` (some of the model's parameters: a pipeline stage's, say), each
+// group in `params`' order; an error for a parameter the model does not hold.
+std::pair<std::vector<Variable>, std::vector<Variable>> weight_decay_groups(
+    nn::Module& model, const std::vector<Variable>& params);
 
 }  // namespace models
 }  // namespace tessera

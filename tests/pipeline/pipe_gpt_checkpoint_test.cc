@@ -25,15 +25,7 @@ constexpr int64_t kRows = 8;
 // GPT-2's groups (models::weight_decay_groups) of `params`, in their order: the Linear weights
 // decayed, the rest not; a group `params` has nothing of is left out.
 std::unique_ptr<optim::AdamW> grouped_adamw(const std::vector<Variable>& params, nn::Module& model) {
-  const auto [decay, no_decay] = models::weight_decay_groups(model);
-  auto in = [](const std::vector<Variable>& list, const Variable& p) {
-    for (const Variable& q : list) {
-      if (q.is_same(p)) return true;
-    }
-    return false;
-  };
-  std::vector<Variable> decayed, spared;
-  for (const Variable& p : params) (in(decay, p) ? decayed : spared).push_back(p);
+  const auto [decayed, spared] = models::weight_decay_groups(model, params);
   std::vector<optim::ParamGroup> groups;
   if (!decayed.empty()) groups.emplace_back(decayed, adamw_options().clone());
   if (!spared.empty()) groups.emplace_back(spared, optim::AdamWOptions(kLr).weight_decay(0).clone());

@@ -52,20 +52,7 @@ std::vector<optim::ParamGroup> make_param_groups(const Config& c, std::vector<Va
   }
   // The GPT's two groups, each in `params`' order, of the parameters `params` holds (a pipeline
   // stage's, a parameter server's).
-  const auto [decay, no_decay] = models::weight_decay_groups(model);
-  auto in = [](const std::vector<Variable>& list, const Variable& p) {
-    for (const Variable& q : list) {
-      if (q.is_same(p)) return true;
-    }
-    return false;
-  };
-  std::vector<Variable> decayed, spared;
-  for (const Variable& p : params) {
-    TS_INTERNAL_ASSERT(in(decay, p) || in(no_decay, p),
-                       "make_param_groups: a parameter that is not the GPT's own (a flat shard?) "
-                       "cannot be put in a weight-decay group");
-    (in(decay, p) ? decayed : spared).push_back(p);
-  }
+  auto [decayed, spared] = models::weight_decay_groups(model, params);
   if (!decayed.empty()) groups.emplace_back(std::move(decayed), optimizer_options(c, c.weight_decay));
   if (!spared.empty()) groups.emplace_back(std::move(spared), optimizer_options(c, 0));
   return groups;
