@@ -13,6 +13,9 @@ namespace tensor_parallel {
 VocabParallelLMHead::VocabParallelLMHead(std::shared_ptr<VocabParallelEmbedding> wte)
     : wte_(std::move(wte)) {
   TS_CHECK(wte_ != nullptr, "VocabParallelLMHead: the embedding it is tied to is null");
+  // The tie in the module tree (as models::GPT's lm_head registers it), so that what must know
+  // every layer using a parameter finds this one: a pipeline's stages, ZeRO-3's units.
+  register_tied_parameter("weight", wte_->weight());
 }
 
 std::string VocabParallelLMHead::extra_repr() const {

@@ -17,7 +17,8 @@
 // the whole distribution (sampling: the last position's).
 //
 // The head has no parameter of its own (named_parameters() lists the weight once, as the
-// embedding's), and no state.
+// embedding's), and no state; it registers its use of the embedding's weight as a tie
+// (nn::Module::register_tied_parameter), so a pipeline finds it in the module tree.
 #pragma once
 
 #include <memory>
