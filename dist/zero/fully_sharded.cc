@@ -176,11 +176,7 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   const size_t root_last = root_ >= 0 ? unit_children_[root_].back() : 0;
   for (size_t c = 0; c < model_->size(); ++c) {
     const bool in_root = root_ >= 0 && c >= root_first && c <= root_last;
-    if (in_root && c == root_first) {
-      begin_unit_forward(static_cast<size_t>(root_));
-    } else if (in_root) {
-      units_[root_]->gather();  // a no-op: nothing frees the root inside its span
-    }
+    if (in_root && c == root_first) begin_unit_forward(static_cast<size_t>(root_));
     const int u = unit_of_child_[c];
     if (u >= 0) begin_unit_forward(static_cast<size_t>(u));
     h = (*(*model_)[c])(h);  // nested units' hooks run inside
