@@ -96,6 +96,13 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 Variable causal_attention(const Variable& q, const Variable& k, const Variable& v, double scale,
                           const AttentionBlocks& blocks = {});
 Variable causal_attention(const Variable& q, const Variable& k, const Variable& v);
+// By absolute positions (tensor/ops.h's causal_attention_block): q [B, H, Tq, D] at
+// q_positions attends to k, v [B, H, Tk, D] at k_positions, query p seeing key s when s <= p;
+// a row that sees none of the keys gives 0 (and passes no gradient).
+Variable causal_attention(const Variable& q, const Variable& k, const Variable& v, double scale,
+                          const AttentionPositions& q_positions,
+                          const AttentionPositions& k_positions,
+                          const AttentionBlocks& blocks = {});
 // GPT-2's attention between its two Linears: qkv [B, T, 3C] (q | k | v along the last dim,
 // n_head heads of C / n_head each) -> [B, T, C], the heads' outputs side by side, scale
 // 1 / sqrt(C / n_head). The head split and merge are part of the op (and of its backward).

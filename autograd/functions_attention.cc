@@ -35,6 +35,22 @@ Variable causal_attention(const Variable& q_in, const Variable& k_in, const Vari
                 });
 }
 
+Variable causal_attention(const Variable& q_in, const Variable& k_in, const Variable& v_in,
+                          double scale, const AttentionPositions& q_positions,
+                          const AttentionPositions& k_positions, const AttentionBlocks& blocks) {
+  const auto in = autocast_args("causal_attention", q_in, k_in, v_in);
+  const Variable &q = in[0], &k = in[1], &v = in[2];
+  const CausalAttentionResult r =
+      causal_attention_block(q.data(), k.data(), v.data(), scale, q_positions, k_positions, blocks);
+  return record("CausalAttentionBackward", r.output.to(q.dtype()), {q, k, v},
+                [q = q.data(), k = k.data(), v = v.data(), r, scale, q_positions, k_positions,
+                 blocks](const Tensor& g) {
+                  const CausalAttentionGrads grads = causal_attention_block_backward(
+                      g, q, k, v, r.output, r.logsumexp, scale, q_positions, k_positions, blocks);
+                  return Grads{grads.q, grads.k, grads.v};
+                });
+}
+
 Variable causal_attention(const Variable& q, const Variable& k, const Variable& v) {
   TS_CHECK(q.dim() == 4, "causal_attention: expected q of shape [B, H, T, D], got shape ",
            q.shape());

@@ -112,17 +112,24 @@ class Backend {
                                       const Tensor& row_grad, double label_smoothing,
                                       const Tensor& grad_logits) = 0;
 
-  // Causal multi-head self-attention (tensor/ops.h's causal_attention), FlashAttention's way:
-  // q, k, v, out, grad_* contiguous [B, H, T, D] of one dtype (f32 or f64); logsumexp
-  // contiguous [B, H, T] in that dtype, the log of each query row's sum of exp(scaled scores),
-  // all the backward needs to recompute the probabilities. `blocks` is the CPU's tiling; a
-  // backend may choose its own.
-  virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                                const AttentionBlocks& blocks, const Tensor& out,
+  // Causal multi-head attention by absolute positions (tensor/ops.h's causal_attention and
+  // causal_attention_block), FlashAttention's way: q, out, grad_out, grad_q contiguous
+  // [B, H, Tq, D], k, v, grad_k, grad_v contiguous [B, H, Tk, D], one dtype (f32 or f64);
+  // q_positions [Tq] and k_positions [Tk] contiguous i64 on the same device: query row r sees
+  // key row c when k_positions[c] <= q_positions[r]. logsumexp contiguous [B, H, Tq] in q's
+  // dtype, the log of each query row's sum of exp(scaled scores) (-inf, with out = 0, for a row
+  // that sees no key), all the backward needs to recompute the probabilities; the backward
+  // takes the output and logsumexp of the whole attention (of which this key block may be a
+  // part) and writes this block's share of grad_q and its grad_k, grad_v. `blocks` is the
+  // CPU's tiling; a backend may choose its own.
+  virtual void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& q_positions, const Tensor& k_positions,
+                                double scale, const AttentionBlocks& blocks, const Tensor& out,
                                 const Tensor& logsumexp) = 0;
   virtual void causal_attention_backward(const Tensor& grad_out, const Tensor& q,
                                          const Tensor& k, const Tensor& v, const Tensor& out,
-                                         const Tensor& logsumexp, double scale,
+                                         const Tensor& logsumexp, const Tensor& q_positions,
+                                         const Tensor& k_positions, double scale,
                                          const AttentionBlocks& blocks, const Tensor& grad_q,
                                          const Tensor& grad_k, const Tensor& grad_v) = 0;
 

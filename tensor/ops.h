@@ -132,6 +132,31 @@ CausalAttentionGrads causal_attention_backward(const Tensor& grad_out, const Ten
                                                const Tensor& k, const Tensor& v,
                                                const Tensor& output, const Tensor& logsumexp,
                                                double scale, const AttentionBlocks& blocks = {});
+// One block of keys of a longer causal attention, by absolute positions (ring attention's
+// step, dist/context_parallel/): q [B, H, Tq, D] at q_positions, k and v [B, H, Tk, D] at
+// k_positions (AttentionPositions' runs, Tq and Tk rows), query p seeing key s when s <= p.
+// The result is softmax over this block's keys alone, with its row logsumexp; a row that sees
+// none of them gets output 0 and logsumexp -inf. The output stays in the kernels' dtype (f32;
+// f64 for f64 inputs) so that combining blocks loses nothing. causal_attention(q, k, v) is
+// the case of one block at positions 0..T-1 for both.
+CausalAttentionResult causal_attention_block(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             double scale, const AttentionPositions& q_positions,
+                                             const AttentionPositions& k_positions,
+                                             const AttentionBlocks& blocks = {});
+// The exact softmax over the union of two blocks' keys from their partial results (the online
+// softmax's rescaling): L = log(e^La + e^Lb), O = e^(La - L) Oa + e^(Lb - L) Ob; a side with
+// L = -inf weighs 0, and both at -inf give O = 0, L = -inf.
+CausalAttentionResult combine_attention(const CausalAttentionResult& a,
+                                        const CausalAttentionResult& b);
+// The gradients through one block: `output` and `logsumexp` are those of the whole attention
+// (combined over every block), which is all FlashAttention's backward needs (D = rowsum(dO O)
+// and P = exp(s q.k - L)). Gives this block's part of grad q (sum over the blocks for the
+// whole) and the block's grad k and grad v, in the inputs' dtypes.
+CausalAttentionGrads causal_attention_block_backward(
+    const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
+    const Tensor& output, const Tensor& logsumexp, double scale,
+    const AttentionPositions& q_positions, const AttentionPositions& k_positions,
+    const AttentionBlocks& blocks = {});
 
 // ---- convolution and pooling (NCHW) ----
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,

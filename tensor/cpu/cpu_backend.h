@@ -31,11 +31,13 @@ class CpuBackend final : public Backend {
   void cross_entropy_backward(const Tensor& log_probs, const Tensor& target,
                               const Tensor& row_grad, double label_smoothing,
                               const Tensor& grad_logits) override;
-  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+  void causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& q_positions, const Tensor& k_positions, double scale,
                         const AttentionBlocks& blocks, const Tensor& out,
                         const Tensor& logsumexp) override;
   void causal_attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k,
                                  const Tensor& v, const Tensor& out, const Tensor& logsumexp,
+                                 const Tensor& q_positions, const Tensor& k_positions,
                                  double scale, const AttentionBlocks& blocks,
                                  const Tensor& grad_q, const Tensor& grad_k,
                                  const Tensor& grad_v) override;

@@ -2,6 +2,10 @@
 // (tensor/cpu/attention.cc explains it), one thread per query (or key) row and tiles of rows
 // staged in shared memory. Like the CPU kernels it never stores the T x T scores: forward
 // keeps O and the row logsumexp L, backward recomputes P = exp(s q.k - L) wherever it needs it.
+// The mask is by absolute positions (qpos per query row, kpos per key row; query r sees key c
+// when kpos[c] <= qpos[r]), so one kernel serves plain causal attention and ring attention's
+// blocks; a tile no thread of the block can see is skipped whole (__syncthreads_or), and a row
+// that sees no key gets O = 0, L = -inf.
 //
 //   forward     grid (query tiles, B H): each thread keeps its query's running max m, sum l
 //               and unnormalized output o (in shared memory, [D][tile], so that the threads of
@@ -65,34 +69,52 @@ __device__ void zero_column(int64_t d, int tile, T* dst) {
   for (int64_t dd = 0; dd < d; ++dd) dst[dd * tile + threadIdx.x] = 0;
 }
 
+// The smallest (or largest) of positions [p0, p0 + n).
+__device__ int64_t min_position(const int64_t* pos, int64_t p0, int n) {
+  int64_t m = pos[p0];
+  for (int i = 1; i < n; ++i) m = pos[p0 + i] < m ? pos[p0 + i] : m;
+  return m;
+}
+__device__ int64_t max_position(const int64_t* pos, int64_t p0, int n) {
+  int64_t m = pos[p0];
+  for (int i = 1; i < n; ++i) m = pos[p0 + i] > m ? pos[p0 + i] : m;
+  return m;
+}
+
 template <typename T>
-__global__ void forward_kernel(const T* q, const T* k, const T* v, T* out, T* lse, int64_t t,
+__global__ void forward_kernel(const T* q, const T* k, const T* v, const int64_t* qpos,
+                               const int64_t* kpos, T* out, T* lse, int64_t tq, int64_t tk,
                                int64_t d, T scale, int tile) {
   extern __shared__ unsigned char shared_bytes[];
   T* qs = reinterpret_cast<T*>(shared_bytes);  // [d][tile]: this block's queries
   T* acc = qs + d * tile;                       // [d][tile]: their unnormalized outputs
   T* ks = acc + d * tile;                       // [tile][d]: a tile of keys
   T* vs = ks + tile * d;                        // [tile][d]: and of values
-  const int64_t base = static_cast<int64_t>(blockIdx.y) * t * d;
+  const int64_t head = blockIdx.y, q_base = head * tq * d, k_base = head * tk * d;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * tile;
   const int lane = threadIdx.x;
   const int64_t row = r0 + lane;
-  const bool active = row < t;
-  own_row(q + base, row, t, d, tile, qs);
+  const bool active = row < tq;
+  const int64_t p = active ? qpos[row] : -1;
+  own_row(q + q_base, row, tq, d, tile, qs);
   zero_column(d, tile, acc);
   T m = -INFINITY, l = 0;
   T s[kMaxTile];
-  const int64_t keys = r0 + tile < t ? r0 + tile : t;  // keys after the last query are hidden
-  for (int64_t c0 = 0; c0 < keys; c0 += tile) {
-    const int nc = static_cast<int>(keys - c0 < tile ? keys - c0 : tile);
-    __syncthreads();  // the previous tile is consumed
-    stage_rows(k + base, c0, nc, d, ks);
-    stage_rows(v + base, c0, nc, d, vs);
+  for (int64_t c0 = 0; c0 < tk; c0 += tile) {
+    const int nc = static_cast<int>(tk - c0 < tile ? tk - c0 : tile);
+    // A barrier (the previous tile is consumed) that also tells whether anyone sees this tile.
+    const bool sees = active && min_position(kpos, c0, nc) <= p;
+    if (!__syncthreads_or(sees)) continue;
+    stage_rows(k + k_base, c0, nc, d, ks);
+    stage_rows(v + k_base, c0, nc, d, vs);
     __syncthreads();
-    if (!active || c0 > row) continue;
-    const int visible = static_cast<int>(row - c0 + 1 < nc ? row - c0 + 1 : nc);
-    T tile_max = -INFINITY;
-    for (int c = 0; c < visible; ++c) {
+    if (!sees) continue;
+    T tile_max = -INFINITY;  // finite: this row sees some key of the tile
+    for (int c = 0; c < nc; ++c) {
+      if (kpos[c0 + c] > p) {
+        s[c] = -INFINITY;
+        continue;
+      }
       T dot = 0;
       for (int64_t dd = 0; dd < d; ++dd) dot += qs[dd * tile + lane] * ks[c * d + dd];
       s[c] = dot * scale;
@@ -101,20 +123,21 @@ __global__ void forward_kernel(const T* q, const T* k, const T* v, T* out, T* ls
     const T m_new = m > tile_max ? m : tile_max;
     const T rescale = exp(m - m_new);  // 0 for the first tile's m = -inf
     l *= rescale;
-    for (int c = 0; c < visible; ++c) {
-      s[c] = exp(s[c] - m_new);
+    for (int c = 0; c < nc; ++c) {
+      s[c] = exp(s[c] - m_new);  // hidden keys: exp(-inf) = 0
       l += s[c];
     }
     for (int64_t dd = 0; dd < d; ++dd) {
       T o = acc[dd * tile + lane] * rescale;
-      for (int c = 0; c < visible; ++c) o += s[c] * vs[c * d + dd];
+      for (int c = 0; c < nc; ++c) o += s[c] * vs[c * d + dd];
       acc[dd * tile + lane] = o;
     }
     m = m_new;
   }
   if (!active) return;
-  for (int64_t dd = 0; dd < d; ++dd) out[base + row * d + dd] = acc[dd * tile + lane] / l;
-  lse[static_cast<int64_t>(blockIdx.y) * t + row] = m + log(l);
+  const T inv = l > 0 ? T(1) / l : T(0);  // a row that saw no key: O = 0, L = -inf
+  for (int64_t dd = 0; dd < d; ++dd) out[q_base + row * d + dd] = acc[dd * tile + lane] * inv;
+  lse[head * tq + row] = l > 0 ? m + log(l) : -INFINITY;
 }
 
 template <typename T>
@@ -128,8 +151,9 @@ __global__ void delta_kernel(const T* grad_out, const T* out, T* delta, int64_t 
 }
 
 template <typename T>
-__global__ void grad_kv_kernel(const T* q, const T* k, const T* v, const T* grad_out,
-                               const T* lse, const T* delta, T* grad_k, T* grad_v, int64_t t,
+__global__ void grad_kv_kernel(const T* q, const T* k, const T* v, const int64_t* qpos,
+                               const int64_t* kpos, const T* grad_out, const T* lse,
+                               const T* delta, T* grad_k, T* grad_v, int64_t tq, int64_t tk,
                                int64_t d, T scale, int tile) {
   extern __shared__ unsigned char shared_bytes[];
   T* kk = reinterpret_cast<T*>(shared_bytes);  // [d][tile]: this block's keys
@@ -140,29 +164,32 @@ __global__ void grad_kv_kernel(const T* q, const T* k, const T* v, const T* grad
   T* gs = qs + tile * d;                        // [tile][d]: and of dO
   T* ls = gs + tile * d;                        // [tile]:    their L
   T* ds = ls + tile;                            // [tile]:    and D
-  const int64_t head = blockIdx.y, base = head * t * d;
+  const int64_t head = blockIdx.y, q_base = head * tq * d, k_base = head * tk * d;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * tile;
   const int lane = threadIdx.x;
   const int64_t col = c0 + lane;  // this thread's key
-  const bool active = col < t;
-  own_row(k + base, col, t, d, tile, kk);
-  own_row(v + base, col, t, d, tile, vv);
+  const bool active = col < tk;
+  const int64_t p = active ? kpos[col] : 0;
+  own_row(k + k_base, col, tk, d, tile, kk);
+  own_row(v + k_base, col, tk, d, tile, vv);
   zero_column(d, tile, dk);
   zero_column(d, tile, dv);
-  // Queries before c0 see none of this block's keys.
-  for (int64_t r0 = c0; r0 < t; r0 += tile) {
-    const int nr = static_cast<int>(t - r0 < tile ? t - r0 : tile);
-    __syncthreads();
-    stage_rows(q + base, r0, nr, d, qs);
-    stage_rows(grad_out + base, r0, nr, d, gs);
+  for (int64_t r0 = 0; r0 < tq; r0 += tile) {
+    const int nr = static_cast<int>(tq - r0 < tile ? tq - r0 : tile);
+    // Query tiles before this thread's key see none of it; skip tiles nobody here sees.
+    const bool seen = active && max_position(qpos, r0, nr) >= p;
+    if (!__syncthreads_or(seen)) continue;
+    stage_rows(q + q_base, r0, nr, d, qs);
+    stage_rows(grad_out + q_base, r0, nr, d, gs);
     for (int i = threadIdx.x; i < nr; i += blockDim.x) {
-      ls[i] = lse[head * t + r0 + i];
-      ds[i] = delta[head * t + r0 + i];
+      ls[i] = lse[head * tq + r0 + i];
+      ds[i] = delta[head * tq + r0 + i];
     }
     __syncthreads();
-    if (!active) continue;
+    if (!seen) continue;
     for (int r = 0; r < nr; ++r) {
-      if (r0 + r < col) continue;  // query r0 + r does not see this key
+      // Query r0 + r does not see this key, or sees no key at all (L = -inf, P = 0).
+      if (qpos[r0 + r] < p || ls[r] == -INFINITY) continue;
       T dot = 0, dp = 0;
       for (int64_t dd = 0; dd < d; ++dd) {
         dot += qs[r * d + dd] * kk[dd * tile + lane];
@@ -178,14 +205,15 @@ __global__ void grad_kv_kernel(const T* q, const T* k, const T* v, const T* grad
   }
   if (!active) return;
   for (int64_t dd = 0; dd < d; ++dd) {
-    grad_k[base + col * d + dd] = dk[dd * tile + lane];
-    grad_v[base + col * d + dd] = dv[dd * tile + lane];
+    grad_k[k_base + col * d + dd] = dk[dd * tile + lane];
+    grad_v[k_base + col * d + dd] = dv[dd * tile + lane];
   }
 }
 
 template <typename T>
-__global__ void grad_q_kernel(const T* q, const T* k, const T* v, const T* grad_out,
-                              const T* lse, const T* delta, T* grad_q, int64_t t, int64_t d,
+__global__ void grad_q_kernel(const T* q, const T* k, const T* v, const int64_t* qpos,
+                              const int64_t* kpos, const T* grad_out, const T* lse,
+                              const T* delta, T* grad_q, int64_t tq, int64_t tk, int64_t d,
                               T scale, int tile) {
   extern __shared__ unsigned char shared_bytes[];
   T* qs = reinterpret_cast<T*>(shared_bytes);  // [d][tile]: this block's queries
@@ -193,25 +221,27 @@ __global__ void grad_q_kernel(const T* q, const T* k, const T* v, const T* grad_
   T* dq = gs + d * tile;                        // [d][tile]: their gradients
   T* ks = dq + d * tile;                        // [tile][d]: a tile of keys
   T* vs = ks + tile * d;                        // [tile][d]: and values
-  const int64_t head = blockIdx.y, base = head * t * d;
+  const int64_t head = blockIdx.y, q_base = head * tq * d, k_base = head * tk * d;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * tile;
   const int lane = threadIdx.x;
   const int64_t row = r0 + lane;
-  const bool active = row < t;
-  own_row(q + base, row, t, d, tile, qs);
-  own_row(grad_out + base, row, t, d, tile, gs);
+  const T row_lse = row < tq ? lse[head * tq + row] : T(0);
+  const bool active = row < tq && row_lse != -INFINITY;  // L = -inf: sees no key, dQ = 0
+  const int64_t p = row < tq ? qpos[row] : -1;
+  own_row(q + q_base, row, tq, d, tile, qs);
+  own_row(grad_out + q_base, row, tq, d, tile, gs);
   zero_column(d, tile, dq);
-  const T row_lse = active ? lse[head * t + row] : T(0);
-  const T row_delta = active ? delta[head * t + row] : T(0);
-  const int64_t keys = r0 + tile < t ? r0 + tile : t;
-  for (int64_t c0 = 0; c0 < keys; c0 += tile) {
-    const int nc = static_cast<int>(keys - c0 < tile ? keys - c0 : tile);
+  const T row_delta = row < tq ? delta[head * tq + row] : T(0);
+  for (int64_t c0 = 0; c0 < tk; c0 += tile) {
+    const int nc = static_cast<int>(tk - c0 < tile ? tk - c0 : tile);
+    const bool sees = active && min_position(kpos, c0, nc) <= p;
+    if (!__syncthreads_or(sees)) continue;
+    stage_rows(k + k_base, c0, nc, d, ks);
+    stage_rows(v + k_base, c0, nc, d, vs);
     __syncthreads();
-    stage_rows(k + base, c0, nc, d, ks);
-    stage_rows(v + base, c0, nc, d, vs);
-    __syncthreads();
-    if (!active) continue;
-    for (int c = 0; c < nc && c0 + c <= row; ++c) {
+    if (!sees) continue;
+    for (int c = 0; c < nc; ++c) {
+      if (kpos[c0 + c] > p) continue;
       T dot = 0, dp = 0;
       for (int64_t dd = 0; dd < d; ++dd) {
         dot += qs[dd * tile + lane] * ks[c * d + dd];
@@ -222,8 +252,8 @@ __global__ void grad_q_kernel(const T* q, const T* k, const T* v, const T* grad_
       for (int64_t dd = 0; dd < d; ++dd) dq[dd * tile + lane] += dscore * ks[c * d + dd];
     }
   }
-  if (!active) return;
-  for (int64_t dd = 0; dd < d; ++dd) grad_q[base + row * d + dd] = dq[dd * tile + lane];
+  if (row >= tq) return;
+  for (int64_t dd = 0; dd < d; ++dd) grad_q[q_base + row * d + dd] = dq[dd * tile + lane];
 }
 
 // f32 and f64 only: causal_attention (tensor/ops_attention.cc) widens the 2-byte floats.
@@ -245,44 +275,47 @@ dim3 grid(int64_t t, int tile, int64_t heads) {
 
 }  // namespace
 
-void launch_causal_attention(const void* q, const void* k, const void* v, void* out, void* lse,
-                             DType dtype, int64_t heads, int64_t t, int64_t d, double scale,
+void launch_causal_attention(const void* q, const void* k, const void* v, const int64_t* qpos,
+                             const int64_t* kpos, void* out, void* lse, DType dtype,
+                             int64_t heads, int64_t tq, int64_t tk, int64_t d, double scale,
                              cudaStream_t s) {
-  if (heads == 0 || t == 0) return;
+  if (heads == 0 || tq == 0 || tk == 0) return;
   TS_ATTENTION_DISPATCH(dtype, "causal_attention", [&] {
     const int tile = tile_rows<scalar_t>(4 * d, "causal_attention");
     const size_t bytes = sizeof(scalar_t) * 4 * d * tile;
-    forward_kernel<scalar_t><<<grid(t, tile, heads), tile, bytes, s>>>(
+    forward_kernel<scalar_t><<<grid(tq, tile, heads), tile, bytes, s>>>(
         static_cast<const scalar_t*>(q), static_cast<const scalar_t*>(k),
-        static_cast<const scalar_t*>(v), static_cast<scalar_t*>(out),
-        static_cast<scalar_t*>(lse), t, d, static_cast<scalar_t>(scale), tile);
+        static_cast<const scalar_t*>(v), qpos, kpos, static_cast<scalar_t*>(out),
+        static_cast<scalar_t*>(lse), tq, tk, d, static_cast<scalar_t>(scale), tile);
   });
   check_launch("causal_attention");
 }
 
 void launch_causal_attention_backward(const void* grad_out, const void* q, const void* k,
-                                      const void* v, const void* out, const void* lse,
-                                      void* delta, void* grad_q, void* grad_k, void* grad_v,
-                                      DType dtype, int64_t heads, int64_t t, int64_t d,
+                                      const void* v, const int64_t* qpos, const int64_t* kpos,
+                                      const void* out, const void* lse, void* delta,
+                                      void* grad_q, void* grad_k, void* grad_v, DType dtype,
+                                      int64_t heads, int64_t tq, int64_t tk, int64_t d,
                                       double scale, cudaStream_t s) {
-  if (heads == 0 || t == 0) return;
+  if (heads == 0 || tq == 0 || tk == 0) return;
   TS_ATTENTION_DISPATCH(dtype, "causal_attention_backward", [&] {
     using T = scalar_t;
     const T* g = static_cast<const T*>(grad_out);
     const T *qp = static_cast<const T*>(q), *kp = static_cast<const T*>(k),
             *vp = static_cast<const T*>(v), *lp = static_cast<const T*>(lse);
     T* dp = static_cast<T*>(delta);
-    delta_kernel<T><<<blocks_for(heads * t), kThreads, 0, s>>>(g, static_cast<const T*>(out),
-                                                               dp, heads * t, d);
+    delta_kernel<T><<<blocks_for(heads * tq), kThreads, 0, s>>>(g, static_cast<const T*>(out),
+                                                                dp, heads * tq, d);
     check_launch("causal_attention_backward (delta)");
     const int kv_tile = tile_rows<T>(6 * d + 2, "causal_attention_backward");
-    grad_kv_kernel<T><<<grid(t, kv_tile, heads), kv_tile, sizeof(T) * (6 * d + 2) * kv_tile, s>>>(
-        qp, kp, vp, g, lp, dp, static_cast<T*>(grad_k), static_cast<T*>(grad_v), t, d,
-        static_cast<T>(scale), kv_tile);
+    grad_kv_kernel<T><<<grid(tk, kv_tile, heads), kv_tile, sizeof(T) * (6 * d + 2) * kv_tile, s>>>(
+        qp, kp, vp, qpos, kpos, g, lp, dp, static_cast<T*>(grad_k), static_cast<T*>(grad_v), tq,
+        tk, d, static_cast<T>(scale), kv_tile);
     check_launch("causal_attention_backward (dK, dV)");
     const int q_tile = tile_rows<T>(5 * d, "causal_attention_backward");
-    grad_q_kernel<T><<<grid(t, q_tile, heads), q_tile, sizeof(T) * 5 * d * q_tile, s>>>(
-        qp, kp, vp, g, lp, dp, static_cast<T*>(grad_q), t, d, static_cast<T>(scale), q_tile);
+    grad_q_kernel<T><<<grid(tq, q_tile, heads), q_tile, sizeof(T) * 5 * d * q_tile, s>>>(
+        qp, kp, vp, qpos, kpos, g, lp, dp, static_cast<T*>(grad_q), tq, tk, d,
+        static_cast<T>(scale), q_tile);
   });
   check_launch("causal_attention_backward (dQ)");
 }

@@ -32,6 +32,22 @@ TEST(Gradcheck, CausalAttention) {
   }
 }
 
+// By positions: two runs of queries (head-tail's shape) against keys partly before, across and
+// after them, so that some rows see no key; blocks that do not divide the lengths.
+TEST(Gradcheck, CausalAttentionByPositions) {
+  const AttentionPositions queries{{{2, 3}, {9, 2}}}, keys{{{0, 4}, {6, 2}}};
+  for (const AttentionBlocks blocks : {AttentionBlocks{}, AttentionBlocks{2, 3}}) {
+    EXPECT_GRADCHECK(
+        [&](const V& v) { return causal_attention(v[0], v[1], v[2], 0.6, queries, keys, blocks); },
+        std::vector<Tensor>{r({1, 2, 5, 3}, 7), r({1, 2, 6, 3}, 8), r({1, 2, 6, 3}, 9)});
+  }
+  const AttentionPositions early = AttentionPositions::contiguous(0, 5),
+                           late = AttentionPositions::contiguous(3, 6);
+  EXPECT_GRADCHECK(
+      [&](const V& v) { return causal_attention(v[0], v[1], v[2], 0.6, early, late, {2, 2}); },
+      std::vector<Tensor>{r({1, 1, 5, 3}, 10), r({1, 1, 6, 3}, 11), r({1, 1, 6, 3}, 12)});
+}
+
 // A batch of two, and non-contiguous inputs (transposed views, as a head split gives).
 TEST(Gradcheck, CausalAttentionOnViews) {
   EXPECT_GRADCHECK([](const V& v) { return causal_attention(v[0], v[1], v[2]); },
