@@ -1,0 +1,45 @@
+#include "dist/context_parallel/context_parallel_attention.h"
+
+#include "tensor/check.h"
+
+namespace tessera {
+namespace dist {
+namespace context_parallel {
+
+ContextParallelAttention::ContextParallelAttention(const nn::CausalSelfAttention& attention,
+                                                   std::shared_ptr<ProcessGroup> group,
+                                                   const RingAttentionOptions& options)
+    : n_embd_(attention.n_embd()), n_head_(attention.n_head()), group_(std::move(group)),
+      options_(options) {
+  TS_CHECK(group_ != nullptr, "ContextParallelAttention: the context-parallel group is null");
+  for (const auto& [name, module] : attention.named_children()) register_module(name, module);
+  child("c_attn");
+  child("c_proj");
+}
+
+nn::Module& ContextParallelAttention::child(const char* name) const {
+  for (const auto& [child_name, module] : named_children()) {
+    if (child_name == name) return *module;
+  }
+  TS_FAIL("ContextParallelAttention: no child named '", name, "'");
+}
+
+std::string ContextParallelAttention::extra_repr() const {
+  return detail::str("n_embd=", n_embd_, ", n_head=", n_head_, ", ranks=", group_->size(),
+                     ", split=", split_name(options_.split_));
+}
+
+Variable ContextParallelAttention::forward(const Variable& x) {
+  TS_CHECK(x.dim() == 3 && x.size(2) == n_embd_, "ContextParallelAttention(", n_embd_, ", ",
+           n_head_, "): expected this rank's tokens [B, T/C, ", n_embd_, "], got shape ",
+           x.shape());
+  const Variable qkv = child("c_attn")(x);
+  const int64_t head_dim = n_embd_ / n_head_, width = qkv.size(-1);
+  TS_CHECK(width > 0 && width % (3 * head_dim) == 0, "ContextParallelAttention: c_attn's output of ",
+           width, " features is not q | k | v of whole heads of ", head_dim);
+  return child("c_proj")(ring_self_attention(qkv, width / (3 * head_dim), group_, options_));
+}
+
+}  // namespace context_parallel
+}  // namespace dist
+}  // namespace tessera

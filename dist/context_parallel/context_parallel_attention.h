@@ -1,0 +1,46 @@
+// ContextParallelAttention: GPT-2's attention sublayer (nn::CausalSelfAttention) with its
+// attention run as ring attention over a context-parallel group, x [B, T/C, C] -> [B, T/C, C]:
+//
+//   x --c_attn--> qkv [B, T/C, 3C] --ring_self_attention--> y [B, T/C, C] --c_proj--> out
+//
+// The rank's T/C tokens are its chunks of the sequence (sequence_split.h); c_attn and c_proj
+// work token by token, so only the attention in the middle needs the other ranks' tokens, and
+// it gets their keys and values around the ring (ring_attention.h). The two Linears are the
+// replaced module's own children under the same names, so parameter names, checkpoints and the
+// initialization do not change. Like CausalSelfAttention it finds them by name at every call
+// and runs as many heads as c_attn's output holds, so tensor parallelism's split of c_attn by
+// heads composes with it.
+#pragma once
+
+#include <memory>
+
+#include "dist/context_parallel/ring_attention.h"
+#include "dist/process_group.h"
+#include "nn/causal_self_attention.h"
+#include "nn/module.h"
+
+namespace tessera {
+namespace dist {
+namespace context_parallel {
+
+class ContextParallelAttention : public nn::Module {
+ public:
+  // Takes over `attention`'s c_attn and c_proj (shared, not copied).
+  ContextParallelAttention(const nn::CausalSelfAttention& attention,
+                           std::shared_ptr<ProcessGroup> group,
+                           const RingAttentionOptions& options = {});
+  std::string type_name() const override { return "ContextParallelAttention"; }
+  std::string extra_repr() const override;
+  Variable forward(const Variable& x) override;
+
+ private:
+  nn::Module& child(const char* name) const;
+
+  int64_t n_embd_, n_head_;
+  std::shared_ptr<ProcessGroup> group_;
+  RingAttentionOptions options_;
+};
+
+}  // namespace context_parallel
+}  // namespace dist
+}  // namespace tessera

@@ -1,0 +1,226 @@
+#include "dist/context_parallel/ring_attention.h"
+
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "autograd/autocast.h"
+#include "autograd/custom_op.h"
+#include "tensor/check.h"
+#include "tensor/ops.h"
+
+namespace tessera {
+namespace dist {
+namespace context_parallel {
+
+namespace {
+
+// Point-to-point tags of the ring's three kinds of message (each kind in order between a pair).
+constexpr int kForwardKVTag = 0x5241;   // "RA"
+constexpr int kBackwardKVTag = 0x5242;
+constexpr int kGradKVTag = 0x5243;
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Adds the seconds since `start` to *total (when timing) and restarts the clock.
+void lap(double* start, double* total) {
+  const double t = now();
+  if (total != nullptr) *total += t - *start;
+  *start = t;
+}
+
+// Whether any key of `keys` is visible to some query of `queries` (key s <= query p).
+bool any_visible(const AttentionPositions& queries, const AttentionPositions& keys) {
+  int64_t last_query = -1, first_key = INT64_MAX;
+  for (const auto& run : queries.runs) {
+    if (run.length > 0) last_query = std::max(last_query, run.start + run.length - 1);
+  }
+  for (const auto& run : keys.runs) {
+    if (run.length > 0) first_key = std::min(first_key, run.start);
+  }
+  return first_key <= last_query;
+}
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+// One call's layout: this rank, its neighbours and every rank's positions.
+struct Ring {
+  ProcessGroup* group;
+  int rank, size, left, right;
+  std::vector<AttentionPositions> positions;  // per rank
+  AttentionBlocks blocks;
+  RingAttentionStats* stats;
+
+  Ring(ProcessGroup& g, int64_t local_rows, const RingAttentionOptions& o)
+      : group(&g), rank(g.rank()), size(g.size()), left((g.rank() + g.size() - 1) % g.size()),
+        right((g.rank() + 1) % g.size()), blocks(o.blocks_), stats(o.stats_) {
+    const int64_t seq_len = local_rows * size;
+    check_sequence_length(seq_len, size, "ring_attention");
+    for (int r = 0; r < size; ++r) positions.push_back(rank_positions(seq_len, r, size, o.split_));
+  }
+  int owner(int step) const { return (rank - step + size) % size; }
+  const AttentionPositions& mine() const { return positions[rank]; }
+};
+
+// Sends `current` right and receives the next block from the left, both posted now.
+struct Exchange {
+  Tensor next;
+  std::shared_ptr<Work> send, recv;
+
+  Exchange(const Ring& ring, const Tensor& current, int tag) : next(empty_like(current)) {
+    recv = ring.group->recv(flat(next), ring.left, tag);
+    send = ring.group->send(flat(current), ring.right, tag);
+  }
+  Tensor finish() {
+    recv->wait();
+    send->wait();
+    return next;
+  }
+};
+
+CausalAttentionResult ring_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   double scale, const Ring& ring) {
+  double clock = now();
+  RingAttentionStats* st = ring.stats;
+  Tensor current = stack(std::vector<Tensor>{k, v}, 0).contiguous();  // [2, B, H, T/C, D]
+  CausalAttentionResult acc;
+  for (int step = 0; step < ring.size; ++step) {
+    std::unique_ptr<Exchange> exchange;
+    if (step + 1 < ring.size) exchange = std::make_unique<Exchange>(ring, current, kForwardKVTag);
+    const int owner = ring.owner(step);
+    if (any_visible(ring.mine(), ring.positions[owner])) {
+      const CausalAttentionResult part =
+          causal_attention_block(q, current.select(0, 0), current.select(0, 1), scale,
+                                 ring.mine(), ring.positions[owner], ring.blocks);
+      acc = acc.output.defined() ? combine_attention(acc, part) : part;
+      if (st) ++st->blocks_computed;
+    } else if (st) {
+      ++st->blocks_skipped;
+    }
+    lap(&clock, st ? &st->forward_compute_seconds : nullptr);
+    if (exchange) current = exchange->finish();
+    lap(&clock, st ? &st->forward_wait_seconds : nullptr);
+  }
+  // Step 0 is this rank's own block, whose diagonal every query sees: acc is defined.
+  return acc;
+}
+
+// dQ of this rank's queries and dK, dV of its own keys and values.
+CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k,
+                                   const Tensor& v, const CausalAttentionResult& fwd,
+                                   double scale, const Ring& ring) {
+  double clock = now();
+  RingAttentionStats* st = ring.stats;
+  const DType compute = fwd.output.dtype();  // the kernels' dtype, f32 or f64
+  Tensor current = stack(std::vector<Tensor>{k, v}, 0).contiguous();
+  Tensor grad_q = zeros(q.shape(), fwd.output.options());
+  const Shape kv_shape = current.shape();
+  Tensor grad_kv;                        // the accumulator of the block in hand
+  std::shared_ptr<Work> grad_kv_recv;    // of the next block's accumulator
+  Tensor incoming;                       // where it arrives
+  std::vector<std::shared_ptr<Work>> grad_kv_sends;
+  for (int step = 0; step < ring.size; ++step) {
+    std::unique_ptr<Exchange> exchange;
+    if (step + 1 < ring.size) exchange = std::make_unique<Exchange>(ring, current, kBackwardKVTag);
+    const int owner = ring.owner(step);
+    CausalAttentionGrads part;
+    if (any_visible(ring.mine(), ring.positions[owner])) {
+      part = causal_attention_block_backward(grad_out, q, current.select(0, 0),
+                                             current.select(0, 1), fwd.output, fwd.logsumexp,
+                                             scale, ring.mine(), ring.positions[owner],
+                                             ring.blocks);
+      add_(grad_q, part.q);
+    }
+    lap(&clock, st ? &st->backward_compute_seconds : nullptr);
+    // The block's accumulator: fresh for this rank's own block, else from the left.
+    if (step == 0) {
+      grad_kv = zeros(kv_shape, TensorOptions(compute).device(q.device()));
+    } else {
+      grad_kv_recv->wait();
+      grad_kv = incoming;
+    }
+    lap(&clock, st ? &st->backward_wait_seconds : nullptr);
+    if (part.k.defined()) {
+      Tensor gk = grad_kv.select(0, 0), gv = grad_kv.select(0, 1);
+      add_(gk, part.k);
+      add_(gv, part.v);
+    }
+    if (ring.size > 1) {
+      // On toward its owner; the last step's hop takes it home, and what arrives then is ours.
+      grad_kv_sends.push_back(ring.group->send(flat(grad_kv), ring.right, kGradKVTag));
+      incoming = empty(kv_shape, grad_kv.options());
+      grad_kv_recv = ring.group->recv(flat(incoming), ring.left, kGradKVTag);
+    }
+    lap(&clock, st ? &st->backward_compute_seconds : nullptr);
+    if (exchange) current = exchange->finish();
+    lap(&clock, st ? &st->backward_wait_seconds : nullptr);
+  }
+  if (ring.size > 1) {
+    grad_kv_recv->wait();
+    grad_kv = incoming;
+    for (const auto& send : grad_kv_sends) send->wait();
+  }
+  lap(&clock, st ? &st->backward_wait_seconds : nullptr);
+  return {grad_q.to(q.dtype()), grad_kv.select(0, 0).to(k.dtype()),
+          grad_kv.select(0, 1).to(v.dtype())};
+}
+
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
+                  const std::shared_ptr<ProcessGroup>& group) {
+  TS_CHECK(group != nullptr, "ring_attention: the context-parallel group is null");
+  TS_CHECK(q.dim() == 4 && k.shape() == q.shape() && v.shape() == q.shape(),
+           "ring_attention: q, k and v must be this rank's rows [B, H, T/C, D], one shape, got q ",
+           q.shape(), ", k ", k.shape(), ", v ", v.shape());
+}
+
+}  // namespace
+
+Variable ring_attention(const Variable& q_in, const Variable& k_in, const Variable& v_in,
+                        double scale, const std::shared_ptr<ProcessGroup>& group,
+                        const RingAttentionOptions& options) {
+  const auto in = autocast_args("causal_attention", q_in, k_in, v_in);
+  const Variable &q = in[0], &k = in[1], &v = in[2];
+  check_inputs(q.data(), k.data(), v.data(), group);
+  const Ring ring(*group, q.size(2), options);
+  const CausalAttentionResult fwd = ring_forward(q.data(), k.data(), v.data(), scale, ring);
+  return record("RingAttentionBackward", fwd.output.to(q.dtype()), {q, k, v},
+                [q = q.data(), k = k.data(), v = v.data(), fwd, scale, ring,
+                 group](const Tensor& g) {
+                  const CausalAttentionGrads grads = ring_backward(g, q, k, v, fwd, scale, ring);
+                  return Grads{grads.q, grads.k, grads.v};
+                });
+}
+
+// As autograd/functions_attention.cc's causal_self_attention: qkv [B, T, 3C] viewed as
+// [B, T, 3, H, D] and permuted to [3, B, H, T, D] gives the three operands in one copy.
+Variable ring_self_attention(const Variable& qkv_in, int64_t n_head,
+                             const std::shared_ptr<ProcessGroup>& group,
+                             const RingAttentionOptions& options) {
+  const char* op = "ring_self_attention";
+  const Variable qkv = autocast_args("causal_self_attention", qkv_in)[0];
+  TS_CHECK(qkv.dim() == 3, op, ": expected qkv of shape [B, T/C, 3C], got shape ", qkv.shape());
+  TS_CHECK(n_head > 0 && qkv.size(2) % (3 * n_head) == 0, op, ": the last dim of qkv ",
+           qkv.shape(), " must be 3 x n_head x head_dim, with n_head = ", n_head);
+  const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, d = c / n_head;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const Tensor heads = qkv.data().view({b, t, 3, n_head, d}).permute({2, 0, 3, 1, 4}).contiguous();
+  const Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
+  check_inputs(q, k, v, group);
+  const Ring ring(*group, t, options);
+  const CausalAttentionResult fwd = ring_forward(q, k, v, scale, ring);
+  const Tensor y = fwd.output.to(qkv.dtype()).permute({0, 2, 1, 3}).contiguous().view({b, t, c});
+  return record("RingSelfAttentionBackward", y, {qkv},
+                [q, k, v, fwd, scale, ring, group, b, t, c, n_head, d](const Tensor& g) {
+                  const Tensor g_heads = g.reshape({b, t, n_head, d}).permute({0, 2, 1, 3});
+                  const CausalAttentionGrads grads = ring_backward(g_heads, q, k, v, fwd, scale, ring);
+                  const Tensor packed = stack(std::vector<Tensor>{grads.q, grads.k, grads.v}, 0);
+                  return Grads{packed.permute({1, 3, 0, 2, 4}).contiguous().view({b, t, 3 * c})};
+                });
+}
+
+}  // namespace context_parallel
+}  // namespace dist
+}  // namespace tessera
