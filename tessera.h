@@ -60,6 +60,7 @@
 #include "dist/compression/error_feedback.h"
 #include "dist/compression/make_hook.h"
 #include "dist/compression/powersgd.h"
+#include "dist/context_parallel/parallelize_context.h"
 #include "dist/ddp/ddp.h"
 #include "dist/collective_timeout.h"
 #include "dist/environment.h"

@@ -74,12 +74,13 @@ PlannedRun planned(const Assignment& v) {
   const std::string strategy = value_in(v, "strategy"), model = value_in(v, "model"),
                     compression = value_in(v, "compression");
   const bool tp = value_in(v, "tensor-parallel") == "on";
+  const bool cp = value_in(v, "context-parallel") == "on";
   r.flags = run_flags(v);
   // Ranks: 2 data-parallel replicas (a pipeline: 2 stages of them), the tensor-parallel
   // pair within; one process alone is one replica.
   int replicas = strategy == "single" ? 1 : 2;
   if (strategy == "pipeline") replicas = tp ? 1 : 2;
-  const int unit = (tp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);  // ranks of a replica
+  const int unit = (tp ? 2 : 1) * (cp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);  // ranks of a replica
   r.ranks = replicas * unit;
   // A restart on fewer ranks: the job starts with one replica more (a worker more beside the
   // server), and the launcher restarts it on the plan's ranks.
@@ -106,7 +107,7 @@ PlannedRun planned(const Assignment& v) {
   for (const auto& [axis, value] : v) {
     std::string rv = value;
     if (axis == "strategy") rv = reference;
-    if (axis == "tensor-parallel") rv = "off";
+    if (axis == "tensor-parallel" || axis == "context-parallel") rv = "off";
     if (axis == "collectives") rv = "flat";
     if (axis == "checkpoint") rv = "none";
     if (axis == "resume") rv = "no";

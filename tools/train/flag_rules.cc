@@ -101,6 +101,19 @@ void check_combinations(const Config& c) {
     }
   }
 
+  // Context parallelism (its strategies and models: the support table).
+  if (c.context_parallel > 1 && language_model(c) && c.seq_len % (2 * c.context_parallel) != 0) {
+    bad("--seq-len=" + std::to_string(c.seq_len) + " does not divide into 2 x --context-parallel=" +
+        std::to_string(c.context_parallel) + " = " + std::to_string(2 * c.context_parallel) +
+        " equal chunks (each rank holds two: the head-tail order)");
+  }
+  if (c.context_parallel > 1 && c.sample > 0) {
+    bad("--sample=" + std::to_string(c.sample) + " with --context-parallel=" +
+        std::to_string(c.context_parallel) + ": sampling runs the model on prefixes of every "
+        "length, which do not divide into 2C chunks; sample from the saved model (--save-model) "
+        "without --context-parallel");
+  }
+
   // Tensor parallelism.
   if (c.tensor_parallel > 1 && c.strategy == "pipeline" && c.balance == "time") {
     // Each rank times its own layers; ranks of one stage's tensor-parallel group could then cut
@@ -146,6 +159,19 @@ void check_combinations(const Config& c) {
 }
 
 std::string check_against_world(const Config& c, int world_size) {
+  if (c.context_parallel > 1) {
+    const std::string cp = "--context-parallel=" + std::to_string(c.context_parallel);
+    if (world_size % c.context_parallel != 0) {
+      return cp + " does not divide the " + std::to_string(world_size) +
+             " ranks (mpirun -np): the ranks are C context-parallel x N/C data-parallel replicas";
+    }
+    if (c.strategy == "single" && world_size != c.context_parallel) {
+      return cp + " on " + std::to_string(world_size) + " ranks makes " +
+             std::to_string(world_size / c.context_parallel) +
+             " data-parallel replicas: choose --strategy=ddp, zero1 or zero2 for them "
+             "(--strategy=single needs exactly " + std::to_string(c.context_parallel) + " ranks)";
+    }
+  }
   if (c.tensor_parallel > 1) {
     const std::string t = "--tensor-parallel=" + std::to_string(c.tensor_parallel);
     if (world_size % c.tensor_parallel != 0) {

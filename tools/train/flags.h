@@ -117,6 +117,9 @@ struct Config {
   // Tensor parallelism (dist::tensor_parallel): T ranks split each chosen layer; the world is
   // T x D, D data-parallel replicas (--strategy=ddp|zero1, or single when D = 1).
   int tensor_parallel = 1;
+  // Context parallelism (dist::context_parallel, ring attention): a GPT's sequences split over C
+  // ranks; the world is C x D, D data-parallel replicas (tools/train/context_parallel.h).
+  int context_parallel = 1;
   bool tp_head = false;      // the classifier column-parallel with class-parallel cross-entropy
   int64_t num_classes = 10;  // classes of --data=synthetic (Fashion-MNIST has 10)
 

@@ -26,6 +26,7 @@
 #include "tensor/random.h"
 #include "tools/train/checkpoints.h"
 #include "tools/train/context.h"
+#include "tools/train/context_parallel.h"
 #include "tools/train/data.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flags.h"
@@ -75,8 +76,16 @@ void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
     out.topology.emplace(world, stages, c.tensor_parallel);
     out.head = split_layers(c, *model, *out.topology, &out.figures);
   }
+  std::optional<ContextParallelLayout> sequences;  // --context-parallel
+  if (c.context_parallel > 1) {
+    sequences = make_context_parallel_layout(world, c.context_parallel);
+    split_sequences(*model, *sequences);
+  }
   out.strategy = make_strategy(c, model, world, out.topology ? &*out.topology : nullptr,
                                out.head.loss, precision, device);
+  if (sequences) {
+    out.strategy = context_parallel_strategy(c, std::move(out.strategy), model, *sequences);
+  }
   if (out.topology && c.strategy == "pipeline") {
     // 3D: this rank holds its stage's slices only.
     out.figures.parameter_bytes = 0;
@@ -165,7 +174,7 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
 int main(int argc, char** argv) {
   const tessera::train::Config config = tessera::train::parse_flags(argc, argv);
-  if (config.strategy == "single" && config.tensor_parallel == 1) {
+  if (config.strategy == "single" && config.tensor_parallel == 1 && config.context_parallel == 1) {
     const std::string paths = tessera::train::output_paths_problem(config, true);
     if (!paths.empty()) {
       std::fprintf(stderr, "train: %s\n", paths.c_str());

@@ -123,6 +123,18 @@ std::vector<Axis> make_axes() {
   };
   axes.push_back(tensor_parallel);
 
+  Axis context_parallel;
+  context_parallel.name = context_parallel.flag = "context-parallel";
+  context_parallel.values = {"off", "on"};
+  context_parallel.value_of = [](const Config& c) { return c.context_parallel > 1 ? "on" : "off"; };
+  context_parallel.flags_for = [](const std::string& v) {
+    return v == "on" ? std::string("--context-parallel=2") : std::string();
+  };
+  context_parallel.shown = [](const Config& c) {
+    return "--context-parallel=" + std::to_string(c.context_parallel);
+  };
+  axes.push_back(context_parallel);
+
   Axis schedule = flag_axis("pipeline-schedule", {"1f1b", "gpipe", "interleaved", "zb-h1", "zb-h2"},
                             &Config::pipeline_schedule);
   axes.push_back(schedule);
@@ -258,6 +270,23 @@ std::vector<Refusal> make_refusals() {
       {{{"tensor-parallel", {"on"}}, {"strategy", {"zero2", "zero3", "local-sgd", "gossip", "async"}}},
        "tensor parallelism combines with --strategy=ddp or zero1 for the data-parallel "
        "dimension (single when there is none), or with the pipeline (3D)"},
+
+      // Context parallelism.
+      {{{"context-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
+       "context parallelism splits each sequence over the ranks and passes attention's keys and "
+       "values around them: it is for --model=gpt-*; the MLP and the ResNets see one example "
+       "at a time and have no sequence to split"},
+      {{{"context-parallel", {"on"}}, {"strategy", {"zero3", "pipeline", "local-sgd", "gossip", "async"}}},
+       "context parallelism combines with --strategy=ddp, zero1 or zero2 for the data-parallel "
+       "dimension (single when there is none), whose gradient averages over the world are the "
+       "dp x cp average it needs; ZeRO-3's units, the pipeline's stages and the decentralized "
+       "strategies' own averaging have not been built around the sequence split"},
+      {{{"context-parallel", {"on"}}, {"tensor-parallel", {"on"}}},
+       "context x tensor parallelism needs a 3-D topology (cp groups inside tp x dp) that the "
+       "tool does not build yet: choose one of the two"},
+      {{{"context-parallel", {"on"}}, {"restart", {"fewer-ranks"}}},
+       "tools/launch's restart on fewer ranks chooses the new world from the replicas' sizes "
+       "without the context-parallel factor: restart on the same ranks"},
 
       // The pipeline.
       {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
