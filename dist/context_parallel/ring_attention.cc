@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <vector>
 
 #include "autograd/autocast.h"
@@ -61,36 +62,57 @@ struct Ring {
     check_sequence_length(seq_len, size, "ring_attention");
     for (int r = 0; r < size; ++r) positions.push_back(rank_positions(seq_len, r, size, o.split_));
   }
-  int owner(int step) const { return (rank - step + size) % size; }
+  // The block rank `rank` holds at forward step s (K/V move right: it came from s ranks to the
+  // left), and at backward step s (they move left, this rank's own block last).
+  int forward_owner(int step) const { return (rank - step + size) % size; }
+  int backward_owner(int step) const { return (rank + 1 + step) % size; }
   const AttentionPositions& mine() const { return positions[rank]; }
 };
 
-// Sends `current` right and receives the next block from the left, both posted now.
+// One hop of the ring: sends `outgoing` to rank `to` and receives a tensor of its shape from
+// rank `from`, both posted now. MPI moves a message only inside MPI calls (a large one needs
+// both ends' calls to go through its rendezvous), so a helper thread waits on the two, polling,
+// while this thread computes: it plays the part of a GPU's communication stream, without which
+// the transfer would start only when the compute is done and nothing would be hidden.
 struct Exchange {
   Tensor next;
-  std::shared_ptr<Work> send, recv;
+  std::future<void> done;
 
-  Exchange(const Ring& ring, const Tensor& current, int tag) : next(empty_like(current)) {
-    recv = ring.group->recv(flat(next), ring.left, tag);
-    send = ring.group->send(flat(current), ring.right, tag);
+  Exchange(const Ring& ring, const Tensor& outgoing, int to, int from, int tag)
+      : next(empty_like(outgoing)) {
+    std::shared_ptr<Work> recv = ring.group->recv(flat(next), from, tag);
+    std::shared_ptr<Work> send = ring.group->send(flat(outgoing), to, tag);
+    done = std::async(std::launch::async, [recv, send] {
+      recv->wait();
+      send->wait();
+    });
   }
+  // What arrived (rethrows the transfer's error).
   Tensor finish() {
-    recv->wait();
-    send->wait();
+    done.get();
     return next;
   }
 };
 
-CausalAttentionResult ring_forward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                   double scale, const Ring& ring) {
+// The forward's result, and the block of K/V its last step computed with (rank r + 1's), which
+// the backward starts from.
+struct RingForward {
+  CausalAttentionResult result;
+  Tensor last_kv;  // [2, B, H, T/C, D]
+};
+
+RingForward ring_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                         const Ring& ring) {
   double clock = now();
   RingAttentionStats* st = ring.stats;
   Tensor current = stack(std::vector<Tensor>{k, v}, 0).contiguous();  // [2, B, H, T/C, D]
   CausalAttentionResult acc;
   for (int step = 0; step < ring.size; ++step) {
     std::unique_ptr<Exchange> exchange;
-    if (step + 1 < ring.size) exchange = std::make_unique<Exchange>(ring, current, kForwardKVTag);
-    const int owner = ring.owner(step);
+    if (step + 1 < ring.size) {
+      exchange = std::make_unique<Exchange>(ring, current, ring.right, ring.left, kForwardKVTag);
+    }
+    const int owner = ring.forward_owner(step);
     if (any_visible(ring.mine(), ring.positions[owner])) {
       const CausalAttentionResult part =
           causal_attention_block(q, current.select(0, 0), current.select(0, 1), scale,
@@ -105,67 +127,55 @@ CausalAttentionResult ring_forward(const Tensor& q, const Tensor& k, const Tenso
     lap(&clock, st ? &st->forward_wait_seconds : nullptr);
   }
   // Step 0 is this rank's own block, whose diagonal every query sees: acc is defined.
-  return acc;
+  return {acc, current};
 }
 
 // dQ of this rank's queries and dK, dV of its own keys and values.
-CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k,
-                                   const Tensor& v, const CausalAttentionResult& fwd,
-                                   double scale, const Ring& ring) {
+CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q,
+                                   const RingForward& fwd, double scale, const Ring& ring) {
   double clock = now();
   RingAttentionStats* st = ring.stats;
-  const DType compute = fwd.output.dtype();  // the kernels' dtype, f32 or f64
-  Tensor current = stack(std::vector<Tensor>{k, v}, 0).contiguous();
-  Tensor grad_q = zeros(q.shape(), fwd.output.options());
-  const Shape kv_shape = current.shape();
-  Tensor grad_kv;                        // the accumulator of the block in hand
-  std::shared_ptr<Work> grad_kv_recv;    // of the next block's accumulator
-  Tensor incoming;                       // where it arrives
-  std::vector<std::shared_ptr<Work>> grad_kv_sends;
+  const CausalAttentionResult& attention = fwd.result;
+  Tensor current = fwd.last_kv;  // rank r + 1's block (this rank's own when C = 1)
+  Tensor grad_q = zeros(q.shape(), attention.output.options());
+  Tensor grad_kv;                      // the accumulator of the block in hand
+  std::unique_ptr<Exchange> grad_hop;  // the previous one, sent left; this one, arriving
   for (int step = 0; step < ring.size; ++step) {
     std::unique_ptr<Exchange> exchange;
-    if (step + 1 < ring.size) exchange = std::make_unique<Exchange>(ring, current, kBackwardKVTag);
-    const int owner = ring.owner(step);
+    if (step + 1 < ring.size) {
+      exchange = std::make_unique<Exchange>(ring, current, ring.left, ring.right, kBackwardKVTag);
+    }
+    const int owner = ring.backward_owner(step);
     CausalAttentionGrads part;
     if (any_visible(ring.mine(), ring.positions[owner])) {
       part = causal_attention_block_backward(grad_out, q, current.select(0, 0),
-                                             current.select(0, 1), fwd.output, fwd.logsumexp,
-                                             scale, ring.mine(), ring.positions[owner],
-                                             ring.blocks);
+                                             current.select(0, 1), attention.output,
+                                             attention.logsumexp, scale, ring.mine(),
+                                             ring.positions[owner], ring.blocks);
       add_(grad_q, part.q);
     }
     lap(&clock, st ? &st->backward_compute_seconds : nullptr);
-    // The block's accumulator: fresh for this rank's own block, else from the left.
-    if (step == 0) {
-      grad_kv = zeros(kv_shape, TensorOptions(compute).device(q.device()));
-    } else {
-      grad_kv_recv->wait();
-      grad_kv = incoming;
-    }
+    // The block's accumulator: fresh at step 0, else from the right, where this block was the
+    // step before (sent while this step computed).
+    grad_kv = step == 0 ? zeros(current.shape(), attention.output.options().device(q.device()))
+                        : grad_hop->finish();
     lap(&clock, st ? &st->backward_wait_seconds : nullptr);
     if (part.k.defined()) {
       Tensor gk = grad_kv.select(0, 0), gv = grad_kv.select(0, 1);
       add_(gk, part.k);
       add_(gv, part.v);
     }
-    if (ring.size > 1) {
-      // On toward its owner; the last step's hop takes it home, and what arrives then is ours.
-      grad_kv_sends.push_back(ring.group->send(flat(grad_kv), ring.right, kGradKVTag));
-      incoming = empty(kv_shape, grad_kv.options());
-      grad_kv_recv = ring.group->recv(flat(incoming), ring.left, kGradKVTag);
+    // On to the left, which holds this block next; the last step's block is this rank's own,
+    // and its accumulator, complete, stays.
+    if (step + 1 < ring.size) {
+      grad_hop = std::make_unique<Exchange>(ring, grad_kv, ring.left, ring.right, kGradKVTag);
     }
     lap(&clock, st ? &st->backward_compute_seconds : nullptr);
     if (exchange) current = exchange->finish();
     lap(&clock, st ? &st->backward_wait_seconds : nullptr);
   }
-  if (ring.size > 1) {
-    grad_kv_recv->wait();
-    grad_kv = incoming;
-    for (const auto& send : grad_kv_sends) send->wait();
-  }
-  lap(&clock, st ? &st->backward_wait_seconds : nullptr);
-  return {grad_q.to(q.dtype()), grad_kv.select(0, 0).to(k.dtype()),
-          grad_kv.select(0, 1).to(v.dtype())};
+  return {grad_q.to(q.dtype()), grad_kv.select(0, 0).to(q.dtype()),
+          grad_kv.select(0, 1).to(q.dtype())};
 }
 
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -185,11 +195,10 @@ Variable ring_attention(const Variable& q_in, const Variable& k_in, const Variab
   const Variable &q = in[0], &k = in[1], &v = in[2];
   check_inputs(q.data(), k.data(), v.data(), group);
   const Ring ring(*group, q.size(2), options);
-  const CausalAttentionResult fwd = ring_forward(q.data(), k.data(), v.data(), scale, ring);
-  return record("RingAttentionBackward", fwd.output.to(q.dtype()), {q, k, v},
-                [q = q.data(), k = k.data(), v = v.data(), fwd, scale, ring,
-                 group](const Tensor& g) {
-                  const CausalAttentionGrads grads = ring_backward(g, q, k, v, fwd, scale, ring);
+  const RingForward fwd = ring_forward(q.data(), k.data(), v.data(), scale, ring);
+  return record("RingAttentionBackward", fwd.result.output.to(q.dtype()), {q, k, v},
+                [q = q.data(), fwd, scale, ring, group](const Tensor& g) {
+                  const CausalAttentionGrads grads = ring_backward(g, q, fwd, scale, ring);
                   return Grads{grads.q, grads.k, grads.v};
                 });
 }
@@ -210,12 +219,13 @@ Variable ring_self_attention(const Variable& qkv_in, int64_t n_head,
   const Tensor q = heads.select(0, 0), k = heads.select(0, 1), v = heads.select(0, 2);
   check_inputs(q, k, v, group);
   const Ring ring(*group, t, options);
-  const CausalAttentionResult fwd = ring_forward(q, k, v, scale, ring);
-  const Tensor y = fwd.output.to(qkv.dtype()).permute({0, 2, 1, 3}).contiguous().view({b, t, c});
+  const RingForward fwd = ring_forward(q, k, v, scale, ring);
+  const Tensor y =
+      fwd.result.output.to(qkv.dtype()).permute({0, 2, 1, 3}).contiguous().view({b, t, c});
   return record("RingSelfAttentionBackward", y, {qkv},
-                [q, k, v, fwd, scale, ring, group, b, t, c, n_head, d](const Tensor& g) {
+                [q, fwd, scale, ring, group, b, t, c, n_head, d](const Tensor& g) {
                   const Tensor g_heads = g.reshape({b, t, n_head, d}).permute({0, 2, 1, 3});
-                  const CausalAttentionGrads grads = ring_backward(g_heads, q, k, v, fwd, scale, ring);
+                  const CausalAttentionGrads grads = ring_backward(g_heads, q, fwd, scale, ring);
                   const Tensor packed = stack(std::vector<Tensor>{grads.q, grads.k, grads.v}, 0);
                   return Grads{packed.permute({1, 3, 0, 2, 4}).contiguous().view({b, t, 3 * c})};
                 });

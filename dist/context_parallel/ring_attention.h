@@ -16,17 +16,22 @@
 // passed on without being computed.
 //
 // Backward, FlashAttention's: with the combined O and L, each block's share of dQ, dK, dV
-// needs only that block (D = rowsum(dO O), P = exp(s q.k - L)). K/V go around again; beside
-// them each block's dK/dV accumulator travels one step behind, gathering every rank's
-// contribution, and a last hop takes it home to its owner:
+// needs only that block (D = rowsum(dO O), P = exp(s q.k - L)). K/V go around again, the other
+// way, starting from the block the forward ended with (rank r + 1's, kept in place of this
+// rank's own K and V: the same memory), so that each rank meets its own block last. Beside the
+// blocks, each block's dK/dV accumulator travels one step behind, gathering every rank's
+// contribution, and arrives complete at its owner at the last step: no hop home after it, so
+// every transfer has a block's compute to hide behind.
 //
-//   step s on rank r: block of rank o = r - s; post K/V exchange; compute dQ += ..., (dK, dV)_o;
-//   receive the accumulator of block o from the left (posted a step earlier), add, send it
-//   right, post the receive of the next one.
+//   backward step s on rank r: block of rank o = r + 1 + s; post the K/V exchange (send left,
+//   receive from the right); compute dQ += ..., (dK, dV)_o; take block o's accumulator from
+//   the right (sent while this step computed), add, send it left (unless o = r: then it is
+//   this rank's dK, dV).
 //
 // Bytes per rank and layer: forward (C-1) blocks of K and V (2 B H (T/C) D values each);
-// backward the same again plus C hops of dK/dV. Every rank of the group must call this in the
-// same order (it is a sequence of point-to-point exchanges), and run its backward.
+// backward the same again plus (C-1) hops of dK/dV (in the kernels' f32). Every rank of the
+// group must call this in the same order (it is a sequence of point-to-point exchanges), and
+// run its backward.
 //
 // q, k, v are this rank's rows of the sequence, at context_parallel::rank_positions(T, rank, C,
 // split) with T = C x its rows; the result is this rank's rows of causal attention over the
