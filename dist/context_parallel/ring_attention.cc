@@ -76,20 +76,28 @@ struct Ring {
 // the transfer would start only when the compute is done and nothing would be hidden.
 struct Exchange {
   Tensor next;
-  std::future<void> done;
+  std::future<double> done;  // when the receive had arrived
+  RingAttentionStats* stats;
+  int kind, step;
+  double posted;
 
-  Exchange(const Ring& ring, const Tensor& outgoing, int to, int from, int tag)
-      : next(empty_like(outgoing)) {
+  Exchange(const Ring& ring, const Tensor& outgoing, int to, int from, int tag, int kind,
+           int step)
+      : next(empty_like(outgoing)), stats(ring.stats), kind(kind), step(step), posted(now()) {
     std::shared_ptr<Work> recv = ring.group->recv(flat(next), from, tag);
     std::shared_ptr<Work> send = ring.group->send(flat(outgoing), to, tag);
     done = std::async(std::launch::async, [recv, send] {
       recv->wait();
+      const double arrived = now();
       send->wait();
+      return arrived;
     });
   }
   // What arrived (rethrows the transfer's error).
   Tensor finish() {
-    done.get();
+    const double needed = now();
+    const double arrived = done.get();
+    if (stats) stats->exchanges.push_back({kind, step, posted, arrived, needed});
     return next;
   }
 };
@@ -110,7 +118,8 @@ RingForward ring_forward(const Tensor& q, const Tensor& k, const Tensor& v, doub
   for (int step = 0; step < ring.size; ++step) {
     std::unique_ptr<Exchange> exchange;
     if (step + 1 < ring.size) {
-      exchange = std::make_unique<Exchange>(ring, current, ring.right, ring.left, kForwardKVTag);
+      exchange = std::make_unique<Exchange>(ring, current, ring.right, ring.left, kForwardKVTag,
+                                            RingAttentionStats::kForwardKV, step);
     }
     const int owner = ring.forward_owner(step);
     if (any_visible(ring.mine(), ring.positions[owner])) {
@@ -143,7 +152,8 @@ CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q,
   for (int step = 0; step < ring.size; ++step) {
     std::unique_ptr<Exchange> exchange;
     if (step + 1 < ring.size) {
-      exchange = std::make_unique<Exchange>(ring, current, ring.left, ring.right, kBackwardKVTag);
+      exchange = std::make_unique<Exchange>(ring, current, ring.left, ring.right, kBackwardKVTag,
+                                            RingAttentionStats::kBackwardKV, step);
     }
     const int owner = ring.backward_owner(step);
     CausalAttentionGrads part;
@@ -168,7 +178,8 @@ CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q,
     // On to the left, which holds this block next; the last step's block is this rank's own,
     // and its accumulator, complete, stays.
     if (step + 1 < ring.size) {
-      grad_hop = std::make_unique<Exchange>(ring, grad_kv, ring.left, ring.right, kGradKVTag);
+      grad_hop = std::make_unique<Exchange>(ring, grad_kv, ring.left, ring.right, kGradKVTag,
+                                            RingAttentionStats::kGradKV, step);
     }
     lap(&clock, st ? &st->backward_compute_seconds : nullptr);
     if (exchange) current = exchange->finish();

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "autograd/variable.h"
 #include "dist/context_parallel/sequence_split.h"
@@ -56,6 +57,15 @@ struct RingAttentionStats {
   double forward_compute_seconds = 0, forward_wait_seconds = 0;
   double backward_compute_seconds = 0, backward_wait_seconds = 0;
   int64_t blocks_computed = 0, blocks_skipped = 0;  // forward, whole blocks hidden by the mask
+  // Every exchange this rank took part in, on the steady clock (one machine's ranks share it,
+  // so a receiver's times can be set beside its sender's): when this rank posted its send,
+  // when its receive had arrived, and when the ring needed it (its compute of the step done).
+  enum Kind { kForwardKV = 0, kBackwardKV = 1, kGradKV = 2 };
+  struct Exchange {
+    int kind, step;
+    double posted, arrived, needed;
+  };
+  std::vector<Exchange> exchanges;
 };
 
 struct RingAttentionOptions {
