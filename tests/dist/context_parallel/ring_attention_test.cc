@@ -4,13 +4,14 @@
 // q, k, v gradients, in f32 within 1e-5 and f64 within 1e-12, with the head-tail and the
 // contiguous split, chunks of odd length and kernel blocks that do not divide them; GPT-2's
 // packed form (ring_self_attention) likewise; which blocks the mask lets a rank skip; the
-// length error. Runs on 2 and 4 ranks.
+// length error; gather_sequence. Runs on 2 and 4 ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
 #include "autograd/functions.h"
+#include "dist/context_parallel/gather_sequence.h"
 #include "dist/context_parallel/ring_attention.h"
 #include "dist/environment.h"
 #include "tensor/ops.h"
@@ -97,6 +98,17 @@ TEST(RingSelfAttention, EqualsOneProcessCausalSelfAttention) {
   expect_near(out.data(), mine(whole.data()), 1e-12, "output");
   sum(mul(out, Variable(mine(g)))).backward();
   expect_near(in.grad(), mine(whole_in.grad()), 1e-12, "grad qkv");
+}
+
+// gather_sequence puts every rank's chunks back in position order: the inverse of rank_rows.
+TEST(GatherSequence, InvertsRankRows) {
+  const auto group = world();
+  const int c = group->size();
+  const Tensor x = random({2, 4 * c, 3}, kF32, 9);
+  for (const SequenceSplit split : {SequenceSplit::kHeadTail, SequenceSplit::kContiguous}) {
+    const Tensor back = gather_sequence(rank_rows(x, 1, group->rank(), c, split), 1, *group, split);
+    EXPECT_EQ(max_abs_diff(back, x), 0.0) << split_name(split);
+  }
 }
 
 TEST(RingAttention, TheSequenceMustDivideInto2CChunks) {
