@@ -1,5 +1,6 @@
 // causal_attention on CUDA (tensor/cuda/attention.cu) against its CPU twin on the same inputs:
-// output, logsumexp and the three gradients, f32 and f64, lengths on and off the kernels' tiles.
+// output, logsumexp and the three gradients, f32 and f64, lengths on and off the kernels' tiles;
+// blocks of keys at other positions than the queries (ring attention's step).
 // Skips, naming the reason, when this binary has no CUDA backend or the machine has no GPU.
 #include <gtest/gtest.h>
 
@@ -59,6 +60,36 @@ TEST_F(CudaAttention, MatchesTheCpu) {
         expect_close(cuda_grads.v, cpu_grads.v, tol, "grad v, " + what);
       }
     }
+  }
+}
+
+// One block of keys at other positions than the queries (ring attention's step): head-tail
+// runs, keys partly after the queries and a block hidden from every query (O = 0, L = -inf).
+TEST_F(CudaAttention, BlocksByPositionMatchTheCpu) {
+  using P = AttentionPositions;
+  const P queries{{{3, 20}, {70, 17}}};
+  for (const P& keys : {P{{{0, 25}, {40, 14}}}, P::contiguous(10, 45), P::contiguous(100, 33)}) {
+    const int64_t tq = queries.rows(), tk = keys.rows();
+    const Tensor q = random({2, 3, tq, 8}, kF32, 8), k = random({2, 3, tk, 8}, kF32, 9),
+                 v = random({2, 3, tk, 8}, kF32, 10), g = random({2, 3, tq, 8}, kF32, 11);
+    const auto cpu = causal_attention_block(q, k, v, 0.4, queries, keys);
+    const auto cuda = causal_attention_block(q.to(gpu), k.to(gpu), v.to(gpu), 0.4, queries, keys);
+    expect_close(cuda.output, cpu.output, 1e-5, "block output");
+    // Rows hidden from every key: -inf on both (compared as equal), the rest within 1e-5.
+    const Tensor cpu_lse = cpu.logsumexp, cuda_lse = cuda.logsumexp.cpu();
+    EXPECT_EQ(eq(cpu_lse, -INFINITY).to(kI64).to_vector<int64_t>(),
+              eq(cuda_lse, -INFINITY).to(kI64).to_vector<int64_t>());
+    const Tensor zero = scalar_tensor(0.0, kF32);
+    EXPECT_TRUE(allclose(where(eq(cuda_lse, -INFINITY), zero, cuda_lse),
+                         where(eq(cpu_lse, -INFINITY), zero, cpu_lse), 1e-5, 1e-5));
+    const auto cpu_grads =
+        causal_attention_block_backward(g, q, k, v, cpu.output, cpu.logsumexp, 0.4, queries, keys);
+    const auto cuda_grads = causal_attention_block_backward(
+        g.to(gpu), q.to(gpu), k.to(gpu), v.to(gpu), cuda.output, cuda.logsumexp, 0.4, queries,
+        keys);
+    expect_close(cuda_grads.q, cpu_grads.q, 1e-5, "block grad q");
+    expect_close(cuda_grads.k, cpu_grads.k, 1e-5, "block grad k");
+    expect_close(cuda_grads.v, cpu_grads.v, 1e-5, "block grad v");
   }
 }
 
