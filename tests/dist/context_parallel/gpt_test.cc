@@ -3,7 +3,8 @@
 // configuration (vocabulary 256, 2 layers, 2 heads, 32 wide, f32), on the same token windows:
 // the loss (the mean of the ranks' losses), every parameter's gradient (averaged over the
 // ranks: the one-process gradient, since every rank holds as many tokens), with the head-tail
-// and the contiguous split; then 3 AdamW steps in f32 and f64. Parameter names
+// and the contiguous split; then 3 AdamW steps in f32 and f64; on 4 ranks, 2 replicas of 2
+// context-parallel ranks against one process on both replicas' windows. Parameter names
 // do not change. The errors: a sequence that does not divide into 2C chunks, a model that is
 // not a GPT. Runs on 2 and 4 ranks.
 #include <gtest/gtest.h>
@@ -160,6 +161,42 @@ void expect_adamw_steps_equal(DType dtype) {
 
 TEST(ContextParallelGPT, ThreeAdamWStepsEqualOneProcess) { expect_adamw_steps_equal(kF32); }
 TEST(ContextParallelGPT, ThreeAdamWStepsEqualOneProcessInF64) { expect_adamw_steps_equal(kF64); }
+
+// Data x context parallelism, Megatron-LM's layout: D = N/2 replicas of C = 2 ranks, each
+// replica its own windows; the gradients averaged over the one combined group of all N ranks
+// (as DDP over the world does) equal one process's on the D replicas' windows together.
+TEST(ContextParallelGPT, DataTimesContextParallelEqualsOneProcessOnTheWholeBatch) {
+  const int n = world()->size(), rank = world()->rank();
+  if (n < 4) GTEST_SKIP() << "needs 2 replicas of 2 context-parallel ranks (4 ranks), have " << n;
+  const int c = 2, replicas = n / c;
+  std::shared_ptr<ProcessGroup> cp_group;
+  for (int d = 0; d < replicas; ++d) {
+    auto g = new_group({d * c, d * c + 1});
+    if (d == rank / c) cp_group = g;
+  }
+  std::vector<Tensor> batches;
+  for (int d = 0; d < replicas; ++d) batches.push_back(windows(30 + d));
+  const auto reference = gpt();
+  const Tensor all = cat(batches, 0);
+  const Variable ref_loss = models::lm_loss(
+      (*reference)(Variable(all.narrow(1, 0, kSeq).contiguous())), all.narrow(1, 1, kSeq).contiguous());
+  ref_loss.backward();
+
+  const auto model = gpt();
+  parallelize_context(*model, cp_group);
+  const RankBatch batch =
+      rank_batch(batches[rank / c], cp_group->rank(), c, SequenceSplit::kHeadTail);
+  const Variable loss = models::lm_loss((*model)(Variable(batch.inputs)), batch.targets);
+  loss.backward();
+  for (const Variable& p : model->parameters()) {
+    Tensor g = p.grad();
+    world()->all_reduce(g, ReduceOp::kMean)->wait();  // over dp x cp
+  }
+  Tensor mean = loss.data().clone();
+  world()->all_reduce(mean, ReduceOp::kMean)->wait();
+  EXPECT_NEAR(mean.item(), ref_loss.item(), 1e-5 * std::abs(ref_loss.item()));
+  expect_same_gradients(*model, *reference, "dp x cp");
+}
 
 TEST(ContextParallelGPT, ErrorsNameTheValues) {
   const int c = world()->size();
