@@ -9,7 +9,9 @@ namespace context_parallel {
 ContextParallelAttention::ContextParallelAttention(const nn::CausalSelfAttention& attention,
                                                    std::shared_ptr<ProcessGroup> group,
                                                    const RingAttentionOptions& options)
-    : n_embd_(attention.n_embd()), n_head_(attention.n_head()), group_(std::move(group)),
+    : n_embd_(attention.n_embd()),
+      n_head_(attention.n_head()),
+      group_(std::move(group)),
       options_(options) {
   TS_CHECK(group_ != nullptr, "ContextParallelAttention: the context-parallel group is null");
   for (const auto& [name, module] : attention.named_children()) register_module(name, module);
@@ -35,8 +37,9 @@ Variable ContextParallelAttention::forward(const Variable& x) {
            x.shape());
   const Variable qkv = child("c_attn")(x);
   const int64_t head_dim = n_embd_ / n_head_, width = qkv.size(-1);
-  TS_CHECK(width > 0 && width % (3 * head_dim) == 0, "ContextParallelAttention: c_attn's output of ",
-           width, " features is not q | k | v of whole heads of ", head_dim);
+  TS_CHECK(width > 0 && width % (3 * head_dim) == 0,
+           "ContextParallelAttention: c_attn's output of ", width,
+           " features is not q | k | v of whole heads of ", head_dim);
   return child("c_proj")(ring_self_attention(qkv, width / (3 * head_dim), group_, options_));
 }
 

@@ -35,8 +35,7 @@ std::string ContextParallelEmbedding::extra_repr() const {
 }
 
 Variable ContextParallelEmbedding::forward(const Variable& idx) {
-  TS_CHECK(idx.dim() == 2, "GPT: expected this rank's token ids [B, T/C], got shape ",
-           idx.shape());
+  TS_CHECK(idx.dim() == 2, "GPT: expected this rank's token ids [B, T/C], got shape ", idx.shape());
   const int ranks = group_->size();
   const int64_t seq_len = idx.size(1) * ranks;
   TS_CHECK(seq_len <= context_, "GPT: a sequence of ", seq_len, " tokens (", idx.size(1),

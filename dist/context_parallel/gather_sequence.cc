@@ -30,7 +30,8 @@ Tensor gather_sequence(const Tensor& local, int64_t dim, ProcessGroup& group, Se
   }
   std::vector<int64_t> source(seq_len);  // the row of that order holding position p
   for (int64_t j = 0; j < seq_len; ++j) source[order[j]] = j;
-  const Tensor index = from_vector<int64_t>(source, {seq_len}).to(TensorOptions(kI64).device(local.device()));
+  const Tensor index =
+      from_vector<int64_t>(source, {seq_len}).to(TensorOptions(kI64).device(local.device()));
   return index_select(cat(parts, dim), dim, index);
 }
 

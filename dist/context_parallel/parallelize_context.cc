@@ -16,7 +16,8 @@ int parallelize_context(nn::Module& model, const std::shared_ptr<ProcessGroup>& 
   for (const auto& [name, child] : model.named_children()) {
     if (name == "embed" && child->type_name() == "GPTEmbedding") embedding = true;
   }
-  TS_CHECK(embedding, "parallelize_context: context parallelism runs on a GPT (models::GPT: "
+  TS_CHECK(embedding,
+           "parallelize_context: context parallelism runs on a GPT (models::GPT: "
            "an 'embed' GPTEmbedding and blocks with an 'attn'); this model is a ",
            model.type_name(), " without one");
   // Collect first: replacing changes the module tree being walked.

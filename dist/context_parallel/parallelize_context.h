@@ -3,8 +3,8 @@
 // sequence_split.h); only attention needs the other ranks' tokens, and it gets them around the
 // ring (ring_attention.h). Everything else in a transformer works token by token.
 //
-//   idx_r [B, T/C] ─embed (wte[idx] + wpe[rank's positions])─> blocks: ln ─ c_attn ─ RING ─
-//   c_proj ─ ln ─ MLP ─> ln_f ─> lm_head ─> logits_r [B, T/C, V] ─> loss_r = mean over the
+//   idx_r [B, T/C] -embed (wte[idx] + wpe[rank's positions])-> blocks: ln - c_attn - RING -
+//   c_proj - ln - MLP -> ln_f -> lm_head -> logits_r [B, T/C, V] -> loss_r = mean over the
 //   rank's B T/C tokens (models::lm_loss)
 //
 // The loss and the gradients. The one-process loss is the mean over all B T tokens, and every

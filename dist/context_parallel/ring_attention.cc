@@ -17,13 +17,12 @@ namespace context_parallel {
 namespace {
 
 // Point-to-point tags of the ring's three kinds of message (each kind in order between a pair).
-constexpr int kForwardKVTag = 0x5241;   // "RA"
+constexpr int kForwardKVTag = 0x5241;  // "RA"
 constexpr int kBackwardKVTag = 0x5242;
 constexpr int kGradKVTag = 0x5243;
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Adds the seconds since `start` to *total (when timing) and restarts the clock.
@@ -56,8 +55,13 @@ struct Ring {
   RingAttentionStats* stats;
 
   Ring(ProcessGroup& g, int64_t local_rows, const RingAttentionOptions& o)
-      : group(&g), rank(g.rank()), size(g.size()), left((g.rank() + g.size() - 1) % g.size()),
-        right((g.rank() + 1) % g.size()), blocks(o.blocks_), stats(o.stats_) {
+      : group(&g),
+        rank(g.rank()),
+        size(g.size()),
+        left((g.rank() + g.size() - 1) % g.size()),
+        right((g.rank() + 1) % g.size()),
+        blocks(o.blocks_),
+        stats(o.stats_) {
     const int64_t seq_len = local_rows * size;
     check_sequence_length(seq_len, size, "ring_attention");
     for (int r = 0; r < size; ++r) positions.push_back(rank_positions(seq_len, r, size, o.split_));
@@ -81,8 +85,7 @@ struct Exchange {
   int kind, step;
   double posted;
 
-  Exchange(const Ring& ring, const Tensor& outgoing, int to, int from, int tag, int kind,
-           int step)
+  Exchange(const Ring& ring, const Tensor& outgoing, int to, int from, int tag, int kind, int step)
       : next(empty_like(outgoing)), stats(ring.stats), kind(kind), step(step), posted(now()) {
     std::shared_ptr<Work> recv = ring.group->recv(flat(next), from, tag);
     std::shared_ptr<Work> send = ring.group->send(flat(outgoing), to, tag);
@@ -124,8 +127,8 @@ RingForward ring_forward(const Tensor& q, const Tensor& k, const Tensor& v, doub
     const int owner = ring.forward_owner(step);
     if (any_visible(ring.mine(), ring.positions[owner])) {
       const CausalAttentionResult part =
-          causal_attention_block(q, current.select(0, 0), current.select(0, 1), scale,
-                                 ring.mine(), ring.positions[owner], ring.blocks);
+          causal_attention_block(q, current.select(0, 0), current.select(0, 1), scale, ring.mine(),
+                                 ring.positions[owner], ring.blocks);
       acc = acc.output.defined() ? combine_attention(acc, part) : part;
       if (st) ++st->blocks_computed;
     } else if (st) {
@@ -140,8 +143,8 @@ RingForward ring_forward(const Tensor& q, const Tensor& k, const Tensor& v, doub
 }
 
 // dQ of this rank's queries and dK, dV of its own keys and values.
-CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q,
-                                   const RingForward& fwd, double scale, const Ring& ring) {
+CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q, const RingForward& fwd,
+                                   double scale, const Ring& ring) {
   double clock = now();
   RingAttentionStats* st = ring.stats;
   const CausalAttentionResult& attention = fwd.result;
@@ -158,10 +161,9 @@ CausalAttentionGrads ring_backward(const Tensor& grad_out, const Tensor& q,
     const int owner = ring.backward_owner(step);
     CausalAttentionGrads part;
     if (any_visible(ring.mine(), ring.positions[owner])) {
-      part = causal_attention_block_backward(grad_out, q, current.select(0, 0),
-                                             current.select(0, 1), attention.output,
-                                             attention.logsumexp, scale, ring.mine(),
-                                             ring.positions[owner], ring.blocks);
+      part = causal_attention_block_backward(
+          grad_out, q, current.select(0, 0), current.select(0, 1), attention.output,
+          attention.logsumexp, scale, ring.mine(), ring.positions[owner], ring.blocks);
       add_(grad_q, part.q);
     }
     lap(&clock, st ? &st->backward_compute_seconds : nullptr);
@@ -222,8 +224,8 @@ Variable ring_self_attention(const Variable& qkv_in, int64_t n_head,
   const char* op = "ring_self_attention";
   const Variable qkv = autocast_args("causal_self_attention", qkv_in)[0];
   TS_CHECK(qkv.dim() == 3, op, ": expected qkv of shape [B, T/C, 3C], got shape ", qkv.shape());
-  TS_CHECK(n_head > 0 && qkv.size(2) % (3 * n_head) == 0, op, ": the last dim of qkv ",
-           qkv.shape(), " must be 3 x n_head x head_dim, with n_head = ", n_head);
+  TS_CHECK(n_head > 0 && qkv.size(2) % (3 * n_head) == 0, op, ": the last dim of qkv ", qkv.shape(),
+           " must be 3 x n_head x head_dim, with n_head = ", n_head);
   const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, d = c / n_head;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const Tensor heads = qkv.data().view({b, t, 3, n_head, d}).permute({2, 0, 3, 1, 4}).contiguous();

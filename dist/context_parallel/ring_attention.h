@@ -73,10 +73,19 @@ struct RingAttentionOptions {
   AttentionBlocks blocks_;
   RingAttentionStats* stats_ = nullptr;
 
-  RingAttentionOptions& split(SequenceSplit s) { split_ = s; return *this; }
-  RingAttentionOptions& blocks(const AttentionBlocks& b) { blocks_ = b; return *this; }
+  RingAttentionOptions& split(SequenceSplit s) {
+    split_ = s;
+    return *this;
+  }
+  RingAttentionOptions& blocks(const AttentionBlocks& b) {
+    blocks_ = b;
+    return *this;
+  }
   // Adds this call's times to *s (forward now, backward when it runs); null: no timing.
-  RingAttentionOptions& stats(RingAttentionStats* s) { stats_ = s; return *this; }
+  RingAttentionOptions& stats(RingAttentionStats* s) {
+    stats_ = s;
+    return *this;
+  }
 };
 
 // q, k, v [B, H, T/C, D] (this rank's rows; one dtype), scale as causal_attention's.

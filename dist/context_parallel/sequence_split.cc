@@ -14,16 +14,14 @@ std::string split_name(SequenceSplit split) {
 SequenceSplit parse_split(const std::string& name) {
   if (name == "head-tail") return SequenceSplit::kHeadTail;
   if (name == "contiguous") return SequenceSplit::kContiguous;
-  TS_FAIL("context parallelism: the sequence split '", name,
-          "' is not head-tail or contiguous");
+  TS_FAIL("context parallelism: the sequence split '", name, "' is not head-tail or contiguous");
 }
 
 void check_sequence_length(int64_t seq_len, int ranks, const char* who) {
   TS_CHECK(ranks >= 1, who, ": the context-parallel group needs at least one rank, got ", ranks);
   TS_CHECK(seq_len > 0 && seq_len % (2 * ranks) == 0, who, ": context parallelism over ", ranks,
            " ranks cuts the sequence into 2 x ", ranks, " = ", 2 * ranks,
-           " equal chunks, and a sequence of ", seq_len, " tokens does not divide by ",
-           2 * ranks);
+           " equal chunks, and a sequence of ", seq_len, " tokens does not divide by ", 2 * ranks);
 }
 
 AttentionPositions rank_positions(int64_t seq_len, int rank, int ranks, SequenceSplit split) {
@@ -37,8 +35,7 @@ AttentionPositions rank_positions(int64_t seq_len, int rank, int ranks, Sequence
 }
 
 Tensor rank_rows(const Tensor& x, int64_t dim, int rank, int ranks, SequenceSplit split) {
-  TS_CHECK(dim >= 0 && dim < x.dim(), "rank_rows: dim ", dim, " of a tensor of shape ",
-           x.shape());
+  TS_CHECK(dim >= 0 && dim < x.dim(), "rank_rows: dim ", dim, " of a tensor of shape ", x.shape());
   const AttentionPositions positions = rank_positions(x.size(dim), rank, ranks, split);
   std::vector<Tensor> runs;
   for (const AttentionPositions::Run& run : positions.runs) {

@@ -4,9 +4,9 @@
 // (at kpos[c]) when kpos[c] <= qpos[r]. Plain causal attention is qpos = kpos = 0, 1, ..., T-1;
 // ring attention (dist/context_parallel/) attends a rank's queries to another rank's block of
 // keys, and a block may then be wholly hidden from a row: that row gets O = 0 and L = -inf
-// (the sum over no keys), which the ring's combine step reads as weight 0. Per (batch, head) only O and one number per query row are kept: the row's
-// logsumexp L = log sum_k exp(s q.k), from which backward recomputes any probability as
-// P = exp(s q.k - L).
+// (the sum over no keys), which the ring's combine step reads as weight 0. Per (batch, head)
+// only O and one number per query row are kept: the row's logsumexp L = log sum_k exp(s q.k),
+// from which backward recomputes any probability as P = exp(s q.k - L).
 //
 // Forward, one task per (batch, head, block of queries), the key blocks taken in order:
 //

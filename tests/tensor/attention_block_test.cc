@@ -43,7 +43,8 @@ struct Dense {
 };
 Dense dense(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
             const std::vector<int64_t>& qpos, const std::vector<int64_t>& kpos,
-            const Tensor& grad_out = Tensor(), Tensor out_all = Tensor(), Tensor lse_all = Tensor()) {
+            const Tensor& grad_out = Tensor(), Tensor out_all = Tensor(),
+            Tensor lse_all = Tensor()) {
   const int64_t heads = q.size(0) * q.size(1), tq = q.size(2), tk = k.size(2), d = q.size(3);
   const auto qs = q.contiguous().to_vector<double>(), ks = k.contiguous().to_vector<double>(),
              vs = v.contiguous().to_vector<double>();
@@ -125,10 +126,10 @@ std::vector<BlockCase> block_cases() {
       {P{{{3, 4}, {20, 3}}}, P{{{0, 5}, {10, 4}}}, {}},
       {P{{{3, 4}, {20, 3}}}, P{{{0, 5}, {10, 4}}}, {2, 3}},
       {P{{{3, 4}, {20, 3}}}, P{{{0, 5}, {10, 4}}}, {1, 7}},
-      {P::contiguous(5, 9), P::contiguous(0, 13), {4, 5}},     // keys wholly before some rows
-      {P::contiguous(0, 11), P::contiguous(4, 6), {3, 2}},     // early rows see nothing
-      {P{{{8, 3}, {0, 4}}}, P{{{6, 5}, {1, 2}}}, {2, 2}},      // runs out of order
-      {P::contiguous(0, 17), P::contiguous(0, 17), {5, 3}},    // plain causal
+      {P::contiguous(5, 9), P::contiguous(0, 13), {4, 5}},   // keys wholly before some rows
+      {P::contiguous(0, 11), P::contiguous(4, 6), {3, 2}},   // early rows see nothing
+      {P{{{8, 3}, {0, 4}}}, P{{{6, 5}, {1, 2}}}, {2, 2}},    // runs out of order
+      {P::contiguous(0, 17), P::contiguous(0, 17), {5, 3}},  // plain causal
   };
 }
 
@@ -139,23 +140,27 @@ TEST(CausalAttentionBlock, MatchesTheDenseReference) {
     for (const int64_t d : {3, 8}) {
       for (const BlockCase& c : block_cases()) {
         const int64_t tq = c.q.rows(), tk = c.k.rows();
-        const Tensor q = random({2, 3, tq, d}, dtype, seed++), k = random({2, 3, tk, d}, dtype, seed++),
-                     v = random({2, 3, tk, d}, dtype, seed++), g = random({2, 3, tq, d}, dtype, seed++);
+        const Tensor q = random({2, 3, tq, d}, dtype, seed++),
+                     k = random({2, 3, tk, d}, dtype, seed++),
+                     v = random({2, 3, tk, d}, dtype, seed++),
+                     g = random({2, 3, tq, d}, dtype, seed++);
         const double scale = 0.45;
         const Dense ref = dense(q, k, v, scale, c.q.expand(), c.k.expand(), g);
         const auto got = causal_attention_block(q, k, v, scale, c.q, c.k, c.blocks);
-        const std::string what = "tq=" + std::to_string(tq) + " tk=" + std::to_string(tk) +
-                                 " d=" + std::to_string(d) + " blocks " +
-                                 std::to_string(c.blocks.query) + "x" +
-                                 std::to_string(c.blocks.key);
+        const std::string what =
+            "tq=" + std::to_string(tq) + " tk=" + std::to_string(tk) + " d=" + std::to_string(d) +
+            " blocks " + std::to_string(c.blocks.query) + "x" + std::to_string(c.blocks.key);
         EXPECT_EQ(got.output.dtype(), dtype == kF64 ? kF64 : kF32);
         expect_near(got.output, ref.out, tol, "output, " + what);
         // Rows that see no key: -inf in both, exactly; the finite rest within tol.
-        const Tensor got_hidden = eq(got.logsumexp.to(kF64), -kInf), ref_hidden = eq(ref.lse, -kInf);
-        EXPECT_EQ(got_hidden.to(kI64).to_vector<int64_t>(), ref_hidden.to(kI64).to_vector<int64_t>()) << "rows at -inf, " << what;
+        const Tensor got_hidden = eq(got.logsumexp.to(kF64), -kInf),
+                     ref_hidden = eq(ref.lse, -kInf);
+        EXPECT_EQ(got_hidden.to(kI64).to_vector<int64_t>(),
+                  ref_hidden.to(kI64).to_vector<int64_t>())
+            << "rows at -inf, " << what;
         const Tensor zero = scalar_tensor(0.0, kF64);
-        expect_near(where(got_hidden, zero, got.logsumexp.to(kF64)), where(ref_hidden, zero, ref.lse),
-                    tol, "logsumexp, " + what);
+        expect_near(where(got_hidden, zero, got.logsumexp.to(kF64)),
+                    where(ref_hidden, zero, ref.lse), tol, "logsumexp, " + what);
         const auto grads = causal_attention_block_backward(g, q, k, v, got.output, got.logsumexp,
                                                            scale, c.q, c.k, c.blocks);
         expect_near(grads.q, ref.gq, tol, "grad q, " + what);
@@ -217,17 +222,17 @@ TEST(CausalAttentionBlock, HeadTailBlocksCombineToCausalAttention) {
       for (int64_t i = 0; i < c; ++i) {
         CausalAttentionResult all;
         for (int64_t j = 0; j < c; ++j) {
-          const auto part = causal_attention_block(take(q, i), take(k, j), take(v, j), 0.5,
-                                                   pos[i], pos[j], {3, 4});
+          const auto part = causal_attention_block(take(q, i), take(k, j), take(v, j), 0.5, pos[i],
+                                                   pos[j], {3, 4});
           all = j == 0 ? part : combine_attention(all, part);
         }
         expect_near(all.output, take(ref.output, i), tol, "output of rank " + std::to_string(i));
         expect_near(all.logsumexp, index_select(ref.logsumexp, 2, rows[i]), tol, "logsumexp");
         Tensor gq = zeros({2, 2, 2 * chunk, d}, kF64);
         for (int64_t j = 0; j < c; ++j) {
-          const auto grads = causal_attention_block_backward(
-              take(g, i), take(q, i), take(k, j), take(v, j), all.output, all.logsumexp, 0.5,
-              pos[i], pos[j], {3, 4});
+          const auto grads = causal_attention_block_backward(take(g, i), take(q, i), take(k, j),
+                                                             take(v, j), all.output, all.logsumexp,
+                                                             0.5, pos[i], pos[j], {3, 4});
           add_(gq, grads.q.to(kF64));
           add_(gk[j], grads.k.to(kF64));
           add_(gv[j], grads.v.to(kF64));
@@ -244,13 +249,20 @@ TEST(CausalAttentionBlock, HeadTailBlocksCombineToCausalAttention) {
 
 TEST(CausalAttentionBlock, ErrorsNameWhatIsWrong) {
   const Tensor q = random({1, 2, 5, 4}, kF32, 1), k = random({1, 2, 6, 4}, kF32, 2);
-  const auto five = AttentionPositions::contiguous(0, 5), six = AttentionPositions::contiguous(0, 6);
+  const auto five = AttentionPositions::contiguous(0, 5),
+             six = AttentionPositions::contiguous(0, 6);
   expect_error([&] { causal_attention_block(q, k, k, 1.0, six, six); },
                "causal_attention_block: query positions cover 6 rows, but the tensor has 5");
-  expect_error([&] { causal_attention_block(q, k, k, 1.0, five, AttentionPositions{{{-1, 6}}}); },
-               "key positions need runs of start >= 0 and length >= 0, got a run {start = -1");
-  expect_error([&] { causal_attention_block(q, random({1, 2, 6, 3}, kF32, 3), k, 1.0, five, six); },
-               "must agree in B, H and D, got q [1, 2, 5, 4], k [1, 2, 6, 3]");
+  expect_error(
+      [&] {
+        causal_attention_block(q, k, k, 1.0, five, AttentionPositions{{{-1, 6}}});
+      },
+      "key positions need runs of start >= 0 and length >= 0, got a run {start = -1");
+  expect_error(
+      [&] {
+        causal_attention_block(q, random({1, 2, 6, 3}, kF32, 3), k, 1.0, five, six);
+      },
+      "must agree in B, H and D, got q [1, 2, 5, 4], k [1, 2, 6, 3]");
   const CausalAttentionResult a{zeros({1, 2, 5, 4}), zeros({1, 2, 5})};
   const CausalAttentionResult b{zeros({1, 2, 6, 4}), zeros({1, 2, 6})};
   expect_error([&] { combine_attention(a, b); },

@@ -53,14 +53,22 @@ Flags parse(int argc, char** argv) {
     const auto number = [&](const char* flag, const char* text, auto min, auto* out) {
       if (!bench::parse_number("ring_attention_bench", flag, text, min, out)) std::exit(2);
     };
-    if (const char* v = value("--seq=")) number("--seq=", v, int64_t{2}, &f.seq);
-    else if (const char* v = value("--heads=")) number("--heads=", v, int64_t{1}, &f.heads);
-    else if (const char* v = value("--head-dim=")) number("--head-dim=", v, int64_t{1}, &f.head_dim);
-    else if (const char* v = value("--batch=")) number("--batch=", v, int64_t{1}, &f.batch);
-    else if (const char* v = value("--threads=")) number("--threads=", v, 1, &f.threads);
-    else if (const char* v = value("--repeats=")) number("--repeats=", v, 1, &f.repeats);
-    else if (const char* v = value("--bandwidth-gbps=")) f.bandwidth_gbps = std::atof(v);
-    else if (const char* v = value("--latency-us=")) f.latency_us = std::atof(v);
+    if (const char* v = value("--seq="))
+      number("--seq=", v, int64_t{2}, &f.seq);
+    else if (const char* v = value("--heads="))
+      number("--heads=", v, int64_t{1}, &f.heads);
+    else if (const char* v = value("--head-dim="))
+      number("--head-dim=", v, int64_t{1}, &f.head_dim);
+    else if (const char* v = value("--batch="))
+      number("--batch=", v, int64_t{1}, &f.batch);
+    else if (const char* v = value("--threads="))
+      number("--threads=", v, 1, &f.threads);
+    else if (const char* v = value("--repeats="))
+      number("--repeats=", v, 1, &f.repeats);
+    else if (const char* v = value("--bandwidth-gbps="))
+      f.bandwidth_gbps = std::atof(v);
+    else if (const char* v = value("--latency-us="))
+      f.latency_us = std::atof(v);
     else {
       bench::print_unknown_flag("ring_attention_bench", argv[i],
                                 "--seq=S --heads=H --head-dim=D --batch=B --threads=N "
@@ -129,13 +137,15 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
   const int c = world->size(), rank = world->rank();
   const bool lead = rank == 0;
   if (f.seq % (2 * c) != 0) {
-    if (lead) std::fprintf(stderr, "ring_attention_bench: --seq=%lld does not divide into 2 x %d chunks\n",
-                           static_cast<long long>(f.seq), c);
+    if (lead)
+      std::fprintf(stderr, "ring_attention_bench: --seq=%lld does not divide into 2 x %d chunks\n",
+                   static_cast<long long>(f.seq), c);
     return 2;
   }
   const Shape shape{f.batch, f.heads, f.seq, f.head_dim};
   const double scale = 1.0 / std::sqrt(static_cast<double>(f.head_dim));
-  const Tensor q = random(shape, 1), k = random(shape, 2), v = random(shape, 3), g = random(shape, 4);
+  const Tensor q = random(shape, 1), k = random(shape, 2), v = random(shape, 3),
+               g = random(shape, 4);
 
   // One process's attention, on rank 0 (no emulation needed: nothing is sent).
   Tensor ref_out, ref_dq, ref_dk, ref_dv;
@@ -149,17 +159,19 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
     ref_out = out.data(), ref_dq = qa.grad(), ref_dk = ka.grad(), ref_dv = va.grad();
   }
   if (lead) {
-    std::printf("ring attention: s = %lld, B = %lld, H = %lld, D = %lld, C = %d ranks, %d thread(s) "
-                "a rank; link %.1f Gb/s, %.0f us; one process fwd+bwd %.3f s\n",
-                static_cast<long long>(f.seq), static_cast<long long>(f.batch),
-                static_cast<long long>(f.heads), static_cast<long long>(f.head_dim), c, f.threads,
-                f.bandwidth_gbps, f.latency_us, one_process_seconds);
+    std::printf(
+        "ring attention: s = %lld, B = %lld, H = %lld, D = %lld, C = %d ranks, %d thread(s) "
+        "a rank; link %.1f Gb/s, %.0f us; one process fwd+bwd %.3f s\n",
+        static_cast<long long>(f.seq), static_cast<long long>(f.batch),
+        static_cast<long long>(f.heads), static_cast<long long>(f.head_dim), c, f.threads,
+        f.bandwidth_gbps, f.latency_us, one_process_seconds);
   }
   dist::NetworkEmulation net;
   net.bandwidth_gbps = f.bandwidth_gbps;
   net.latency_us = f.latency_us;
 
-  for (const cp::SequenceSplit split : {cp::SequenceSplit::kHeadTail, cp::SequenceSplit::kContiguous}) {
+  for (const cp::SequenceSplit split :
+       {cp::SequenceSplit::kHeadTail, cp::SequenceSplit::kContiguous}) {
     const std::string name = cp::split_name(split);
     const auto mine = [&](const Tensor& x) { return cp::rank_rows(x, 2, rank, c, split); };
     // Equality, without emulation.
@@ -209,18 +221,22 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
       // Every rank's exchanges (as many on each), 5 numbers each.
       std::vector<double> mine_events;
       for (const auto& e : stats.exchanges) {
-        mine_events.insert(mine_events.end(), {double(e.kind), double(e.step), e.posted, e.arrived, e.needed});
+        mine_events.insert(mine_events.end(),
+                           {double(e.kind), double(e.step), e.posted, e.arrived, e.needed});
       }
       const int64_t n = static_cast<int64_t>(mine_events.size());
       Tensor all = empty({c * n}, kF64);
       world->all_gather(from_vector<double>(mine_events, {n}), all)->wait();
       const std::vector<double> ev = all.to_vector<double>();
-      const auto at = [&](int rank_of, int64_t i, int field) { return ev[rank_of * n + i * 5 + field]; };
+      const auto at = [&](int rank_of, int64_t i, int field) {
+        return ev[rank_of * n + i * 5 + field];
+      };
       for (int rr = 0; rr < c; ++rr) {
         for (int64_t i = 0; i < n / 5; ++i) {
           const int kind = static_cast<int>(at(rr, i, 0)), st = static_cast<int>(at(rr, i, 1));
           // Forward blocks come from the left; backward ones and the accumulators from the right.
-          const int sender = kind == cp::RingAttentionStats::kForwardKV ? (rr + c - 1) % c : (rr + 1) % c;
+          const int sender =
+              kind == cp::RingAttentionStats::kForwardKV ? (rr + c - 1) % c : (rr + 1) % c;
           for (int64_t j = 0; j < n / 5; ++j) {
             if (at(sender, j, 0) != kind || at(sender, j, 1) != st) continue;
             const double posted = at(sender, j, 2), arrived = at(rr, i, 3), needed = at(rr, i, 4);
@@ -239,25 +255,27 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
     const double hidden = link_all > 0 ? 1 - exposed_all / link_all : 1;
     const double paid = max_of(exposed) / f.repeats;
     const double hidden_of_alone = std::max(0.0, 1 - paid / alone);
-    std::printf("%-10s equality: max |diff| output %.2e, output and q/k/v grads %.2e\n", name.c_str(),
-                diff_out, diff);
+    std::printf("%-10s equality: max |diff| output %.2e, output and q/k/v grads %.2e\n",
+                name.c_str(), diff_out, diff);
     std::printf("%-10s per rank: compute", name.c_str());
     for (double x : computes) std::printf(" %.3f", x);
     std::printf(" s; step %.3f s\n", step);
-    std::printf("%-10s overlap: messages' link time (all ranks) %.4f s, exposed %.4f s: hidden "
-                "%.1f%%; the exchange alone %.4f s a rank, the rank paying most exposed %.4f s of "
-                "it: hidden %.1f%%\n",
-                name.c_str(), link_all / f.repeats, exposed_all / f.repeats, 100 * hidden, alone,
-                paid, 100 * hidden_of_alone);
+    std::printf(
+        "%-10s overlap: messages' link time (all ranks) %.4f s, exposed %.4f s: hidden "
+        "%.1f%%; the exchange alone %.4f s a rank, the rank paying most exposed %.4f s of "
+        "it: hidden %.1f%%\n",
+        name.c_str(), link_all / f.repeats, exposed_all / f.repeats, 100 * hidden, alone, paid,
+        100 * hidden_of_alone);
     std::printf("%-10s imbalance (max / mean): compute time %.3f, visible score pairs %.3f\n",
                 name.c_str(), max_of(computes) / mean_of(computes), max_of(work) / mean_of(work));
-    std::printf("{\"bench\": \"ring_attention\", \"split\": \"%s\", \"ranks\": %d, \"seq\": %lld, "
-                "\"max_abs_diff\": %.3e, \"exchange_alone_s\": %.5f, \"step_s\": %.5f, "
-                "\"link_s\": %.5f, \"exposed_s\": %.5f, \"hidden\": %.4f, \"hidden_of_alone\": %.4f, "
-                "\"compute_imbalance\": %.4f, \"work_imbalance\": %.4f}\n",
-                name.c_str(), c, static_cast<long long>(f.seq), diff, alone, step, link_all / f.repeats,
-                exposed_all / f.repeats, hidden, hidden_of_alone, max_of(computes) / mean_of(computes),
-                max_of(work) / mean_of(work));
+    std::printf(
+        "{\"bench\": \"ring_attention\", \"split\": \"%s\", \"ranks\": %d, \"seq\": %lld, "
+        "\"max_abs_diff\": %.3e, \"exchange_alone_s\": %.5f, \"step_s\": %.5f, "
+        "\"link_s\": %.5f, \"exposed_s\": %.5f, \"hidden\": %.4f, \"hidden_of_alone\": %.4f, "
+        "\"compute_imbalance\": %.4f, \"work_imbalance\": %.4f}\n",
+        name.c_str(), c, static_cast<long long>(f.seq), diff, alone, step, link_all / f.repeats,
+        exposed_all / f.repeats, hidden, hidden_of_alone, max_of(computes) / mean_of(computes),
+        max_of(work) / mean_of(work));
   }
   return 0;
 }

@@ -83,6 +83,7 @@ LaunchCommand::LaunchCommand(std::vector<std::string> argv) : argv_(std::move(ar
   // What a restart on fewer ranks must keep whole.
   if (train_.strategy == "pipeline" && train_.stages > 0) stages_ = train_.stages;
   tensor_parallel_ = std::max(1, train_.tensor_parallel);
+  context_parallel_ = std::max(1, train_.context_parallel);
   if (train_.strategy == "async") servers_ = train_.servers;
 }
 
@@ -97,7 +98,7 @@ void LaunchCommand::check_restart(const std::string& restart) const {
 }
 
 int LaunchCommand::fitting_ranks(int available) const {
-  const int unit = stages_ * tensor_parallel_;
+  const int unit = stages_ * tensor_parallel_ * context_parallel_;
   for (int m = std::min(available, ranks_); m >= 1; --m) {
     if (m % unit == 0 && m > servers_) return m;
   }
@@ -110,6 +111,10 @@ std::string LaunchCommand::fitting_rule() const {
   if (tensor_parallel_ > 1) {
     rule += (rule.empty() ? "" : " x ") + std::string("--tensor-parallel=") +
             std::to_string(tensor_parallel_);
+  }
+  if (context_parallel_ > 1) {
+    rule += (rule.empty() ? "" : " x ") + std::string("--context-parallel=") +
+            std::to_string(context_parallel_);
   }
   rule = rule.empty() ? "" : "a multiple of " + rule;
   if (servers_ > 0) {

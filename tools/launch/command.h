@@ -65,6 +65,7 @@ class LaunchCommand {
   train::Config train_;  // the train tool's flags (tools/train/flags.h)
   std::optional<std::string> hostfile_;
   int stages_ = 1, tensor_parallel_ = 1;  // --stages, --tensor-parallel of the train tool
+  int context_parallel_ = 1;              // and --context-parallel
   int servers_ = 0;                       // --servers of --strategy=async (else 0)
 };
 

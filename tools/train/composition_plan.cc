@@ -80,7 +80,8 @@ PlannedRun planned(const Assignment& v) {
   // pair within; one process alone is one replica.
   int replicas = strategy == "single" ? 1 : 2;
   if (strategy == "pipeline") replicas = tp ? 1 : 2;
-  const int unit = (tp ? 2 : 1) * (cp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);  // ranks of a replica
+  // Ranks of a replica.
+  const int unit = (tp ? 2 : 1) * (cp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);
   r.ranks = replicas * unit;
   // A restart on fewer ranks: the job starts with one replica more (a worker more beside the
   // server), and the launcher restarts it on the plan's ranks.

@@ -20,7 +20,9 @@ class ContextParallel : public Strategy {
  public:
   ContextParallel(const Config& c, std::unique_ptr<Strategy> inner,
                   std::shared_ptr<nn::Sequential> model, const ContextParallelLayout& layout)
-      : inner_(std::move(inner)), model_(std::move(model)), layout_(layout),
+      : inner_(std::move(inner)),
+        model_(std::move(model)),
+        layout_(layout),
         averages_gradients_(c.strategy != "single") {}
 
   double train_step(const Tensor& inputs, const Tensor& targets) override {
@@ -122,8 +124,7 @@ ContextParallelLayout make_context_parallel_layout(const std::shared_ptr<dist::P
 }
 
 void split_sequences(nn::Sequential& model, const ContextParallelLayout& layout) {
-  cp::parallelize_context(model, layout.context_parallel,
-                          cp::RingAttentionOptions().split(kSplit));
+  cp::parallelize_context(model, layout.context_parallel, cp::RingAttentionOptions().split(kSplit));
 }
 
 std::unique_ptr<Strategy> context_parallel_strategy(const Config& config,

@@ -271,24 +271,21 @@ std::vector<Refusal> make_refusals() {
        "tensor parallelism combines with --strategy=ddp or zero1 for the data-parallel "
        "dimension (single when there is none), or with the pipeline (3D)"},
 
-      // Context parallelism. (The GPT is the one model it runs on: the refusals after the first
-      // name it, so that each holds on its own.)
-      {{{"context-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
-       "context parallelism splits each sequence over the ranks and passes attention's keys and "
-       "values around them: it is for --model=gpt-*; the MLP and the ResNets see one example "
-       "at a time and have no sequence to split"},
-      {{{"context-parallel", {"on"}}, {"strategy", {"zero3", "pipeline", "local-sgd", "gossip", "async"}},
-        {"model", {"transformer"}}},
+      // Context parallelism. (Its strategies and tensor parallelism before its models, so that
+      // a run of the default model given one of them hears that reason.)
+      {{{"context-parallel", {"on"}},
+        {"strategy", {"zero3", "pipeline", "local-sgd", "gossip", "async"}}},
        "context parallelism combines with --strategy=ddp, zero1 or zero2 for the data-parallel "
        "dimension (single when there is none), whose gradient averages over the world are the "
        "dp x cp average it needs; ZeRO-3's units, the pipeline's stages and the decentralized "
        "strategies' own averaging have not been built around the sequence split"},
-      {{{"context-parallel", {"on"}}, {"tensor-parallel", {"on"}}, {"model", {"transformer"}}},
+      {{{"context-parallel", {"on"}}, {"tensor-parallel", {"on"}}},
        "context x tensor parallelism needs a 3-D topology (cp groups inside tp x dp) that the "
        "tool does not build yet: choose one of the two"},
-      {{{"context-parallel", {"on"}}, {"restart", {"fewer-ranks"}}, {"model", {"transformer"}}},
-       "tools/launch's restart on fewer ranks chooses the new world from the replicas' sizes "
-       "without the context-parallel factor: restart on the same ranks"},
+      {{{"context-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
+       "context parallelism splits each sequence over the ranks and passes attention's keys and "
+       "values around them: it is for --model=gpt-*; the MLP and the ResNets see one example "
+       "at a time and have no sequence to split"},
 
       // The pipeline.
       {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},

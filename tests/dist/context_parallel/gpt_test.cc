@@ -178,8 +178,9 @@ TEST(ContextParallelGPT, DataTimesContextParallelEqualsOneProcessOnTheWholeBatch
   for (int d = 0; d < replicas; ++d) batches.push_back(windows(30 + d));
   const auto reference = gpt();
   const Tensor all = cat(batches, 0);
-  const Variable ref_loss = models::lm_loss(
-      (*reference)(Variable(all.narrow(1, 0, kSeq).contiguous())), all.narrow(1, 1, kSeq).contiguous());
+  const Variable ref_loss =
+      models::lm_loss((*reference)(Variable(all.narrow(1, 0, kSeq).contiguous())),
+                      all.narrow(1, 1, kSeq).contiguous());
   ref_loss.backward();
 
   const auto model = gpt();
@@ -203,13 +204,15 @@ TEST(ContextParallelGPT, ErrorsNameTheValues) {
   const auto model = gpt();
   parallelize_context(*model, world());
   // 3 tokens per rank: a sequence of 3C does not divide into 2C chunks.
-  expect_error([&] { (*model)(Variable(zeros({kBatch, 3}, kI64))); },
-               "a sequence of " + std::to_string(3 * c) + " tokens does not divide by " +
-                   std::to_string(2 * c));
+  expect_error(
+      [&] {
+        (*model)(Variable(zeros({kBatch, 3}, kI64)));
+      },
+      "a sequence of " + std::to_string(3 * c) + " tokens does not divide by " +
+          std::to_string(2 * c));
   // 64 / C + 2C per rank... simply beyond the context of 64.
   const int64_t per_rank = 2 * (64 / c + 2);
-  expect_error([&] { (*model)(Variable(zeros({kBatch, per_rank}, kI64))); },
-               "the context is 64");
+  expect_error([&] { (*model)(Variable(zeros({kBatch, per_rank}, kI64))); }, "the context is 64");
   expect_error([&] { parallelize_context(*model, world()); },
                "parallelize_context: context parallelism runs on a GPT");
   auto mlp = models::MLP();

@@ -32,7 +32,8 @@ Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
 void expect_near(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   EXPECT_TRUE(allclose(a.to(kF64), b.to(kF64), tol, tol))
-      << what << " on rank " << world()->rank() << ": max |diff| = " << max_abs_diff(a.to(kF64), b.to(kF64));
+      << what << " on rank " << world()->rank()
+      << ": max |diff| = " << max_abs_diff(a.to(kF64), b.to(kF64));
 }
 
 struct Case {
@@ -49,11 +50,10 @@ std::string name(const Case& c) {
 TEST(RingAttention, EqualsOneProcessCausalAttention) {
   const auto group = world();
   const int c = group->size(), rank = group->rank();
-  for (const Case& cs : {Case{kF32, SequenceSplit::kHeadTail, {}},
-                         Case{kF32, SequenceSplit::kContiguous, {}},
-                         Case{kF32, SequenceSplit::kHeadTail, {3, 4}},
-                         Case{kF64, SequenceSplit::kHeadTail, {2, 3}},
-                         Case{kF64, SequenceSplit::kContiguous, {4, 2}}}) {
+  for (const Case& cs :
+       {Case{kF32, SequenceSplit::kHeadTail, {}}, Case{kF32, SequenceSplit::kContiguous, {}},
+        Case{kF32, SequenceSplit::kHeadTail, {3, 4}}, Case{kF64, SequenceSplit::kHeadTail, {2, 3}},
+        Case{kF64, SequenceSplit::kContiguous, {4, 2}}}) {
     const double tol = cs.dtype == kF32 ? 1e-5 : 1e-12;
     const int64_t chunk = 5, t = 2 * c * chunk;  // odd chunks: T = 20 on 2 ranks, 40 on 4
     const Shape shape{2, 3, t, 4};
@@ -67,8 +67,9 @@ TEST(RingAttention, EqualsOneProcessCausalAttention) {
     auto mine = [&](const Tensor& x) { return rank_rows(x, 2, rank, c, cs.split); };
     Variable qr(mine(q), true), kr(mine(k), true), vr(mine(v), true);
     RingAttentionStats stats;
-    const Variable out = ring_attention(qr, kr, vr, 0.5, group,
-                                        RingAttentionOptions().split(cs.split).blocks(cs.blocks).stats(&stats));
+    const Variable out =
+        ring_attention(qr, kr, vr, 0.5, group,
+                       RingAttentionOptions().split(cs.split).blocks(cs.blocks).stats(&stats));
     EXPECT_EQ(out.dtype(), cs.dtype);
     expect_near(out.data(), mine(whole.data()), tol, "output, " + name(cs));
     sum(mul(out, Variable(mine(g)))).backward();

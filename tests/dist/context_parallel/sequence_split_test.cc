@@ -61,10 +61,14 @@ TEST(SequenceSplit, ErrorsNameTheLengthAndTheRanks) {
   expect_error([] { rank_positions(18, 0, 4, SequenceSplit::kHeadTail); },
                "context parallelism over 4 ranks cuts the sequence into 2 x 4 = 8 equal chunks, "
                "and a sequence of 18 tokens does not divide by 8");
-  expect_error([] { rank_positions(16, 4, 4, SequenceSplit::kHeadTail); }, "rank 4 of a group of 4");
+  expect_error([] { rank_positions(16, 4, 4, SequenceSplit::kHeadTail); },
+               "rank 4 of a group of 4");
   expect_error([] { parse_split("striped"); }, "'striped' is not head-tail or contiguous");
-  expect_error([] { rank_batch(zeros({2, 1}, kI64), 0, 1, SequenceSplit::kHeadTail); },
-               "expected token windows [B, T + 1], got shape [2, 1]");
+  expect_error(
+      [] {
+        rank_batch(zeros({2, 1}, kI64), 0, 1, SequenceSplit::kHeadTail);
+      },
+      "expected token windows [B, T + 1], got shape [2, 1]");
 }
 
 }  // namespace
