@@ -13,7 +13,9 @@
 //     when this rank needs its block is imbalance, not the link, and is not counted;
 //   - causal imbalance: each rank's compute time (the block kernels and the combine step,
 //     forward and backward) and its share of the causal mask's visible (query, key) pairs:
-//     max / mean over the ranks, with and without head-tail order.
+//     max / mean over the ranks, with and without head-tail order;
+//   - DeepSpeed-Ulysses beside it (ulysses_attention.h): equality, the bytes rank 0 sends (beside
+//     ring attention's) and its step without and with the link.
 //
 //   bazel build -c opt //tools/bench:ring_attention_bench
 //   tools/bench/ring_attention.sh            (C = 2 and 4, s = 4096)
@@ -29,6 +31,7 @@
 #include "autograd/functions.h"
 #include "dist/context_parallel/gather_sequence.h"
 #include "dist/context_parallel/ring_attention.h"
+#include "dist/context_parallel/ulysses_attention.h"
 #include "dist/environment.h"
 #include "tensor/ops.h"
 #include "tensor/parallel.h"
@@ -177,9 +180,11 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
     // Equality, without emulation.
     world->set_network_emulation(dist::NetworkEmulation{});
     Variable qr(mine(q), true), kr(mine(k), true), vr(mine(v), true);
+    const int64_t bytes_before = world->ledger().total_bytes();
     const Variable out =
         cp::ring_attention(qr, kr, vr, scale, world, cp::RingAttentionOptions().split(split));
     sum(mul(out, Variable(mine(g)))).backward();
+    const int64_t ring_bytes = world->ledger().total_bytes() - bytes_before;
     const Tensor got_out = cp::gather_sequence(out.data(), 2, *world, split);
     const Tensor got_dq = cp::gather_sequence(qr.grad(), 2, *world, split);
     const Tensor got_dk = cp::gather_sequence(kr.grad(), 2, *world, split);
@@ -255,8 +260,9 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
     const double hidden = link_all > 0 ? 1 - exposed_all / link_all : 1;
     const double paid = max_of(exposed) / f.repeats;
     const double hidden_of_alone = std::max(0.0, 1 - paid / alone);
-    std::printf("%-10s equality: max |diff| output %.2e, output and q/k/v grads %.2e\n",
-                name.c_str(), diff_out, diff);
+    std::printf("%-10s equality: max |diff| output %.2e, output and q/k/v grads %.2e; %.2f MB "
+                "sent by rank 0 (forward and backward)\n",
+                name.c_str(), diff_out, diff, ring_bytes / 1e6);
     std::printf("%-10s per rank: compute", name.c_str());
     for (double x : computes) std::printf(" %.3f", x);
     std::printf(" s; step %.3f s\n", step);
@@ -276,6 +282,51 @@ int run(const Flags& f, const std::shared_ptr<dist::ProcessGroup>& world) {
         name.c_str(), c, static_cast<long long>(f.seq), diff, alone, step, link_all / f.repeats,
         exposed_all / f.repeats, hidden, hidden_of_alone, max_of(computes) / mean_of(computes),
         max_of(work) / mean_of(work));
+  }
+  // DeepSpeed-Ulysses beside it (head-tail chunks; the attention is the one-process op on
+  // whole sequences of H/C heads, so the order makes no imbalance): equality, bytes, and its
+  // step without and with the link (its all-to-alls are not overlapped).
+  if (f.heads % c == 0) {
+    const cp::SequenceSplit split = cp::SequenceSplit::kHeadTail;
+    const auto mine = [&](const Tensor& x) { return cp::rank_rows(x, 2, rank, c, split); };
+    double steps[2] = {1e30, 1e30};
+    int64_t bytes = 0;
+    double diff = 0;
+    for (int emulated = 0; emulated < 2; ++emulated) {
+      world->set_network_emulation(emulated ? net : dist::NetworkEmulation{});
+      for (int r = 0; r < f.repeats; ++r) {
+        Variable qr(mine(q), true), kr(mine(k), true), vr(mine(v), true);
+        world->barrier()->wait();
+        const int64_t before = world->ledger().total_bytes();
+        const double start = bench::now_ms();
+        const Variable out = cp::ulysses_attention(qr, kr, vr, scale, world, split);
+        sum(mul(out, Variable(mine(g)))).backward();
+        steps[emulated] =
+            std::min(steps[emulated], max_of(all_values((bench::now_ms() - start) / 1e3, *world)));
+        bytes = world->ledger().total_bytes() - before;
+        if (emulated == 0 && r == 0) {
+          const Tensor got = cp::gather_sequence(out.data(), 2, *world, split);
+          const Tensor got_dq = cp::gather_sequence(qr.grad(), 2, *world, split);
+          const Tensor got_dk = cp::gather_sequence(kr.grad(), 2, *world, split);
+          const Tensor got_dv = cp::gather_sequence(vr.grad(), 2, *world, split);
+          if (lead) {
+            diff = std::max({max_abs_diff(got, ref_out), max_abs_diff(got_dq, ref_dq),
+                             max_abs_diff(got_dk, ref_dk), max_abs_diff(got_dv, ref_dv)});
+          }
+        }
+      }
+    }
+    world->set_network_emulation(dist::NetworkEmulation{});
+    if (lead) {
+      std::printf("ulysses    equality: max |diff| output and q/k/v grads %.2e; %.2f MB sent by "
+                  "rank 0; step %.3f s without the link, %.3f s with it\n",
+                  diff, bytes / 1e6, steps[0], steps[1]);
+      std::printf("{\"bench\": \"ulysses_attention\", \"ranks\": %d, \"seq\": %lld, "
+                  "\"max_abs_diff\": %.3e, \"bytes\": %lld, \"step_s\": %.5f, "
+                  "\"step_emulated_s\": %.5f}\n",
+                  c, static_cast<long long>(f.seq), diff, static_cast<long long>(bytes), steps[0],
+                  steps[1]);
+    }
   }
   return 0;
 }
