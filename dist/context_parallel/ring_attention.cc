@@ -1,7 +1,9 @@
 #include "dist/context_parallel/ring_attention.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <future>
 #include <vector>
 
