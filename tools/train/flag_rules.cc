@@ -45,7 +45,7 @@ void check_combinations(const Config& c) {
           c.model);
     }
     for (const char* flag : {"tokenizer", "seq-len", "val-limit", "eval-every", "sample",
-                             "recompute", "recompute-modules"}) {
+                             "context", "recompute", "recompute-modules"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " is for the language models (--model=gpt-tiny|gpt-nano|"
             "gpt2), not --model=" + c.model);

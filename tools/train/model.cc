@@ -14,6 +14,7 @@ std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels,
                                            int64_t vocab_size) {
   if (language_model(c)) {
     models::GPTConfig config = models::GPTConfig::named(c.model, vocab_size);
+    if (c.context > 0) config.context = c.context;
     config.recompute = models::Recompute::parse(c.recompute, c.recompute_modules);
     return models::GPT(config);
   }
