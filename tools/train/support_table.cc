@@ -290,11 +290,6 @@ std::vector<Refusal> make_refusals() {
        "LayerNorms' and the embedding's arrive in B, where ZeRO-2 has already reduced their "
        "bucket (dist/zero: 'received a second gradient in one backward'): use --dp-strategy=ddp "
        "or zero1, or another schedule"},
-      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"pipeline"}},
-        {"dp-strategy", {"zero1", "zero2"}}},
-       "a stage's ZeRO optimizer cut by the GPT's two parameter groups, beside the tied copies' "
-       "gradient exchange and the checkpoint's optimizer state gathered stage by stage, has not "
-       "been checked against one process: give --weight-decay=0 (or use --dp-strategy=ddp)"},
       {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"async"}}},
        "the parameter servers step their shards of the flat parameter vector with one set of "
        "options, so they cannot decay the GPT's Linear weights while sparing its biases, "
