@@ -49,6 +49,12 @@ Variable VocabParallelEmbedding::forward(const Variable& indices) {
   TS_CHECK(indices.dtype() == kI64, op, ": indices must be i64 (token ids), got ",
            indices.dtype(), " with shape ", indices.shape());
   const Tensor ids = indices.data();
+  if (sequence_parallel_) {
+    // Checked here, before the lookup, so the error names this layer and the sequence.
+    TS_CHECK(ids.dim() == 2, op, ": under sequence parallelism token ids are [B, S], got shape ",
+             ids.shape());
+    sequence_shard_length(ids.size(kSequenceDim), group_->size(), op);
+  }
   // Checked against the whole vocabulary: the lookup below sees only this rank's rows, and would
   // take any id outside them for another rank's. Every rank holds the same ids, so every rank
   // raises this alike (none is left waiting in the all-reduce).
