@@ -141,6 +141,7 @@ TEST(SupportTable, EachAxisReadsBackTheValueItsFlagsGive) {
                                 : axis.name == "strategy" ? "" : "--strategy=ddp";
       if (axis.name == "error-feedback") context += " --compression=topk:0.1";
       if (axis.name == "weight-decay-groups") context += " --model=gpt-tiny";
+      if (axis.name == "sequence-parallel") context += " --model=gpt-tiny --tensor-parallel=2";
       if (axis.name == "checkpoint" && value == "sharded") context = "--strategy=zero1";
       Config c = read(context + " " + flags_for(axis.name, value));
       if (axis.name == "restart") c.restart = value;  // tools/launch's, not a flag

@@ -233,8 +233,8 @@ TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
            Case{"--sequence-parallel=true", 2,
                 "--sequence-parallel=true with --tensor-parallel=1: sequence parallelism splits"},
            Case{"--tensor-parallel=2 --sequence-parallel=true", 2,
-                "--sequence-parallel=true with --model=mlp: sequence parallelism splits a "
-                "transformer's tokens"},
+                "--sequence-parallel=true with --tensor-parallel=2 and --model=mlp: sequence "
+                "parallelism splits a transformer's tokens"},
            Case{"--model=gpt-tiny --data=text --tokenizer=byte --seq-len=15 --tensor-parallel=2 "
                 "--sequence-parallel=true", 2,
                 "--sequence-parallel with --tensor-parallel=2: --seq-len=15 does not divide by 2"},

@@ -278,7 +278,7 @@ std::vector<Refusal> make_refusals() {
       {{{"sequence-parallel", {"on"}}, {"tensor-parallel", {"off"}}},
        "sequence parallelism splits the LayerNorms and the residual stream that tensor "
        "parallelism leaves whole on its ranks: give --tensor-parallel=T of 2 or more"},
-      {{{"sequence-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
+      {{{"sequence-parallel", {"on"}}, {"tensor-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
        "sequence parallelism splits a transformer's tokens (a GPT's, --model=gpt-*); the other "
        "models have no sequence"},
 
