@@ -13,18 +13,12 @@ namespace tensor_parallel {
 
 namespace {
 
-// [B, S, ...]'s S, checked to divide by the group's size.
-int64_t checked_sequence(const Variable& x, const ProcessGroup& group, const char* op,
-                         bool sharded) {
+// S of activations [B, S, ...], at least one token.
+int64_t sequence_of(const Variable& x, const char* op) {
   TS_CHECK(x.defined() && x.dim() >= 2, op, ": expected activations [B, S, ...] with the "
            "sequence in dim ", kSequenceDim, ", got ", x.defined() ? x.shape() : Shape{});
-  const int64_t s = x.size(kSequenceDim);
-  if (sharded) {
-    TS_CHECK(s >= 1, op, ": this rank holds no tokens (shape ", x.shape(), ")");
-    return s;
-  }
-  sequence_shard_length(s, group.size(), op);
-  return s;
+  TS_CHECK(x.size(kSequenceDim) >= 1, op, ": no tokens (shape ", x.shape(), ")");
+  return x.size(kSequenceDim);
 }
 
 }  // namespace
@@ -40,14 +34,14 @@ int64_t sequence_shard_length(int64_t sequence, int parts, const char* what) {
 
 Variable scatter_to_sequence_parallel_region(const Variable& x,
                                              const std::shared_ptr<ProcessGroup>& group) {
-  checked_sequence(x, *group, "scatter_to_sequence_parallel_region", /*sharded=*/false);
+  const char* op = "scatter_to_sequence_parallel_region";
+  sequence_shard_length(sequence_of(x, op), group->size(), op);
   return scatter_to_parallel_region(x, kSequenceDim, group);
 }
 
 Variable gather_from_sequence_parallel_region(const Variable& x,
                                               const std::shared_ptr<ProcessGroup>& group) {
-  const int64_t shard =
-      checked_sequence(x, *group, "gather_from_sequence_parallel_region", /*sharded=*/true);
+  const int64_t shard = sequence_of(x, "gather_from_sequence_parallel_region");
   // Every rank holds S/T tokens, so no lengths are exchanged (gather_from_parallel_region's
   // slices may differ; these may not).
   const std::vector<int64_t> lengths(group->size(), shard);
@@ -62,9 +56,9 @@ Variable gather_from_sequence_parallel_region(const Variable& x,
 
 Variable reduce_scatter_to_sequence_parallel_region(const Variable& x,
                                                     const std::shared_ptr<ProcessGroup>& group) {
-  const int64_t s = checked_sequence(x, *group, "reduce_scatter_to_sequence_parallel_region",
-                                     /*sharded=*/false);
-  const std::vector<int64_t> lengths(group->size(), s / group->size());
+  const char* op = "reduce_scatter_to_sequence_parallel_region";
+  const int64_t shard = sequence_shard_length(sequence_of(x, op), group->size(), op);
+  const std::vector<int64_t> lengths(group->size(), shard);
   trace::LabelIfRecording label("sp reduce_scatter (forward)", "reduce_scatter");
   return record("ReduceScatterToSequenceParallelRegionBackward",
                 reduce_scatter_along(x.data(), kSequenceDim, lengths, *group), {x},
