@@ -23,6 +23,15 @@
 //   lm_head   s b V                  the logits (V the padded vocabulary)
 //   loss      s b V                  the softmax the cross-entropy keeps  + 8 s b (targets) + p
 //
+// Recomputation (models::Recompute, config.recompute) changes what a block keeps:
+//
+//   selective  core_attn: c_attn's output qkv 3 instead of q, k, v 3, the output 1 + 1 and the
+//              logsumexp (-2 sbh, -4 asb); layernorm: no LayerNorm output or statistics (-2 sbh,
+//              -16 sb); gelu: no GELU output (-4 sbh). All three: 9 p sbh.
+//   full       p s b h: the block's input, kept by its checkpoint.
+//
+// and the paper's figure: selective (of the attention core) s b h 34, full s b h 2.
+//
 // tools/explain's memory command prints these beside the counting allocator's figures.
 #pragma once
 
@@ -41,6 +50,16 @@ struct ActivationRow {
   std::string formula;      // in s, b, h, a, V and p
   double paper_bytes = -1;  // Korthikanti et al.'s 16-bit figure (blocks only; -1 elsewhere)
 };
+
+// A block's bytes as sbh x p + sb + asb coefficients (elements of p bytes, and f32 statistics
+// bytes), under a recomputation choice.
+struct BlockActivations {
+  int64_t sbh = 0, sb = 0, asb = 0;
+};
+BlockActivations block_activations(const models::Recompute& recompute);
+
+// Korthikanti et al.'s 16-bit bytes of one block, under config.recompute.
+double paper_block_bytes(const models::GPTConfig& config, int64_t batch, int64_t seq_len);
 
 std::vector<ActivationRow> gpt_activations(const models::GPTConfig& config, int64_t batch,
                                            int64_t seq_len, Precision precision);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
+#include "autograd/recompute.h"
 #include "nn/nn.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
@@ -39,8 +41,19 @@ class GPTEmbedding : public nn::Module {
   int64_t context_;
 };
 
-// c_fc, gelu, c_proj run in turn through named_children(), as Sequential runs its layers, so
-// replace_module's swaps (tensor parallelism's column- and row-parallel Linears) take effect.
+// The child registered as `name`, as it is now: found at every call, never kept from
+// construction, so replace_module's swaps (tensor parallelism's column- and row-parallel
+// Linears, context parallelism's attention) take effect and no member keeps a swapped-out
+// module alive.
+nn::Module& child(const nn::Module& parent, const char* name) {
+  for (const auto& [child_name, module] : parent.named_children()) {
+    if (child_name == name) return *module;
+  }
+  TS_FAIL(parent.type_name(), ": no child named '", name, "'");
+}
+
+// c_fc, GELU, c_proj. Under selective recomputation of the GELU, its output (c_proj's input,
+// 4 C wide) is not kept but recomputed from c_fc's output in backward.
 class GPTMLP : public nn::Module {
  public:
   explicit GPTMLP(int64_t n_embd) {
@@ -49,32 +62,67 @@ class GPTMLP : public nn::Module {
     register_module<nn::Linear>("c_proj", 4 * n_embd, n_embd);
   }
   std::string type_name() const override { return "GPTMLP"; }
+  void set_recompute_gelu(bool on) { recompute_gelu_ = on; }
   Variable forward(const Variable& x) override {
-    Variable h = x;
-    for (const auto& [name, layer] : named_children()) h = (*layer)(h);
-    return h;
-  }
-};
-
-// A pre-LayerNorm block: x + attn(ln_1(x)), then + mlp(ln_2(.)).
-class GPTBlock : public nn::Module {
- public:
-  GPTBlock(int64_t n_embd, int64_t n_head) {
-    ln_1_ = register_module<nn::LayerNorm>("ln_1", n_embd);
-    attn_ = register_module<nn::CausalSelfAttention>("attn", n_embd, n_head);
-    ln_2_ = register_module<nn::LayerNorm>("ln_2", n_embd);
-    mlp_ = register_module<GPTMLP>("mlp", n_embd);
-  }
-  std::string type_name() const override { return "GPTBlock"; }
-  Variable forward(const Variable& x) override {
-    const Variable h = add(x, (*attn_)((*ln_1_)(x)));
-    return add(h, (*mlp_)((*ln_2_)(h)));
+    const Variable h = child(*this, "c_fc")(x);
+    const UnaryFn gelu = [this](const Variable& v) { return child(*this, "gelu")(v); };
+    const UnaryFn c_proj = [this](const Variable& v) { return child(*this, "c_proj")(v); };
+    return recompute_gelu_ ? recompute_output(gelu, h, c_proj) : c_proj(gelu(h));
   }
 
  private:
-  std::shared_ptr<nn::LayerNorm> ln_1_, ln_2_;
-  std::shared_ptr<nn::CausalSelfAttention> attn_;
-  std::shared_ptr<GPTMLP> mlp_;
+  bool recompute_gelu_ = false;
+};
+
+// A pre-LayerNorm block: x + attn(ln_1(x)), then + mlp(ln_2(.)). Under full recomputation the
+// whole block runs under checkpoint() (only its input kept); under selective recomputation of
+// the LayerNorms their outputs (the inputs of c_attn and c_fc) are recomputed in backward.
+class GPTBlock : public nn::Module {
+ public:
+  GPTBlock(int64_t n_embd, int64_t n_head) {
+    register_module<nn::LayerNorm>("ln_1", n_embd);
+    register_module<nn::CausalSelfAttention>("attn", n_embd, n_head);
+    register_module<nn::LayerNorm>("ln_2", n_embd);
+    register_module<GPTMLP>("mlp", n_embd);
+  }
+  std::string type_name() const override { return "GPTBlock"; }
+
+  void set_recompute(const Recompute& r) {
+    recompute_ = r;
+    const bool selective = r.granularity == Recompute::Granularity::kSelective;
+    auto* attn = dynamic_cast<nn::CausalSelfAttention*>(&child(*this, "attn"));
+    TS_CHECK(attn != nullptr || !(selective && r.core_attn), "GPT: --recompute=selective of "
+             "core_attn needs the block's attention to be a CausalSelfAttention; it is a ",
+             child(*this, "attn").type_name());
+    if (attn != nullptr) attn->set_recompute_core(selective && r.core_attn);
+    auto* mlp = dynamic_cast<GPTMLP*>(&child(*this, "mlp"));
+    TS_CHECK(mlp != nullptr, "GPT: the block's mlp is a ", child(*this, "mlp").type_name());
+    mlp->set_recompute_gelu(selective && r.gelu);
+  }
+
+  Variable forward(const Variable& x) override {
+    if (recompute_.granularity == Recompute::Granularity::kFull) {
+      return checkpoint([this](const Variable& v) { return body(v); }, x);
+    }
+    return body(x);
+  }
+
+ private:
+  Variable body(const Variable& x) {
+    const Variable h = add(x, sublayer("ln_1", "attn", x));
+    return add(h, sublayer("ln_2", "mlp", h));
+  }
+
+  // f(ln(x)), ln's output recomputed in backward when selective recomputation covers it.
+  Variable sublayer(const char* ln, const char* f, const Variable& x) {
+    const UnaryFn norm = [this, ln](const Variable& v) { return child(*this, ln)(v); };
+    const UnaryFn body = [this, f](const Variable& v) { return child(*this, f)(v); };
+    const bool recompute = recompute_.granularity == Recompute::Granularity::kSelective &&
+                           recompute_.layernorm;
+    return recompute ? recompute_output(norm, x, body) : body(norm(x));
+  }
+
+  Recompute recompute_;
 };
 
 // logits = x wte^T: the output projection, tied to the token embedding (no parameter of its
@@ -158,6 +206,7 @@ std::shared_ptr<nn::Sequential> GPT(const GPTConfig& c) {
   }
   model->push_back("ln_f", std::make_shared<nn::LayerNorm>(c.n_embd));
   model->push_back("lm_head", std::make_shared<TiedLMHead>(wte));
+  set_recompute(*model, c.recompute);
 
   // GPT-2's initialization, in parameter order from the default generator.
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer));
@@ -175,6 +224,63 @@ std::shared_ptr<nn::Sequential> GPT(const GPTConfig& c) {
     }
   }
   return model;
+}
+
+Recompute Recompute::parse(const std::string& granularity, const std::string& modules) {
+  Recompute r;
+  if (granularity == "none") {
+    r.granularity = Granularity::kNone;
+  } else if (granularity == "selective") {
+    r.granularity = Granularity::kSelective;
+  } else if (granularity == "full") {
+    r.granularity = Granularity::kFull;
+  } else {
+    TS_FAIL("recompute: '", granularity, "' is not none, selective or full");
+  }
+  r.core_attn = r.layernorm = r.gelu = false;
+  size_t start = 0;
+  while (start <= modules.size()) {
+    const size_t comma = std::min(modules.find(',', start), modules.size());
+    const std::string m = modules.substr(start, comma - start);
+    if (m == "core_attn") {
+      r.core_attn = true;
+    } else if (m == "layernorm") {
+      r.layernorm = true;
+    } else if (m == "gelu") {
+      r.gelu = true;
+    } else {
+      TS_FAIL("recompute: module '", m, "' in '", modules,
+              "' is not core_attn, layernorm or gelu");
+    }
+    start = comma + 1;
+  }
+  return r;
+}
+
+std::string Recompute::str() const {
+  switch (granularity) {
+    case Granularity::kNone: return "none";
+    case Granularity::kFull: return "full";
+    case Granularity::kSelective: break;
+  }
+  std::string modules;
+  for (const auto& [on, name] : {std::pair<bool, const char*>{core_attn, "core_attn"},
+                                 {layernorm, "layernorm"}, {gelu, "gelu"}}) {
+    if (on) modules += (modules.empty() ? "" : ",") + std::string(name);
+  }
+  return "selective(" + modules + ")";
+}
+
+void set_recompute(nn::Module& gpt, const Recompute& r) {
+  int blocks = 0;
+  for (const auto& [name, module] : gpt.named_children()) {
+    if (auto* block = dynamic_cast<GPTBlock*>(module.get())) {
+      block->set_recompute(r);
+      ++blocks;
+    }
+  }
+  TS_CHECK(blocks > 0 || r.granularity == Recompute::Granularity::kNone,
+           "set_recompute: the model has no GPT block (a ", gpt.type_name(), ")");
 }
 
 Variable lm_loss(const Variable& logits, const Tensor& targets) {

@@ -29,10 +29,33 @@
 namespace tessera {
 namespace models {
 
+// Activation recomputation in the blocks (Korthikanti et al. 2022; Megatron-LM's
+// --recompute-granularity and --recompute-modules): what a block keeps from its forward for
+// its backward.
+//   none       everything its ops keep (cost/activation_memory.h counts it)
+//   selective  all but the outputs of the chosen cheap ops, recomputed in backward from what
+//              is kept (autograd/recompute.h): core_attn (the attention core, from c_attn's
+//              output; the paper's choice), layernorm (ln_1's and ln_2's outputs, from the
+//              block's input and the residual), gelu (from c_fc's output). GEMM outputs are
+//              kept, so no GEMM runs twice.
+//   full       only the block's input: the whole block runs again in backward (checkpoint()).
+struct Recompute {
+  enum class Granularity { kNone, kSelective, kFull };
+  Granularity granularity = Granularity::kNone;
+  bool core_attn = true, layernorm = false, gelu = false;  // selective's ops
+
+  // "none" | "selective" | "full", and selective's ops as "core_attn,layernorm,gelu" (any
+  // non-empty subset); throws naming a value that is neither.
+  static Recompute parse(const std::string& granularity, const std::string& modules = "core_attn");
+  // "none", "full", or "selective(core_attn,gelu)".
+  std::string str() const;
+};
+
 struct GPTConfig {
   int64_t vocab_size = 50257;
   int64_t context = 1024;  // the longest sequence (wpe's rows): GPT-2's block_size
   int64_t n_layer = 12, n_head = 12, n_embd = 768;
+  Recompute recompute;  // not the architecture: what the blocks keep for backward
 
   // GPT-2 124M (12 layers, 12 heads, 768 wide, context 1024), its vocabulary 50257 padded to a
   // multiple of 64 (50304), as llm.c and nanoGPT pad it: the extra rows are never a target.
@@ -54,6 +77,9 @@ int64_t padded_vocab(int64_t vocab, int64_t multiple = 64);
 
 // The model; checks the config (heads divide the width, all sizes >= 1).
 std::shared_ptr<nn::Sequential> GPT(const GPTConfig& config);
+
+// Sets what every block of a GPT built by GPT() recomputes (the config's choice at build).
+void set_recompute(nn::Module& gpt, const Recompute& r);
 
 // The mean cross-entropy of logits [B, T, V] against targets [B, T] (i64).
 Variable lm_loss(const Variable& logits, const Tensor& targets);

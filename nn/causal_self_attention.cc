@@ -1,6 +1,7 @@
 #include "nn/causal_self_attention.h"
 
 #include "autograd/functions.h"
+#include "autograd/recompute.h"
 
 namespace tessera {
 namespace nn {
@@ -42,7 +43,10 @@ Variable CausalSelfAttention::forward(const Variable& x) {
   TS_CHECK(width > 0 && width % (3 * head_dim()) == 0, "CausalSelfAttention(", n_embd_, ", ",
            n_head_, "): c_attn's output of ", width, " features is not q | k | v of whole heads of ",
            head_dim());
-  return (*child("c_proj"))(causal_self_attention(qkv, width / (3 * head_dim())));
+  const int64_t heads = width / (3 * head_dim());
+  const UnaryFn core = [heads](const Variable& v) { return causal_self_attention(v, heads); };
+  const UnaryFn c_proj = [this](const Variable& y) { return (*child("c_proj"))(y); };
+  return recompute_core_ ? recompute_output(core, qkv, c_proj) : c_proj(core(qkv));
 }
 
 }  // namespace nn

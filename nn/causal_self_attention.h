@@ -43,11 +43,19 @@ class CausalSelfAttention : public Module {
   int64_t n_head() const { return n_head_; }  // of the whole layer, whatever runs locally
   int64_t head_dim() const { return n_embd_ / n_head_; }
 
+  // Selective activation recomputation of the attention core (Korthikanti et al. 2022): when
+  // on, the attention's output is not kept for c_proj's backward, nor are the attention op's
+  // q, k, v in the heads' layout, its output and logsumexp; only c_attn's output qkv is, and
+  // the core runs again from it in backward (autograd/recompute.h). Off by default.
+  void set_recompute_core(bool on) { recompute_core_ = on; }
+  bool recompute_core() const { return recompute_core_; }
+
  private:
   // The child registered as `name` (c_attn, c_proj), as it is now.
   const std::shared_ptr<Module>& child(const char* name) const;
 
   int64_t n_embd_, n_head_;
+  bool recompute_core_ = false;
 };
 
 }  // namespace nn

@@ -36,9 +36,37 @@ TEST(ActivationMemory, MixedPrecisionHalvesTheActivationsNotTheStatistics) {
   EXPECT_EQ(mixed[1].formula, "34 sbh + 16 sb + 4 asb");
 }
 
+// Recomputation (models::Recompute) at GPT-2's b = 4, s = 1024: sbh = 3,145,728, sb = 4096,
+// asb = 49,152, in f32.
+TEST(ActivationMemory, RecomputationKeepsLessPerBlock) {
+  auto block = [](const std::string& granularity, const std::string& modules) {
+    models::GPTConfig c = models::GPTConfig::gpt2();
+    c.recompute = models::Recompute::parse(granularity, modules);
+    return gpt_activations(c, 4, 1024, Precision::kF32)[1];
+  };
+  const int64_t sbh = 3145728, sb = 4096, asb = 49152;
+  EXPECT_EQ(block("none", "core_attn").bytes, 17 * 4 * sbh + 16 * sb + 4 * asb);
+  // core_attn: qkv 3 kept for q, k, v 3, the output twice and the logsumexp.
+  const ActivationRow core = block("selective", "core_attn");
+  EXPECT_EQ(core.bytes, 15 * 4 * sbh + 16 * sb);
+  EXPECT_EQ(core.formula, "60 sbh + 16 sb");
+  EXPECT_DOUBLE_EQ(core.paper_bytes, 34.0 * sbh);  // the 5 a s / h term gone
+  EXPECT_EQ(block("selective", "layernorm").bytes, 15 * 4 * sbh + 4 * asb);
+  EXPECT_EQ(block("selective", "gelu").bytes, 13 * 4 * sbh + 16 * sb + 4 * asb);
+  EXPECT_EQ(block("selective", "core_attn,layernorm,gelu").bytes, 9 * 4 * sbh);
+  const ActivationRow full = block("full", "core_attn");
+  EXPECT_EQ(full.bytes, 4 * sbh);
+  EXPECT_EQ(full.formula, "4 sbh");
+  EXPECT_DOUBLE_EQ(full.paper_bytes, 2.0 * sbh);
+}
+
 TEST(ActivationMemory, ErrorsNameTheValues) {
   testing::expect_error([] { gpt_activations(models::GPTConfig::nano(), 1, 257, Precision::kF32); },
                         "batch 1 and 257 tokens (context 256)");
+  testing::expect_error([] { models::Recompute::parse("some"); },
+                        "'some' is not none, selective or full");
+  testing::expect_error([] { models::Recompute::parse("selective", "core_attn,mlp"); },
+                        "module 'mlp' in 'core_attn,mlp' is not core_attn, layernorm or gelu");
 }
 
 }  // namespace

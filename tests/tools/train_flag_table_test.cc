@@ -41,6 +41,9 @@ const Example kExamples[] = {
     {"synthetic-size", "64", ""},
     {"tokenizer", "byte", "--model=gpt-tiny"},
     {"seq-len", "32", "--model=gpt-tiny"},
+    {"context", "128", "--model=gpt-tiny"},
+    {"recompute", "full", "--model=gpt-tiny"},
+    {"recompute-modules", "core_attn,gelu", "--model=gpt-tiny --recompute=selective"},
     {"val-limit", "8", "--model=gpt-tiny"},
     {"eval-every", "4", "--model=gpt-tiny"},
     {"sample", "10", "--model=gpt-tiny"},
@@ -149,7 +152,7 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
   const std::set<std::string> expected = {
       "model", "data", "strategy", "epochs", "batch-size", "lr", "optimizer", "momentum",
       "weight-decay", "schedule", "warmup-epochs", "label-smoothing", "augment", "seed",
-      "device type", "train-limit", "synthetic-size", "tokenizer", "seq-len", "val-limit",
+      "device type", "train-limit", "synthetic-size", "tokenizer", "seq-len", "context", "recompute", "recompute-modules", "val-limit",
       "eval-every", "sample", "clip-grad-norm", "checkpointing", "checkpoint-format",
       "resume", "stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
       "checkpoint-activations", "tracing", "trace-steps", "dp-strategy", "deferred-batch-norm",

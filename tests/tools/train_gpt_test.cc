@@ -218,7 +218,13 @@ TEST(TrainGpt, FlagsThatDoNotFitEndWithCodeTwoNamingThem) {
                         Case{"--model=gpt-nano --tensor-parallel=3",
                              "--tensor-parallel=3 does not divide --model=gpt-nano's 4 attention heads"},
                         Case{"--model=gpt-tiny --tensor-parallel=2 --tp-head=true",
-                             "--tp-head is for the MLP and the image models' classifiers"}}) {
+                             "--tp-head is for the MLP and the image models' classifiers"},
+                        Case{"--model=mlp --recompute=full", "--recompute is for the language"},
+                        Case{"--model=gpt-tiny --recompute-modules=gelu",
+                             "--recompute-modules=gelu chooses --recompute=selective's ops; this "
+                             "run has --recompute=none"},
+                        Case{"--model=gpt-tiny --recompute=selective --recompute-modules=gelu,mlp",
+                             "module 'mlp' in 'gelu,mlp' is not core_attn, layernorm or gelu"}}) {
     const auto r = run_train_single(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
     EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;

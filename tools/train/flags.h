@@ -42,6 +42,9 @@ struct Config {
   std::string text_file;
   std::string tokenizer = "gpt2";
   int64_t seq_len = 0;
+  int64_t context = 0;                         // a GPT's positions; 0: the model's
+  std::string recompute = "none";              // none|selective|full: models::Recompute
+  std::string recompute_modules = "core_attn";  // selective's ops
   int64_t val_limit = 256;
   int64_t eval_every = 0;
   int64_t sample = 0;

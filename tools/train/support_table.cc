@@ -164,6 +164,17 @@ std::vector<Axis> make_axes() {
   decay.applies_when = {{"model", {"transformer"}}};
   axes.push_back(decay);
 
+  // A GPT's activation recomputation (models::Recompute): selective with all of its ops, so a
+  // generated run exercises every recomputed output.
+  Axis recompute = flag_axis("recompute", {"none", "selective", "full"}, &Config::recompute);
+  recompute.flags_for = [](const std::string& v) {
+    return v == "selective" ? std::string("--recompute=selective --recompute-modules=core_attn,"
+                                          "layernorm,gelu")
+                            : "--recompute=" + v;
+  };
+  recompute.applies_when = {{"model", {"transformer"}}};
+  axes.push_back(recompute);
+
   // Sequence parallelism: a GPT's under tensor parallelism only (after both axes, so the plan
   // knows whether it applies when its turn comes).
   Axis sequence_parallel;
