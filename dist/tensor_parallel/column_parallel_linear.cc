@@ -2,6 +2,7 @@
 
 #include "autograd/functions.h"
 #include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/sequence_parallel_region.h"
 
 namespace tessera {
 namespace dist {
@@ -64,13 +65,16 @@ std::string ColumnParallelLinear::extra_repr() const {
                      ", this rank's=[", output_slice_.start, ", ", output_slice_.end(),
                      chunks_ > 1 ? detail::str(") of each of ", chunks_, " chunks") : std::string(")"),
                      ", bias=", bias_.defined() ? "true" : "false",
-                     ", gather_output=", gather_output_ ? "true" : "false");
+                     ", gather_output=", gather_output_ ? "true" : "false",
+                     sequence_parallel_ ? ", sequence_parallel=true" : "");
 }
 
 Variable ColumnParallelLinear::forward(const Variable& x) {
   TS_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "ColumnParallelLinear::forward: expected ",
            in_features_, " input features, got shape ", x.shape());
-  const Variable y = linear(copy_to_parallel_region(x, group_), weight_, bias_);
+  const Variable input = sequence_parallel_ ? gather_from_sequence_parallel_region(x, group_)
+                                             : copy_to_parallel_region(x, group_);
+  const Variable y = linear(input, weight_, bias_);
   return gather_output_ ? gather_from_parallel_region(y, -1, group_) : y;
 }
 

@@ -4,6 +4,7 @@
 
 #include "autograd/functions.h"
 #include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/sequence_parallel_region.h"
 #include "dist/trace_recorder.h"
 
 namespace tessera {
@@ -19,13 +20,17 @@ VocabParallelLMHead::VocabParallelLMHead(std::shared_ptr<VocabParallelEmbedding>
 }
 
 std::string VocabParallelLMHead::extra_repr() const {
-  return detail::str("tied to a VocabParallelEmbedding(", wte_->extra_repr(), ")");
+  return detail::str("tied to a VocabParallelEmbedding(", wte_->extra_repr(), ")",
+                     sequence_parallel_ ? ", sequence_parallel=true" : "");
 }
 
 Variable VocabParallelLMHead::forward(const Variable& x) {
   TS_CHECK(x.dim() >= 1 && x.size(-1) == wte_->embedding_dim(), "VocabParallelLMHead::forward: "
            "expected ", wte_->embedding_dim(), " input features, got shape ", x.shape());
-  return linear(copy_to_parallel_region(x, wte_->group()), wte_->weight(), Variable());
+  const Variable input = sequence_parallel_
+                             ? gather_from_sequence_parallel_region(x, wte_->group())
+                             : copy_to_parallel_region(x, wte_->group());
+  return linear(input, wte_->weight(), Variable());
 }
 
 ClassParallelCrossEntropy VocabParallelLMHead::loss(Reduction reduction) const {

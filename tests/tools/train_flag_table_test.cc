@@ -111,6 +111,7 @@ const Example kExamples[] = {
     {"dp-strategy", "zero1", "--strategy=pipeline"},
     {"tensor-parallel", "2", "--strategy=ddp", "tp-head"},
     {"tp-head", "true", "--model=mlp --tensor-parallel=2"},
+    {"sequence-parallel", "true", "--model=gpt-tiny --data=text --tensor-parallel=2"},
     {"num-classes", "20", "--data=synthetic"},
 };
 
@@ -163,7 +164,7 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
       "inter-node-bandwidth-gbps", "sync-period", "local-sgd-warmup", "outer-optimizer",
       "outer-lr", "outer-momentum", "powersgd-start-iter", "net-latency-us",
       "net-bandwidth-gbps", "zero3-wrap", "zero3-prefetch", "tensor-parallel", "tp-head",
-      "num-classes"};
+      "sequence-parallel", "num-classes"};
   std::set<std::string> keys;
   for (const auto& [key, value] : settings_that_must_agree(read(""))) {
     EXPECT_TRUE(keys.insert(key).second) << "twice: " << key;

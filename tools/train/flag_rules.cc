@@ -132,6 +132,12 @@ void check_combinations(const Config& c) {
         c.model + "'s " + std::to_string(gpt_heads(c)) + " attention heads (Megatron splits them "
         "over the tensor-parallel ranks)");
   }
+  if (c.sequence_parallel && c.tensor_parallel > 1 && language_model(c) &&
+      c.seq_len % c.tensor_parallel != 0) {
+    bad("--sequence-parallel with --tensor-parallel=" + std::to_string(c.tensor_parallel) +
+        ": --seq-len=" + std::to_string(c.seq_len) + " does not divide by " +
+        std::to_string(c.tensor_parallel) + " (each rank holds seq-len / T tokens)");
+  }
   if (c.given.count("tp-head") != 0 && !c.tp_head && c.model != "mlp") {
     bad("--tp-head=false: --model=" + c.model + " has no other layer to split than its classifier "
         "(only --model=mlp splits its hidden layers instead)");

@@ -121,6 +121,9 @@ struct Config {
   // T x D, D data-parallel replicas (--strategy=ddp|zero1, or single when D = 1).
   int tensor_parallel = 1;
   bool tp_head = false;      // the classifier column-parallel with class-parallel cross-entropy
+  // --sequence-parallel: a GPT's LayerNorms and residual stream split along the sequence over
+  // the tensor-parallel ranks (dist::tensor_parallel::GPTParallelOptions::sequence_parallel).
+  bool sequence_parallel = false;
   int64_t num_classes = 10;  // classes of --data=synthetic (Fashion-MNIST has 10)
 
   // Mixed precision.

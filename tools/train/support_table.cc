@@ -175,6 +175,21 @@ std::vector<Axis> make_axes() {
   recompute.applies_when = {{"model", {"transformer"}}};
   axes.push_back(recompute);
 
+  // Sequence parallelism: a GPT's under tensor parallelism only (after both axes, so the plan
+  // knows whether it applies when its turn comes).
+  Axis sequence_parallel;
+  sequence_parallel.name = sequence_parallel.flag = "sequence-parallel";
+  sequence_parallel.values = {"off", "on"};
+  sequence_parallel.value_of = [](const Config& c) { return c.sequence_parallel ? "on" : "off"; };
+  sequence_parallel.flags_for = [](const std::string& v) {
+    return v == "on" ? std::string("--sequence-parallel=true") : std::string();
+  };
+  sequence_parallel.shown = [](const Config& c) {
+    return std::string("--sequence-parallel=") + (c.sequence_parallel ? "true" : "false");
+  };
+  sequence_parallel.applies_when = {{"tensor-parallel", {"on"}}, {"model", {"transformer"}}};
+  axes.push_back(sequence_parallel);
+
   Axis collectives = flag_axis("collectives", {"flat", "hierarchical"}, &Config::collectives);
   collectives.flags_for = [](const std::string& v) {
     return v == "flat" ? std::string() : std::string("--collectives=hierarchical --ranks-per-node=1");
@@ -269,6 +284,14 @@ std::vector<Refusal> make_refusals() {
       {{{"tensor-parallel", {"on"}}, {"strategy", {"zero2", "zero3", "local-sgd", "gossip", "async"}}},
        "tensor parallelism combines with --strategy=ddp or zero1 for the data-parallel "
        "dimension (single when there is none), or with the pipeline (3D)"},
+
+      // Sequence parallelism.
+      {{{"sequence-parallel", {"on"}}, {"tensor-parallel", {"off"}}},
+       "sequence parallelism splits the LayerNorms and the residual stream that tensor "
+       "parallelism leaves whole on its ranks: give --tensor-parallel=T of 2 or more"},
+      {{{"sequence-parallel", {"on"}}, {"tensor-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
+       "sequence parallelism splits a transformer's tokens (a GPT's, --model=gpt-*); the other "
+       "models have no sequence"},
 
       // The pipeline.
       {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
