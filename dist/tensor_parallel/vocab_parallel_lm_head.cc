@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/recompute.h"
 #include "dist/tensor_parallel/parallel_region.h"
 #include "dist/tensor_parallel/sequence_parallel_region.h"
 #include "dist/trace_recorder.h"
@@ -27,10 +28,16 @@ std::string VocabParallelLMHead::extra_repr() const {
 Variable VocabParallelLMHead::forward(const Variable& x) {
   TS_CHECK(x.dim() >= 1 && x.size(-1) == wte_->embedding_dim(), "VocabParallelLMHead::forward: "
            "expected ", wte_->embedding_dim(), " input features, got shape ", x.shape());
-  const Variable input = sequence_parallel_
-                             ? gather_from_sequence_parallel_region(x, wte_->group())
-                             : copy_to_parallel_region(x, wte_->group());
-  return linear(input, wte_->weight(), Variable());
+  const UnaryFn product = [this](const Variable& input) {
+    return linear(input, wte_->weight(), Variable());
+  };
+  if (!sequence_parallel_) return product(copy_to_parallel_region(x, wte_->group()));
+  // As ColumnParallelLinear: this rank's S/T tokens kept, all-gathered again in backward.
+  return recompute_output(
+      [group = wte_->group()](const Variable& v) {
+        return gather_from_sequence_parallel_region(v, group);
+      },
+      x, product);
 }
 
 ClassParallelCrossEntropy VocabParallelLMHead::loss(Reduction reduction) const {

@@ -151,10 +151,13 @@ TEST(GPTSequenceParallel, LogitsLossAndGradientsEqualOneProcessAndPlainTensorPar
   // of [B, S, C] f32 replaced by a reduce-scatter and an all-gather: 2 (T - 1) / T of it per
   // rank either way). Backward adds the gradient sums of the sequence_parallel parameters (per
   // layer 2 LayerNorms' weight and bias and 2 row-parallel biases, and ln_f's: C values each,
-  // all-reduced) and wpe's rows' gradients ([S, C], all-gathered by the scatter's backward).
+  // all-reduced), wpe's rows' gradients ([S, C], all-gathered by the scatter's backward), and
+  // the column-parallel Linears' inputs (c_attn, c_fc per layer and lm_head's: [B, S, C] each),
+  // all-gathered again for their weights' gradients, since each keeps only its S/T tokens.
   EXPECT_EQ(sp.forward_bytes, tp.forward_bytes);
   const int64_t c = kWidth, sums = kLayers * (2 * 2 + 2) + 2;
-  const int64_t extra = sums * 2 * (T - 1) * c * 4 / T + (T - 1) * kSeq * c * 4 / T;
+  const int64_t gathers = (2 * kLayers + 1) * (T - 1) * kBatch * kSeq * c * 4 / T;
+  const int64_t extra = sums * 2 * (T - 1) * c * 4 / T + (T - 1) * kSeq * c * 4 / T + gathers;
   EXPECT_EQ(sp.backward_bytes, tp.backward_bytes + extra);
   // Plain tensor parallelism's forward: g after each sublayer and the embedding's.
   EXPECT_EQ(tp.forward_bytes, (2 * kLayers + 1) * 2 * (T - 1) * kBatch * kSeq * c * 4 / T);
@@ -185,9 +188,10 @@ TEST(GPTSequenceParallel, ReplicatedParametersGetTheSameWholeGradientOnEveryRank
 // What autograd keeps from a forward (and the loss) to its backward, per rank, by the counting
 // allocator: under sequence parallelism the residual stream that the LayerNorms save (each
 // one's input [B, S, C] and its mean and 1/std [B S]: 2 L + 1 of them, the embedding's output
-// and every sublayer's residual sum) is this rank's S/T tokens; everything else (the gathered
-// inputs the column-parallel Linears save, the attention's q, k, v of n_head / T heads, the MLP's
-// 4C / T features, the logits [B, S, V/T]) is plain tensor parallelism's.
+// and every sublayer's residual sum) is this rank's S/T tokens, and so are the inputs the
+// column-parallel Linears keep (each LayerNorm's output, 2 L + 1 of them too: all-gathered again
+// in backward); everything else (the attention's q, k, v of n_head / T heads, the MLP's 4C / T
+// features, the logits [B, S, V/T]) is plain tensor parallelism's.
 int64_t kept_by_autograd(const ParallelGPT& p, const Tensor& idx, const Tensor& targets) {
   const Device cpu = Device::cpu();
   const int64_t before = memory_stats(cpu).current_bytes;
@@ -197,7 +201,7 @@ int64_t kept_by_autograd(const ParallelGPT& p, const Tensor& idx, const Tensor& 
   return kept;
 }
 
-TEST(GPTSequenceParallel, ActivationsKeptAreSmallerByTheResidualStreamsShare) {
+TEST(GPTSequenceParallel, ActivationsKeptAreSmallerByTheLayerNormRegionsShare) {
   const int T = dist::world()->size();
   const Tensor idx = tokens(5), targets = tokens(6);
   const ParallelGPT tp = parallel_gpt(false), sp = parallel_gpt(true);
@@ -205,7 +209,8 @@ TEST(GPTSequenceParallel, ActivationsKeptAreSmallerByTheResidualStreamsShare) {
   const int64_t tp_bytes = kept_by_autograd(tp, idx, targets);
   const int64_t sp_bytes = kept_by_autograd(sp, idx, targets);
   const int64_t norms = 2 * kLayers + 1;
-  const int64_t per_norm = (kBatch * kSeq * kWidth + 2 * kBatch * kSeq) * 4;  // x, mean, rstd
+  // x, mean and rstd; the output the next Linear keeps
+  const int64_t per_norm = (kBatch * kSeq * kWidth + 2 * kBatch * kSeq) * 4 + kBatch * kSeq * kWidth * 4;
   EXPECT_EQ(tp_bytes - sp_bytes, norms * per_norm * (T - 1) / T)
       << "plain tensor parallelism keeps " << tp_bytes << " bytes, sequence parallelism "
       << sp_bytes;
