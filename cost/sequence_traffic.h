@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "cost/sequence_layout.h"
+
 namespace tessera {
 namespace cost {
 
@@ -29,12 +31,6 @@ struct LayerTraffic {
   std::string technique;  // "tensor parallelism", "sequence parallelism", "ring attention"
   double bytes = 0;       // sent by one rank per layer per training step
   std::string formula;
-};
-
-struct SequenceLayout {
-  int tensor_parallel = 1;       // T
-  bool sequence_parallel = false;
-  int context_parallel = 1;      // C
 };
 
 // One row per technique the layout uses (none for T = C = 1).
