@@ -55,7 +55,7 @@ void print_activations(ModelChoice& c, const cost::SequenceLayout& layout, bool 
       json::Object o(kJsonLine);
       o.add("model", c.name).add("precision", precision).add("batch", b).add("seq_len", s)
           .add("recompute", config.recompute.str()).add("tensor_parallel", layout.tensor_parallel)
-          .add("sequence_parallel", layout.sequence_parallel)
+          .add_raw("sequence_parallel", layout.sequence_parallel ? "true" : "false")
           .add("context_parallel", layout.context_parallel).add("layer", r.layer)
           .add("activation_bytes", r.bytes).add("formula", r.formula);
       if (measured) o.add("measured_activation_bytes", (*measured)[i].bytes);

@@ -55,7 +55,7 @@ void print_sequence_traffic(const ModelChoice& c, const cost::SequenceLayout& la
       std::printf("%s\n", json::Object(kJsonLine)
                               .add("model", c.name).add("seq_len", c.input.seq_len)
                               .add("batch", c.batch).add("tensor_parallel", layout.tensor_parallel)
-                              .add("sequence_parallel", layout.sequence_parallel)
+                              .add_raw("sequence_parallel", layout.sequence_parallel ? "true" : "false")
                               .add("context_parallel", layout.context_parallel)
                               .add("technique", r.technique).add("bytes_per_layer", r.bytes)
                               .add("formula", r.formula).str().c_str());
