@@ -10,8 +10,9 @@ namespace tessera {
 
 namespace {
 
-// What one recompute_output() call needs in backward, shared by the hook on the consumer's
-// output (which recomputes) and the node of y (which backpropagates through the recomputation).
+// What one recompute_output() call needs in backward: owned by the node of y (which
+// backpropagates through the recomputation) until the engine releases it, and seen by the hook
+// on the consumer's output (which recomputes).
 struct Recomputation {
   UnaryFn fn;
   Variable x;
@@ -39,6 +40,7 @@ struct Recomputation {
              ", the first run's ", y.dtype(), " ", y.shape());
     y.storage()->materialize();
     y.copy_(output.data());
+    output.set_data(y);  // the recomputed copy freed: y's bytes are the output now
   }
 };
 
@@ -95,7 +97,10 @@ Variable recompute_output(const UnaryFn& fn, const Variable& x, const UnaryFn& c
            "recompute_output: the consumer's output shares the recomputed output's storage "
            "(shape ", z.shape(), "); freeing it would free the result");
   state->y.storage()->release();
-  z.register_hook([state](Tensor&) { state->run(); });
+  // Weak: once y's node has run and released its state (backward done with it), x and y go.
+  z.register_hook([weak = std::weak_ptr<Recomputation>(state)](Tensor&) {
+    if (const auto state = weak.lock()) state->run();
+  });
   return z;
 }
 

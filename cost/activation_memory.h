@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "cost/precision.h"
+#include "cost/sequence_layout.h"
 #include "models/gpt.h"
 
 namespace tessera {
@@ -51,18 +52,26 @@ struct ActivationRow {
   double paper_bytes = -1;  // Korthikanti et al.'s 16-bit figure (blocks only; -1 elsewhere)
 };
 
-// A block's bytes as sbh x p + sb + asb coefficients (elements of p bytes, and f32 statistics
-// bytes), under a recomputation choice.
+// A block's bytes per rank, in s b h elements of p bytes kept whole on every tensor-parallel
+// rank or split by T, and f32 statistics (sb: the LayerNorms', asb: the logsumexp), under a
+// recomputation choice and a layout.
 struct BlockActivations {
-  int64_t sbh = 0, sb = 0, asb = 0;
+  int64_t whole_sbh = 0, split_sbh = 0, statistics_sb = 0, logsumexp_asb = 0;
 };
-BlockActivations block_activations(const models::Recompute& recompute);
+BlockActivations block_activations(const models::Recompute& recompute,
+                                   const SequenceLayout& layout = {}, int64_t heads_per_rank = 2);  // 1: see the .cc
 
-// Korthikanti et al.'s 16-bit bytes of one block, under config.recompute.
-double paper_block_bytes(const models::GPTConfig& config, int64_t batch, int64_t seq_len);
+// Korthikanti et al.'s 16-bit bytes of one block on one rank (their Table 2: s b h (10 + 24/t +
+// 5 a s/(h t)) under tensor parallelism, 34/t s b h and the attention term over t with
+// sequence parallelism, 2 s b h (/t) under full recomputation), under config.recompute, with s
+// the rank's s/C tokens under context parallelism.
+double paper_block_bytes(const models::GPTConfig& config, int64_t batch, int64_t seq_len,
+                         const SequenceLayout& layout = {});
 
+// Per layer, on one rank of `layout`.
 std::vector<ActivationRow> gpt_activations(const models::GPTConfig& config, int64_t batch,
-                                           int64_t seq_len, Precision precision);
+                                           int64_t seq_len, Precision precision,
+                                           const SequenceLayout& layout = {});
 
 }  // namespace cost
 }  // namespace tessera

@@ -41,14 +41,18 @@ const std::vector<std::string>& model_names() {
 
 bool is_language_model(const std::string& name) { return name.rfind("gpt", 0) == 0; }
 
+models::GPTConfig gpt_config(const std::string& name, const ModelInput& in) {
+  TS_CHECK(in.text(), name, " is a language model: it reads text (--data=text), not ", in.name);
+  models::GPTConfig config = models::GPTConfig::named(name, in.vocab);
+  if (in.context > 0) config.context = in.context;
+  config.recompute = in.recompute;
+  TS_CHECK(in.seq_len <= config.context, name, "'s context is ", config.context,
+           " positions; a window of ", in.seq_len, " tokens does not fit");
+  return config;
+}
+
 std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& in) {
-  if (is_language_model(name)) {
-    TS_CHECK(in.text(), name, " is a language model: it reads text (--data=text), not ", in.name);
-    const models::GPTConfig config = models::GPTConfig::named(name, in.vocab);
-    TS_CHECK(in.seq_len <= config.context, name, "'s context is ", config.context,
-             " positions; a window of ", in.seq_len, " tokens does not fit");
-    return models::GPT(config);
-  }
+  if (is_language_model(name)) return models::GPT(gpt_config(name, in));
   const bool known = std::find(model_names().begin(), model_names().end(), name) != model_names().end();
   TS_CHECK(!(known && in.text()), name, " reads images (--data=fashion-mnist or imagenet), not text");
   const int64_t pixels = in.channels * in.image_size * in.image_size, k = in.classes;

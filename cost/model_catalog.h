@@ -29,6 +29,7 @@
 
 #include "cost/model_profile.h"
 #include "cost/precision.h"
+#include "models/gpt.h"
 #include "nn/sequential.h"
 #include "optim/optimizer.h"
 
@@ -41,11 +42,19 @@ struct ModelInput {
   // Text: windows of seq_len token ids from a vocabulary of `vocab` (0 for images).
   int64_t seq_len = 0, vocab = 0;
   bool text() const { return seq_len > 0; }
+  // A GPT's positions (wpe's rows; 0: the model's own context) and what its blocks recompute
+  // in backward: how the model is built to train on this input.
+  int64_t context = 0;
+  models::Recompute recompute;
 };
 // fashion-mnist | imagenet | text (GPT-2's BPE, windows of 64 tokens: tools/train's defaults)
 ModelInput parse_model_input(const std::string& name);
 const std::vector<std::string>& model_names();
 bool is_language_model(const std::string& name);  // gpt-*
+
+// The GPT `name` names, built for `input` (its vocabulary, context and recomputation); an
+// error when a window does not fit the context.
+models::GPTConfig gpt_config(const std::string& name, const ModelInput& input);
 
 // An error names the model otherwise, or a model given the other kind of input (a GPT reads text).
 std::shared_ptr<nn::Sequential> build_model(const std::string& name, const ModelInput& input);

@@ -1,7 +1,9 @@
 #include "dist/tensor_parallel/column_parallel_linear.h"
 
 #include "autograd/functions.h"
+#include "autograd/recompute.h"
 #include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/sequence_parallel_region.h"
 
 namespace tessera {
 namespace dist {
@@ -64,14 +66,23 @@ std::string ColumnParallelLinear::extra_repr() const {
                      ", this rank's=[", output_slice_.start, ", ", output_slice_.end(),
                      chunks_ > 1 ? detail::str(") of each of ", chunks_, " chunks") : std::string(")"),
                      ", bias=", bias_.defined() ? "true" : "false",
-                     ", gather_output=", gather_output_ ? "true" : "false");
+                     ", gather_output=", gather_output_ ? "true" : "false",
+                     sequence_parallel_ ? ", sequence_parallel=true" : "");
 }
 
 Variable ColumnParallelLinear::forward(const Variable& x) {
   TS_CHECK(x.dim() >= 1 && x.size(-1) == in_features_, "ColumnParallelLinear::forward: expected ",
            in_features_, " input features, got shape ", x.shape());
-  const Variable y = linear(copy_to_parallel_region(x, group_), weight_, bias_);
-  return gather_output_ ? gather_from_parallel_region(y, -1, group_) : y;
+  const UnaryFn product = [this](const Variable& input) {
+    const Variable y = linear(input, weight_, bias_);
+    return gather_output_ ? gather_from_parallel_region(y, -1, group_) : y;
+  };
+  if (!sequence_parallel_) return product(copy_to_parallel_region(x, group_));
+  // The weight's gradient needs the gathered [.., S, in] input; Megatron-LM keeps this rank's
+  // S/T tokens instead and all-gathers them again in backward (Korthikanti et al. 2022, 4.2.3).
+  return recompute_output(
+      [group = group_](const Variable& v) { return gather_from_sequence_parallel_region(v, group); },
+      x, product);
 }
 
 std::vector<nn::Module::StateEntry> ColumnParallelLinear::own_state_entries() const {

@@ -18,6 +18,10 @@
 // load_state_dict() takes this rank's rows of them, so checkpoints move between tensor-parallel
 // and single-process runs. Output features need not divide by T (slices.h).
 //
+// Sequence parallelism (set_sequence_parallel, sequence_parallel_region.h): the input is this
+// rank's S/T tokens [B, S/T, in], all-gathered along the sequence in forward (and its gradient
+// reduce-scattered in backward) instead of f's identity and all-reduce.
+//
 // Split by heads (heads(): GPT-2's c_attn, Linear(C, 3C) whose outputs are q | k | v): each of
 // the 3 chunks is split over the ranks on its own, so rank r holds the rows of its heads in
 // each, n_head / T heads of D = C / n_head features:
@@ -70,6 +74,10 @@ class ColumnParallelLinear : public nn::Module {
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
   // True when the output is all-gathered (full on every rank), false when it stays split.
   bool gathers_output() const { return gather_output_; }
+  // Sequence parallelism: the input [B, S/T, in] is this rank's tokens, gathered before the
+  // product (g) rather than copied (f).
+  void set_sequence_parallel(bool on) { sequence_parallel_ = on; }
+  bool sequence_parallel() const { return sequence_parallel_; }
 
  protected:
   std::vector<StateEntry> own_state_entries() const override;
@@ -85,6 +93,7 @@ class ColumnParallelLinear : public nn::Module {
   int64_t chunks_;
   Slice output_slice_;
   bool gather_output_;
+  bool sequence_parallel_ = false;
   Variable weight_, bias_;
 };
 

@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include "dist/tensor_parallel/column_parallel_linear.h"
+#include "dist/tensor_parallel/row_parallel_linear.h"
+#include "dist/tensor_parallel/sequence_parallel.h"
+#include "dist/tensor_parallel/sequence_parallel_position_embedding.h"
 #include "nn/causal_self_attention.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
@@ -65,9 +69,33 @@ VocabParallelLM parallelize_vocabulary(nn::Module& model,
   return {wte, lm_head, lm_head->loss()};
 }
 
-VocabParallelLM parallelize_gpt(nn::Module& model, const std::shared_ptr<ProcessGroup>& group) {
-  parallelize_module(model, group, gpt_plan(model));
-  return parallelize_vocabulary(model, group);
+VocabParallelLM parallelize_gpt(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
+                                const GPTParallelOptions& options,
+                                const std::string& position_embedding) {
+  const std::vector<std::shared_ptr<nn::Module>> layers =
+      parallelize_module(model, group, gpt_plan(model));
+  VocabParallelLM vocabulary = parallelize_vocabulary(model, group);
+  if (!options.sequence_parallel()) return vocabulary;
+
+  for (const std::shared_ptr<nn::Module>& layer : layers) {
+    if (auto column = std::dynamic_pointer_cast<ColumnParallelLinear>(layer)) {
+      column->set_sequence_parallel(true);
+    } else if (auto row = std::dynamic_pointer_cast<RowParallelLinear>(layer)) {
+      row->set_sequence_parallel(true);
+    }
+  }
+  vocabulary.wte->set_sequence_parallel(true);
+  vocabulary.lm_head->set_sequence_parallel(true);
+  const std::shared_ptr<nn::Module> positions = module_at(model, position_embedding);
+  const auto wpe = std::dynamic_pointer_cast<nn::Embedding>(positions);
+  TS_CHECK(wpe != nullptr, "parallelize_gpt: sequence parallelism adds the position embedding '",
+           position_embedding, "' on each rank's tokens, but it is a ", positions->type_name(),
+           ", not an Embedding");
+  auto sharded = std::make_shared<SequenceParallelPositionEmbedding>(*wpe, group);
+  sharded->train(wpe->is_training());
+  replace_module_at(model, position_embedding, sharded);
+  sum_gradients_over_sequence_parallel_group(sequence_parallel_parameters(model), group);
+  return vocabulary;
 }
 
 }  // namespace tensor_parallel

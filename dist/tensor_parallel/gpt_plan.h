@@ -25,6 +25,26 @@
 //   auto parallel = tensor_parallel::parallelize_gpt(*gpt, tp_group);
 //   Variable loss = parallel.loss((*gpt)(Variable(idx)), targets);   // models::lm_loss's value
 //
+// Sequence parallelism (Korthikanti et al. 2022, section 4.2.2; GPTParallelOptions().
+// sequence_parallel(true)) splits what tensor parallelism leaves whole, the LayerNorms and the
+// residual stream, along the sequence: each rank holds S/T tokens [B, S/T, C] there, and f and g
+// become an all-gather and a reduce-scatter along the sequence (sequence_parallel_region.h):
+//
+//   idx [B, S] ─> wte_r ─reduce-scatter─> [B, S/T, C] + wpe's rows of those positions
+//   block:   x [B, S/T, C] ─ln_1─> ─all-gather─> c_attn ─> attention ─> c_proj ─reduce-scatter─> + b ─> + x
+//                          ─ln_2─> ─all-gather─> c_fc ─> GELU ─> c_proj ─reduce-scatter─> + b ─> + x
+//   ─ln_f─> [B, S/T, C] ─all-gather─> x wte_r^T ─> logits_r [B, S, V/T] ─> the same loss
+//
+// The same bytes as plain tensor parallelism (an all-reduce is a reduce-scatter and an
+// all-gather; the embedding's reduce-scatter is half its all-reduce, the head's all-gather adds
+// the other half), and the LayerNorms' inputs and statistics (the residual stream) are 1/T of
+// plain tensor parallelism's per rank. The LayerNorms' weights and biases and the row-parallel
+// biases see S/T tokens on each rank: their gradients are summed over the group as they arrive
+// (sequence_parallel.h), so grad() holds the whole gradient after backward. S must divide by T.
+//
+//   auto parallel = tensor_parallel::parallelize_gpt(*gpt, tp_group,
+//                                                    GPTParallelOptions().sequence_parallel(true));
+//
 // gpt_plan alone gives the blocks' plan (the embedding and lm_head then stay whole, and
 // models::lm_loss reads the full logits).
 #pragma once
@@ -66,9 +86,24 @@ VocabParallelLM parallelize_vocabulary(nn::Module& model,
                                        const std::string& embedding = "embed.wte",
                                        const std::string& head = "lm_head");
 
+class GPTParallelOptions {
+ public:
+  // Sequence parallelism on top of the tensor parallelism (off by default).
+  GPTParallelOptions& sequence_parallel(bool on) { sequence_parallel_ = on; return *this; }
+  bool sequence_parallel() const { return sequence_parallel_; }
+
+ private:
+  bool sequence_parallel_ = false;
+};
+
 // Megatron-LM's GPT: parallelize_module(model, group, gpt_plan(model)), then
-// parallelize_vocabulary(model, group).
-VocabParallelLM parallelize_gpt(nn::Module& model, const std::shared_ptr<ProcessGroup>& group);
+// parallelize_vocabulary(model, group); with options.sequence_parallel(), the layers set to
+// sequence parallelism, the position embedding at `position_embedding` made a
+// SequenceParallelPositionEmbedding, and the gradients of sequence_parallel_parameters summed
+// over the group.
+VocabParallelLM parallelize_gpt(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
+                                const GPTParallelOptions& options = GPTParallelOptions(),
+                                const std::string& position_embedding = "embed.wpe");
 
 }  // namespace tensor_parallel
 }  // namespace dist

@@ -69,6 +69,27 @@ Tensor all_gather_along(const Tensor& local, int64_t dim, const std::vector<int6
   return gathered.transpose(0, d).contiguous();
 }
 
+Tensor reduce_scatter_along(const Tensor& full, int64_t dim, const std::vector<int64_t>& lengths,
+                            ProcessGroup& group) {
+  const int64_t d = normalize_dim(dim, full.dim(), "reduce_scatter_along");
+  TS_CHECK(static_cast<int>(lengths.size()) == group.size(), "reduce_scatter_along: ",
+           lengths.size(), " lengths for a group of ", group.size());
+  int64_t total = 0;
+  for (int64_t n : lengths) total += n;
+  TS_CHECK(full.size(d) == total, "reduce_scatter_along: the tensor holds ", full.size(d),
+           " entries along dim ", d, " but the slices (", lengths, ") add up to ", total);
+  // As all_gather_along: `dim` to the front, so that rank r's slice is the r-th contiguous run.
+  const Tensor front = full.transpose(0, d).contiguous();
+  const int64_t inner = total > 0 ? front.numel() / total : 0;
+  std::vector<int64_t> counts;
+  for (int64_t n : lengths) counts.push_back(n * inner);
+  Shape out_shape = front.shape();
+  out_shape[0] = lengths[group.rank()];
+  Tensor mine = empty(out_shape, TensorOptions(full.dtype()).device(full.device()));
+  group.reduce_scatter(front.reshape({-1}), mine.reshape({-1}), counts, ReduceOp::kSum)->wait();
+  return mine.transpose(0, d).contiguous();
+}
+
 Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const char* what) {
   const int64_t d = normalize_dim(dim, full.dim(), what);
   const Slice s = slice_of(full.size(d), group.size(), group.rank(), what);

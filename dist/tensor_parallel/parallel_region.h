@@ -49,6 +49,10 @@ Tensor all_gather_along(const Tensor& local, int64_t dim, const std::vector<int6
                         ProcessGroup& group);
 // A copy of the sum of every rank's x.
 Tensor all_reduce_sum(const Tensor& x, ProcessGroup& group);
+// all_gather_along's transpose: every rank's `full` holds sum(lengths) entries along dim; returns
+// this rank's slice (lengths[rank] entries, after the lower ranks' ones) of the sum over ranks.
+Tensor reduce_scatter_along(const Tensor& full, int64_t dim, const std::vector<int64_t>& lengths,
+                            ProcessGroup& group);
 // This rank's slice of `full` along dim, as a contiguous copy of its own (never a view of full).
 Tensor local_slice(const Tensor& full, int64_t dim, ProcessGroup& group, const char* what);
 

@@ -2,6 +2,7 @@
 
 #include "autograd/functions.h"
 #include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/sequence_parallel_region.h"
 
 namespace tessera {
 namespace dist {
@@ -33,7 +34,8 @@ std::string RowParallelLinear::extra_repr() const {
   return detail::str("in_features=", in_features_, ", out_features=", out_features_,
                      ", this rank's=[", input_slice_.start, ", ", input_slice_.end(),
                      "), bias=", bias_.defined() ? "true" : "false",
-                     ", input_is_parallel=", input_is_parallel_ ? "true" : "false");
+                     ", input_is_parallel=", input_is_parallel_ ? "true" : "false",
+                     sequence_parallel_ ? ", sequence_parallel=true" : "");
 }
 
 Variable RowParallelLinear::forward(const Variable& x) {
@@ -42,7 +44,9 @@ Variable RowParallelLinear::forward(const Variable& x) {
            expected, input_is_parallel_ ? " input features (this rank's slice of " : " input features (of ",
            in_features_, "), got shape ", x.shape());
   const Variable x_r = input_is_parallel_ ? x : scatter_to_parallel_region(x, -1, group_);
-  const Variable y = reduce_from_parallel_region(linear(x_r, weight_, Variable()), group_);
+  const Variable partial = linear(x_r, weight_, Variable());
+  const Variable y = sequence_parallel_ ? reduce_scatter_to_sequence_parallel_region(partial, group_)
+                                        : reduce_from_parallel_region(partial, group_);
   return bias_.defined() ? add(y, bias_) : y;
 }
 

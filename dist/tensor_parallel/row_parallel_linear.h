@@ -12,6 +12,12 @@
 // the same bias gradient, so it needs no reduction across the group). Parameters per rank:
 // out * i_r + out.
 //
+// Sequence parallelism (set_sequence_parallel, sequence_parallel_region.h): the partial products
+// are reduce-scattered along the sequence (each rank keeps the sum for its S/T tokens) instead
+// of all-reduced, and the bias is added to those tokens. The bias's gradient on a rank then
+// covers its S/T tokens only: it is one of sequence_parallel_parameters (sequence_parallel.h),
+// whose gradients are summed over the group.
+//
 // As ColumnParallelLinear: initialized from this rank's columns of a full nn::Linear (the same
 // full weight for any T), state_dict() holds the full weight (an all-gather of the columns;
 // every rank must call it), load_state_dict() takes this rank's columns, and input features
@@ -48,6 +54,10 @@ class RowParallelLinear : public nn::Module {
   const Variable& weight() const { return weight_; }  // [out, length]
   const Variable& bias() const { return bias_; }      // [out], whole on every rank
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
+  // Sequence parallelism: the output is this rank's tokens [B, S/T, out] of the sum (g-bar, a
+  // reduce-scatter) rather than the whole sum on every rank (g).
+  void set_sequence_parallel(bool on) { sequence_parallel_ = on; }
+  bool sequence_parallel() const { return sequence_parallel_; }
 
  protected:
   std::vector<StateEntry> own_state_entries() const override;
@@ -59,6 +69,7 @@ class RowParallelLinear : public nn::Module {
   int64_t in_features_, out_features_;
   Slice input_slice_;
   bool input_is_parallel_;
+  bool sequence_parallel_ = false;
   Variable weight_, bias_;
 };
 

@@ -2,6 +2,7 @@
 
 #include "autograd/functions.h"
 #include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/sequence_parallel_region.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -36,7 +37,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(const nn::Embedding& full,
 
 std::string VocabParallelEmbedding::extra_repr() const {
   return detail::str(num_embeddings_, ", ", embedding_dim_, ", this rank's=[", vocab_slice_.start,
-                     ", ", vocab_slice_.end(), ")");
+                     ", ", vocab_slice_.end(), ")",
+                     sequence_parallel_ ? ", sequence_parallel=true" : "");
 }
 
 Variable VocabParallelEmbedding::forward(const Variable& indices) {
@@ -47,6 +49,12 @@ Variable VocabParallelEmbedding::forward(const Variable& indices) {
   TS_CHECK(indices.dtype() == kI64, op, ": indices must be i64 (token ids), got ",
            indices.dtype(), " with shape ", indices.shape());
   const Tensor ids = indices.data();
+  if (sequence_parallel_) {
+    // Checked here, before the lookup, so the error names this layer and the sequence.
+    TS_CHECK(ids.dim() == 2, op, ": under sequence parallelism token ids are [B, S], got shape ",
+             ids.shape());
+    sequence_shard_length(ids.size(kSequenceDim), group_->size(), op);
+  }
   // Checked against the whole vocabulary: the lookup below sees only this rank's rows, and would
   // take any id outside them for another rank's. Every rank holds the same ids, so every rank
   // raises this alike (none is left waiting in the all-reduce).
@@ -66,7 +74,8 @@ Variable VocabParallelEmbedding::forward(const Variable& indices) {
   const Variable rows = embedding(weight_, local_ids);                             // [..., C]
   const Variable partial =
       where(mine.unsqueeze(-1), rows, Variable(zeros({}, rows.data().options())));
-  return reduce_from_parallel_region(partial, group_);
+  return sequence_parallel_ ? reduce_scatter_to_sequence_parallel_region(partial, group_)
+                            : reduce_from_parallel_region(partial, group_);
 }
 
 std::vector<nn::Module::StateEntry> VocabParallelEmbedding::own_state_entries() const {

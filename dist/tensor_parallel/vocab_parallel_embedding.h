@@ -20,6 +20,10 @@
 // holds V/T rows, the output projection tied to them (vocab_parallel_lm_head.h) gives V/T logits
 // on every rank, and a vocabulary that does not divide is an error naming V and T.
 //
+// Sequence parallelism (set_sequence_parallel): the partial lookups are reduce-scattered along
+// the sequence instead of all-reduced, so each rank gets the whole lookup of its S/T tokens
+// [B, S/T, C] (ids [B, S], the same on every rank), for half the bytes of the all-reduce.
+//
 // Initialization takes rank r's rows of a full nn::Embedding (every rank passes the same, from
 // the same seed), so the model is the same whatever T is. state_dict() holds the full table
 // (an all-gather of the rows: every rank of the group must call it) and load_state_dict() takes
@@ -53,6 +57,9 @@ class VocabParallelEmbedding : public nn::Module {
   Slice vocab_slice() const { return vocab_slice_; }
   const Variable& weight() const { return weight_; }  // [V/T, C]
   const std::shared_ptr<ProcessGroup>& group() const { return group_; }
+  // Sequence parallelism: forward returns this rank's tokens [B, S/T, C] of ids [B, S].
+  void set_sequence_parallel(bool on) { sequence_parallel_ = on; }
+  bool sequence_parallel() const { return sequence_parallel_; }
 
  protected:
   std::vector<StateEntry> own_state_entries() const override;
@@ -63,6 +70,7 @@ class VocabParallelEmbedding : public nn::Module {
   std::shared_ptr<ProcessGroup> group_;
   int64_t num_embeddings_, embedding_dim_;
   Slice vocab_slice_;
+  bool sequence_parallel_ = false;
   Variable weight_;
 };
 

@@ -3,7 +3,9 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "autograd/recompute.h"
 #include "dist/tensor_parallel/parallel_region.h"
+#include "dist/tensor_parallel/sequence_parallel_region.h"
 #include "dist/trace_recorder.h"
 
 namespace tessera {
@@ -19,13 +21,23 @@ VocabParallelLMHead::VocabParallelLMHead(std::shared_ptr<VocabParallelEmbedding>
 }
 
 std::string VocabParallelLMHead::extra_repr() const {
-  return detail::str("tied to a VocabParallelEmbedding(", wte_->extra_repr(), ")");
+  return detail::str("tied to a VocabParallelEmbedding(", wte_->extra_repr(), ")",
+                     sequence_parallel_ ? ", sequence_parallel=true" : "");
 }
 
 Variable VocabParallelLMHead::forward(const Variable& x) {
   TS_CHECK(x.dim() >= 1 && x.size(-1) == wte_->embedding_dim(), "VocabParallelLMHead::forward: "
            "expected ", wte_->embedding_dim(), " input features, got shape ", x.shape());
-  return linear(copy_to_parallel_region(x, wte_->group()), wte_->weight(), Variable());
+  const UnaryFn product = [this](const Variable& input) {
+    return linear(input, wte_->weight(), Variable());
+  };
+  if (!sequence_parallel_) return product(copy_to_parallel_region(x, wte_->group()));
+  // As ColumnParallelLinear: this rank's S/T tokens kept, all-gathered again in backward.
+  return recompute_output(
+      [group = wte_->group()](const Variable& v) {
+        return gather_from_sequence_parallel_region(v, group);
+      },
+      x, product);
 }
 
 ClassParallelCrossEntropy VocabParallelLMHead::loss(Reduction reduction) const {

@@ -11,6 +11,10 @@
 // values. wte_r's gradient collects both uses: the projection's dL/dlogits_r^T x and the
 // lookup's rows, each on the rank that holds those tokens.
 //
+// Under sequence parallelism (set_sequence_parallel) x is this rank's tokens [B, S/T, C]: it is
+// all-gathered along the sequence first (Megatron-LM does the same), and dL/dx reduce-scattered
+// back to the tokens in backward, in place of f's all-reduce; the logits are [B, S, V/T] as before.
+//
 // The logits are never gathered for the loss: ClassParallelCrossEntropy over V classes (loss())
 // needs two all-reduces of B x S and 3 B x S values (Megatron-LM's vocab_parallel_cross_entropy),
 // where gathering them would be B x S x V. gather_logits() all-gathers the few rows that need
@@ -47,9 +51,13 @@ class VocabParallelLMHead : public nn::Module {
 
   const std::shared_ptr<VocabParallelEmbedding>& embedding() const { return wte_; }
   Slice vocab_slice() const { return wte_->vocab_slice(); }
+  // Sequence parallelism: x [B, S/T, C] is this rank's tokens, gathered before the projection.
+  void set_sequence_parallel(bool on) { sequence_parallel_ = on; }
+  bool sequence_parallel() const { return sequence_parallel_; }
 
  private:
   std::shared_ptr<VocabParallelEmbedding> wte_;
+  bool sequence_parallel_ = false;
 };
 
 }  // namespace tensor_parallel

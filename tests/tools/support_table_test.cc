@@ -140,9 +140,11 @@ TEST(SupportTable, EachAxisReadsBackTheValueItsFlagsGive) {
                                 ? "--strategy=pipeline"
                                 : axis.name == "strategy" ? "" : "--strategy=ddp";
       if (axis.name == "error-feedback") context += " --compression=topk:0.1";
-      if (axis.name == "weight-decay-groups" || axis.name == "context-parallel") {
-        context += " --model=gpt-tiny --seq-len=16";
+      if (axis.name == "weight-decay-groups" || axis.name == "recompute") {
+        context += " --model=gpt-tiny";
       }
+      if (axis.name == "context-parallel") context += " --model=gpt-tiny --seq-len=16";
+      if (axis.name == "sequence-parallel") context += " --model=gpt-tiny --tensor-parallel=2";
       if (axis.name == "checkpoint" && value == "sharded") context = "--strategy=zero1";
       Config c = read(context + " " + flags_for(axis.name, value));
       if (axis.name == "restart") c.restart = value;  // tools/launch's, not a flag

@@ -41,6 +41,9 @@ const Example kExamples[] = {
     {"synthetic-size", "64", ""},
     {"tokenizer", "byte", "--model=gpt-tiny"},
     {"seq-len", "32", "--model=gpt-tiny"},
+    {"context", "128", "--model=gpt-tiny"},
+    {"recompute", "full", "--model=gpt-tiny"},
+    {"recompute-modules", "core_attn,gelu", "--model=gpt-tiny --recompute=selective"},
     {"val-limit", "8", "--model=gpt-tiny"},
     {"eval-every", "4", "--model=gpt-tiny"},
     {"sample", "10", "--model=gpt-tiny"},
@@ -108,6 +111,7 @@ const Example kExamples[] = {
     {"dp-strategy", "zero1", "--strategy=pipeline"},
     {"tensor-parallel", "2", "--strategy=ddp", "tp-head"},
     {"tp-head", "true", "--model=mlp --tensor-parallel=2"},
+    {"sequence-parallel", "true", "--model=gpt-tiny --data=text --tensor-parallel=2"},
     {"context-parallel", "2", "--model=gpt-tiny --seq-len=16 --strategy=ddp"},
     {"num-classes", "20", "--data=synthetic"},
 };
@@ -149,7 +153,7 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
   const std::set<std::string> expected = {
       "model", "data", "strategy", "epochs", "batch-size", "lr", "optimizer", "momentum",
       "weight-decay", "schedule", "warmup-epochs", "label-smoothing", "augment", "seed",
-      "device type", "train-limit", "synthetic-size", "tokenizer", "seq-len", "val-limit",
+      "device type", "train-limit", "synthetic-size", "tokenizer", "seq-len", "context", "recompute", "recompute-modules", "val-limit",
       "eval-every", "sample", "clip-grad-norm", "checkpointing", "checkpoint-format",
       "resume", "stages", "micro-batches", "pipeline-schedule", "chunks", "balance",
       "checkpoint-activations", "tracing", "trace-steps", "dp-strategy", "deferred-batch-norm",
@@ -161,7 +165,7 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
       "inter-node-bandwidth-gbps", "sync-period", "local-sgd-warmup", "outer-optimizer",
       "outer-lr", "outer-momentum", "powersgd-start-iter", "net-latency-us",
       "net-bandwidth-gbps", "zero3-wrap", "zero3-prefetch", "tensor-parallel", "tp-head",
-      "num-classes", "context-parallel"};
+      "sequence-parallel", "num-classes", "context-parallel"};
   std::set<std::string> keys;
   for (const auto& [key, value] : settings_that_must_agree(read(""))) {
     EXPECT_TRUE(keys.insert(key).second) << "twice: " << key;

@@ -3,6 +3,7 @@
 // (T = 2 x D = 2 on 4 ranks) ends where 2-rank DDP does and holds half the head's logits;
 // checkpoints move between tensor-parallel and single-process runs both ways; pipeline stages of
 // tensor-parallel layers (3D) end where one process does and checkpoint in the unsplit format;
+// a GPT with --sequence-parallel ends where it does without, and resumes either's checkpoint;
 // and flags that cannot work end every rank with code 2, naming them.
 #include <gtest/gtest.h>
 
@@ -178,6 +179,36 @@ TEST(TrainTensorParallel, ThreeDimensionsWithZeroReplicasCheckpointIntoDdp) {
   expect_same_run(last_json_line(resumed.output), last_json_line(straight.output));
 }
 
+// --sequence-parallel changes where a GPT's LayerNorms run, not its parameters: a run with it ends
+// where the run without it does, and a checkpoint of either resumes a second epoch in the other,
+// ending where the uninterrupted run does (the train and validation losses to 1e-5).
+TEST(TrainTensorParallel, SequenceParallelismEqualsTensorParallelismAndResumesEitherWay) {
+  const std::string gpt =
+      "--model=gpt-tiny --data=text --tokenizer=byte --seq-len=16 --train-limit=64 --val-limit=16 "
+      "--batch-size=8 --threads=1 --seed=3 --schedule=constant --tensor-parallel=2 ";
+  const auto expect_same_losses = [](const std::string& s, const std::string& reference) {
+    for (const char* field : {"train_loss", "val_loss"}) {
+      EXPECT_NEAR(json_number(s, field), json_number(reference, field), 1e-5) << field << ": " << s;
+    }
+  };
+  const std::string on_dir = temp_path("sp_on_ckpt"), off_dir = temp_path("sp_off_ckpt");
+  const auto on = run_train(gpt + "--epochs=1 --sequence-parallel=true --checkpoint-dir=" + on_dir);
+  ASSERT_EQ(on.exit_code, 0) << on.output;
+  const auto off = run_train(gpt + "--epochs=1 --checkpoint-dir=" + off_dir);
+  ASSERT_EQ(off.exit_code, 0) << off.output;
+  expect_same_losses(last_json_line(on.output), last_json_line(off.output));
+
+  const auto straight = run_train(gpt + "--epochs=2");
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto off_from_on = run_train(gpt + "--epochs=2 --resume=" + on_dir);
+  ASSERT_EQ(off_from_on.exit_code, 0) << off_from_on.output;
+  EXPECT_NE(off_from_on.output.find("after epoch 1"), std::string::npos) << off_from_on.output;
+  expect_same_losses(last_json_line(off_from_on.output), last_json_line(straight.output));
+  const auto on_from_off = run_train(gpt + "--epochs=2 --sequence-parallel=true --resume=" + off_dir);
+  ASSERT_EQ(on_from_off.exit_code, 0) << on_from_off.output;
+  expect_same_losses(last_json_line(on_from_off.output), last_json_line(straight.output));
+}
+
 TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
   struct Case {
     const char* flags;
@@ -199,6 +230,14 @@ TEST(TrainTensorParallel, FlagsThatCannotWorkExitWithTwo) {
            Case{"--num-classes=100", 2, "--num-classes is for --data=synthetic"},
            Case{"--model=logistic --tensor-parallel=2 --tp-head=false", 2,
                 "--tp-head=false: --model=logistic has no other layer to split"},
+           Case{"--sequence-parallel=true", 2,
+                "--sequence-parallel=true with --tensor-parallel=1: sequence parallelism splits"},
+           Case{"--tensor-parallel=2 --sequence-parallel=true", 2,
+                "--sequence-parallel=true with --tensor-parallel=2 and --model=mlp: sequence "
+                "parallelism splits a transformer's tokens"},
+           Case{"--model=gpt-tiny --data=text --tokenizer=byte --seq-len=15 --tensor-parallel=2 "
+                "--sequence-parallel=true", 2,
+                "--sequence-parallel with --tensor-parallel=2: --seq-len=15 does not divide by 2"},
            Case{"--model=logistic --data=synthetic --num-classes=3 --tensor-parallel=4", 4,
                 "--tensor-parallel=4 splits the classifier by class, but there are only 3 classes"},
        }) {

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cost/compression.h"
+#include "cost/sequence_traffic.h"
 #include "cost/traffic.h"
 #include "tools/explain/comm_run.h"
 #include "tools/explain/commands.h"
@@ -37,7 +38,40 @@ const char* const kHelp =
     "                       each formula beside the calls and bytes rank 0's byte ledgers counted\n"
     "                       per training step (ddp, zero1, zero2, zero3 runs; pass the run's\n"
     "                       --model and bucket flags; --ranks and --compression default to the\n"
-    "                       run's)\n";
+    "                       run's)\n"
+    "A GPT also gets bytes per transformer layer under the long-sequence techniques\n"
+    "(cost/sequence_traffic.h, docs/SEQUENCE.md), at --seq-len, --batch and --tensor-parallel:\n"
+    "  --sequence-parallel  Megatron-LM's sequence parallelism beside tensor parallelism\n"
+    "  --context-parallel=C ring attention over C ranks (default 1)\n";
+
+// A GPT's bytes per transformer layer: tensor parallelism (or, with --sequence-parallel, its
+// sequence-parallel form) and ring attention.
+void print_sequence_traffic(const ModelChoice& c, const cost::SequenceLayout& layout, bool json) {
+  const models::GPTConfig config = cost::gpt_config(c.name, c.input);
+  const int64_t p = c.setup.precision == cost::Precision::kMixed ? 2 : 4;
+  const auto rows = cost::sequence_layer_traffic(c.batch, c.input.seq_len, config.n_embd, p, layout);
+  if (json) {
+    for (const cost::LayerTraffic& r : rows) {
+      std::printf("%s\n", json::Object(kJsonLine)
+                              .add("model", c.name).add("seq_len", c.input.seq_len)
+                              .add("batch", c.batch).add("tensor_parallel", layout.tensor_parallel)
+                              .add_raw("sequence_parallel", layout.sequence_parallel ? "true" : "false")
+                              .add("context_parallel", layout.context_parallel)
+                              .add("technique", r.technique).add("bytes_per_layer", r.bytes)
+                              .add("formula", r.formula).str().c_str());
+    }
+    return;
+  }
+  std::printf("\nper transformer layer and step, bytes one rank sends: s = %lld tokens, b = %lld, "
+              "h = %lld, p = %lld bytes, T = %d%s, C = %d (x %lld layers)\n",
+              static_cast<long long>(c.input.seq_len), static_cast<long long>(c.batch),
+              static_cast<long long>(config.n_embd), static_cast<long long>(p),
+              layout.tensor_parallel, layout.sequence_parallel ? " with sequence parallelism" : "",
+              layout.context_parallel, static_cast<long long>(config.n_layer));
+  Table t({"technique", "sent per layer", "formula"}, {0, 2});
+  for (const cost::LayerTraffic& r : rows) t.add({r.technique, megabytes(r.bytes), r.formula});
+  std::fputs(t.str().c_str(), stdout);
+}
 
 // The run's strategy's rows beside what its ledgers counted, and what they counted that no
 // formula predicts (the NaN guard's one-scalar all-reduce per step, a ResNet's buffer broadcast).
@@ -137,9 +171,16 @@ int comm_command(Flags& flags) {
       compressions.push_back(s);
     }
   }
+  cost::SequenceLayout layout;
+  layout.tensor_parallel = o.tensor_parallel;
+  layout.sequence_parallel = flags.boolean("sequence-parallel");
+  layout.context_parallel = static_cast<int>(flags.integer("context-parallel", 1, 1));
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
+  TS_CHECK(c.input.text() || (!layout.sequence_parallel && layout.context_parallel == 1),
+           "--sequence-parallel and --context-parallel are a GPT's (--model=gpt-tiny|gpt-nano|"
+           "gpt2), not --model=", c.name, "'s");
   flags.check_all_used("comm");
   if (!plot.empty()) check_plot_path(plot);
   if (run) {
@@ -187,6 +228,7 @@ int comm_command(Flags& flags) {
                               .str()
                               .c_str());
     }
+    if (c.input.text()) print_sequence_traffic(c, layout, true);
   } else {
     std::printf("%s\nbytes one rank sends per step: N = %d data-parallel ranks; pipeline K = %d "
                 "stages, M = %d micro-batches (one replica); tensor parallel T = %d (one replica)\n",
@@ -204,6 +246,7 @@ int comm_command(Flags& flags) {
                   megabytes(ddp).c_str(), megabytes(total["zero1"]).c_str(), total["zero1"] / ddp,
                   megabytes(total["zero3"]).c_str(), total["zero3"] / ddp);
     }
+    if (c.input.text()) print_sequence_traffic(c, layout, false);
   }
   if (!plot.empty()) {
     std::string script = gnuplot_preamble(plot, 900, 450,

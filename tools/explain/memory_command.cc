@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "cost/memory.h"
+#include "cost/sequence_layout.h"
+#include "dist/environment.h"
 #include "tools/explain/activation_table.h"
 #include "tools/explain/commands.h"
 #include "tools/explain/gnuplot.h"
@@ -35,7 +37,12 @@ const char* const kHelp =
     "                     pipeline of N stages and T = N tensor parallelism on the N ranks started\n"
     "                     (mixed: bf16 parameters, f32 masters; --batch examples per rank): per\n"
     "                     rank the counting allocator's parameters, gradients, optimizer state and\n"
-    "                     peak beside the prediction\n";
+    "                     peak beside the prediction\n"
+    "A GPT's activation table is one rank's of a long-sequence layout (docs/SEQUENCE.md) when any\n"
+    "of these is given, measured when started on T x C ranks (mpirun -np T*C explain memory ...):\n"
+    "  --tensor-parallel=T  (given) Megatron-LM's tensor parallelism of the blocks and vocabulary\n"
+    "  --sequence-parallel  and its sequence parallelism\n"
+    "  --context-parallel=C ring attention over C ranks (head-tail chunks)\n";
 
 }  // namespace
 
@@ -51,17 +58,33 @@ int memory_command(Flags& flags) {
   const int ranks = static_cast<int>(flags.integer("ranks", 0, 1));
   TS_CHECK(ranks >= 1, "--ranks is required");
   const int stages = static_cast<int>(flags.integer("stages", 2, 1));
+  cost::SequenceLayout layout;
+  const bool tp_given = flags.has("tensor-parallel");
   const int tp = static_cast<int>(flags.integer("tensor-parallel", 2, 1));
+  layout.tensor_parallel = tp_given ? tp : 1;
+  layout.sequence_parallel = flags.boolean("sequence-parallel");
+  layout.context_parallel = static_cast<int>(flags.integer("context-parallel", 1, 1));
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
   flags.check_all_used("memory");
   if (!plot.empty()) check_plot_path(plot);
+  TS_CHECK(c.input.text() || (!layout.sequence_parallel && layout.context_parallel == 1),
+           "--sequence-parallel and --context-parallel are a GPT's (--model=gpt-tiny|gpt-nano|"
+           "gpt2), not --model=", c.name, "'s");
+  TS_CHECK(!layout.sequence_parallel || layout.tensor_parallel > 1,
+           "--sequence-parallel splits tensor parallelism's LayerNorm regions: give "
+           "--tensor-parallel=T with T > 1");
+  // Under mpirun (a layout of several ranks, measured), rank 0 prints.
+  std::shared_ptr<dist::ProcessGroup> world;
+  if (c.input.text() && layout.ranks() > 1) world = dist::init();
+  const bool printing = world == nullptr || world->rank() == 0;
 
   const int64_t psi = c.profile.parameters();
   const auto rows = cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup, ranks,
                                           stages, tp);
-  if (json) {
+  if (!printing) {
+  } else if (json) {
     for (const cost::MemoryRow& r : rows) {
       std::printf("%s\n", json::Object(kJsonLine)
                               .add("model", c.name)
@@ -92,8 +115,19 @@ int memory_command(Flags& flags) {
     }
     std::fputs(t.str().c_str(), stdout);
   }
-  if (c.input.text()) print_activations(c, json);
-  if (!plot.empty()) {
+  if (c.input.text()) {
+    if (world == nullptr) {
+      print_activations(c, layout, json, nullptr);
+    } else {
+      const int code = dist::run_or_abort([&] {
+        print_activations(c, layout, json, world);
+        return 0;
+      });
+      dist::finalize();
+      if (code != 0) return code;
+    }
+  }
+  if (!plot.empty() && printing) {
     std::string script = gnuplot_preamble(plot, 800, 450,
                                           "Model states per rank: " + c.name + ", N=" +
                                               std::to_string(ranks) + ", " +

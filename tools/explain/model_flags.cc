@@ -14,6 +14,10 @@ const char* const kModelFlagsHelp =
     "                     | text (the GPTs' and their default: windows of --seq-len token ids)\n"
     "  --seq-len=T        tokens per window (text; default 64)\n"
     "  --tokenizer=K      gpt2 (GPT-2's BPE, 50257 tokens; default) | byte (256) (text)\n"
+    "  --context=N        a GPT's positions (default the model's: gpt-tiny 64, gpt-nano 256,\n"
+    "                     gpt2 1024), for windows longer than that\n"
+    "  --recompute=R      a GPT's activation recomputation: none (default) | selective | full\n"
+    "  --recompute-modules=LIST  selective's ops: core_attn (default), layernorm, gelu\n"
     "  --batch=B          examples (windows) per rank per step (default as tools/train: 128\n"
     "                     ResNets, 16 GPTs, 64 others)\n"
     "  --precision=P      f32 (default) | mixed (16-bit parameters, f32 master copy)\n"
@@ -50,6 +54,13 @@ ModelChoice read_model_flags(Flags& flags) {
     TS_CHECK(tokenizer == "gpt2" || tokenizer == "byte", "--tokenizer=", tokenizer,
              ": expected gpt2 (GPT-2's BPE, 50257 tokens) or byte (256)");
     c.input.vocab = tokenizer == "gpt2" ? 50257 : 256;
+    c.input.context = flags.integer("context", 0, 0);
+    const std::string recompute = flags.text("recompute", "none");
+    const std::string modules = flags.text("recompute-modules", "core_attn");
+    TS_CHECK(recompute == "selective" || !flags.has("recompute-modules"),
+             "--recompute-modules=", modules, " chooses --recompute=selective's ops; this has "
+             "--recompute=", recompute);
+    c.input.recompute = models::Recompute::parse(recompute, modules);
   }
   const bool resnet = c.name.rfind("resnet", 0) == 0;
   // tools/train's batches: 128 images for ResNets, 64 otherwise; 16 windows for a GPT.

@@ -108,7 +108,9 @@ PlannedRun planned(const Assignment& v) {
   for (const auto& [axis, value] : v) {
     std::string rv = value;
     if (axis == "strategy") rv = reference;
-    if (axis == "tensor-parallel" || axis == "context-parallel") rv = "off";
+    if (axis == "tensor-parallel" || axis == "sequence-parallel" || axis == "context-parallel") {
+      rv = "off";
+    }
     if (axis == "collectives") rv = "flat";
     if (axis == "checkpoint") rv = "none";
     if (axis == "resume") rv = "no";

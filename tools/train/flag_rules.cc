@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dist/straggler.h"
+#include "models/gpt.h"
 #include "tools/train/fault_injection.h"
 #include "tools/train/flag_table.h"
 #include "tools/train/restart_count.h"
@@ -24,6 +25,15 @@ void check_combinations(const Config& c) {
       bad("--seq-len=" + std::to_string(c.seq_len) + " is longer than --model=" + c.model +
           "'s context of " + std::to_string(gpt_context(c)) + " positions");
     }
+    if (c.given.count("recompute-modules") != 0 && c.recompute != "selective") {
+      bad("--recompute-modules=" + c.recompute_modules + " chooses --recompute=selective's ops; "
+          "this run has --recompute=" + c.recompute);
+    }
+    try {
+      models::Recompute::parse(c.recompute, c.recompute_modules);
+    } catch (const std::exception& e) {
+      bad(std::string("--recompute-modules: ") + e.what());
+    }
     for (const char* flag : {"label-smoothing", "augment", "num-classes", "synthetic-size"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " is for the image models, not --model=" + c.model);
@@ -34,7 +44,8 @@ void check_combinations(const Config& c) {
       bad("--data=text is for the language models (--model=gpt-tiny|gpt-nano|gpt2), not --model=" +
           c.model);
     }
-    for (const char* flag : {"tokenizer", "seq-len", "val-limit", "eval-every", "sample"}) {
+    for (const char* flag : {"tokenizer", "seq-len", "val-limit", "eval-every", "sample",
+                             "context", "recompute", "recompute-modules"}) {
       if (c.given.count(flag) != 0) {
         bad(std::string("--") + flag + " is for the language models (--model=gpt-tiny|gpt-nano|"
             "gpt2), not --model=" + c.model);
@@ -133,6 +144,12 @@ void check_combinations(const Config& c) {
     bad("--tensor-parallel=" + std::to_string(c.tensor_parallel) + " does not divide --model=" +
         c.model + "'s " + std::to_string(gpt_heads(c)) + " attention heads (Megatron splits them "
         "over the tensor-parallel ranks)");
+  }
+  if (c.sequence_parallel && c.tensor_parallel > 1 && language_model(c) &&
+      c.seq_len % c.tensor_parallel != 0) {
+    bad("--sequence-parallel with --tensor-parallel=" + std::to_string(c.tensor_parallel) +
+        ": --seq-len=" + std::to_string(c.seq_len) + " does not divide by " +
+        std::to_string(c.tensor_parallel) + " (each rank holds seq-len / T tokens)");
   }
   if (c.given.count("tp-head") != 0 && !c.tp_head && c.model != "mlp") {
     bad("--tp-head=false: --model=" + c.model + " has no other layer to split than its classifier "

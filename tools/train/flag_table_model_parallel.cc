@@ -64,6 +64,11 @@ std::vector<FlagSection> model_parallel_flag_sections() {
                 "the classifier column-parallel, its logits split by class, class-parallel "
                 "cross-entropy")
                .default_is("false for mlp, else true"),
+           Flag("sequence-parallel", boolean(&Config::sequence_parallel),
+                "--model=gpt-* with --tensor-parallel: the LayerNorms and the residual stream "
+                "run on --seq-len/T tokens a rank (Megatron's sequence parallelism: all-gather "
+                "and reduce-scatter along the sequence instead of the all-reduces, the same "
+                "bytes; --seq-len a multiple of T)"),
            Flag("num-classes", integer(&Config::num_classes, 2),
                 "classes of --data=synthetic (Fashion-MNIST has 10): a large head"),
        },

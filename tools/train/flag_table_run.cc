@@ -104,8 +104,18 @@ std::vector<FlagSection> run_flag_sections() {
                 "a GPT's tokens: GPT-2's byte-level BPE (50,257 ids) or one token per byte (256)"),
            Flag("seq-len", integer(&Config::seq_len, 1),
                 "a GPT's window of T tokens (at most the model's context: gpt-tiny 64, gpt-nano "
-                "256, gpt2 1024)")
+                "256, gpt2 1024, or --context)")
                .default_is("64"),
+           Flag("context", integer(&Config::context, 1),
+                "a GPT's positions (wpe's rows), for windows longer than the model's context")
+               .default_is("the model's"),
+           Flag("recompute", choice(&Config::recompute, {"none", "selective", "full"}),
+                "a GPT's activation recomputation (Korthikanti et al. 2022): selective "
+                "recomputes --recompute-modules' outputs in backward and keeps the GEMMs', full "
+                "keeps only each block's input and runs the block again"),
+           Flag("recompute-modules", text(&Config::recompute_modules, "LIST"),
+                "--recompute=selective's ops, any of core_attn (the attention core), layernorm, "
+                "gelu, comma-separated"),
            Flag("val-limit", integer(&Config::val_limit, 0),
                 "a GPT's validation loss over the first N validation windows (0: all of them)"),
            Flag("eval-every", integer(&Config::eval_every, 0),

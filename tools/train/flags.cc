@@ -102,7 +102,7 @@ Config parse_flags(int argc, char** argv) {
 bool language_model(const Config& c) { return c.model.rfind("gpt", 0) == 0; }
 
 int64_t gpt_context(const Config& c) {
-  return models::GPTConfig::named(c.model, 256).context;
+  return c.context > 0 ? c.context : models::GPTConfig::named(c.model, 256).context;
 }
 
 int64_t gpt_heads(const Config& c) { return models::GPTConfig::named(c.model, 256).n_head; }

@@ -42,6 +42,9 @@ struct Config {
   std::string text_file;
   std::string tokenizer = "gpt2";
   int64_t seq_len = 0;
+  int64_t context = 0;                         // a GPT's positions; 0: the model's
+  std::string recompute = "none";              // none|selective|full: models::Recompute
+  std::string recompute_modules = "core_attn";  // selective's ops
   int64_t val_limit = 256;
   int64_t eval_every = 0;
   int64_t sample = 0;
@@ -121,6 +124,9 @@ struct Config {
   // ranks; the world is C x D, D data-parallel replicas (tools/train/context_parallel.h).
   int context_parallel = 1;
   bool tp_head = false;      // the classifier column-parallel with class-parallel cross-entropy
+  // --sequence-parallel: a GPT's LayerNorms and residual stream split along the sequence over
+  // the tensor-parallel ranks (dist::tensor_parallel::GPTParallelOptions::sequence_parallel).
+  bool sequence_parallel = false;
   int64_t num_classes = 10;  // classes of --data=synthetic (Fashion-MNIST has 10)
 
   // Mixed precision.

@@ -66,8 +66,14 @@ void print_sample(const RunContext& run, const Data& d) {
   for (int64_t n = 0; n < c.sample; ++n) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(tokens.size()), c.seq_len);
     std::vector<int64_t> window(tokens.end() - t, tokens.end());
-    const Tensor logits =
-        run.strategy.predict(from_vector<int64_t>(window, {1, t}).to(run.device));  // [1, t, V]
+    // --sequence-parallel: each tensor-parallel rank holds t / T tokens, so the window is padded
+    // at its end to a multiple of T (--seq-len is one); causal attention keeps the padding from
+    // the positions before it, so the logits at t - 1 are the unpadded window's.
+    const int64_t parts = c.sequence_parallel ? c.tensor_parallel : 1;
+    window.resize(static_cast<size_t>((t + parts - 1) / parts * parts), 0);
+    const int64_t padded = static_cast<int64_t>(window.size());
+    const Tensor logits = run.strategy.predict(
+        from_vector<int64_t>(window, {1, padded}).to(run.device));  // [1, padded, V]
     // The last position's distribution only (under --tensor-parallel each rank's slice of the
     // vocabulary, gathered: V values, not the window's t x V).
     const Tensor last =

@@ -12,7 +12,12 @@ namespace train {
 
 std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels,
                                            int64_t vocab_size) {
-  if (language_model(c)) return models::GPT(models::GPTConfig::named(c.model, vocab_size));
+  if (language_model(c)) {
+    models::GPTConfig config = models::GPTConfig::named(c.model, vocab_size);
+    if (c.context > 0) config.context = c.context;
+    config.recompute = models::Recompute::parse(c.recompute, c.recompute_modules);
+    return models::GPT(config);
+  }
   const int64_t k = c.num_classes;  // 10 for Fashion-MNIST
   const int64_t pixels = data::kMnistImage.height * data::kMnistImage.width;
   if (c.model == "logistic") return models::LogisticRegression(channels * pixels, k);

@@ -91,9 +91,12 @@ class Pipeline : public Strategy {
       throw FlagError(pipeline_flags(c, world->size() / c.tensor_parallel) + ": " + e.what());
     }
     if (zero_stage > 0) {
-      // The stage's parameter groups (a GPT's decay and no-decay), its shard cut by them.
+      // The stage's parameter groups (a GPT's decay and no-decay), its shard cut by them; its
+      // consolidated state is numbered as a plain optimizer over these groups numbers it.
+      std::vector<optim::ParamGroup> groups = make_param_groups(c, pipe_->parameters(), *model_);
+      for (const optim::ParamGroup& g : groups) state_groups_.push_back(g.params);
       auto zero = std::make_unique<dist::ZeroRedundancyOptimizer>(
-          pipe_->parameters(), make_param_groups(c, pipe_->parameters(), *model_),
+          pipe_->parameters(), std::move(groups),
           topology_.data_parallel_group(),
           [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); },
           dist::ZeroOptions().stage(zero_stage).bucket_cap_mb(c.bucket_cap_mb));

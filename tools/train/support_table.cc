@@ -176,6 +176,32 @@ std::vector<Axis> make_axes() {
   decay.applies_when = {{"model", {"transformer"}}};
   axes.push_back(decay);
 
+  // A GPT's activation recomputation (models::Recompute): selective with all of its ops, so a
+  // generated run exercises every recomputed output.
+  Axis recompute = flag_axis("recompute", {"none", "selective", "full"}, &Config::recompute);
+  recompute.flags_for = [](const std::string& v) {
+    return v == "selective" ? std::string("--recompute=selective --recompute-modules=core_attn,"
+                                          "layernorm,gelu")
+                            : "--recompute=" + v;
+  };
+  recompute.applies_when = {{"model", {"transformer"}}};
+  axes.push_back(recompute);
+
+  // Sequence parallelism: a GPT's under tensor parallelism only (after both axes, so the plan
+  // knows whether it applies when its turn comes).
+  Axis sequence_parallel;
+  sequence_parallel.name = sequence_parallel.flag = "sequence-parallel";
+  sequence_parallel.values = {"off", "on"};
+  sequence_parallel.value_of = [](const Config& c) { return c.sequence_parallel ? "on" : "off"; };
+  sequence_parallel.flags_for = [](const std::string& v) {
+    return v == "on" ? std::string("--sequence-parallel=true") : std::string();
+  };
+  sequence_parallel.shown = [](const Config& c) {
+    return std::string("--sequence-parallel=") + (c.sequence_parallel ? "true" : "false");
+  };
+  sequence_parallel.applies_when = {{"tensor-parallel", {"on"}}, {"model", {"transformer"}}};
+  axes.push_back(sequence_parallel);
+
   Axis collectives = flag_axis("collectives", {"flat", "hierarchical"}, &Config::collectives);
   collectives.flags_for = [](const std::string& v) {
     return v == "flat" ? std::string() : std::string("--collectives=hierarchical --ranks-per-node=1");
@@ -271,6 +297,14 @@ std::vector<Refusal> make_refusals() {
        "tensor parallelism combines with --strategy=ddp or zero1 for the data-parallel "
        "dimension (single when there is none), or with the pipeline (3D)"},
 
+      // Sequence parallelism.
+      {{{"sequence-parallel", {"on"}}, {"tensor-parallel", {"off"}}},
+       "sequence parallelism splits the LayerNorms and the residual stream that tensor "
+       "parallelism leaves whole on its ranks: give --tensor-parallel=T of 2 or more"},
+      {{{"sequence-parallel", {"on"}}, {"tensor-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
+       "sequence parallelism splits a transformer's tokens (a GPT's, --model=gpt-*); the other "
+       "models have no sequence"},
+
       // Context parallelism. (Its strategies and tensor parallelism before its models, so that
       // a run of the default model given one of them hears that reason.)
       {{{"context-parallel", {"on"}},
@@ -307,11 +341,6 @@ std::vector<Refusal> make_refusals() {
        "LayerNorms' and the embedding's arrive in B, where ZeRO-2 has already reduced their "
        "bucket (dist/zero: 'received a second gradient in one backward'): use --dp-strategy=ddp "
        "or zero1, or another schedule"},
-      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"pipeline"}},
-        {"dp-strategy", {"zero1", "zero2"}}},
-       "a stage's ZeRO optimizer cut by the GPT's two parameter groups, beside the tied copies' "
-       "gradient exchange and the checkpoint's optimizer state gathered stage by stage, has not "
-       "been checked against one process: give --weight-decay=0 (or use --dp-strategy=ddp)"},
       {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"async"}}},
        "the parameter servers step their shards of the flat parameter vector with one set of "
        "options, so they cannot decay the GPT's Linear weights while sparing its biases, "

@@ -57,7 +57,8 @@ Head split_layers(const Config& c, nn::Sequential& model, const dist::Topology& 
                       c.tokenizer + ", padded to a multiple of 64): each rank holds V/T rows of "
                       "the embedding and V/T logits");
     }
-    const auto split = std::make_shared<tp::VocabParallelLM>(tp::parallelize_gpt(model, group));
+    const auto split = std::make_shared<tp::VocabParallelLM>(tp::parallelize_gpt(
+        model, group, tp::GPTParallelOptions().sequence_parallel(c.sequence_parallel)));
     head = language_model_head();
     head.loss = [split](const Variable& logits, const Tensor& targets) {
       return split->loss(logits, targets);

@@ -8,6 +8,8 @@
 //                            blocks' attention heads and MLP, and the vocabulary: wte's rows, the
 //                            tied lm_head's logits split, the loss vocabulary-parallel, the
 //                            validation loss too, and --sample gathers the last position's logits;
+//                            with --sequence-parallel=true also Megatron's sequence parallelism
+//                            (the LayerNorms and residual stream on --seq-len/T tokens a rank);
 //   the other models, or --tp-head=true
 //                            the classifier column-parallel, its logits left split by class,
 //                            dist::tensor_parallel::ClassParallelCrossEntropy for the loss and
