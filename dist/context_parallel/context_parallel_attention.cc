@@ -1,5 +1,6 @@
 #include "dist/context_parallel/context_parallel_attention.h"
 
+#include "autograd/recompute.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -12,7 +13,8 @@ ContextParallelAttention::ContextParallelAttention(const nn::CausalSelfAttention
     : n_embd_(attention.n_embd()),
       n_head_(attention.n_head()),
       group_(std::move(group)),
-      options_(options) {
+      options_(options),
+      recompute_core_(attention.recompute_core()) {
   TS_CHECK(group_ != nullptr, "ContextParallelAttention: the context-parallel group is null");
   for (const auto& [name, module] : attention.named_children()) register_module(name, module);
   child("c_attn");
@@ -40,7 +42,12 @@ Variable ContextParallelAttention::forward(const Variable& x) {
   TS_CHECK(width > 0 && width % (3 * head_dim) == 0,
            "ContextParallelAttention: c_attn's output of ", width,
            " features is not q | k | v of whole heads of ", head_dim);
-  return child("c_proj")(ring_self_attention(qkv, width / (3 * head_dim), group_, options_));
+  const int64_t heads = width / (3 * head_dim);
+  const UnaryFn core = [this, heads](const Variable& v) {
+    return ring_self_attention(v, heads, group_, options_);
+  };
+  const UnaryFn c_proj = [this](const Variable& y) { return child("c_proj")(y); };
+  return recompute_core_ ? recompute_output(core, qkv, c_proj) : c_proj(core(qkv));
 }
 
 }  // namespace context_parallel

@@ -10,6 +10,10 @@
 // initialization do not change. Like CausalSelfAttention it finds them by name at every call
 // and runs as many heads as c_attn's output holds, so tensor parallelism's split of c_attn by
 // heads composes with it.
+//
+// Selective recomputation of the attention core (nn::CausalSelfAttention::set_recompute_core,
+// autograd/recompute.h) carries over from the replaced module: the ring runs again from c_attn's
+// output in backward (its exchanges too, on every rank alike) instead of its output being kept.
 #pragma once
 
 #include <memory>
@@ -33,12 +37,16 @@ class ContextParallelAttention : public nn::Module {
   std::string extra_repr() const override;
   Variable forward(const Variable& x) override;
 
+  void set_recompute_core(bool on) { recompute_core_ = on; }
+  bool recompute_core() const { return recompute_core_; }
+
  private:
   nn::Module& child(const char* name) const;
 
   int64_t n_embd_, n_head_;
   std::shared_ptr<ProcessGroup> group_;
   RingAttentionOptions options_;
+  bool recompute_core_;
 };
 
 }  // namespace context_parallel

@@ -4,7 +4,8 @@
 // the loss (the mean of the ranks' losses), every parameter's gradient (averaged over the
 // ranks: the one-process gradient, since every rank holds as many tokens), with the head-tail
 // and the contiguous split; then 3 AdamW steps in f32 and f64; on 4 ranks, 2 replicas of 2
-// context-parallel ranks against one process on both replicas' windows. Parameter names
+// context-parallel ranks against one process on both replicas' windows; selective
+// recomputation of the attention core under it. Parameter names
 // do not change. The errors: a sequence that does not divide into 2C chunks, a model that is
 // not a GPT. Runs on 2 and 4 ranks.
 #include <gtest/gtest.h>
@@ -197,6 +198,28 @@ TEST(ContextParallelGPT, DataTimesContextParallelEqualsOneProcessOnTheWholeBatch
   world()->all_reduce(mean, ReduceOp::kMean)->wait();
   EXPECT_NEAR(mean.item(), ref_loss.item(), 1e-5 * std::abs(ref_loss.item()));
   expect_same_gradients(*model, *reference, "dp x cp");
+}
+
+// Selective recomputation of the attention core (models::Recompute, the paper's choice) carries
+// over to the context-parallel attention: the ring runs again in backward (its forward counted
+// twice per layer), and loss and gradients stay one process's.
+TEST(ContextParallelGPT, SelectiveRecomputationOfTheCoreCarriesOver) {
+  models::GPTConfig config = models::GPTConfig::tiny(kVocab);
+  config.recompute = models::Recompute::parse("selective", "core_attn");
+  manual_seed(kSeed);
+  const auto reference = models::GPT(config);
+  manual_seed(kSeed);
+  const auto model = models::GPT(config);
+  RingAttentionStats stats;
+  parallelize_context(*model, world(), RingAttentionOptions().stats(&stats));
+  const Tensor w = windows(40);
+  const Variable ref_loss = reference_loss(*reference, w);
+  ref_loss.backward();
+  const double loss = parallel_step(*model, w, SequenceSplit::kHeadTail);
+  const int64_t per_pass = 2 * world()->size();  // 2 layers, C blocks each (none hidden)
+  EXPECT_EQ(stats.blocks_computed, 2 * per_pass);  // forward, and again in backward
+  EXPECT_NEAR(loss, ref_loss.item(), 1e-5 * std::abs(ref_loss.item()));
+  expect_same_gradients(*model, *reference, "selective recomputation");
 }
 
 TEST(ContextParallelGPT, ErrorsNameTheValues) {
