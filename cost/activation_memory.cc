@@ -37,6 +37,8 @@ BlockActivations block_activations(const models::Recompute& r, const SequenceLay
   const bool core_kept = r.granularity == G::kNone ||
                          (r.granularity == G::kSelective && !r.core_attn);
   if (heads_per_rank == 1 && core_kept) k.split_sbh -= 1;
+  // Ring attention keeps the last key/value block it received (its backward starts there): 2.
+  if (layout.context_parallel > 1 && core_kept) k.split_sbh += 2;
   if (sp) {  // everything whole above is this rank's s/T tokens
     k.split_sbh += k.whole_sbh;
     k.whole_sbh = 0;

@@ -32,6 +32,13 @@
 //
 // and the paper's figure: selective (of the attention core) s b h 34, full s b h 2.
 //
+// On one rank of a layout (cost/sequence_layout.h): tensor parallelism splits q, k, v, the
+// attention output, c_fc's and GELU's outputs by T (13 of the 17), and sequence parallelism the
+// rest (the LayerNorm regions: their inputs, outputs and statistics); context parallelism holds
+// s/C tokens of everything, and ring attention also keeps the last key/value block it received
+// (2 p s b h, for its backward to start from). The vocabulary-parallel embedding keeps its local
+// ids and mask (9 s b bytes), its cross-entropy the targets' local index and weight (12 s b).
+//
 // tools/explain's memory command prints these beside the counting allocator's figures.
 #pragma once
 

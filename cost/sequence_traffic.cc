@@ -27,8 +27,10 @@ std::vector<LayerTraffic> sequence_layer_traffic(int64_t b, int64_t s, int64_t h
   if (c > 1) {
     const double sbh_p = static_cast<double>(s) * b * (static_cast<double>(h) / t) * p;
     const double share = static_cast<double>(c - 1) / c;
-    rows.push_back({"ring attention", 4 * share * sbh_p + 2 * sbh_p,
-                    t > 1 ? "4 (C-1)/C sb(h/T) p + 2 sb(h/T) p" : "4 (C-1)/C sbh p + 2 sbh p"});
+    rows.push_back({"ring attention", 6 * share * sbh_p,
+                    t > 1 ? "6 (C-1)/C sb(h/T) p" : "6 (C-1)/C sbh p"});
+    rows.push_back({"ulysses", 8 * share / c * sbh_p,
+                    t > 1 ? "8 (C-1)/C^2 sb(h/T) p" : "8 (C-1)/C^2 sbh p"});
   }
   return rows;
 }

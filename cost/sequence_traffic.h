@@ -11,9 +11,12 @@
 //                              keep s/T tokens of their input, not s),
 //                              + the LayerNorms' and row-parallel biases'          + 2 (T-1)/T 6 h 4
 //                              gradients all-reduced (f32 sums)
-//   ring attention (C)         forward C-1 blocks of K and V, (2 s/C b h) each;    4 (C-1)/C sbh p
-//                              backward the same again                             + 2 sbh p
-//                              + C hops of each block's dK, dV home
+//   ring attention (C)         forward C-1 blocks of K and V, (2 s/C b h) each;    2 (C-1)/C sbh p
+//                              backward C-1 again the other way, each block's      + 4 (C-1)/C sbh p
+//                              dK, dV accumulator one step behind it (arriving
+//                              at its owner complete)
+//   Ulysses (C; the library's  4 all-to-alls forward (q, k, v in, the output      8 (C-1)/C^2 sbh p
+//   second mode)               out) and 4 backward, each (C-1)/C of s/C b h
 //
 // Under tensor and context parallelism together h is the rank's heads' width, h/T, in the ring's
 // term, and s the rank's tokens, s/C, in the tensor-parallel ones.
@@ -28,12 +31,14 @@ namespace tessera {
 namespace cost {
 
 struct LayerTraffic {
-  std::string technique;  // "tensor parallelism", "sequence parallelism", "ring attention"
+  std::string technique;  // "tensor parallelism", "sequence parallelism", "ring attention",
+                          // "ulysses"
   double bytes = 0;       // sent by one rank per layer per training step
   std::string formula;
 };
 
-// One row per technique the layout uses (none for T = C = 1).
+// One row per technique the layout uses (none for T = C = 1); for C > 1 both of context
+// parallelism's modes, ring attention and Ulysses.
 std::vector<LayerTraffic> sequence_layer_traffic(int64_t batch, int64_t seq_len, int64_t width,
                                                  int64_t activation_bytes,
                                                  const SequenceLayout& layout);

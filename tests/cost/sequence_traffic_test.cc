@@ -28,16 +28,18 @@ TEST(SequenceTraffic, SequenceParallelismIsTheAllReducesPlusTheBackwardGathers) 
   EXPECT_DOUBLE_EQ(rows[0].bytes, 7.5 * kSbhP + 1.5 * 6 * 768 * 4);
 }
 
-TEST(SequenceTraffic, RingAttentionSendsKAndVAroundTwiceAndTheGradientsHome) {
+TEST(SequenceTraffic, RingAttentionSendsKAndVAroundTwiceAndTheGradientsOnce) {
   const auto rows = sequence_layer_traffic(1, 1024, 768, 4, {1, false, 4});
-  ASSERT_EQ(rows.size(), 1u);
+  ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].technique, "ring attention");
-  EXPECT_DOUBLE_EQ(rows[0].bytes, 4 * 0.75 * kSbhP + 2 * kSbhP);
+  EXPECT_DOUBLE_EQ(rows[0].bytes, 6 * 0.75 * kSbhP);  // (2 + 2 + 2) x 3 blocks of s/4 b h
+  EXPECT_EQ(rows[1].technique, "ulysses");
+  EXPECT_DOUBLE_EQ(rows[1].bytes, 8 * 0.75 * kSbhP / 4);  // 8 all-to-alls of 3/4 of s/4 b h
   // Beside T = 2: the tensor-parallel terms over s/C tokens, the ring's over h/T.
   const auto both = sequence_layer_traffic(1, 1024, 768, 4, {2, false, 4});
-  ASSERT_EQ(both.size(), 2u);
+  ASSERT_EQ(both.size(), 3u);
   EXPECT_DOUBLE_EQ(both[0].bytes, 4 * kSbhP / 4);
-  EXPECT_DOUBLE_EQ(both[1].bytes, (4 * 0.75 + 2) * kSbhP / 2);
+  EXPECT_DOUBLE_EQ(both[1].bytes, 6 * 0.75 * kSbhP / 2);
 }
 
 TEST(SequenceTraffic, ErrorsNameTheValues) {

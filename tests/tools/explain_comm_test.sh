@@ -60,7 +60,7 @@ fi
 # A GPT's bytes per transformer layer (cost/sequence_traffic.h): GPT-2's h = 768 at b = 1,
 # s = 1024, f32 (s b h p = 3,145,728 bytes): sequence parallelism on T = 4 sends (8 + 2) x 3/4 of
 # it over the rank's s/C tokens, plus the LayerNorms' and biases' gradient sums; ring attention
-# on C = 2, over s b (h/T), 4 x 1/2 + 2 of it.
+# on C = 2, over s b (h/T), 6 x 1/2 of it; Ulysses 8 x 1/2 / 2 of it.
 "$EXPLAIN" comm --model=gpt2 --ranks=2 --seq-len=1024 --batch=1 --tensor-parallel=4 \
   --sequence-parallel --context-parallel=2 --json > "$TMP/sequence.jsonl" 2>&1 || fail "comm sequence"
 if python3 -c '
@@ -70,9 +70,10 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     if "technique" in r: rows[r["technique"]] = r["bytes_per_layer"]
 sbhp = 1024 * 768 * 4
-assert set(rows) == {"sequence parallelism", "ring attention"}, rows
+assert set(rows) == {"sequence parallelism", "ring attention", "ulysses"}, rows
 assert abs(rows["sequence parallelism"] - (7.5 * sbhp / 2 + 1.5 * 6 * 768 * 4)) < 1e-3, rows
-assert abs(rows["ring attention"] - 4 * sbhp / 4) < 1e-3, rows
+assert abs(rows["ring attention"] - 6 * 0.5 * sbhp / 4) < 1e-3, rows
+assert abs(rows["ulysses"] - 8 * 0.5 / 2 * sbhp / 4) < 1e-3, rows
 ' "$TMP/sequence.jsonl"; then pass; else fail "comm sequence figures"; fi
 expect_error "--sequence-parallel and --context-parallel are a GPT's" comm --model=mlp --ranks=2 --context-parallel=2
 

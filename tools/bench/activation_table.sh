@@ -2,7 +2,7 @@
 # Korthikanti et al. 2022's Table 2 on this machine (docs/SEQUENCE.md): one transformer layer's
 # activations per rank of gpt-nano (h = 128, a = 4, byte vocabulary) at b = 1, for each technique,
 # tessera's formula (cost/activation_memory.h) beside the counting allocator's measurement
-# (explain memory, on T ranks under mpirun for the tensor-parallel rows) and the paper's 16-bit
+# (explain memory, on T (C) ranks under mpirun for the parallel rows) and the paper's 16-bit
 # figure; then the same per sequence length, where the paper's 5 a s / h term grows with s and
 # tessera's (FlashAttention's) does not.
 #
@@ -36,6 +36,8 @@ row "selective (core_attn)" 1 "${ctx[@]}" --recompute=selective
 row "selective (all three)" 1 "${ctx[@]}" --recompute=selective --recompute-modules=core_attn,layernorm,gelu
 row "TP + SP + selective (core_attn)" "$t" "${ctx[@]}" --tensor-parallel="$t" --sequence-parallel --recompute=selective
 row "full" 1 "${ctx[@]}" --recompute=full
+row "context parallel (ring), C = $t" "$t" "${ctx[@]}" --context-parallel="$t"
+row "context parallel + selective" "$t" "${ctx[@]}" --context-parallel="$t" --recompute=selective
 echo
 echo "per sequence length, one process, no recomputation:"
 printf '%-34s %-34s %12s %12s %8s %14s\n' "s" formula predicted measured diff "paper 16-bit"

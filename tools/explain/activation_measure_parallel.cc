@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "dist/context_parallel/parallelize_context.h"
+#include "dist/context_parallel/sequence_split.h"
 #include "dist/gather_bytes.h"
 #include "dist/tensor_parallel/gpt_plan.h"
 #include "dist/topology.h"
@@ -41,7 +43,8 @@ std::vector<std::vector<MeasuredActivation>> measure_activations_on_ranks(
   TS_CHECK(world->size() == layout.ranks(), "explain memory: T = ", layout.tensor_parallel,
            " x C = ", layout.context_parallel, " ranks measure on ", layout.ranks(),
            " ranks, started on ", world->size(), " (mpirun -np ", layout.ranks(), ")");
-  TS_CHECK(layout.context_parallel == 1, "explain memory: context parallelism is not measured yet");
+  TS_CHECK(layout.tensor_parallel == 1 || layout.context_parallel == 1, "explain memory: tensor "
+           "and context parallelism together are not built (the train tool refuses them too)");
   const dist::Topology topology(world, 1, layout.tensor_parallel);
   std::shared_ptr<nn::Sequential> model = cost::build_model(name, input);  // the same seed
   const DType dtype = precision == cost::Precision::kMixed ? kBF16 : kF32;
@@ -53,7 +56,13 @@ std::vector<std::vector<MeasuredActivation>> measure_activations_on_ranks(
         *model, topology.tensor_parallel_group(),
         dist::tensor_parallel::GPTParallelOptions().sequence_parallel(layout.sequence_parallel)));
   }
-  const Tensor ids = cost::example_batch(input, batch);
+  // The windows' tokens, and under context parallelism this rank's chunks of them (head-tail).
+  namespace cp = dist::context_parallel;
+  Tensor ids = cost::example_batch(input, batch);
+  if (layout.context_parallel > 1) {
+    cp::parallelize_context(*model, world);
+    ids = cp::rank_rows(ids, 1, world->rank(), world->size(), cp::SequenceSplit::kHeadTail);
+  }
   Variable x(ids);
   std::vector<MeasuredActivation> mine;
   const Device cpu = Device::cpu();
@@ -63,7 +72,9 @@ std::vector<std::vector<MeasuredActivation>> measure_activations_on_ranks(
     mine.push_back({model->name_at(i), memory_stats(cpu).current_bytes - before});
   }
   const int64_t before = memory_stats(cpu).current_bytes;
-  const Variable loss = vocabulary ? vocabulary->loss(x, ids) : cost::example_loss(input, x, batch);
+  // The targets a training step holds beside the logits, as example_loss makes them.
+  const Variable loss =
+      vocabulary ? vocabulary->loss(x, ids) : models::lm_loss(x, ids.clone());
   mine.push_back({"loss", memory_stats(cpu).current_bytes - before});
   std::vector<std::vector<MeasuredActivation>> all;
   for (const std::string& text : dist::all_gather_bytes(encode(mine), *world)) {
