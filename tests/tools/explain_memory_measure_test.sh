@@ -42,6 +42,28 @@ if have_gnuplot; then
 else
   echo "SKIPPED: memory --measure --plot (gnuplot is not installed: apt-get install gnuplot-nox)"
 fi
+# A GPT's activations on one rank of a long-sequence layout (docs/SEQUENCE.md), measured on its
+# 2 ranks: every row predicted = measured, and one block written out by hand. gpt-tiny at b = 2,
+# s = 32 (h = 32, a = 2): under T = 2 with sequence parallelism s b h = 2048 elements, a block keeps
+# (17 - 1) x 4 x 2048 / 2 (one head a rank: its output's two layouts are one tensor) + 16 x 64 / 2
+# + 4 x 1 x 64 = 66,304 bytes; under C = 2 ring attention a rank's 16 tokens (s b h = 1024) keep
+# (17 + 2) x 4 x 1024 (the last K/V block received) + 16 x 32 + 4 x 2 x 32 = 78,592.
+for layout in "--tensor-parallel=2 --sequence-parallel:66304" "--context-parallel=2:78592"; do
+  flags=${layout%%:*}
+  "$MPI_RUN" 2 "$EXPLAIN" memory --model=gpt-tiny --tokenizer=byte --ranks=1 --batch=2 --seq-len=32 \
+    $flags --json > "$TMP/layout.jsonl" 2> "$TMP/layout.err" || { fail "memory $flags"; cat "$TMP/layout.err"; }
+  if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "\"layer\"" in l]
+assert len(rows) == 6, rows
+for r in rows:
+    assert r["activation_bytes"] == r["measured_activation_bytes"], r
+assert [r["activation_bytes"] for r in rows if r["layer"] == "h0"] == [int(sys.argv[2])], rows
+' "$TMP/layout.jsonl" "${layout##*:}"; then pass; else fail "memory $flags: activations"; fi
+done
+out=$("$EXPLAIN" memory --model=gpt-tiny --tokenizer=byte --ranks=1 --seq-len=32 --context-parallel=2 2>&1)
+expect_contains "$out" "(measured: start it on the layout's 2 ranks, mpirun -np 2 explain memory ...)" "unmeasured layout"
+
 expect_error "--plot=m.png: expected a file name ending in .svg" memory --measure --model=mlp --plot=m.png
 expect_error "--ranks=4: --measure runs on the 1 rank it was started on" memory --measure --model=mlp --ranks=4
 expect_error "unknown flag --stages" memory --measure --model=mlp --stages=2
