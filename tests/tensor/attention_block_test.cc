@@ -14,25 +14,19 @@
 #include "tensor/ops.h"
 #include "tests/util/attention_reference.h"
 #include "tests/util/expect_error.h"
+#include "tests/util/tensor_near.h"
 
 namespace tessera {
 namespace {
 
 using testing::expect_error;
+using testing::seeded_normal;
+using testing::expect_near;
 using testing::reference_attention;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  return randn(shape, kF64, &gen).to(dtype);
-}
 
-void expect_near(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  EXPECT_TRUE(allclose(a.to(kF64), b.to(kF64), tol, tol))
-      << what << ": max |diff| = " << max_abs_diff(a.to(kF64), b.to(kF64));
-}
 
 // Dense f64 attention of q at qpos to k, v at kpos (key c visible to query r when
 // kpos[c] <= qpos[r]); rows that see nothing get O = 0, L = -inf. With grad_out, the block's
@@ -140,10 +134,10 @@ TEST(CausalAttentionBlock, MatchesTheDenseReference) {
     for (const int64_t d : {3, 8}) {
       for (const BlockCase& c : block_cases()) {
         const int64_t tq = c.q.rows(), tk = c.k.rows();
-        const Tensor q = random({2, 3, tq, d}, dtype, seed++),
-                     k = random({2, 3, tk, d}, dtype, seed++),
-                     v = random({2, 3, tk, d}, dtype, seed++),
-                     g = random({2, 3, tq, d}, dtype, seed++);
+        const Tensor q = seeded_normal({2, 3, tq, d}, dtype, seed++),
+                     k = seeded_normal({2, 3, tk, d}, dtype, seed++),
+                     v = seeded_normal({2, 3, tk, d}, dtype, seed++),
+                     g = seeded_normal({2, 3, tq, d}, dtype, seed++);
         const double scale = 0.45;
         const Dense ref = dense(q, k, v, scale, c.q.expand(), c.k.expand(), g);
         const auto got = causal_attention_block(q, k, v, scale, c.q, c.k, c.blocks);
@@ -173,13 +167,13 @@ TEST(CausalAttentionBlock, MatchesTheDenseReference) {
 
 TEST(CausalAttentionBlock, AHiddenBlockGivesZeroAndMinusInfinityWithoutNaN) {
   const auto qp = AttentionPositions::contiguous(0, 6), kp = AttentionPositions::contiguous(6, 5);
-  const Tensor q = random({1, 2, 6, 4}, kF32, 1), k = random({1, 2, 5, 4}, kF32, 2),
-               v = random({1, 2, 5, 4}, kF32, 3), g = random({1, 2, 6, 4}, kF32, 4);
+  const Tensor q = seeded_normal({1, 2, 6, 4}, kF32, 1), k = seeded_normal({1, 2, 5, 4}, kF32, 2),
+               v = seeded_normal({1, 2, 5, 4}, kF32, 3), g = seeded_normal({1, 2, 6, 4}, kF32, 4);
   const auto r = causal_attention_block(q, k, v, 0.5, qp, kp, {2, 2});
   EXPECT_EQ(max_abs_diff(r.output, zeros_like(r.output)), 0.0);
   for (const float x : r.logsumexp.to_vector<float>()) EXPECT_EQ(x, -kInf);
   // Backward with a whole attention's finite O and L elsewhere: this block adds nothing.
-  const Tensor out_all = random({1, 2, 6, 4}, kF32, 5), lse_all = random({1, 2, 6}, kF32, 6);
+  const Tensor out_all = seeded_normal({1, 2, 6, 4}, kF32, 5), lse_all = seeded_normal({1, 2, 6}, kF32, 6);
   const auto grads =
       causal_attention_block_backward(g, q, k, v, out_all, lse_all, 0.5, qp, kp, {2, 2});
   EXPECT_EQ(max_abs_diff(grads.q, zeros_like(grads.q)), 0.0);
@@ -203,8 +197,8 @@ TEST(CausalAttentionBlock, HeadTailBlocksCombineToCausalAttention) {
     const double tol = dtype == kF32 ? 1e-5 : 1e-12;
     for (const int64_t c : {2, 3}) {
       const int64_t chunk = 5, t = 2 * c * chunk, d = 4;
-      const Tensor q = random({2, 2, t, d}, dtype, 10 + c), k = random({2, 2, t, d}, dtype, 20 + c),
-                   v = random({2, 2, t, d}, dtype, 30 + c), g = random({2, 2, t, d}, dtype, 40 + c);
+      const Tensor q = seeded_normal({2, 2, t, d}, dtype, 10 + c), k = seeded_normal({2, 2, t, d}, dtype, 20 + c),
+                   v = seeded_normal({2, 2, t, d}, dtype, 30 + c), g = seeded_normal({2, 2, t, d}, dtype, 40 + c);
       const auto ref = reference_attention(q, k, v, 0.5, g);
       std::vector<AttentionPositions> pos;
       std::vector<Tensor> rows;  // each rank's rows of a [.., T, D] tensor, as an index
@@ -248,7 +242,7 @@ TEST(CausalAttentionBlock, HeadTailBlocksCombineToCausalAttention) {
 }
 
 TEST(CausalAttentionBlock, ErrorsNameWhatIsWrong) {
-  const Tensor q = random({1, 2, 5, 4}, kF32, 1), k = random({1, 2, 6, 4}, kF32, 2);
+  const Tensor q = seeded_normal({1, 2, 5, 4}, kF32, 1), k = seeded_normal({1, 2, 6, 4}, kF32, 2);
   const auto five = AttentionPositions::contiguous(0, 5),
              six = AttentionPositions::contiguous(0, 6);
   expect_error([&] { causal_attention_block(q, k, k, 1.0, six, six); },
@@ -260,7 +254,7 @@ TEST(CausalAttentionBlock, ErrorsNameWhatIsWrong) {
       "key positions need runs of start >= 0 and length >= 0, got a run {start = -1");
   expect_error(
       [&] {
-        causal_attention_block(q, random({1, 2, 6, 3}, kF32, 3), k, 1.0, five, six);
+        causal_attention_block(q, seeded_normal({1, 2, 6, 3}, kF32, 3), k, 1.0, five, six);
       },
       "must agree in B, H and D, got q [1, 2, 5, 4], k [1, 2, 6, 3]");
   const CausalAttentionResult a{zeros({1, 2, 5, 4}), zeros({1, 2, 5})};

@@ -12,24 +12,17 @@
 #include "tensor/parallel.h"
 #include "tests/util/attention_reference.h"
 #include "tests/util/expect_error.h"
+#include "tests/util/tensor_near.h"
 
 namespace tessera {
 namespace {
 
 using testing::expect_error;
+using testing::seeded_normal;
+using testing::expect_near;
 using testing::reference_attention;
 
-Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  return randn(shape, kF64, &gen).to(dtype);
-}
 
-// |a - b| <= tol (1 + |b|), reporting the largest difference.
-void expect_near(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  EXPECT_TRUE(allclose(a.to(kF64), b.to(kF64), tol, tol))
-      << what << ": max |diff| = " << max_abs_diff(a, b);
-}
 
 struct Case {
   int64_t t;
@@ -52,8 +45,8 @@ TEST(CausalAttention, MatchesTheReferenceInF32) {
   for (const int64_t d : {3, 8, 64}) {
     for (const Case& c : kCases) {
       const Shape shape{2, 3, c.t, d};
-      const Tensor q = random(shape, kF32, 1), k = random(shape, kF32, 2),
-                   v = random(shape, kF32, 3), g = random(shape, kF32, 4);
+      const Tensor q = seeded_normal(shape, kF32, 1), k = seeded_normal(shape, kF32, 2),
+                   v = seeded_normal(shape, kF32, 3), g = seeded_normal(shape, kF32, 4);
       const double scale = 1.0 / std::sqrt(static_cast<double>(d));
       const auto ref = reference_attention(q, k, v, scale, g);
       const auto got = causal_attention(q, k, v, scale, c.blocks);
@@ -73,8 +66,8 @@ TEST(CausalAttention, MatchesTheReferenceInF32) {
 TEST(CausalAttention, MatchesTheReferenceInF64) {
   for (const Case& c : kCases) {
     const Shape shape{1, 2, c.t, 5};
-    const Tensor q = random(shape, kF64, 5), k = random(shape, kF64, 6),
-                 v = random(shape, kF64, 7), g = random(shape, kF64, 8);
+    const Tensor q = seeded_normal(shape, kF64, 5), k = seeded_normal(shape, kF64, 6),
+                 v = seeded_normal(shape, kF64, 7), g = seeded_normal(shape, kF64, 8);
     const auto ref = reference_attention(q, k, v, 0.7, g);
     const auto got = causal_attention(q, k, v, 0.7, c.blocks);
     EXPECT_EQ(got.logsumexp.dtype(), kF64);
@@ -93,7 +86,7 @@ TEST(CausalAttention, MatchesTheReferenceInF64) {
 // 1e-4 here.
 TEST(CausalAttention, LargeScoresStayFinite) {
   const Shape shape{1, 2, 130, 64};
-  const Tensor q = random(shape, kF32, 9), k = random(shape, kF32, 10), v = random(shape, kF32, 11);
+  const Tensor q = seeded_normal(shape, kF32, 9), k = seeded_normal(shape, kF32, 10), v = seeded_normal(shape, kF32, 11);
   const auto ref = reference_attention(q, k, v, 4.0);
   expect_near(causal_attention(q, k, v, 4.0).output, ref.output, 1e-4, "output");
 }
@@ -103,11 +96,11 @@ TEST(CausalAttention, LargeScoresStayFinite) {
 TEST(CausalAttention, FutureKeysDoNotChangeThePast) {
   const int64_t t = 150, cut = 70;
   const Shape shape{2, 2, t, 16};
-  const Tensor q = random(shape, kF32, 12), k = random(shape, kF32, 13), v = random(shape, kF32, 14);
+  const Tensor q = seeded_normal(shape, kF32, 12), k = seeded_normal(shape, kF32, 13), v = seeded_normal(shape, kF32, 14);
   Tensor k2 = k.clone(), v2 = v.clone();
   Tensor k_tail = k2.narrow(2, cut + 1, t - cut - 1), v_tail = v2.narrow(2, cut + 1, t - cut - 1);
-  k_tail.copy_(random(k_tail.shape(), kF32, 15) * 10.0);
-  v_tail.copy_(random(v_tail.shape(), kF32, 16) * 10.0);
+  k_tail.copy_(seeded_normal(k_tail.shape(), kF32, 15) * 10.0);
+  v_tail.copy_(seeded_normal(v_tail.shape(), kF32, 16) * 10.0);
   for (const AttentionBlocks blocks : {AttentionBlocks{}, AttentionBlocks{16, 16}, AttentionBlocks{7, 11}}) {
     const Tensor a = causal_attention(q, k, v, 0.25, blocks).output.narrow(2, 0, cut + 1);
     const Tensor b = causal_attention(q, k2, v2, 0.25, blocks).output.narrow(2, 0, cut + 1);
@@ -121,7 +114,7 @@ TEST(CausalAttention, FutureKeysDoNotChangeThePast) {
 
 TEST(CausalAttention, HalfPrecisionComputesInF32) {
   const Shape shape{1, 2, 40, 8};
-  const Tensor q = random(shape, kBF16, 17), k = random(shape, kBF16, 18), v = random(shape, kBF16, 19);
+  const Tensor q = seeded_normal(shape, kBF16, 17), k = seeded_normal(shape, kBF16, 18), v = seeded_normal(shape, kBF16, 19);
   const auto got = causal_attention(q, k, v, 0.5);
   EXPECT_EQ(got.output.dtype(), kBF16);
   EXPECT_EQ(got.logsumexp.dtype(), kF32);
@@ -167,8 +160,8 @@ struct Peaks {
 };
 Peaks peak_bytes(int64_t t) {
   const Shape shape{1, 4, t, 64};
-  const Tensor q = random(shape, kF32, 20), k = random(shape, kF32, 21), v = random(shape, kF32, 22);
-  const Tensor g = random(shape, kF32, 23);
+  const Tensor q = seeded_normal(shape, kF32, 20), k = seeded_normal(shape, kF32, 21), v = seeded_normal(shape, kF32, 22);
+  const Tensor g = seeded_normal(shape, kF32, 23);
   const Device cpu = Device::cpu();
   reset_peak(cpu);
   int64_t before = memory_stats(cpu).current_bytes;

@@ -16,6 +16,7 @@
 #include "dist/environment.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
+#include "tests/util/tensor_near.h"
 
 namespace tessera {
 namespace dist {
@@ -23,18 +24,14 @@ namespace context_parallel {
 namespace {
 
 using testing::expect_error;
+using testing::seeded_normal;
 
-Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  return randn(shape, kF64, &gen).to(dtype);
+// expect_near, naming this rank.
+void expect_near_on_rank(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  testing::expect_near(a, b, tol, what + " on rank " + std::to_string(world()->rank()));
 }
 
-void expect_near(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  EXPECT_TRUE(allclose(a.to(kF64), b.to(kF64), tol, tol))
-      << what << " on rank " << world()->rank()
-      << ": max |diff| = " << max_abs_diff(a.to(kF64), b.to(kF64));
-}
+
 
 struct Case {
   DType dtype;
@@ -57,8 +54,8 @@ TEST(RingAttention, EqualsOneProcessCausalAttention) {
     const double tol = cs.dtype == kF32 ? 1e-5 : 1e-12;
     const int64_t chunk = 5, t = 2 * c * chunk;  // odd chunks: T = 20 on 2 ranks, 40 on 4
     const Shape shape{2, 3, t, 4};
-    const Tensor q = random(shape, cs.dtype, 1), k = random(shape, cs.dtype, 2),
-                 v = random(shape, cs.dtype, 3), g = random(shape, cs.dtype, 4);
+    const Tensor q = seeded_normal(shape, cs.dtype, 1), k = seeded_normal(shape, cs.dtype, 2),
+                 v = seeded_normal(shape, cs.dtype, 3), g = seeded_normal(shape, cs.dtype, 4);
     // One process: the whole sequence.
     Variable qa(q, true), ka(k, true), va(v, true);
     const Variable whole = causal_attention(qa, ka, va, 0.5);
@@ -71,11 +68,11 @@ TEST(RingAttention, EqualsOneProcessCausalAttention) {
         ring_attention(qr, kr, vr, 0.5, group,
                        RingAttentionOptions().split(cs.split).blocks(cs.blocks).stats(&stats));
     EXPECT_EQ(out.dtype(), cs.dtype);
-    expect_near(out.data(), mine(whole.data()), tol, "output, " + name(cs));
+    expect_near_on_rank(out.data(), mine(whole.data()), tol, "output, " + name(cs));
     sum(mul(out, Variable(mine(g)))).backward();
-    expect_near(qr.grad(), mine(qa.grad()), tol, "grad q, " + name(cs));
-    expect_near(kr.grad(), mine(ka.grad()), tol, "grad k, " + name(cs));
-    expect_near(vr.grad(), mine(va.grad()), tol, "grad v, " + name(cs));
+    expect_near_on_rank(qr.grad(), mine(qa.grad()), tol, "grad q, " + name(cs));
+    expect_near_on_rank(kr.grad(), mine(ka.grad()), tol, "grad k, " + name(cs));
+    expect_near_on_rank(vr.grad(), mine(va.grad()), tol, "grad v, " + name(cs));
     // Head-tail: every rank's head chunk comes before every rank's tail chunk, so no block is
     // hidden whole. Contiguous: the blocks of the ranks after this one are.
     const int64_t hidden = cs.split == SequenceSplit::kHeadTail ? 0 : c - 1 - rank;
@@ -89,23 +86,23 @@ TEST(RingSelfAttention, EqualsOneProcessCausalSelfAttention) {
   const auto group = world();
   const int c = group->size(), rank = group->rank();
   const int64_t n_head = 2, width = 2 * 3, t = 2 * c * 3;
-  const Tensor qkv = random({2, t, 3 * width}, kF64, 7), g = random({2, t, width}, kF64, 8);
+  const Tensor qkv = seeded_normal({2, t, 3 * width}, kF64, 7), g = seeded_normal({2, t, width}, kF64, 8);
   Variable whole_in(qkv, true);
   const Variable whole = causal_self_attention(whole_in, n_head);
   sum(mul(whole, Variable(g))).backward();
   auto mine = [&](const Tensor& x) { return rank_rows(x, 1, rank, c, SequenceSplit::kHeadTail); };
   Variable in(mine(qkv), true);
   const Variable out = ring_self_attention(in, n_head, group);
-  expect_near(out.data(), mine(whole.data()), 1e-12, "output");
+  expect_near_on_rank(out.data(), mine(whole.data()), 1e-12, "output");
   sum(mul(out, Variable(mine(g)))).backward();
-  expect_near(in.grad(), mine(whole_in.grad()), 1e-12, "grad qkv");
+  expect_near_on_rank(in.grad(), mine(whole_in.grad()), 1e-12, "grad qkv");
 }
 
 // gather_sequence puts every rank's chunks back in position order: the inverse of rank_rows.
 TEST(GatherSequence, InvertsRankRows) {
   const auto group = world();
   const int c = group->size();
-  const Tensor x = random({2, 4 * c, 3}, kF32, 9);
+  const Tensor x = seeded_normal({2, 4 * c, 3}, kF32, 9);
   for (const SequenceSplit split : {SequenceSplit::kHeadTail, SequenceSplit::kContiguous}) {
     const Tensor back = gather_sequence(rank_rows(x, 1, group->rank(), c, split), 1, *group, split);
     EXPECT_EQ(max_abs_diff(back, x), 0.0) << split_name(split);
@@ -116,7 +113,7 @@ TEST(RingAttention, TheSequenceMustDivideInto2CChunks) {
   const auto group = world();
   const int c = group->size();
   // 3 rows per rank: T = 3C does not divide by 2C.
-  const Variable x(random({1, 1, 3, 2}, kF32, 1));
+  const Variable x(seeded_normal({1, 1, 3, 2}, kF32, 1));
   expect_error([&] { ring_attention(x, x, x, 1.0, group); },
                "ring_attention: context parallelism over " + std::to_string(c) +
                    " ranks cuts the sequence into 2 x " + std::to_string(c) + " = " +

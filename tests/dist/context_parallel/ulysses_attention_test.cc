@@ -11,6 +11,7 @@
 #include "dist/environment.h"
 #include "tensor/ops.h"
 #include "tests/util/expect_error.h"
+#include "tests/util/tensor_near.h"
 
 namespace tessera {
 namespace dist {
@@ -18,18 +19,14 @@ namespace context_parallel {
 namespace {
 
 using testing::expect_error;
+using testing::seeded_normal;
 
-Tensor random(const Shape& shape, DType dtype, uint64_t seed) {
-  Generator gen(seed);
-  return randn(shape, kF64, &gen).to(dtype);
+// expect_near, naming this rank.
+void expect_near_on_rank(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  testing::expect_near(a, b, tol, what + " on rank " + std::to_string(world()->rank()));
 }
 
-void expect_near(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  EXPECT_TRUE(allclose(a.to(kF64), b.to(kF64), tol, tol))
-      << what << " on rank " << world()->rank()
-      << ": max |diff| = " << max_abs_diff(a.to(kF64), b.to(kF64));
-}
+
 
 TEST(UlyssesAttention, EqualsOneProcessCausalAttention) {
   const auto group = world();
@@ -39,19 +36,19 @@ TEST(UlyssesAttention, EqualsOneProcessCausalAttention) {
       const std::string what = std::string(dtype == kF32 ? "f32 " : "f64 ") + split_name(split);
       const double tol = dtype == kF32 ? 1e-5 : 1e-12;
       const Shape shape{2, 4, 2 * c * 5, 3};  // 4 heads; odd chunks of 5
-      const Tensor q = random(shape, dtype, 1), k = random(shape, dtype, 2),
-                   v = random(shape, dtype, 3), g = random(shape, dtype, 4);
+      const Tensor q = seeded_normal(shape, dtype, 1), k = seeded_normal(shape, dtype, 2),
+                   v = seeded_normal(shape, dtype, 3), g = seeded_normal(shape, dtype, 4);
       Variable qa(q, true), ka(k, true), va(v, true);
       const Variable whole = causal_attention(qa, ka, va, 0.5);
       sum(mul(whole, Variable(g))).backward();
       auto mine = [&](const Tensor& x) { return rank_rows(x, 2, rank, c, split); };
       Variable qr(mine(q), true), kr(mine(k), true), vr(mine(v), true);
       const Variable out = ulysses_attention(qr, kr, vr, 0.5, group, split);
-      expect_near(out.data(), mine(whole.data()), tol, "output, " + what);
+      expect_near_on_rank(out.data(), mine(whole.data()), tol, "output, " + what);
       sum(mul(out, Variable(mine(g)))).backward();
-      expect_near(qr.grad(), mine(qa.grad()), tol, "grad q, " + what);
-      expect_near(kr.grad(), mine(ka.grad()), tol, "grad k, " + what);
-      expect_near(vr.grad(), mine(va.grad()), tol, "grad v, " + what);
+      expect_near_on_rank(qr.grad(), mine(qa.grad()), tol, "grad q, " + what);
+      expect_near_on_rank(kr.grad(), mine(ka.grad()), tol, "grad k, " + what);
+      expect_near_on_rank(vr.grad(), mine(va.grad()), tol, "grad v, " + what);
     }
   }
 }
@@ -59,7 +56,7 @@ TEST(UlyssesAttention, EqualsOneProcessCausalAttention) {
 TEST(UlyssesAttention, TheRanksMustDivideTheHeads) {
   const auto group = world();
   const int c = group->size();
-  const Variable x(random({1, 2 * c + 1, 2 * c, 2}, kF32, 5));
+  const Variable x(seeded_normal({1, 2 * c + 1, 2 * c, 2}, kF32, 5));
   expect_error([&] { ulysses_attention(x, x, x, 1.0, group); },
                "splits the " + std::to_string(2 * c + 1) + " heads over the " +
                    std::to_string(c) + " context-parallel ranks, and " + std::to_string(c) +
