@@ -1,7 +1,6 @@
 #include "dist/context_parallel/context_parallel_embedding.h"
 
 #include "autograd/functions.h"
-#include "nn/embedding.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -16,10 +15,17 @@ ContextParallelEmbedding::ContextParallelEmbedding(const nn::Module& embedding,
   TS_CHECK(group_ != nullptr, "ContextParallelEmbedding: the context-parallel group is null");
   for (const auto& [name, module] : embedding.named_children()) register_module(name, module);
   child("wte");
-  const auto* wpe = dynamic_cast<const nn::Embedding*>(&child("wpe"));
-  TS_CHECK(wpe != nullptr, "ContextParallelEmbedding: the embedding's wpe is a ",
-           child("wpe").type_name(), ", not an Embedding of positions");
-  context_ = wpe->weight().size(0);
+  // wpe is an nn::Embedding, or under sequence parallelism a SequenceParallelPositionEmbedding
+  // (it takes the positions and keeps this rank's share of them): either holds the context's
+  // rows as its "weight".
+  const Variable* rows = nullptr;
+  for (const auto& [name, p] : child("wpe").named_parameters()) {
+    if (name == "weight") rows = &p;
+  }
+  TS_CHECK(rows != nullptr && rows->dim() == 2,
+           "ContextParallelEmbedding: the embedding's wpe is a ", child("wpe").type_name(),
+           " without a 2-D 'weight' of the context's rows (positions x features)");
+  context_ = rows->size(0);
 }
 
 nn::Module& ContextParallelEmbedding::child(const char* name) const {

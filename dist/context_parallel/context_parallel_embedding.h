@@ -7,7 +7,11 @@
 //
 // wte and wpe are the replaced embedding's own children under the same names (so
 // embed.wte.weight, the weight lm_head is tied to, stays the same Variable), found by name at
-// every call so that a vocabulary-parallel wte composes.
+// every call so that a vocabulary-parallel wte composes, and so does a sequence-parallel wpe
+// (dist/tensor_parallel's SequenceParallelPositionEmbedding): given the rank's positions, it
+// keeps its tensor-parallel rank's contiguous share of them, the same share of the rank's tokens
+// the vocabulary-parallel wte's reduce-scatter keeps. Under context x sequence parallelism a
+// rank thus holds T/(C x TP) tokens between the attention and MLP sublayers.
 #pragma once
 
 #include <memory>
@@ -22,7 +26,7 @@ namespace context_parallel {
 
 class ContextParallelEmbedding : public nn::Module {
  public:
-  // `embedding` has children "wte" and "wpe" (wpe an nn::Embedding of the context's rows).
+  // `embedding` has children "wte" and "wpe" (wpe holds the context's rows as its "weight").
   ContextParallelEmbedding(const nn::Module& embedding, std::shared_ptr<ProcessGroup> group,
                            SequenceSplit split);
   std::string type_name() const override { return "ContextParallelEmbedding"; }
