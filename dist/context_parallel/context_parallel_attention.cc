@@ -1,6 +1,7 @@
 #include "dist/context_parallel/context_parallel_attention.h"
 
 #include "autograd/recompute.h"
+#include "dist/context_parallel/ulysses_attention.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -9,16 +10,28 @@ namespace context_parallel {
 
 ContextParallelAttention::ContextParallelAttention(const nn::CausalSelfAttention& attention,
                                                    std::shared_ptr<ProcessGroup> group,
-                                                   const RingAttentionOptions& options)
+                                                   const RingAttentionOptions& options,
+                                                   ContextParallelAlgorithm algorithm)
     : n_embd_(attention.n_embd()),
       n_head_(attention.n_head()),
       group_(std::move(group)),
       options_(options),
+      algorithm_(algorithm),
       recompute_core_(attention.recompute_core()) {
   TS_CHECK(group_ != nullptr, "ContextParallelAttention: the context-parallel group is null");
   for (const auto& [name, module] : attention.named_children()) register_module(name, module);
   child("c_attn");
   child("c_proj");
+}
+
+const char* algorithm_name(ContextParallelAlgorithm algorithm) {
+  return algorithm == ContextParallelAlgorithm::kUlysses ? "ulysses" : "ring";
+}
+
+ContextParallelAlgorithm parse_algorithm(const std::string& name) {
+  if (name == "ring") return ContextParallelAlgorithm::kRing;
+  if (name == "ulysses") return ContextParallelAlgorithm::kUlysses;
+  TS_FAIL("context parallelism: unknown algorithm '", name, "' (ring or ulysses)");
 }
 
 nn::Module& ContextParallelAttention::child(const char* name) const {
@@ -30,7 +43,8 @@ nn::Module& ContextParallelAttention::child(const char* name) const {
 
 std::string ContextParallelAttention::extra_repr() const {
   return detail::str("n_embd=", n_embd_, ", n_head=", n_head_, ", ranks=", group_->size(),
-                     ", split=", split_name(options_.split_));
+                     ", split=", split_name(options_.split_),
+                     ", algorithm=", algorithm_name(algorithm_));
 }
 
 Variable ContextParallelAttention::forward(const Variable& x) {
@@ -44,7 +58,9 @@ Variable ContextParallelAttention::forward(const Variable& x) {
            " features is not q | k | v of whole heads of ", head_dim);
   const int64_t heads = width / (3 * head_dim);
   const UnaryFn core = [this, heads](const Variable& v) {
-    return ring_self_attention(v, heads, group_, options_);
+    return algorithm_ == ContextParallelAlgorithm::kUlysses
+               ? ulysses_self_attention(v, heads, group_, options_.split_)
+               : ring_self_attention(v, heads, group_, options_);
   };
   const UnaryFn c_proj = [this](const Variable& y) { return child("c_proj")(y); };
   return recompute_core_ ? recompute_output(core, qkv, c_proj) : c_proj(core(qkv));

@@ -1,7 +1,13 @@
 // ContextParallelAttention: GPT-2's attention sublayer (nn::CausalSelfAttention) with its
-// attention run as ring attention over a context-parallel group, x [B, T/C, C] -> [B, T/C, C]:
+// attention run over a context-parallel group, x [B, T/C, C] -> [B, T/C, C]:
 //
 //   x --c_attn--> qkv [B, T/C, 3C] --ring_self_attention--> y [B, T/C, C] --c_proj--> out
+//                                   (or ulysses_self_attention)
+//
+// Two algorithms: ring attention (ring_attention.h; K/V blocks passed around the ring while
+// each block computes, any head count) and DeepSpeed-Ulysses (ulysses_attention.h; two
+// all-to-alls trade the sequence split for a split of the heads, so C must divide the heads a
+// rank holds, and nothing overlaps).
 //
 // The rank's T/C tokens are its chunks of the sequence (sequence_split.h); c_attn and c_proj
 // work token by token, so only the attention in the middle needs the other ranks' tokens, and
@@ -17,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "dist/context_parallel/ring_attention.h"
 #include "dist/process_group.h"
@@ -27,12 +34,19 @@ namespace tessera {
 namespace dist {
 namespace context_parallel {
 
+enum class ContextParallelAlgorithm { kRing, kUlysses };
+// "ring" / "ulysses", and back (an unknown name is an error listing both).
+const char* algorithm_name(ContextParallelAlgorithm algorithm);
+ContextParallelAlgorithm parse_algorithm(const std::string& name);
+
 class ContextParallelAttention : public nn::Module {
  public:
-  // Takes over `attention`'s c_attn and c_proj (shared, not copied).
+  // Takes over `attention`'s c_attn and c_proj (shared, not copied). Ulysses reads only the
+  // options' split.
   ContextParallelAttention(const nn::CausalSelfAttention& attention,
                            std::shared_ptr<ProcessGroup> group,
-                           const RingAttentionOptions& options = {});
+                           const RingAttentionOptions& options = {},
+                           ContextParallelAlgorithm algorithm = ContextParallelAlgorithm::kRing);
   std::string type_name() const override { return "ContextParallelAttention"; }
   std::string extra_repr() const override;
   Variable forward(const Variable& x) override;
@@ -46,6 +60,7 @@ class ContextParallelAttention : public nn::Module {
   int64_t n_embd_, n_head_;
   std::shared_ptr<ProcessGroup> group_;
   RingAttentionOptions options_;
+  ContextParallelAlgorithm algorithm_;
   bool recompute_core_;
 };
 

@@ -10,7 +10,7 @@ namespace dist {
 namespace context_parallel {
 
 int parallelize_context(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
-                        const RingAttentionOptions& options) {
+                        const RingAttentionOptions& options, ContextParallelAlgorithm algorithm) {
   TS_CHECK(group != nullptr, "parallelize_context: the context-parallel group is null");
   bool embedding = false;
   for (const auto& [name, child] : model.named_children()) {
@@ -38,7 +38,7 @@ int parallelize_context(nn::Module& model, const std::shared_ptr<ProcessGroup>& 
     }
     parent->replace_module(
         "attn", std::make_shared<ContextParallelAttention>(
-                    dynamic_cast<const nn::CausalSelfAttention&>(*attn), group, options));
+                    dynamic_cast<const nn::CausalSelfAttention&>(*attn), group, options, algorithm));
   }
   std::shared_ptr<nn::Module> embed;
   for (const auto& [name, child] : model.named_children()) {

@@ -40,11 +40,14 @@ namespace dist {
 namespace context_parallel {
 
 // Swaps the GPT's "embed" for a ContextParallelEmbedding and every block's "attn" (an
-// nn::CausalSelfAttention) for a ContextParallelAttention, in place; parameter names and
-// values do not change and nothing is sent. Returns the number of attention layers replaced.
-// A model without a GPT embedding or without attention blocks is an error.
+// nn::CausalSelfAttention) for a ContextParallelAttention running `algorithm`, in place;
+// parameter names and values do not change and nothing is sent. Returns the number of attention
+// layers replaced. A model without a GPT embedding or without attention blocks is an error.
+// Under tensor parallelism, call it after parallelize_gpt: each rank's ring (or all-to-alls)
+// then carries its own heads.
 int parallelize_context(nn::Module& model, const std::shared_ptr<ProcessGroup>& group,
-                        const RingAttentionOptions& options = {});
+                        const RingAttentionOptions& options = {},
+                        ContextParallelAlgorithm algorithm = ContextParallelAlgorithm::kRing);
 
 }  // namespace context_parallel
 }  // namespace dist

@@ -1,9 +1,11 @@
 #include "dist/context_parallel/ulysses_attention.h"
 
+#include <cmath>
 #include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/custom_op.h"
+#include "autograd/functions.h"
 #include "tensor/check.h"
 #include "tensor/ops.h"
 
@@ -103,6 +105,20 @@ Variable ulysses_attention(const Variable& q_in, const Variable& k_in, const Var
                   return Grads{layout.to_sequence(grads.q), layout.to_sequence(grads.k),
                                layout.to_sequence(grads.v)};
                 });
+}
+
+Variable ulysses_self_attention(const Variable& qkv, int64_t n_head,
+                                const std::shared_ptr<ProcessGroup>& group, SequenceSplit split) {
+  const char* op = "ulysses_self_attention";
+  TS_CHECK(qkv.dim() == 3, op, ": expected qkv of shape [B, T/C, 3C], got shape ", qkv.shape());
+  TS_CHECK(n_head > 0 && qkv.size(2) % (3 * n_head) == 0, op, ": the last dim of qkv ",
+           qkv.shape(), " must be 3 x n_head x head_dim, with n_head = ", n_head);
+  const int64_t b = qkv.size(0), t = qkv.size(1), c = qkv.size(2) / 3, d = c / n_head;
+  const Variable heads = permute(reshape(qkv, {b, t, 3, n_head, d}), {2, 0, 3, 1, 4});
+  const Variable y = ulysses_attention(select(heads, 0, 0), select(heads, 0, 1),
+                                       select(heads, 0, 2), 1.0 / std::sqrt(static_cast<double>(d)),
+                                       group, split);  // [B, H, T/C, D]
+  return reshape(permute(y, {0, 2, 1, 3}), {b, t, c});
 }
 
 }  // namespace context_parallel

@@ -39,6 +39,12 @@ Variable ulysses_attention(const Variable& q, const Variable& k, const Variable&
                            const std::shared_ptr<ProcessGroup>& group,
                            SequenceSplit split = SequenceSplit::kHeadTail);
 
+// As ring_self_attention (ring_attention.h): qkv [B, T/C, 3C] (q | k | v, n_head heads each)
+// -> this rank's rows of the attention's output [B, T/C, C], by ulysses_attention.
+Variable ulysses_self_attention(const Variable& qkv, int64_t n_head,
+                                const std::shared_ptr<ProcessGroup>& group,
+                                SequenceSplit split = SequenceSplit::kHeadTail);
+
 }  // namespace context_parallel
 }  // namespace dist
 }  // namespace tessera

@@ -144,6 +144,9 @@ TEST(SupportTable, EachAxisReadsBackTheValueItsFlagsGive) {
         context += " --model=gpt-tiny";
       }
       if (axis.name == "context-parallel") context += " --model=gpt-tiny --seq-len=16";
+      if (axis.name == "context-parallel-algorithm") {
+        context += " --model=gpt-tiny --seq-len=16 --context-parallel=2";
+      }
       if (axis.name == "sequence-parallel") context += " --model=gpt-tiny --tensor-parallel=2";
       if (axis.name == "checkpoint" && value == "sharded") context = "--strategy=zero1";
       Config c = read(context + " " + flags_for(axis.name, value));

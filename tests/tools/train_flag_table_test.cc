@@ -113,6 +113,11 @@ const Example kExamples[] = {
     {"tp-head", "true", "--model=mlp --tensor-parallel=2"},
     {"sequence-parallel", "true", "--model=gpt-tiny --data=text --tensor-parallel=2"},
     {"context-parallel", "2", "--model=gpt-tiny --seq-len=16 --strategy=ddp"},
+    {"context-parallel-algorithm", "ulysses",
+     "--model=gpt-tiny --seq-len=16 --strategy=ddp --context-parallel=2"},
+    {"n-layer", "3", "--model=gpt-tiny"},
+    {"n-head", "4", "--model=gpt-tiny"},
+    {"n-embd", "64", "--model=gpt-tiny"},
     {"num-classes", "20", "--data=synthetic"},
 };
 
@@ -165,7 +170,8 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
       "inter-node-bandwidth-gbps", "sync-period", "local-sgd-warmup", "outer-optimizer",
       "outer-lr", "outer-momentum", "powersgd-start-iter", "net-latency-us",
       "net-bandwidth-gbps", "zero3-wrap", "zero3-prefetch", "tensor-parallel", "tp-head",
-      "sequence-parallel", "num-classes", "context-parallel"};
+      "sequence-parallel", "num-classes", "context-parallel", "context-parallel-algorithm",
+      "n-layer", "n-head", "n-embd"};
   std::set<std::string> keys;
   for (const auto& [key, value] : settings_that_must_agree(read(""))) {
     EXPECT_TRUE(keys.insert(key).second) << "twice: " << key;

@@ -258,13 +258,26 @@ TEST(TrainGpt, FlagsThatDoNotFitEndWithCodeTwoNamingThem) {
                              "--recompute-modules=gelu chooses --recompute=selective's ops; this "
                              "run has --recompute=none"},
                         Case{"--model=gpt-tiny --recompute=selective --recompute-modules=gelu,mlp",
-                             "module 'mlp' in 'gelu,mlp' is not core_attn, layernorm or gelu"}}) {
+                             "module 'mlp' in 'gelu,mlp' is not core_attn, layernorm or gelu"},
+                        Case{"--model=gpt-tiny --seq-len=16 --tensor-parallel=2 "
+                             "--context-parallel=2 --context-parallel-algorithm=ulysses",
+                             "2 heads / --tensor-parallel=2 = 1 do not divide by "
+                             "--context-parallel=2"},
+                        Case{"--model=gpt-tiny --context-parallel-algorithm=ulysses",
+                             "--context-parallel-algorithm needs --context-parallel of 2"},
+                        Case{"--model=gpt-tiny --n-embd=30 --n-head=4",
+                             "a GPT's width (30, --n-embd) does not divide into its 4 heads"},
+                        Case{"--model=mlp --n-head=4", "--n-head is a GPT's"}}) {
     const auto r = run_train_single(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
     EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;
   }
   // The support table's refusals, before any rank starts.
-  for (const Case& c : {Case{"--model=gpt-tiny --strategy=async", "--weight-decay=0.1"}}) {
+  for (const Case& c : {Case{"--model=gpt-tiny --strategy=async", "--weight-decay=0.1"},
+                        Case{"--model=gpt-tiny --seq-len=16 --tensor-parallel=2 "
+                             "--context-parallel=2",
+                             "--tensor-parallel=2 x --context-parallel=2 = 4 does not divide "
+                             "the 2 ranks"}}) {
     const auto r = run_train(c.flags);
     EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.output;
     EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;

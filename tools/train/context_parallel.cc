@@ -1,10 +1,7 @@
 #include "tools/train/context_parallel.h"
 
-#include <vector>
-
 #include "dist/context_parallel/gather_sequence.h"
 #include "dist/context_parallel/parallelize_context.h"
-#include "dist/environment.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -44,10 +41,10 @@ class ContextParallel : public Strategy {
     return cp::gather_sequence(inner_->predict(mine(inputs)), 1, *layout_.context_parallel, kSplit);
   }
   optim::Optimizer& optimizer() override { return inner_->optimizer(); }
-  int replicas() const override { return layout_.replicas; }
+  int replicas() const override { return layout_.replica_count; }
   int replica() const override { return layout_.replica; }
   std::shared_ptr<dist::ProcessGroup> replica_group() const override {
-    return layout_.data_parallel;
+    return layout_.replicas;
   }
   void sync_buffers() override { inner_->sync_buffers(); }
   StateDict model_state(const nn::Module& model) override { return inner_->model_state(model); }
@@ -101,30 +98,20 @@ class ContextParallel : public Strategy {
 
 }  // namespace
 
-ContextParallelLayout make_context_parallel_layout(const std::shared_ptr<dist::ProcessGroup>& world,
-                                                   int context_parallel) {
-  const int n = world->size(), c = context_parallel, rank = world->rank();
+ContextParallelLayout make_context_parallel_layout(const dist::Topology& grid,
+                                                   const std::string& algorithm) {
   ContextParallelLayout layout;
-  layout.replicas = n / c;
-  layout.replica = rank / c;
-  // Group creation is collective: every rank asks for every group, in one order.
-  for (int d = 0; d < layout.replicas; ++d) {
-    std::vector<int> ranks;
-    for (int k = 0; k < c; ++k) ranks.push_back(d * c + k);
-    auto group = dist::new_group(ranks);
-    if (d == layout.replica) layout.context_parallel = group;
-  }
-  for (int k = 0; k < c; ++k) {
-    std::vector<int> ranks;
-    for (int d = 0; d < layout.replicas; ++d) ranks.push_back(d * c + k);
-    auto group = dist::new_group(ranks);
-    if (k == rank % c) layout.data_parallel = group;
-  }
+  layout.context_parallel = grid.context_parallel_group();
+  layout.replicas = grid.replica_group();
+  layout.replica_count = grid.data_parallel_size();
+  layout.replica = grid.replica();
+  layout.algorithm = algorithm;
   return layout;
 }
 
 void split_sequences(nn::Sequential& model, const ContextParallelLayout& layout) {
-  cp::parallelize_context(model, layout.context_parallel, cp::RingAttentionOptions().split(kSplit));
+  cp::parallelize_context(model, layout.context_parallel, cp::RingAttentionOptions().split(kSplit),
+                          cp::parse_algorithm(layout.algorithm));
 }
 
 std::unique_ptr<Strategy> context_parallel_strategy(const Config& config,

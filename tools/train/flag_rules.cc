@@ -118,6 +118,34 @@ void check_combinations(const Config& c) {
         std::to_string(c.context_parallel) + " = " + std::to_string(2 * c.context_parallel) +
         " equal chunks (each rank holds two: the head-tail order)");
   }
+  if (c.context_parallel > 1 && c.sequence_parallel && c.tensor_parallel > 1 && language_model(c) &&
+      c.seq_len % (c.context_parallel * c.tensor_parallel) != 0) {
+    bad("--sequence-parallel with --tensor-parallel=" + std::to_string(c.tensor_parallel) +
+        " and --context-parallel=" + std::to_string(c.context_parallel) + ": a rank's " +
+        "seq-len / C tokens do not divide by T (--seq-len=" + std::to_string(c.seq_len) +
+        " does not divide by C x T = " + std::to_string(c.context_parallel * c.tensor_parallel) +
+        ")");
+  }
+  for (const char* flag : {"n-layer", "n-head", "n-embd"}) {
+    if (c.given.count(flag) != 0 && !language_model(c)) {
+      bad(std::string("--") + flag + " is a GPT's (--model=gpt-*), not --model=" + c.model + "'s");
+    }
+  }
+  if (language_model(c) && gpt_config(c, 256).n_embd % gpt_config(c, 256).n_head != 0) {
+    bad("a GPT's width (" + std::to_string(gpt_config(c, 256).n_embd) + ", --n-embd) does not "
+        "divide into its " + std::to_string(gpt_config(c, 256).n_head) + " heads (--n-head)");
+  }
+  if (c.context_parallel_algorithm == "ulysses" && c.context_parallel > 1 && language_model(c) &&
+      (gpt_heads(c) / c.tensor_parallel) % c.context_parallel != 0) {
+    bad("--context-parallel-algorithm=ulysses splits a rank's attention heads over the "
+        "context-parallel ranks: --model=" + c.model + "'s " + std::to_string(gpt_heads(c)) +
+        " heads" + (c.tensor_parallel > 1 ? " / --tensor-parallel=" + std::to_string(c.tensor_parallel) : "") +
+        " = " + std::to_string(gpt_heads(c) / c.tensor_parallel) + " do not divide by --context-parallel=" +
+        std::to_string(c.context_parallel) + " (use the ring)");
+  }
+  if (c.given.count("context-parallel-algorithm") != 0 && c.context_parallel == 1) {
+    bad("--context-parallel-algorithm needs --context-parallel of 2 or more (got 1)");
+  }
   if (c.context_parallel > 1 && c.sample > 0) {
     bad("--sample=" + std::to_string(c.sample) + " with --context-parallel=" +
         std::to_string(c.context_parallel) + ": sampling runs the model on prefixes of every "
@@ -177,16 +205,26 @@ void check_combinations(const Config& c) {
 
 std::string check_against_world(const Config& c, int world_size) {
   if (c.context_parallel > 1) {
+    // A replica's ranks: T tensor-parallel x C context-parallel (dist::Topology).
+    const int unit = c.tensor_parallel * c.context_parallel;
     const std::string cp = "--context-parallel=" + std::to_string(c.context_parallel);
-    if (world_size % c.context_parallel != 0) {
-      return cp + " does not divide the " + std::to_string(world_size) +
-             " ranks (mpirun -np): the ranks are C context-parallel x N/C data-parallel replicas";
+    const std::string layout =
+        c.tensor_parallel > 1
+            ? "--tensor-parallel=" + std::to_string(c.tensor_parallel) + " x " + cp + " = " +
+                  std::to_string(unit)
+            : cp;
+    if (world_size % unit != 0) {
+      return layout + " does not divide the " + std::to_string(world_size) +
+             " ranks (mpirun -np): the ranks are " +
+             (c.tensor_parallel > 1 ? "T tensor-parallel x C context-parallel x N/(T C)"
+                                    : "C context-parallel x N/C") +
+             " data-parallel replicas";
     }
-    if (c.strategy == "single" && world_size != c.context_parallel) {
-      return cp + " on " + std::to_string(world_size) + " ranks makes " +
-             std::to_string(world_size / c.context_parallel) +
+    if (c.strategy == "single" && world_size != unit) {
+      return layout + " on " + std::to_string(world_size) + " ranks makes " +
+             std::to_string(world_size / unit) +
              " data-parallel replicas: choose --strategy=ddp, zero1 or zero2 for them "
-             "(--strategy=single needs exactly " + std::to_string(c.context_parallel) + " ranks)";
+             "(--strategy=single needs exactly " + std::to_string(unit) + " ranks)";
     }
   }
   if (c.tensor_parallel > 1) {
@@ -199,7 +237,7 @@ std::string check_against_world(const Config& c, int world_size) {
       return t + " splits the classifier by class, but there are only " +
              std::to_string(c.num_classes) + " classes (--num-classes)";
     }
-    if (c.strategy == "single" && world_size != c.tensor_parallel) {
+    if (c.strategy == "single" && c.context_parallel == 1 && world_size != c.tensor_parallel) {
       return t + " on " + std::to_string(world_size) + " ranks makes " +
              std::to_string(world_size / c.tensor_parallel) +
              " data-parallel replicas: choose --strategy=ddp or zero1 for them (--strategy=single "

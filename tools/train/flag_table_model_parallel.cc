@@ -74,14 +74,21 @@ std::vector<FlagSection> model_parallel_flag_sections() {
        },
        "the same seed gives the same full weights; checkpoints hold the full model and optimizer "
        "state (any run resumes them)"},
-      {"context parallelism (N ranks = C context-parallel x N/C data-parallel replicas)",
+      {"context parallelism (N ranks = C context-parallel x N/C data-parallel replicas; with "
+       "--tensor-parallel=T, T x C x N/(T C))",
        {
            Flag("context-parallel", integer(&Config::context_parallel, 1),
                 "C; --model=gpt-* only: each sequence cut into 2C chunks, rank i of a replica "
                 "holding chunks i and 2C-1-i (head-tail), attention by ring attention (K/V "
                 "blocks passed around the C ranks); --seq-len must divide by 2C; with "
-                "--strategy=ddp|zero1|zero2 the gradients are averaged over all N ranks (single "
-                "when N = C)"),
+                "--strategy=ddp|zero1|zero2 the gradients are averaged over the N/T ranks that "
+                "hold the same slices (single when N = T C)"),
+           Flag("context-parallel-algorithm",
+                choice(&Config::context_parallel_algorithm, {"ring", "ulysses"}),
+                "ring: K/V blocks passed around the ring while each block computes; ulysses: "
+                "DeepSpeed-Ulysses, two all-to-alls trading the sequence split for a split of "
+                "the heads (C must divide the heads a rank holds), no overlap")
+               .default_is("ring"),
        },
        "parameters and checkpoints as without it: every rank holds the whole model"},
   };

@@ -109,6 +109,13 @@ std::vector<FlagSection> run_flag_sections() {
            Flag("context", integer(&Config::context, 1),
                 "a GPT's positions (wpe's rows), for windows longer than the model's context")
                .default_is("the model's"),
+           Flag("n-layer", integer(&Config::n_layer, 1), "a GPT's blocks, over --model's")
+               .default_is("the model's"),
+           Flag("n-head", integer(&Config::n_head, 1),
+                "a GPT's attention heads, over --model's (they must divide its width)")
+               .default_is("the model's"),
+           Flag("n-embd", integer(&Config::n_embd, 1), "a GPT's width, over --model's")
+               .default_is("the model's"),
            Flag("recompute", choice(&Config::recompute, {"none", "selective", "full"}),
                 "a GPT's activation recomputation (Korthikanti et al. 2022): selective "
                 "recomputes --recompute-modules' outputs in backward and keeps the GEMMs', full "

@@ -101,11 +101,18 @@ Config parse_flags(int argc, char** argv) {
 
 bool language_model(const Config& c) { return c.model.rfind("gpt", 0) == 0; }
 
-int64_t gpt_context(const Config& c) {
-  return c.context > 0 ? c.context : models::GPTConfig::named(c.model, 256).context;
+models::GPTConfig gpt_config(const Config& c, int64_t vocab_size) {
+  models::GPTConfig config = models::GPTConfig::named(c.model, vocab_size);
+  if (c.context > 0) config.context = c.context;
+  if (c.n_layer > 0) config.n_layer = c.n_layer;
+  if (c.n_head > 0) config.n_head = c.n_head;
+  if (c.n_embd > 0) config.n_embd = c.n_embd;
+  return config;
 }
 
-int64_t gpt_heads(const Config& c) { return models::GPTConfig::named(c.model, 256).n_head; }
+int64_t gpt_context(const Config& c) { return gpt_config(c, 256).context; }
+
+int64_t gpt_heads(const Config& c) { return gpt_config(c, 256).n_head; }
 
 void apply_model_defaults(Config& c) {
   if (language_model(c)) {

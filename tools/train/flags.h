@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "models/gpt.h"
+
 namespace tessera {
 namespace train {
 
@@ -43,6 +45,8 @@ struct Config {
   std::string tokenizer = "gpt2";
   int64_t seq_len = 0;
   int64_t context = 0;                         // a GPT's positions; 0: the model's
+  // A GPT's shape over the named config's (nanoGPT's names); 0: the model's.
+  int64_t n_layer = 0, n_head = 0, n_embd = 0;
   std::string recompute = "none";              // none|selective|full: models::Recompute
   std::string recompute_modules = "core_attn";  // selective's ops
   int64_t val_limit = 256;
@@ -123,6 +127,7 @@ struct Config {
   // Context parallelism (dist::context_parallel, ring attention): a GPT's sequences split over C
   // ranks; the world is C x D, D data-parallel replicas (tools/train/context_parallel.h).
   int context_parallel = 1;
+  std::string context_parallel_algorithm = "ring";  // ring|ulysses (dist::context_parallel)
   bool tp_head = false;      // the classifier column-parallel with class-parallel cross-entropy
   // --sequence-parallel: a GPT's LayerNorms and residual stream split along the sequence over
   // the tensor-parallel ranks (dist::tensor_parallel::GPTParallelOptions::sequence_parallel).
@@ -165,6 +170,8 @@ bool language_model(const Config& config);
 int64_t gpt_context(const Config& config);
 // Its attention heads (what --tensor-parallel must divide).
 int64_t gpt_heads(const Config& config);
+// --model=gpt-*'s configuration with --context, --n-layer, --n-head and --n-embd applied.
+models::GPTConfig gpt_config(const Config& config, int64_t vocab_size);
 // --help: every flag of the table by topic, its values, default and strategies (usage.cc).
 std::string usage();
 

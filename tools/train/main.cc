@@ -69,16 +69,20 @@ void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
                     Device device, Parallelized& out) {
   out.head = language_model(c) ? language_model_head() : plain_head(c);
   if (c.tensor_parallel > 1) {
-    // Tensor-parallel groups nest inside pipeline stages (3D: P x T x D) or data-parallel
-    // replicas alone.
+    // Tensor-parallel groups nest inside context-parallel ones, and those inside pipeline stages
+    // (3D: P x T x D) or data-parallel replicas alone (dist::Topology).
     const int stages =
         c.strategy == "pipeline" ? pipeline_stages(c, world->size() / c.tensor_parallel) : 1;
-    out.topology.emplace(world, stages, c.tensor_parallel);
+    out.topology.emplace(world, stages, c.tensor_parallel, c.context_parallel);
     out.head = split_layers(c, *model, *out.topology, &out.figures);
   }
   std::optional<ContextParallelLayout> sequences;  // --context-parallel
   if (c.context_parallel > 1) {
-    sequences = make_context_parallel_layout(world, c.context_parallel);
+    // After the tensor-parallel split: the ring then runs over this rank's heads.
+    std::optional<dist::Topology> replicas_of_cp;  // without tensor parallelism: D x C ranks
+    const dist::Topology& grid =
+        out.topology ? *out.topology : replicas_of_cp.emplace(world, 1, 1, c.context_parallel);
+    sequences = make_context_parallel_layout(grid, c.context_parallel_algorithm);
     split_sequences(*model, *sequences);
   }
   out.strategy = make_strategy(c, model, world, out.topology ? &*out.topology : nullptr,

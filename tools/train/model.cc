@@ -13,8 +13,7 @@ namespace train {
 std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels,
                                            int64_t vocab_size) {
   if (language_model(c)) {
-    models::GPTConfig config = models::GPTConfig::named(c.model, vocab_size);
-    if (c.context > 0) config.context = c.context;
+    models::GPTConfig config = gpt_config(c, vocab_size);
     config.recompute = models::Recompute::parse(c.recompute, c.recompute_modules);
     return models::GPT(config);
   }

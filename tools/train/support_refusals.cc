@@ -96,9 +96,6 @@ std::vector<Refusal> make_refusals() {
        "dimension (single when there is none), whose gradient averages over the world are the "
        "dp x cp average it needs; ZeRO-3's units, the pipeline's stages and the decentralized "
        "strategies' own averaging have not been built around the sequence split"},
-      {{{"context-parallel", {"on"}}, {"tensor-parallel", {"on"}}},
-       "context x tensor parallelism needs a 3-D topology (cp groups inside tp x dp) that the "
-       "tool does not build yet: choose one of the two"},
       {{{"context-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
        "context parallelism splits each sequence over the ranks and passes attention's keys and "
        "values around them: it is for --model=gpt-*; the MLP and the ResNets see one example "

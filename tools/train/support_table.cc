@@ -132,8 +132,12 @@ std::vector<Axis> make_axes() {
     return language_model(c) ? "transformer"
            : c.model.rfind("resnet", 0) == 0 ? "batch-norm" : "plain";
   };
+  // The GPT: gpt-tiny with 4 heads of 8, so that DeepSpeed-Ulysses's 2 context-parallel ranks
+  // split the heads each of 2 tensor-parallel ranks holds.
   model.flags_for = [](const std::string& v) {
-    if (v == "transformer") return std::string("--model=gpt-tiny --tokenizer=byte --seq-len=16");
+    if (v == "transformer") {
+      return std::string("--model=gpt-tiny --n-head=4 --tokenizer=byte --seq-len=16");
+    }
     return v == "plain" ? std::string("--model=mlp") : std::string("--model=resnet20");
   };
   model.shown = [](const Config& c) { return "--model=" + c.model; };
@@ -185,6 +189,13 @@ std::vector<Axis> make_axes() {
   };
   sequence_parallel.applies_when = {{"tensor-parallel", {"on"}}, {"model", {"transformer"}}};
   axes.push_back(sequence_parallel);
+
+  // How context parallelism's attention reaches the other ranks' tokens: the ring, or
+  // DeepSpeed-Ulysses's all-to-alls.
+  Axis cp_algorithm = flag_axis("context-parallel-algorithm", {"ring", "ulysses"},
+                                &Config::context_parallel_algorithm);
+  cp_algorithm.applies_when = {{"context-parallel", {"on"}}, {"model", {"transformer"}}};
+  axes.push_back(cp_algorithm);
 
   Axis collectives = flag_axis("collectives", {"flat", "hierarchical"}, &Config::collectives);
   collectives.flags_for = [](const std::string& v) {

@@ -12,7 +12,8 @@
 // the sublayers). Its loss is the vocabulary-parallel cross-entropy over its chunks' tokens;
 // the gradients averaged over Topology::data_parallel_group() (every rank with the same slices:
 // D x C of them) equal one process's on the replicas' windows together: the loss, and every
-// parameter's gradient gathered from its slices, within 1e-5 of its scale in f32; then 3 SGD
+// parameter's gradient gathered from its slices, within 1e-5 of its scale in f32 (with the
+// ring, and with DeepSpeed-Ulysses under sequence parallelism); then 3 SGD
 // steps with momentum under DDP over that group, in f64, within 1e-10. Runs on 4 ranks (T = 2 x
 // C = 2) and 8 (T = 2 x C = 2 x D = 2).
 #include <gtest/gtest.h>
@@ -66,12 +67,13 @@ struct ParallelGPT {
   tp::VocabParallelLM vocabulary;
 };
 
-ParallelGPT parallel_gpt(bool sequence_parallel, DType dtype) {
+ParallelGPT parallel_gpt(bool sequence_parallel, DType dtype,
+                         ContextParallelAlgorithm algorithm = ContextParallelAlgorithm::kRing) {
   auto model = plain_gpt(dtype);
   tp::VocabParallelLM vocabulary = tp::parallelize_gpt(
       *model, grid().tensor_parallel_group(),
       tp::GPTParallelOptions().sequence_parallel(sequence_parallel));
-  parallelize_context(*model, grid().context_parallel_group());
+  parallelize_context(*model, grid().context_parallel_group(), {}, algorithm);
   return {model, vocabulary};
 }
 
@@ -125,13 +127,14 @@ std::vector<Tensor> gathered_grads(nn::Module& model) {
   return out;
 }
 
-void expect_gradients_equal_one_process(bool sequence_parallel) {
+void expect_gradients_equal_one_process(
+    bool sequence_parallel, ContextParallelAlgorithm algorithm = ContextParallelAlgorithm::kRing) {
   if (world()->size() % 4 != 0) GTEST_SKIP() << "needs T = 2 x C = 2 ranks per replica";
   const auto reference = plain_gpt(kF32);
   const Variable ref_loss = reference_loss(*reference, all_windows(1));
   ref_loss.backward();
 
-  const ParallelGPT p = parallel_gpt(sequence_parallel, kF32);
+  const ParallelGPT p = parallel_gpt(sequence_parallel, kF32, algorithm);
   const Variable loss = rank_loss(p, *p.model, 1);
   loss.backward();
   const auto& dp = grid().data_parallel_group();
@@ -157,6 +160,10 @@ TEST(ContextTimesTensorParallelGPT, GradientsEqualOneProcess) {
 }
 TEST(ContextTimesTensorParallelGPT, WithSequenceParallelismGradientsEqualOneProcess) {
   expect_gradients_equal_one_process(true);
+}
+// DeepSpeed-Ulysses over each tensor-parallel rank's 2 heads (1 per context-parallel rank).
+TEST(ContextTimesTensorParallelGPT, UlyssesWithSequenceParallelismGradientsEqualOneProcess) {
+  expect_gradients_equal_one_process(true, ContextParallelAlgorithm::kUlysses);
 }
 
 // DDP over the data-parallel group (D x C ranks) steps every rank's slices as one process steps

@@ -99,6 +99,35 @@ TEST(ContextParallelGPT, LossAndGradientsEqualOneProcess) {
   }
 }
 
+// DeepSpeed-Ulysses in place of the ring (4 heads, so that 2 and 4 ranks divide them): the
+// same loss and gradients as one process, with the head-tail and the contiguous split.
+TEST(ContextParallelGPT, UlyssesLossAndGradientsEqualOneProcess) {
+  models::GPTConfig config = models::GPTConfig::tiny(kVocab);
+  config.n_head = 4;
+  for (const SequenceSplit split : {SequenceSplit::kHeadTail, SequenceSplit::kContiguous}) {
+    manual_seed(kSeed);
+    const auto reference = models::GPT(config);
+    const Tensor w = windows(2);
+    const Variable ref_loss = reference_loss(*reference, w);
+    ref_loss.backward();
+
+    manual_seed(kSeed);
+    const auto model = models::GPT(config);
+    parallelize_context(*model, world(), RingAttentionOptions().split(split),
+                        ContextParallelAlgorithm::kUlysses);
+    const double loss = parallel_step(*model, w, split);
+    EXPECT_NEAR(loss, ref_loss.item(), 1e-5 * std::abs(ref_loss.item())) << split_name(split);
+    expect_same_gradients(*model, *reference, std::string("ulysses ") + split_name(split));
+  }
+  // gpt-tiny's 2 heads do not split over 4 ranks: the error names both.
+  if (world()->size() == 4) {
+    const auto model = gpt();
+    parallelize_context(*model, world(), {}, ContextParallelAlgorithm::kUlysses);
+    expect_error([&] { (*model)(Variable(zeros({kBatch, kSeq / 4}, kI64))); },
+                 "splits the 2 heads over the 4 context-parallel ranks");
+  }
+}
+
 // 3 AdamW steps (GPT-2's decay groups), as tests/dist/tensor_parallel/gpt_test.cc checks
 // tensor parallelism: the losses of every step within 1e-6; the parameters after them within
 // lr / 500 in f32, or within 1e-9 of their scale in f64. The keys' bias is the exception: q . b_k
