@@ -216,6 +216,21 @@ ScalingPoint predict_step(const ModelProfile& model, int ranks, const ScalingOpt
     l.forward_seconds *= share;
     l.backward_seconds *= share;
   }
+  if (o.sequence) {
+    // Strong scaling: the ranks share one batch (the overhead's split is sequence_step's).
+    ModelProfile shared = m;
+    shared.step_overhead_seconds *= share;
+    const SequenceStep s = sequence_step(shared, o.shape, ranks, *o.sequence, o.network);
+    ScalingPoint p;
+    p.ranks = ranks;
+    p.compute = s.compute, p.communication = s.communication, p.exposed = s.exposed;
+    p.step = s.step, p.collectives = s.collectives;
+    p.algorithm = ranks > 1 ? sequence_strategy_name(*o.sequence) : "-";
+    p.images_per_second = model.batch / p.step;
+    p.efficiency = p.images_per_second /
+                   (ranks * model.batch / (model.compute_seconds() + model.step_overhead_seconds));
+    return p;
+  }
   ScalingPoint p = o.strategy == Strategy::kDDP     ? ddp_step(m, ranks, o)
                    : o.strategy == Strategy::kZeRO3 ? zero3_step(m, ranks, o)
                                                     : pipeline_step(m, ranks, o);
@@ -247,8 +262,10 @@ std::vector<std::string> scaling_assumptions(const ModelProfile& model, const Sc
   char buf[400];
   std::vector<std::string> a;
   std::snprintf(buf, sizeof(buf),
-                "weak scaling: every rank keeps a batch of %lld and computes it in %.3f ms "
-                "(forward %.3f, backward %.3f; %s), whatever N",
+                o.sequence ? "strong scaling: the N ranks share one batch of %lld, which one rank "
+                             "computes in %.3f ms (forward %.3f, backward %.3f; %s)"
+                           : "weak scaling: every rank keeps a batch of %lld and computes it in "
+                             "%.3f ms (forward %.3f, backward %.3f; %s), whatever N",
                 static_cast<long long>(model.batch), model.compute_seconds() * 1e3,
                 model.forward_seconds() * 1e3, model.backward_seconds() * 1e3,
                 model.times_source.c_str());
@@ -289,7 +306,9 @@ std::vector<std::string> scaling_assumptions(const ModelProfile& model, const Sc
                   "NaN check), not overlapped", o.step_all_reduces);
     a.push_back(buf);
   }
-  if (o.strategy == Strategy::kDDP) {
+  if (o.sequence) {
+    a.push_back(sequence_assumption(*o.sequence));
+  } else if (o.strategy == Strategy::kDDP) {
     std::snprintf(buf, sizeof(buf),
                   "DDP: buckets of %g MB (the first %g MB) in reverse registration order; a layer's "
                   "gradients are ready when its backward ends; buckets all-reduced strictly in order",

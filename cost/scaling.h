@@ -23,6 +23,9 @@
 // taking alpha + bytes/beta of the sender's time; then the stage's gradients are all-reduced
 // over the N/K replicas, after the flush, not overlapped.
 //
+// A GPT's long-sequence strategies (tp, tp-sp, cp-ring, cp-ulysses; ScalingOptions::sequence)
+// are strong scaling instead: N ranks share one replica's batch (cost/sequence_scaling.h).
+//
 // Per N: step = the compute stream's clock at the end; images/s = replicas x batch / step;
 // efficiency = images/s / (N x the single-rank images/s), the single rank computing without
 // any communication. Added after the timeline: the profile's step overhead (the loss, the
@@ -32,12 +35,14 @@
 // has its own full-duplex link) and between computation and communication for memory bandwidth.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cost/collective_time.h"
 #include "cost/model_profile.h"
 #include "cost/precision.h"
+#include "cost/sequence_scaling.h"
 #include "pipeline/schedule.h"
 
 namespace tessera {
@@ -65,6 +70,10 @@ struct ScalingOptions {
   // Small all-reduces per step outside backward, each of one 8-byte value, not overlapped (a
   // loss or NaN check: tools/train makes 1 a step over the world, 2 under loss scaling).
   int step_all_reduces = 0;
+  // A GPT's long-sequence strategies (cost/sequence_scaling.h: strong scaling of one replica's
+  // sequence over N ranks) in place of `strategy`, with the step's shape.
+  std::optional<SequenceStrategy> sequence;
+  SequenceShape shape;
 };
 
 struct ScalingPoint {

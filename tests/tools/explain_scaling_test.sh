@@ -35,6 +35,32 @@ assert n[2]["step_seconds"] >= n[1]["step_seconds"]
 assert abs(n[2]["tokens_per_second"] / (2 * 16 * 32 / n[2]["step_seconds"]) - 1) < 1e-8, n[2]
 ' "$TMP/gpt.jsonl"; then pass; else fail "gpt-tiny scaling figures"; fi
 
+# A GPT's long-sequence strategies: strong scaling of one batch. gpt-tiny at 1 ms a layer under
+# --strategy=tp on 2 ranks computes embed 1 + blocks 2/2 + ln_f 1 + lm_head 1/2 = 3.5 ms, and
+# all-reduces 16 x 32 x 32 x 4 = 65,536 bytes 10 times (4 a block, the embedding's, the head's),
+# each a ring's 2 (1/2) 65,536 B / 1 GB/s = 65.536 us: a step of 4.15536 ms.
+"$EXPLAIN" scaling --model=gpt-tiny --tokenizer=byte --seq-len=32 --batch=16 --ranks=1,2 \
+  --strategy=tp --latency-us=0 --bandwidth-gbps=8 --layer-ms=1,1,1,1,1 --json > "$TMP/tp.jsonl" \
+  || fail "scaling --strategy=tp exited non-zero"
+if python3 -c '
+import json, sys
+head, *rows = [json.loads(l) for l in open(sys.argv[1])]
+assert head["strategy"] == "tp", head
+assert any("strong scaling" in a for a in head["assumptions"]), head
+n = {r["ranks"]: r for r in rows}
+assert abs(n[1]["step_seconds"] - 5e-3) < 1e-12, n[1]
+assert abs(n[2]["compute_seconds"] - 3.5e-3) < 1e-12, n[2]
+assert abs(n[2]["step_seconds"] - 4.15536e-3) < 1e-12, n[2]
+assert n[2]["collectives"] == 10 and n[2]["replicas"] == 1, n[2]
+assert abs(n[2]["tokens_per_second"] / (16 * 32 / 4.15536e-3) - 1) < 1e-9, n[2]
+' "$TMP/tp.jsonl"; then pass; else fail "tp strong-scaling figures"; fi
+out=$("$EXPLAIN" scaling --model=gpt-tiny --tokenizer=byte --seq-len=32 --ranks=4 \
+  --strategy=cp-ulysses --layer-ms=1,1,1,1,1 2>&1) && fail "ulysses over 4 ranks of 2 heads ran"
+expect_in "$out" "cp-ulysses on 4 ranks: 4 does not divide the 2 heads"
+out=$("$EXPLAIN" scaling --model=mlp --strategy=cp-ring --layer-ms=0,1,0,0.3 2>&1) \
+  && fail "cp-ring on the MLP ran"
+expect_in "$out" "--strategy=cp-ring is a GPT's long-sequence strategy"
+
 # Forcing the ring at 4096 ranks pays 2 x 4095 latencies (41 ms) per all-reduce.
 "$EXPLAIN" scaling --model=mlp --ranks=4096 --layer-ms=0,1,0,0.3 --topology=ring --json > "$TMP/ring.jsonl"
 if python3 -c '

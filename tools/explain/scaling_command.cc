@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cost/scaling.h"
+#include "models/gpt.h"
 #include "tools/explain/commands.h"
 #include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
@@ -16,13 +17,16 @@ namespace explain {
 namespace {
 
 const char* const kHelp =
-    "usage: explain scaling --model=M [--strategy=ddp|zero3|pipeline] [--ranks=1,2,4,...,4096]\n"
+    "usage: explain scaling --model=M [--strategy=ddp|zero3|pipeline|tp|tp-sp|cp-ring|cp-ulysses]\n"
+    "                       [--ranks=1,2,4,...,4096]\n"
     "                       [--latency-us=A] [--bandwidth-gbps=B] [--topology=ring|tree|hierarchical|auto]\n"
     "                       [--ranks-per-node=G] [--compute-ms=T] [--json] [--plot=FILE.svg]\n"
     "Predicted step time, images/s (a GPT's: tokens/s) and scaling efficiency per N (weak scaling: every rank keeps its\n"
     "batch), from each layer's compute time and alpha-beta collective times, with each strategy's\n"
     "overlap of communication and backward. The report lists every assumption.\n"
-    "  --strategy=S         ddp (default) | zero3 | pipeline\n"
+    "  --strategy=S         ddp (default) | zero3 | pipeline; for a GPT's long sequences, strong\n"
+    "                       scaling of one replica's batch over N ranks: tp (tensor parallelism),\n"
+    "                       tp-sp (with sequence parallelism), cp-ring (ring attention), cp-ulysses\n"
     "  --ranks=N1,N2,...    default 1,2,4,...,4096\n"
     "  --latency-us=A       per message between nodes (default 5)\n"
     "  --bandwidth-gbps=B   per rank between nodes (default 100)\n"
@@ -56,7 +60,12 @@ int scaling_command(Flags& flags) {
     return 0;
   }
   cost::ScalingOptions o;
-  o.strategy = parsed("strategy", flags.text("strategy", "ddp"), cost::parse_strategy);
+  const std::string strategy = flags.text("strategy", "ddp");
+  if (cost::is_sequence_strategy(strategy)) {
+    o.sequence = cost::parse_sequence_strategy(strategy);
+  } else {
+    o.strategy = parsed("strategy", strategy, cost::parse_strategy);
+  }
   const std::vector<int64_t> ranks = flags.integers("ranks", powers_of_two(4096), 1);
   o.network.inter = cost::Link::from(flags.number("latency-us", 5, 0), flags.number("bandwidth-gbps", 100, 1e-9));
   o.network.intra = cost::Link::from(flags.number("intra-latency-us", 2, 0),
@@ -83,6 +92,13 @@ int scaling_command(Flags& flags) {
   const std::string plot = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
   o.setup = c.setup;
+  if (o.sequence) {
+    TS_CHECK(c.input.text(), "--strategy=", strategy, " is a GPT's long-sequence strategy: give "
+             "--model=gpt-tiny|gpt-nano|gpt2 (not ", c.name, ")");
+    const models::GPTConfig config = models::GPTConfig::named(c.name, c.input.vocab);
+    o.shape = {c.batch, c.input.seq_len, config.n_embd, config.n_head,
+               c.setup.precision == cost::Precision::kMixed ? 2 : 4};
+  }
   add_times(flags, c);
   flags.check_all_used("scaling");
   if (!plot.empty()) check_plot_path(plot);
@@ -105,7 +121,7 @@ int scaling_command(Flags& flags) {
                             .add("data", c.input.name)
                             .add("psi", c.profile.parameters())
                             .add("batch", c.batch)
-                            .add("strategy", cost::strategy_name(o.strategy))
+                            .add("strategy", strategy)
                             .add("schedule", o.strategy == cost::Strategy::kPipeline
                                                  ? pipeline::schedule_name(o.schedule) : "-")
                             .add("topology", cost::algorithm_name(o.network.algorithm))
@@ -130,7 +146,7 @@ int scaling_command(Flags& flags) {
     }
   } else {
     std::printf("%s\nstrategy %s, topology %s\nassumptions:\n", describe(c).c_str(),
-                cost::strategy_name(o.strategy), cost::algorithm_name(o.network.algorithm));
+                strategy.c_str(), cost::algorithm_name(o.network.algorithm));
     for (const std::string& a : assumptions) std::printf("  - %s\n", a.c_str());
     std::printf("layers (forward + backward ms):");
     for (const cost::LayerProfile& l : c.profile.layers) {
@@ -151,7 +167,7 @@ int scaling_command(Flags& flags) {
   if (!plot.empty()) {
     char title[300];
     std::snprintf(title, sizeof(title), "%s, %s, %g us, %g Gb/s, %s: compute %.1f ms per step",
-                  c.name.c_str(), cost::strategy_name(o.strategy), o.network.inter.latency * 1e6,
+                  c.name.c_str(), strategy.c_str(), o.network.inter.latency * 1e6,
                   o.network.inter.bandwidth * 8 / 1e9, cost::algorithm_name(o.network.algorithm),
                   c.profile.compute_seconds() * 1e3);
     std::string script = gnuplot_preamble(plot, 800, 450, title);
