@@ -76,10 +76,10 @@ PlannedRun planned(const Assignment& v) {
   const bool tp = value_in(v, "tensor-parallel") == "on";
   const bool cp = value_in(v, "context-parallel") == "on";
   r.flags = run_flags(v);
-  // Ranks: 2 data-parallel replicas (a pipeline: 2 stages of them), the tensor-parallel
-  // pair within; one process alone is one replica.
+  // Ranks: 2 data-parallel replicas (a pipeline: 2 stages of them), the tensor- and
+  // context-parallel pairs within; one process alone is one replica.
   int replicas = strategy == "single" ? 1 : 2;
-  if (strategy == "pipeline") replicas = tp ? 1 : 2;
+  if (strategy == "pipeline") replicas = tp || cp ? 1 : 2;  // at most 8 ranks
   // Ranks of a replica.
   const int unit = (tp ? 2 : 1) * (cp ? 2 : 1) * (strategy == "pipeline" ? 2 : 1);
   r.ranks = replicas * unit;

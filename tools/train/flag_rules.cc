@@ -277,10 +277,17 @@ std::string check_against_world(const Config& c, int world_size) {
            std::to_string(world_size) + " ranks";
   }
   if (c.strategy != "pipeline") return "";
-  const int t = c.tensor_parallel;
-  const int k = pipeline_stages(c, world_size / t);
+  const int t = c.tensor_parallel, cp = c.context_parallel;
+  const int k = pipeline_stages(c, world_size / (t * cp));
   const std::string stages = "--stages=" + std::to_string(k);
-  if (world_size % (k * t) != 0) {
+  if (world_size % (k * t * cp) != 0) {
+    if (cp > 1) {
+      return stages + " x --context-parallel=" + std::to_string(cp) +
+             (t > 1 ? " x --tensor-parallel=" + std::to_string(t) : std::string()) +
+             " does not divide the " + std::to_string(world_size) + " ranks (mpirun -np): the "
+             "ranks are K stages x C context-parallel" + (t > 1 ? " x T tensor-parallel" : "") +
+             " x a whole number of data-parallel replicas";
+    }
     return t > 1 ? stages + " x --tensor-parallel=" + std::to_string(t) + " does not divide the " +
                        std::to_string(world_size) + " ranks (mpirun -np): the ranks are K stages x "
                        "T tensor-parallel x N/(K T) data-parallel replicas"

@@ -68,25 +68,33 @@ void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
                     std::shared_ptr<dist::ProcessGroup> world, MixedPrecision& precision,
                     Device device, Parallelized& out) {
   out.head = language_model(c) ? language_model_head() : plain_head(c);
-  if (c.tensor_parallel > 1) {
-    // Tensor-parallel groups nest inside context-parallel ones, and those inside pipeline stages
-    // (3D: P x T x D) or data-parallel replicas alone (dist::Topology).
+  // The grid of ranks (dist::Topology): tensor-parallel groups inside context-parallel ones,
+  // those inside pipeline stages (P x C x T x D) or data-parallel replicas alone.
+  std::optional<dist::Topology> grid;
+  if (c.tensor_parallel > 1 || c.context_parallel > 1) {
     const int stages =
-        c.strategy == "pipeline" ? pipeline_stages(c, world->size() / c.tensor_parallel) : 1;
-    out.topology.emplace(world, stages, c.tensor_parallel, c.context_parallel);
-    out.head = split_layers(c, *model, *out.topology, &out.figures);
+        c.strategy == "pipeline"
+            ? pipeline_stages(c, world->size() / (c.tensor_parallel * c.context_parallel))
+            : 1;
+    grid.emplace(world, stages, c.tensor_parallel, c.context_parallel);
+  }
+  if (c.tensor_parallel > 1) {
+    out.topology = grid;
+    out.head = split_layers(c, *model, *grid, &out.figures);
   }
   std::optional<ContextParallelLayout> sequences;  // --context-parallel
   if (c.context_parallel > 1) {
     // After the tensor-parallel split: the ring then runs over this rank's heads.
-    std::optional<dist::Topology> replicas_of_cp;  // without tensor parallelism: D x C ranks
-    const dist::Topology& grid =
-        out.topology ? *out.topology : replicas_of_cp.emplace(world, 1, 1, c.context_parallel);
-    sequences = make_context_parallel_layout(grid, c.context_parallel_algorithm);
+    sequences = make_context_parallel_layout(*grid, c.context_parallel_algorithm);
     split_sequences(*model, *sequences);
   }
-  out.strategy = make_strategy(c, model, world, out.topology ? &*out.topology : nullptr,
-                               out.head.loss, precision, device);
+  // The strategies that place their groups on the grid: tensor parallelism's, and the pipeline's
+  // (its stages, and the data-parallel group of a stage holding D x C ranks under context
+  // parallelism). DDP and ZeRO beside context parallelism alone run over the world, which is
+  // the D x C ranks.
+  const bool on_grid = c.tensor_parallel > 1 || (grid && c.strategy == "pipeline");
+  out.strategy = make_strategy(c, model, world, on_grid ? &*grid : nullptr, out.head.loss,
+                               precision, device);
   if (sequences) {
     out.strategy = context_parallel_strategy(c, std::move(out.strategy), model, *sequences);
   }

@@ -62,7 +62,9 @@ class Pipeline : public Strategy {
     // backward; zero1: a ZeRO-1 optimizer over the stage's parameters does (reduce-scatter) and
     // shards the stage's optimizer state over the replicas; zero2: the gradients too, reduced
     // during each micro-batch's backward.
-    const int zero_stage = topology_.data_parallel_size() == 1 ? 0
+    // The stage's data-parallel group: its replicas, and under context parallelism each
+    // replica's C ranks too (dist::Topology), all holding the same stage.
+    const int zero_stage = topology_.data_parallel_group()->size() == 1 ? 0
                            : c.dp_strategy == "zero1"          ? 1
                            : c.dp_strategy == "zero2"          ? 2
                                                                : 0;
@@ -73,7 +75,8 @@ class Pipeline : public Strategy {
       const int64_t rows = (c.batch_size + c.micro_batches - 1) / c.micro_batches;
       const data::ImageShape& s = data::kMnistImage;
       options.sample(language_model(c)
-                         ? zeros({rows, c.seq_len}, TensorOptions(kI64).device(device))
+                         ? zeros({rows, c.seq_len / c.context_parallel},  // the rank's chunks
+                                 TensorOptions(kI64).device(device))
                          : zeros({rows, s.channels, s.height, s.width}, TensorOptions(kF32).device(device)));
     }
     // The GPT's lm_head ties the token embedding's weight (nn::Module::register_tied_parameter),
@@ -88,7 +91,8 @@ class Pipeline : public Strategy {
       pipe_ = std::make_unique<pipeline::Pipe>(model_, topology_.pipeline_group(), loss, options);
     } catch (const std::exception& e) {
       // Pipe checks its options identically on every rank before any message (pipe.h).
-      throw FlagError(pipeline_flags(c, world->size() / c.tensor_parallel) + ": " + e.what());
+      throw FlagError(pipeline_flags(c, world->size() / (c.tensor_parallel * c.context_parallel)) +
+                      ": " + e.what());
     }
     if (zero_stage > 0) {
       // The stage's parameter groups (a GPT's decay and no-decay), its shard cut by them; its
@@ -162,7 +166,7 @@ class Pipeline : public Strategy {
   void sync_buffers() override {
     // The replicas of a stage agree on its BatchNorm statistics; other stages' parts of the
     // model are not used here (gather_model brings them).
-    if (topology_.data_parallel_size() > 1) {
+    if (topology_.data_parallel_group()->size() > 1) {
       dist::sync_buffers(*model_, *topology_.data_parallel_group());
     }
   }

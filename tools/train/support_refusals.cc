@@ -91,11 +91,12 @@ std::vector<Refusal> make_refusals() {
       // Context parallelism. (Its strategies and tensor parallelism before its models, so that
       // a run of the default model given one of them hears that reason.)
       {{{"context-parallel", {"on"}},
-        {"strategy", {"zero3", "pipeline", "local-sgd", "gossip", "async"}}},
+        {"strategy", {"zero3", "local-sgd", "gossip", "async"}}},
        "context parallelism combines with --strategy=ddp, zero1 or zero2 for the data-parallel "
-       "dimension (single when there is none), whose gradient averages over the world are the "
-       "dp x cp average it needs; ZeRO-3's units, the pipeline's stages and the decentralized "
-       "strategies' own averaging have not been built around the sequence split"},
+       "dimension (single when there is none), whose gradient averages over the dp x cp ranks "
+       "are the average it needs, and with the pipeline (its stages' data-parallel groups hold "
+       "those ranks); ZeRO-3's units and the decentralized strategies' own averaging have not "
+       "been built around the sequence split"},
       {{{"context-parallel", {"on"}}, {"model", {"plain", "batch-norm"}}},
        "context parallelism splits each sequence over the ranks and passes attention's keys and "
        "values around them: it is for --model=gpt-*; the MLP and the ResNets see one example "
