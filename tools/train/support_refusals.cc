@@ -124,11 +124,6 @@ std::vector<Refusal> make_refusals() {
        "LayerNorms' and the embedding's arrive in B, where ZeRO-2 has already reduced their "
        "bucket (dist/zero: 'received a second gradient in one backward'): use --dp-strategy=ddp "
        "or zero1, or another schedule"},
-      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"async"}}},
-       "the parameter servers step their shards of the flat parameter vector with one set of "
-       "options, so they cannot decay the GPT's Linear weights while sparing its biases, "
-       "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp, zero1, zero2 "
-       "or zero3, whose shards are cut by the groups)"},
 
       // Hierarchical collectives.
       {{{"collectives", {"hierarchical"}},
