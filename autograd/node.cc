@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "autograd/weight_grad.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -53,6 +54,14 @@ Edge gradient_edge(const Variable& v) {
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
   if (!g.defined()) return {};
+  // B of a split backward whose store holds this leaf's gradients too: accumulated in W (no
+  // store is current while W runs, so this accumulates then).
+  WeightGradStore* store = current_weight_grad_store();
+  if (store != nullptr && store->defers(leaf_)) {
+    const int64_t bytes = static_cast<int64_t>(g.nbytes());
+    store->add([leaf = leaf_, g]() mutable { AccumulateGrad(leaf).apply({std::move(g)}); }, bytes);
+    return {};
+  }
   VariableImpl& leaf = *leaf_.impl();
   for (auto& [handle, hook] : leaf.pre_hooks) hook(g);
   TS_CHECK(g.shape() == leaf.data.shape(), "AccumulateGrad: gradient of shape ", g.shape(),

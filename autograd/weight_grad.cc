@@ -85,6 +85,10 @@ void WeightGradStore::add(std::function<void()> work, int64_t bytes) {
   held_bytes_ += bytes;
 }
 
+void WeightGradStore::defer_leaves(const std::vector<Variable>& leaves) {
+  for (const Variable& v : leaves) deferred_leaves_.insert(v.impl());
+}
+
 void WeightGradStore::hold_callbacks(std::vector<std::function<void()>> callbacks) {
   for (auto& c : callbacks) callbacks_.push_back(std::move(c));
 }

@@ -29,11 +29,22 @@
 // A weight reached through another node (a cast under autocast) gets its gradient through a
 // small backward from that node when W runs; such a node must not also receive gradients in B
 // from another use (tied weights through a shared cast): not supported.
+//
+// Every parameter's gradient in W (defer_leaves(parameters)): the gradients B computes for those
+// leaves too (LayerNorm's, an embedding's, BatchNorm's affine parameters, a bias added outside a
+// split layer) are held by the store, each as it reached the leaf's accumulator, and accumulated
+// when W runs (after the split layers' work, in B's order). Other leaves (a pipeline stage's
+// input, whose gradient B is for) get theirs in B as usual. A micro-batch's
+// parameter gradients then all arrive in its W, as one backward: what a consumer that reduces
+// every backward's gradients once each needs (ZeRO-2's buckets), when the B of the next
+// micro-batch runs before this one's W. The store holds those gradients until then
+// (held_bytes() counts them).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +64,9 @@ class WeightGradStore {
   size_t size() const { return work_.size(); }
   bool empty() const { return work_.empty() && callbacks_.empty(); }
   int64_t held_bytes() const { return held_bytes_; }
+  // B's gradients of `leaves` are held for W too (see above); whether `leaf` is one of them.
+  void defer_leaves(const std::vector<Variable>& leaves);
+  bool defers(const Variable& leaf) const { return deferred_leaves_.count(leaf.impl()) > 0; }
   // Runs every queued W, oldest first, as one backward (hooks fire, callbacks queued by them
   // and those held from B run at its end). The store is empty afterwards.
   void run();
@@ -65,6 +79,7 @@ class WeightGradStore {
   std::deque<std::pair<std::function<void()>, int64_t>> work_;
   std::vector<std::function<void()>> callbacks_;
   int64_t held_bytes_ = 0;
+  std::set<const VariableImpl*> deferred_leaves_;
 };
 
 // While one lives, backward() on this thread queues the weight work of splitting layers into

@@ -254,6 +254,7 @@ void StageExecutor::backward_step(const Action& a) {
   std::optional<DeferWeightGradients> defer;
   if (run_.split) {
     weights = std::make_unique<WeightGradStore>();
+    if (defer_parameter_gradients_) weights->defer_leaves(chunks_[a.chunk]->parameters());
     defer.emplace(*weights);
   }
   if (!f.output.requires_grad()) {

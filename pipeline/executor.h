@@ -11,7 +11,8 @@
 //   W i    (zero-bubble lists only) the weight gradients of micro-batch i: in such a list B i
 //          computes only the input's gradient and queues the weight work of its Linear and
 //          Conv2d layers in a WeightGradStore (autograd/weight_grad.h), holding their inputs
-//          and output gradients; W i runs it, accumulating into the parameters' grads
+//          and output gradients; W i runs it, accumulating into the parameters' grads (with
+//          defer_parameter_gradients, every parameter gradient of micro-batch i waits for W i)
 //
 //           stage s-1                 stage s                      stage s+1
 //              F i ---- SA i ---> RA i  F i  SA i ------> RA i ...
@@ -98,6 +99,16 @@ class StageExecutor {
   std::vector<Tensor> run_forward(const std::vector<Action>& actions,
                                   const std::vector<Microbatch>& microbatches);
 
+  // Split lists: B holds every parameter gradient of its micro-batch for W, not only the split
+  // layers' (WeightGradStore's defer_leaves), so that W i delivers all of micro-batch i's
+  // parameter gradients as one backward. A data-parallel wrapper that reduces each backward's
+  // gradients once each as they arrive (ZeRO-2's buckets) needs it: otherwise LayerNorm's and
+  // the embedding's gradients arrive in B i, the Linear weights' in W i, and B i+1 (which a
+  // zero-bubble schedule runs before W i) would bring a second gradient into the same
+  // reduction. Off by default: the B gradients then accumulate at once, holding no memory
+  // until W.
+  void defer_parameter_gradients(bool on) { defer_parameter_gradients_ = on; }
+
   const StageStats& stats() const { return stats_; }
   // Every action of the last list with its start and end (trace.h).
   const std::vector<Span>& spans() const { return spans_; }
@@ -150,6 +161,7 @@ class StageExecutor {
   Mailbox mailbox_;  // this stage's messages and their receive buffers, kept across lists
   LossFunction loss_;
   Checkpoint checkpoint_;
+  bool defer_parameter_gradients_ = false;
   int stages_, rank_;
   std::map<std::pair<int, int>, InFlight> in_flight_;  // (chunk, micro-batch)
   // Split lists: each backwarded micro-batch's weight work until its W (chunk, micro-batch).

@@ -170,6 +170,11 @@ void Pipe::use_zero_optimizer(dist::ZeroRedundancyOptimizer& zero) {
              t.name, ", which stage ", stage_, " holds (make it over pipe.parameters())");
   }
   zero_ = &zero;
+  // ZeRO-2 reduces each backward's gradients as they arrive, each parameter's once; under a
+  // zero-bubble schedule a micro-batch's backward is its B and its W, with other micro-batches'
+  // B between them: every parameter gradient then waits for W (executor.h), so that each W is
+  // one complete backward to ZeRO-2, reduced after the micro-batch's last gradient.
+  executor_->defer_parameter_gradients(zero.stage() == 2);
 }
 
 double Pipe::train_step(const Tensor& input, const Tensor& target) {

@@ -170,9 +170,11 @@ class Pipe {
   const std::vector<TiedParameter>& tied_parameters() const { return tied_; }
   // A ZeRO optimizer (stage 1 or 2) stepping parameters() over this stage's replicas: train_step
   // reduces the tied parameters' gradients where it keeps them (a buffer of their own averaged
-  // over its group for stage 1; its averaged shards for stage 2). Required when this rank holds
-  // a tied parameter and a ZeRO optimizer (train_step says so otherwise); it must outlive the
-  // Pipe's steps.
+  // over its group for stage 1; its averaged shards for stage 2), and for stage 2 under a
+  // zero-bubble schedule holds each micro-batch's parameter gradients for its W, so that ZeRO-2
+  // reduces them once each (executor.h: defer_parameter_gradients). Required when this rank
+  // holds a tied parameter and a ZeRO optimizer (train_step says so otherwise), or ZeRO-2 and a
+  // zero-bubble schedule; it must outlive the Pipe's steps.
   void use_zero_optimizer(dist::ZeroRedundancyOptimizer& zero);
   const std::shared_ptr<nn::Sequential>& model() const { return model_; }
   const std::vector<std::shared_ptr<nn::Sequential>>& chunks() const { return chunks_; }

@@ -55,6 +55,25 @@
 //     worker.finish();
 //     worker.gather_parameters();               // the final model, on every rank
 //   }
+//
+// Parameter groups with options of their own (GPT-2's AdamW decays the Linear weights and spares
+// the biases, LayerNorms and embeddings): the shard is a run of the flat vector that mixes them,
+// so make the server's optimizer ZeRO's dist::zero::GroupedShardOptimizer, which cuts the shard
+// where the group changes and steps each piece under its group's options (every element gets
+// its unsharded update; a push's learning rate goes to every group):
+//
+//   ParameterServerLayout layout(world->size(), options, numel);    // numel: the parameters'
+//   const int64_t begin = layout.shard_offset(world->rank());
+//   ParameterServer server(params, world, [&](std::vector<Variable> shard) {
+//     zero::FlatShard flat{shard[0], params, zero::flat_layout(numels),
+//                          {begin, begin + layout.shard_numel(world->rank())}};
+//     return std::make_unique<zero::GroupedShardOptimizer>(
+//         std::vector<zero::FlatShard>{flat}, groups, zero::grouped_factory<optim::AdamW>(opts));
+//   }, options);
+//
+// Its state is still "state.0.NAME" over the shard; give unsplit_optimizer_state the groups'
+// order (server_state.h) so a checkpoint numbers it as one process's AdamW over the groups does.
+// (tools/train/asynchronous.cc does this for --model=gpt-*; tests/dist/async/grouped_server_test.)
 #pragma once
 
 #include <functional>

@@ -1,6 +1,7 @@
 #include "dist/async/server_state.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "autograd/grad_mode.h"
@@ -21,12 +22,40 @@ std::vector<std::string> element_state_names(const StateDict& state) {
   return names;
 }
 
+// Per parameter of `params` (flat order), its number in the unsplit state: its place in
+// `numbering`, or its own place when `numbering` is empty.
+std::vector<int64_t> state_numbers(const std::vector<Variable>& params,
+                                   const std::vector<Variable>& numbering, const char* who) {
+  std::vector<int64_t> number(params.size());
+  if (numbering.empty()) {
+    for (size_t i = 0; i < params.size(); ++i) number[i] = static_cast<int64_t>(i);
+    return number;
+  }
+  TS_CHECK(numbering.size() == params.size(), who, ": the numbering lists ", numbering.size(),
+           " parameters, the flat vector holds ", params.size());
+  std::map<const VariableImpl*, int64_t> place;
+  for (size_t k = 0; k < numbering.size(); ++k) {
+    TS_CHECK(place.emplace(numbering[k].impl(), static_cast<int64_t>(k)).second, who,
+             ": parameter '", numbering[k].name(), "' is numbered twice (at ", place.at(numbering[k].impl()),
+             " and ", k, ")");
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto it = place.find(params[i].impl());
+    TS_CHECK(it != place.end(), who, ": parameter ", i, " ('", params[i].name(),
+             "') of the flat vector is not in the numbering");
+    number[i] = it->second;
+  }
+  return number;
+}
+
 }  // namespace
 
 StateDict unsplit_optimizer_state(const std::vector<StateDict>& servers,
                                   const ParameterServerLayout& layout,
-                                  const std::vector<Variable>& params) {
+                                  const std::vector<Variable>& params,
+                                  const std::vector<Variable>& numbering) {
   NoGradGuard no_grad;
+  const std::vector<int64_t> number = state_numbers(params, numbering, "unsplit_optimizer_state");
   TS_CHECK(static_cast<int>(servers.size()) == layout.servers(), "unsplit_optimizer_state: ",
            servers.size(), " servers' states for ", layout.servers(), " servers");
   const std::string zero = optim::state_key_prefix(0);
@@ -56,7 +85,7 @@ StateDict unsplit_optimizer_state(const std::vector<StateDict>& servers,
   int64_t at = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     const Variable& p = params[i];
-    const int64_t index = static_cast<int64_t>(i);
+    const int64_t index = number[i];
     full.set(optim::state_key(index, "step"), step.clone());
     for (size_t k = 0; k < names.size(); ++k) {
       full.set(optim::state_key(index, names[k]),
@@ -70,9 +99,11 @@ StateDict unsplit_optimizer_state(const std::vector<StateDict>& servers,
 }
 
 StateDict shard_optimizer_state(const StateDict& full, const ParameterServerLayout& layout,
-                                int server, const std::vector<Variable>& params) {
+                                int server, const std::vector<Variable>& params,
+                                const std::vector<Variable>& numbering) {
   NoGradGuard no_grad;
   const char* who = "shard_optimizer_state";
+  const std::vector<int64_t> number = state_numbers(params, numbering, who);
   StateDict out;
   bool any_state = false;
   for (const auto& [key, t] : full) {
@@ -92,18 +123,18 @@ StateDict shard_optimizer_state(const StateDict& full, const ParameterServerLayo
            "shard steps all its parameters as one, so each needs the same step count)");
   const std::vector<std::string> names = element_state_names(first);
   for (size_t i = 0; i < params.size(); ++i) {
-    const StateDict own = full.with_prefix_removed(optim::state_key_prefix(static_cast<int64_t>(i)));
+    const StateDict own = full.with_prefix_removed(optim::state_key_prefix(number[i]));
     const Tensor* s = own.find("step");
-    TS_CHECK(s != nullptr && s->item() == step->item(), who, ": parameter ", i, " (",
+    TS_CHECK(s != nullptr && s->item() == step->item(), who, ": parameter ", number[i], " (",
              params[i].name(), ") has step count ", s ? std::to_string(static_cast<int64_t>(s->item())) : "none",
              ", parameter 0 ", static_cast<int64_t>(step->item()), ": a server's shard steps all its parameters as "
              "one, so they must share it");
-    TS_CHECK(element_state_names(own) == names, who, ": parameter ", i, " (", params[i].name(),
+    TS_CHECK(element_state_names(own) == names, who, ": parameter ", number[i], " (", params[i].name(),
              ") has optimizer state ", element_state_names(own), ", parameter 0 ", names);
     for (const std::string& name : names) {
       TS_CHECK(own.at(name).numel() == params[i].numel(), who, ": '",
-               optim::state_key(static_cast<int64_t>(i), name), "' has shape ",
-               own.at(name).shape(), " but parameter ", i, " (", params[i].name(), ") has ",
+               optim::state_key(number[i], name), "' has shape ",
+               own.at(name).shape(), " but parameter ", number[i], " (", params[i].name(), ") has ",
                params[i].shape());
     }
   }
@@ -119,7 +150,7 @@ StateDict shard_optimizer_state(const StateDict& full, const ParameterServerLayo
       const int64_t n = params[i].numel();
       const int64_t lo = std::max(at, begin), hi = std::min(at + n, begin + count);
       if (lo < hi) {
-        const Tensor t = full.at(optim::state_key(static_cast<int64_t>(i), name)).reshape({-1});
+        const Tensor t = full.at(optim::state_key(number[i], name)).reshape({-1});
         part.narrow(0, lo - begin, hi - lo).copy_(t.narrow(0, lo - at, hi - lo));
       }
       at += n;

@@ -3,7 +3,8 @@
 // adds), under bf16 and f16 autocast (the weights reach the layers through casts), with
 // activation checkpointing, and over two micro-batches accumulated in either W order. After B
 // alone the split layers' weights have no gradient and the input has its final one; grad-ready
-// hooks fire in W; callbacks queued in B run after the last W.
+// hooks fire in W; callbacks queued in B run after the last W; with defer_leaves every
+// parameter's gradient waits for W.
 #include "autograd/weight_grad.h"
 
 #include <gtest/gtest.h>
@@ -185,6 +186,47 @@ TEST(WeightGrad, HooksFireInWAndCallbacksQueuedInBRunAfterTheLastW) {
   store.run();
   ASSERT_EQ(events.size(), ps.size() + 1);
   EXPECT_EQ(events.back(), "callback");
+}
+
+// defer_leaves(parameters): B gives the parameters nothing (BatchNorm's affine parameters, whose
+// gradients B computes, included) and fires none of their hooks, the input gets its final
+// gradient; W delivers every parameter's, each hook once, and two micro-batches B1 B2 W1 W2
+// accumulate exactly what two ordinary backwards do.
+TEST(WeightGrad, DeferredLeavesGetEveryGradientInW) {
+  const Model plain = resnet20(), split = resnet20();
+  const Variable a = input({2, 1, 8, 8}, 1), b = input({2, 1, 8, 8}, 2);
+  loss_of(plain, a).backward();
+  const Result first_only = grads_of(plain, a);
+  loss_of(plain, b).backward();
+  const Result want = grads_of(plain, a);
+  int ready = 0;
+  for (const Variable& p : split->parameters()) {
+    p.register_grad_ready_hook([&ready](Variable&) { ++ready; });
+  }
+  const Variable a2 = input({2, 1, 8, 8}, 1), b2 = input({2, 1, 8, 8}, 2);
+  WeightGradStore first, second;
+  first.defer_leaves(split->parameters());
+  second.defer_leaves(split->parameters());
+  {
+    DeferWeightGradients defer(first);
+    loss_of(split, a2).backward();
+  }
+  EXPECT_EQ(max_abs_diff(a2.grad(), first_only.input_grad), 0.0);
+  {
+    DeferWeightGradients defer(second);
+    loss_of(split, b2).backward();
+  }
+  EXPECT_EQ(ready, 0);
+  for (const auto& [name, p] : split->named_parameters()) {
+    EXPECT_FALSE(p.grad().defined()) << name << " has a gradient after B";
+  }
+  first.run();
+  EXPECT_EQ(ready, static_cast<int>(split->parameters().size()));
+  expect_identical(first_only, {grads_of(split, a2).grads, a2.grad()}, split);
+  second.run();
+  EXPECT_EQ(ready, 2 * static_cast<int>(split->parameters().size()));
+  EXPECT_EQ(second.held_bytes(), 0);
+  expect_identical(want, {grads_of(split, a2).grads, a2.grad()}, split);
 }
 
 }  // namespace

@@ -115,10 +115,9 @@ TEST(SupportTable, MessagesNameTheFlagsAsGiven) {
                 .rfind("--strategy=gossip with --param-dtype=f16: the optimizer steps an f32 "
                        "master copy", 0),
             0u);
-  EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero2 --pipeline-schedule=zb-h1 "
-                     "--model=resnet20")
-                .rfind("--strategy=pipeline with --dp-strategy=zero2, --pipeline-schedule=zb-h1 "
-                       "and --model=resnet20: a zero-bubble schedule defers", 0),
+  EXPECT_EQ(error_of("--strategy=zero1 --compression=fp16 --param-dtype=f16")
+                .rfind("--strategy=zero1 with --compression=fp16 and --param-dtype=f16: ZeRO-1 "
+                       "reduce-scatters in step()", 0),
             0u);
   // The checkpoint axis as given: a format without a directory is still that format.
   EXPECT_EQ(error_of("--strategy=ddp --checkpoint-format=sharded")
@@ -128,6 +127,8 @@ TEST(SupportTable, MessagesNameTheFlagsAsGiven) {
   EXPECT_EQ(error_of("--strategy=zero2 --compression=fp16 --amp=fp16"), "(no error)");
   EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero2 --pipeline-schedule=zb-h1 "
                      "--model=mlp"), "(no error)");
+  EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero2 --pipeline-schedule=zb-h2 "
+                     "--model=resnet20"), "(no error)");
   EXPECT_EQ(error_of("--strategy=ddp --compression=topk:0.05 --amp=bf16"), "(no error)");
 }
 

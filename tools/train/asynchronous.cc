@@ -8,6 +8,7 @@
 #include "dist/async/async_worker.h"
 #include "dist/async/parameter_server.h"
 #include "dist/async/server_state.h"
+#include "dist/zero/grouped_shard_optimizer.h"
 #include "dist/module_sync.h"
 #include "dist/reduce_scalar.h"
 #include "optim/state_keys.h"
@@ -21,14 +22,17 @@ namespace {
 
 // What the training loop steps on a server: nothing (the server applied every push while it
 // served the iteration). It shows the server's optimizer state to the memory report, and the
-// schedule's learning rate (the workers push theirs); its state_dict is its options (that
-// learning rate) with the server's shard state, "state.0.*".
+// schedule's learning rate (the workers push theirs); its groups are the server optimizer's (one
+// over the shard, or a GPT's decay and no-decay groups over the model's parameters), and its
+// state_dict is their options (at that learning rate) with the server's shard state, "state.0.*".
 class ServingOptimizer : public optim::Optimizer {
  public:
   ServingOptimizer(dist::ParameterServer& server, double lr)
       : Optimizer(server.optimizer().param_groups()[0].options->clone()), server_(server) {
-    Optimizer::add_param_group(optim::ParamGroup({server.shard()}));
-    param_groups()[0].options->set_lr(lr);
+    for (const optim::ParamGroup& g : server.optimizer().param_groups()) {
+      Optimizer::add_param_group(optim::ParamGroup(g.params, g.options->clone()));
+      param_groups().back().options->set_lr(lr);
+    }
   }
   void step() override {}
   std::vector<Variable> gradient_variables() const override { return {}; }
@@ -71,8 +75,8 @@ class Asynchronous : public Strategy {
     // Collective: the servers' and the workers' constructors broadcast rank 0's parameters.
     if (world_->rank() < c.servers) {
       server_.emplace(model_->parameters(), world_,
-                      [c, this](std::vector<Variable> shard) {
-                        return make_optimizer(c, std::move(shard), *model_);
+                      [this, options](std::vector<Variable> shard) {
+                        return server_optimizer(shard.at(0), options);
                       },
                       options);
       serving_.emplace(*server_, c.lr);
@@ -160,7 +164,8 @@ class Asynchronous : public Strategy {
     for (const auto& [key, t] : serving_->state_dict()) {
       if (!optim::has_state_prefix(key)) out.set(key, t);
     }
-    out.merge(dist::unsplit_optimizer_state(states, server_->layout(), model_->parameters()));
+    out.merge(dist::unsplit_optimizer_state(states, server_->layout(), model_->parameters(),
+                                            state_numbering_));
     return out;
   }
   void load_optimizer_state(const Checkpoint& checkpoint) override {
@@ -174,7 +179,8 @@ class Asynchronous : public Strategy {
     Checkpoint mine = checkpoint;
     try {
       mine.optimizer = dist::shard_optimizer_state(checkpoint.optimizer, server_->layout(),
-                                                   world_->rank(), model_->parameters());
+                                                   world_->rank(), model_->parameters(),
+                                                   state_numbering_);
     } catch (const Error& e) {
       TS_FAIL("load_checkpoint: '", checkpoint.path, "' (tensors 'optimizer.*'): ", e.message());
     }
@@ -273,6 +279,34 @@ class Asynchronous : public Strategy {
  private:
   static constexpr const char* kClocks = "async.clocks";
 
+  // The optimizer of this server's shard of the flat parameters. One group (every model but a
+  // GPT with weight decay): the flags' optimizer over the shard, as one parameter. A GPT's decay
+  // and no-decay groups: the shard cut where the group changes, each piece stepped under its
+  // group's options (dist::zero::GroupedShardOptimizer, as ZeRO cuts its shards); its state is
+  // still "state.0.NAME" over the shard, and a checkpoint numbers it as one process's optimizer
+  // over the same groups does (state_numbering_: the decay group first).
+  std::unique_ptr<optim::Optimizer> server_optimizer(const Variable& shard,
+                                                     const dist::AsyncOptions& options) {
+    const std::vector<Variable> params = model_->parameters();
+    std::vector<optim::ParamGroup> groups = make_param_groups(config_, params, *model_);
+    if (groups.size() == 1) return make_optimizer(config_, {shard}, *model_);
+    for (const optim::ParamGroup& g : groups) {
+      state_numbering_.insert(state_numbering_.end(), g.params.begin(), g.params.end());
+    }
+    std::vector<int64_t> numels;
+    for (const Variable& p : params) numels.push_back(p.numel());
+    int64_t numel = 0;
+    for (int64_t n : numels) numel += n;
+    const dist::ParameterServerLayout layout(world_->size(), options, numel);
+    const int64_t begin = layout.shard_offset(world_->rank());
+    dist::zero::FlatShard flat{shard, params, dist::zero::flat_layout(numels),
+                               {begin, begin + layout.shard_numel(world_->rank())}};
+    const Config c = config_;
+    return std::make_unique<dist::zero::GroupedShardOptimizer>(
+        std::vector<dist::zero::FlatShard>{flat}, groups,
+        [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); });
+  }
+
   // Collective: every rank's parameters become the servers' shards.
   void gather_parameters() {
     if (server_) {
@@ -291,6 +325,9 @@ class Asynchronous : public Strategy {
   std::optional<ServingOptimizer> serving_;
   std::optional<dist::AsyncWorker> worker_;
   int64_t iteration_ = 0, served_epoch_ = -1;
+  // How the unsplit optimizer numbers its state: the groups' parameters in order (empty: the
+  // model's order, one group).
+  std::vector<Variable> state_numbering_;
 };
 
 }  // namespace

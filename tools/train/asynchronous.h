@@ -10,8 +10,12 @@
 // time from server 0's queue (dist::SharedBatchQueue) with their pulls instead of a fixed shard
 // each, and each server serves the epoch until every worker's is over. The final JSON adds
 // "staleness" and "parameter_server" (with "batches_per_worker" under shared batches).
+// A GPT's AdamW with weight decay has two parameter groups (the Linear weights decayed, the
+// biases, LayerNorms and embeddings not): each server cuts its shard where the group changes and
+// steps each piece under its group's options (dist::zero::GroupedShardOptimizer, ZeRO's way).
 // Checkpoints (after an epoch, the servers idle): the model is the servers' shards gathered, the
-// optimizer their states in the unsplit model's format (dist/async/server_state.h), the extra
+// optimizer their states in the unsplit model's format (dist/async/server_state.h; numbered
+// as one process's optimizer over the same groups numbers them), the extra
 // tensor "async.clocks" each worker's pushes; a resume restores all three (docs/ALGORITHMS.md).
 #pragma once
 

@@ -102,32 +102,6 @@ std::vector<Refusal> make_refusals() {
        "values around them: it is for --model=gpt-*; the MLP and the ResNets see one example "
        "at a time and have no sequence to split"},
 
-      // The pipeline.
-      {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
-        {"model", {"batch-norm"}}},
-       "a zero-bubble schedule defers weight gradients to its W passes, but BatchNorm's arrive "
-       "in B, after ZeRO-2 has reduced their bucket: use --dp-strategy=ddp or zero1, or another "
-       "schedule"},
-      {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
-        {"tensor-parallel", {"on"}}},
-       "a zero-bubble schedule defers weight gradients to its W passes, but a row-parallel "
-       "Linear's bias, added after its all-reduce, gets its gradient in B, and ZeRO-2 then sees "
-       "it twice in one reduction (found by the restart tests on 8 ranks: exit 1): use "
-       "--dp-strategy=ddp or zero1, or another schedule"},
-
-      // The GPT.
-      {{{"strategy", {"pipeline"}}, {"dp-strategy", {"zero2"}}, {"pipeline-schedule", {"zb-h1", "zb-h2"}},
-        {"model", {"transformer"}}},
-       "a zero-bubble schedule defers the Linear weights' gradients to its W passes, but the "
-       "LayerNorms' and the embedding's arrive in B, where ZeRO-2 has already reduced their "
-       "bucket (dist/zero: 'received a second gradient in one backward'): use --dp-strategy=ddp "
-       "or zero1, or another schedule"},
-      {{{"weight-decay-groups", {"on"}}, {"model", {"transformer"}}, {"strategy", {"async"}}},
-       "the parameter servers step their shards of the flat parameter vector with one set of "
-       "options, so they cannot decay the GPT's Linear weights while sparing its biases, "
-       "LayerNorms and embeddings: give --weight-decay=0 (or use --strategy=ddp, zero1, zero2 "
-       "or zero3, whose shards are cut by the groups)"},
-
       // Hierarchical collectives.
       {{{"collectives", {"hierarchical"}},
         {"strategy", except(kStrategies, {"ddp", "zero1", "zero2", "zero3"})}},
