@@ -84,7 +84,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
   // parameter once, and that it is element-wise).
   inner_ = std::make_unique<zero::GroupedShardOptimizer>(
       std::vector<zero::FlatShard>{{shard_, params_, layout_, shards_[group_->rank()]}}, groups,
-      make_optimizer);
+      make_optimizer, options_.offload());
   // The outer groups hold the full parameters and the options schedulers set; step() hands
   // the options to the inner optimizer. Its state is numbered in their order.
   for (const optim::ParamGroup& g : inner_->param_groups()) Optimizer::add_param_group(g);

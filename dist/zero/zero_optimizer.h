@@ -59,6 +59,7 @@
 #include "dist/work.h"
 #include "dist/zero/flat_gradients.h"
 #include "dist/zero/grouped_shard_optimizer.h"
+#include "dist/zero/offload/offload.h"
 #include "dist/zero/partition.h"
 #include "optim/elementwise_optimizer.h"
 
@@ -79,7 +80,13 @@ class ZeroOptions {
   // widened into the f32 shard gradient. Half the bytes of the f32 reduce-scatter, as DDP's
   // fp16 communication hook (dist/ddp/comm_hooks.h); the all-gather of parameters is unchanged.
   ZeroOptions& reduce_dtype(DType d) { reduce_dtype_ = d; return *this; }
+  // Where the shard's optimizer state (Adam's moments) lives between steps: on the device (the
+  // default), in host memory or on disk, streamed through memory piece by piece at each step
+  // (ZeRO-Offload / ZeRO-Infinity; dist/zero/offload/offload.h). E.g.
+  //   ZeroOptions().stage(2).offload(Offload().optimizer(OffloadTier::kDisk).dir("/nvme"))
+  ZeroOptions& offload(const Offload& o) { offload_ = o; return *this; }
   int stage() const { return stage_; }
+  const Offload& offload() const { return offload_; }
   DType reduce_dtype() const { return reduce_dtype_; }
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   bool use_device_group() const { return use_device_group_; }
@@ -89,6 +96,7 @@ class ZeroOptions {
   double bucket_cap_mb_ = 25;
   bool use_device_group_ = true;
   DType reduce_dtype_ = kF32;
+  Offload offload_;
 };
 
 class ZeroRedundancyOptimizer : public optim::Optimizer {
