@@ -123,6 +123,7 @@ void OptimizerSwapper::step(const std::function<Tensor(size_t)>& data,
     grads[k] = grad(k);
     if (grads[k].defined()) active.push_back(k);
   }
+  const int64_t read_before = store_->bytes_read(), written_before = store_->bytes_written();
   if (active.empty()) return;
   const StateDict options = param_group_entries(*inner_);
   post_read(active[0], reads_[0]);
@@ -160,6 +161,8 @@ void OptimizerSwapper::step(const std::function<Tensor(size_t)>& data,
       out.requests.push_back(store_->write(segments_[k][i], out.buffers[i]));
     }
   }
+  last_step_read_ = store_->bytes_read() - read_before;
+  last_step_written_ = store_->bytes_written() - written_before;
   // The windows would keep the last piece's data and gradient alive.
   for (Variable& w : windows_) {
     w.set_grad(Tensor());

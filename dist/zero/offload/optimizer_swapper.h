@@ -73,6 +73,9 @@ class OptimizerSwapper {
   int64_t offloaded_bytes() const { return store_->reserved_bytes(); }
   int64_t bytes_read() const { return store_->bytes_read(); }
   int64_t bytes_written() const { return store_->bytes_written(); }
+  // The bytes the last step() read and wrote (its write-behind included).
+  int64_t last_step_read() const { return last_step_read_; }
+  int64_t last_step_written() const { return last_step_written_; }
   const OffloadStore& store() const { return *store_; }
 
  private:
@@ -95,6 +98,7 @@ class OptimizerSwapper {
   std::unique_ptr<OffloadStore> store_;
   std::vector<std::vector<Segment>> segments_;  // per piece, per state name of its group
   std::vector<int64_t> steps_;                  // per piece
+  int64_t last_step_read_ = 0, last_step_written_ = 0;
   Slot reads_[2];
   Slot writes_[2];
 };
