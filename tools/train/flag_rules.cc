@@ -53,15 +53,10 @@ void check_combinations(const Config& c) {
     }
   }
 
-  // Offload: the disk tier needs its directory; the directory and tier mean something only with it.
+  // Offload: the disk tier needs its directory.
   if (c.offload != "none" && c.offload_tier == "disk" && c.offload_dir.empty()) {
     bad("--offload=" + c.offload + " keeps the state on disk: give --offload-dir=DIR (or "
         "--offload-tier=host)");
-  }
-  for (const char* flag : {"offload-dir", "offload-tier"}) {
-    if (c.offload == "none" && c.given.count(flag) != 0) {
-      bad(std::string("--") + flag + " is for --offload=optimizer; this run has --offload=none");
-    }
   }
 
   // The optimization.

@@ -102,9 +102,10 @@ std::vector<FlagSection> data_parallel_flag_sections() {
                 "4 KiB-aligned blocks (O_DIRECT) on an I/O thread pool, or host memory (pinned "
                 "on a GPU)"),
            Flag("offload-dir", path(&Config::offload_dir, "DIR", "a directory"),
-                "the disk tier's directory: each rank's files in a subdirectory of its own, "
-                "removed at exit (a killed run's at the next start), its free space checked "
-                "before training"),
+                "the disk tier's directory (each rank may give its own, a node's local disk): "
+                "each rank's files in a subdirectory of its own, removed at exit (a killed "
+                "run's at the next start), its free space checked before training")
+               .per_rank(),
            Flag("collectives", choice(&Config::collectives, {"flat", "hierarchical"}),
                 "ddp, zero1-3: one ring over the world, or reduce-scatter inside each node, "
                 "all-reduce across nodes, all-gather inside"),
