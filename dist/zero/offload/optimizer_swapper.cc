@@ -124,6 +124,7 @@ void OptimizerSwapper::step(const std::function<Tensor(size_t)>& data,
     if (grads[k].defined()) active.push_back(k);
   }
   const int64_t read_before = store_->bytes_read(), written_before = store_->bytes_written();
+  last_step_read_ = last_step_written_ = 0;
   if (active.empty()) return;
   const StateDict options = param_group_entries(*inner_);
   post_read(active[0], reads_[0]);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "autograd/autocast.h"
@@ -275,6 +276,28 @@ TEST(ZeroOffload, ResidentBytesFallByTheStateSize) {
   EXPECT_LE(offloaded, in_memory - state_in_memory + staging + state_offloaded + 64)
       << "in memory " << in_memory << ", offloaded " << offloaded;
   EXPECT_LT(offloaded, in_memory - state_in_memory / 2);
+}
+
+// A directory that cannot be made (its path runs through a file) and a disk too small for the
+// state are errors at construction, before any step, naming the directory and the bytes.
+TEST(ZeroOffload, BadDirectoriesAreErrorsBeforeTraining) {
+  const std::string dir = scratch("errors");
+  const std::string file = dir + "/not_a_directory";
+  if (dist::world()->rank() == 0) {
+    fs::create_directories(dir);
+    std::ofstream(file) << "x";
+  }
+  dist::world()->barrier()->wait();
+  try {
+    ZeroRun run(2, kF32, disk(file + "/offload"));
+    ADD_FAILURE() << "no error for an offload directory below a file";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("GroupedShardOptimizer (offloaded): the offload directory '" +
+                                         file + "/offload' is not a directory and cannot be created"),
+              std::string::npos)
+        << e.what();
+  }
+  dist::world()->barrier()->wait();
 }
 
 }  // namespace
