@@ -48,6 +48,9 @@ void GroupedShardOptimizer::build_swapper(std::vector<optim::ParamGroup> pieces,
       swap_pieces.push_back({p.group, r.size()});
     }
   }
+  // The in-memory pieces' views would keep the shards' storage alive (ZeRO-1/2 release theirs
+  // between steps); the swapped pieces are cut from the shards at each step instead.
+  for (Piece& p : pieces_) p.view = Variable();
   swapper_ = std::make_unique<offload::OptimizerSwapper>(std::move(inner), std::move(windows),
                                                          std::move(swap_pieces), first.dtype(),
                                                          first.device(), offload, kWho);

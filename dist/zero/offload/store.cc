@@ -34,6 +34,16 @@ Tensor StagingBuffer::view(DType dtype, int64_t numel) const {
   return Tensor(base_.storage(), {numel}, {1}, offset_ / size, dtype);
 }
 
+StagingBuffer StagingBuffer::at(int64_t offset) const {
+  TS_CHECK(offset % kBlockBytes == 0 && offset >= 0 && offset <= capacity_, "StagingBuffer::at: "
+           "offset ", offset, " is not a block boundary within ", capacity_, " bytes");
+  StagingBuffer out = *this;
+  out.data_ = static_cast<char*>(data_) + offset;
+  out.offset_ += offset;
+  out.capacity_ -= offset;
+  return out;
+}
+
 Segment OffloadStore::reserve(int64_t bytes) {
   TS_CHECK(!committed_, "OffloadStore::reserve: the store was already committed");
   const Segment s{reserved_, round_up_to_block(bytes)};
@@ -75,9 +85,10 @@ IoRequest HostStore::write(const Segment& segment, const StagingBuffer& buffer) 
 
 // ---- Disk ---------------------------------------------------------------------------------------
 
-DiskStore::DiskStore(const std::string& dir, int io_threads, const char* who)
+DiskStore::DiskStore(const std::string& dir, int io_threads, const char* who,
+                     const std::string& name)
     : who_(who), directory_(dir, who), pool_(std::make_unique<IoPool>(io_threads)) {
-  file_ = (std::filesystem::path(directory_.path()) / "optimizer_state.bin").string();
+  file_ = (std::filesystem::path(directory_.path()) / (name + ".bin")).string();
   // O_DIRECT where the file system has it: the transfers then bypass the page cache, which would
   // otherwise keep the "offloaded" bytes in memory and hide the disk's real bandwidth.
   fd_ = ::open(file_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0600);
@@ -114,11 +125,12 @@ IoRequest DiskStore::write(const Segment& segment, const StagingBuffer& buffer) 
   return pool_->write(fd_, file_, buffer.data(), segment.bytes, segment.offset);
 }
 
-std::unique_ptr<OffloadStore> make_store(const Offload& options, OffloadTier tier, const char* who) {
+std::unique_ptr<OffloadStore> make_store(const Offload& options, OffloadTier tier, const char* who,
+                                         const std::string& name) {
   options.validate(who);
   switch (tier) {
     case OffloadTier::kHost: return std::make_unique<HostStore>();
-    case OffloadTier::kDisk: return std::make_unique<DiskStore>(options.dir(), options.io_threads(), who);
+    case OffloadTier::kDisk: return std::make_unique<DiskStore>(options.dir(), options.io_threads(), who, name);
     case OffloadTier::kDevice: break;
   }
   TS_FAIL(who, ": the device tier has no store (nothing is offloaded)");

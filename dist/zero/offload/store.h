@@ -44,6 +44,9 @@ class StagingBuffer {
   StagingBuffer() = default;
   StagingBuffer(int64_t capacity, bool pinned);
   Tensor view(DType dtype, int64_t numel) const;
+  // The same memory from `offset` bytes on (a multiple of kBlockBytes): a piece's place in a
+  // buffer read or written piece by piece.
+  StagingBuffer at(int64_t offset) const;
   void* data() const { return data_; }
   int64_t capacity() const { return capacity_; }
 
@@ -92,8 +95,9 @@ class HostStore : public OffloadStore {
 
 class DiskStore : public OffloadStore {
  public:
-  // `dir`: the offload directory (this store's files go in a JobDirectory inside it).
-  DiskStore(const std::string& dir, int io_threads, const char* who);
+  // `dir`: the offload directory (this store's file, NAME.bin, goes in a JobDirectory inside it).
+  DiskStore(const std::string& dir, int io_threads, const char* who,
+            const std::string& name = "optimizer_state");
   ~DiskStore() override;
   OffloadTier tier() const override { return OffloadTier::kDisk; }
   // Checks statvfs's free bytes against reserved_bytes(), then allocates the file whole
@@ -116,8 +120,10 @@ class DiskStore : public OffloadStore {
   std::unique_ptr<IoPool> pool_;  // joined before the file is closed and its directory removed
 };
 
-// The store of a tier below the device: host or disk (`who` names the caller in errors).
-std::unique_ptr<OffloadStore> make_store(const Offload& options, OffloadTier tier, const char* who);
+// The store of a tier below the device: host or disk (`who` names the caller in errors, `name`
+// the disk tier's file).
+std::unique_ptr<OffloadStore> make_store(const Offload& options, OffloadTier tier, const char* who,
+                                         const std::string& name = "optimizer_state");
 
 }  // namespace offload
 }  // namespace dist
