@@ -164,11 +164,13 @@ void OptimizerSwapper::step(const std::function<Tensor(size_t)>& data,
   }
   last_step_read_ = store_->bytes_read() - read_before;
   last_step_written_ = store_->bytes_written() - written_before;
-  // The windows would keep the last piece's data and gradient alive.
+  // Nothing stays in memory between steps: the windows would keep the last piece's data and
+  // gradient alive, the inner optimizer its state.
   for (Variable& w : windows_) {
     w.set_grad(Tensor());
     w.set_data(zeros({1}, TensorOptions(dtype_).device(device_)));
   }
+  inner_->load_state_dict(options);
 }
 
 Tensor OptimizerSwapper::read_state(size_t k, const std::string& name) {

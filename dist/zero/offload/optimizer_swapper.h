@@ -13,6 +13,7 @@
 // the read of piece k+1 is posted before piece k steps, and piece k's write-back is posted after
 // it, waited only when its slot comes round again (or before the next step reads the state):
 // the resident state is a few pieces, not the shard, and the transfers run behind the compute.
+// Between steps none of it is resident (the inner optimizer's state_bytes() is 0).
 //
 // Stepping a piece is the ordinary optimizer's own step on it: the inner optimizer (made by the
 // caller's factory, one window Variable per parameter group) is handed the piece's data and
