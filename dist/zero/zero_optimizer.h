@@ -179,6 +179,9 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // Loads this rank's shard of master values (a sharded checkpoint): the shard becomes the
   // master of f16/bf16 parameters, so the next step() does not overwrite it with their rounding.
   void load_master_shard(const Tensor& values);
+  // Offloaded with f16/bf16 parameters: the store of their masters (read and written once a
+  // step); null otherwise.
+  const offload::SwappedVector* offloaded_master() const { return master_store_.get(); }
 
  private:
   struct Bucket {

@@ -15,8 +15,10 @@ dist::Offload offload_of(const Config& c) {
 
 void report_offload(json::Object& summary, const optim::Optimizer& optimizer) {
   const dist::offload::OptimizerSwapper* swapper = nullptr;
+  const dist::offload::SwappedVector* master = nullptr;
   if (const auto* zero = dynamic_cast<const dist::ZeroRedundancyOptimizer*>(&optimizer)) {
     swapper = zero->inner().swapper();
+    master = zero->offloaded_master();
   } else if (const auto* grouped = dynamic_cast<const dist::zero::GroupedShardOptimizer*>(&optimizer)) {
     swapper = grouped->swapper();
   }
@@ -30,6 +32,8 @@ void report_offload(json::Object& summary, const optim::Optimizer& optimizer) {
   o.add("step_written_bytes", swapper->last_step_written());
   o.add("total_read_bytes", swapper->bytes_read());
   o.add("total_written_bytes", swapper->bytes_written());
+  // ZeRO-1/2's f32 masters of f16/bf16 parameters: read before each step, written after it.
+  if (master != nullptr) o.add("master_bytes", master->store().reserved_bytes());
   summary.add_raw("offload", o.str());
 }
 

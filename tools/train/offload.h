@@ -18,8 +18,8 @@ namespace train {
 dist::Offload offload_of(const Config& c);
 
 // Adds "offload" to the run's summary when `optimizer` (a ZeroRedundancyOptimizer or a
-// zero::GroupedShardOptimizer) keeps its state offloaded: the tier, the bytes offloaded, and the
-// bytes read and written by the last step (this rank's).
+// zero::GroupedShardOptimizer) keeps its state offloaded: the tier, the bytes offloaded, the
+// bytes read and written by the last step (this rank's), and ZeRO-1/2's offloaded masters.
 void report_offload(json::Object& summary, const optim::Optimizer& optimizer);
 
 }  // namespace train
