@@ -3,10 +3,11 @@
 // piece is stepped (ZeRO-Infinity's overlap of NVMe transfers with compute).
 //
 // Why threads and not io_uring: on this machine (ext4 on a virtual disk, O_DIRECT, 4 MiB blocks,
-// 1 GiB) a 4-thread pread/pwrite pool and io_uring at queue depth 8 (Debian's liburing 2.3)
-// measured the same bandwidth within the run-to-run noise (writes 0.6-1.0 GB/s for both, reads
-// 1.4-1.8 GB/s for both): large blocks make the per-request cost that io_uring saves negligible,
-// and the pool needs no library and runs on any kernel.
+// 1 GiB written then read, three runs each) Debian's liburing 2.3 at queue depth 8 and this pool
+// measured the same bandwidth within the run-to-run noise of a shared machine: io_uring writes
+// 0.86-1.24 GB/s, reads 1.40-1.74 GB/s; 4 threads 0.61-1.01 and 1.47-1.79; 1 thread 0.94-1.11
+// and 1.55-2.37. Large blocks make the per-request cost io_uring saves negligible, and the pool
+// needs no library and runs on any kernel.
 //
 // Each request is a whole transfer (retried until every byte moved); its IoRequest's wait()
 // rethrows on the caller's thread an error raised on the I/O thread, naming the file, offset and
