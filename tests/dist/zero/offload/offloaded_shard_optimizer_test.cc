@@ -227,6 +227,57 @@ TEST(OffloadedShardOptimizer, ResidentBytesFallByTheStateSize) {
   EXPECT_LT(offloaded, in_memory - mem_state + 80 * 1024);
 }
 
+// The schedule of a step, seen from inside the inner optimizer: when piece a (of 4, each two
+// state tensors of 4 KiB) is updated, the read of piece a + 1 has already been posted
+// (prefetch), and the writes of pieces 0 .. a-1 have been posted but not waited for
+// (write-behind: the step goes on while they run).
+struct StepLog {
+  const offload::OptimizerSwapper* swapper = nullptr;
+  std::vector<std::pair<int64_t, int64_t>> posted;  // (bytes read, written) at each update
+};
+StepLog step_log;
+
+class RecordingAdam : public optim::Adam {
+ public:
+  RecordingAdam(std::vector<optim::ParamGroup> groups, const optim::AdamOptions& defaults)
+      : Adam(std::move(groups), defaults) {}
+
+ protected:
+  void update_group(const optim::OptimizerOptions& options, std::vector<PendingUpdate>& updates) override {
+    if (step_log.swapper != nullptr && !updates.empty()) {
+      step_log.posted.emplace_back(step_log.swapper->bytes_read(), step_log.swapper->bytes_written());
+    }
+    Adam::update_group(options, updates);
+  }
+};
+
+TEST(OffloadedShardOptimizer, PrefetchesTheNextPieceAndWritesBehind) {
+  Variable p(randn({4096}, kF32), true);
+  p.set_name("w");
+  FlatShard f;
+  f.params = {p};
+  f.layout = flat_layout({4096});
+  f.range = {0, 4096};
+  f.shard = Variable(p.data().clone(), true);
+  GroupedShardOptimizer opt({f}, {optim::ParamGroup({p})},
+                            grouped_factory<RecordingAdam>(optim::AdamOptions(1e-3)),
+                            disk(scratch("schedule")));
+  ASSERT_EQ(opt.swapper()->pieces().size(), 4u);
+  step_log.swapper = opt.swapper();
+  f.shard.set_grad(ones({4096}, kF32));
+  opt.step();  // the first step reads nothing (no state yet) and writes every piece
+  const int64_t read0 = opt.swapper()->bytes_read(), written0 = opt.swapper()->bytes_written();
+  EXPECT_EQ(written0, 4 * 8192);
+  step_log.posted.clear();
+  opt.step();
+  step_log.swapper = nullptr;
+  ASSERT_EQ(step_log.posted.size(), 4u);
+  for (int64_t a = 0; a < 4; ++a) {
+    EXPECT_EQ(step_log.posted[a].first - read0, std::min<int64_t>(a + 2, 4) * 8192) << "piece " << a;
+    EXPECT_EQ(step_log.posted[a].second - written0, a * 8192) << "piece " << a;
+  }
+}
+
 }  // namespace
 }  // namespace zero
 }  // namespace dist
