@@ -3,14 +3,16 @@
 //
 //   tier      where the state lives between steps        how the step reaches it
 //   device    the parameters' device (no offload)         in place
-//   host      host memory (pinned on a CUDA build)        copied in piece by piece, stepped,
+//   host      host memory (page-locked for a GPU)         copied in piece by piece, stepped,
 //                                                         copied back
 //   disk      files under dir(), one per rank, in         read piece by piece in large aligned
 //             large aligned blocks                        blocks on an I/O thread pool, the
 //                                                         next piece read while this one steps,
 //                                                         written back behind the step
 //
-// This phase offloads the optimizer state (Adam's exp_avg and exp_avg_sq, SGD's momentum):
+// The step runs where the parameters are and the state's pieces are brought to it (ZeRO-
+// Infinity's way); ZeRO-Offload's other choice, Adam stepped on the CPU beside the host-resident
+// state, is not built. This phase offloads the optimizer state (Adam's exp_avg and exp_avg_sq, SGD's momentum):
 //   dist::ZeroOptions().offload(dist::Offload().optimizer(dist::OffloadTier::kDisk).dir("/nvme"))
 // or the same Offload given to zero::GroupedShardOptimizer over a ZeRO-3 model's flat shards.
 // The names follow DeepSpeed's offload_optimizer {device: cpu | nvme, nvme_path} and PyTorch

@@ -59,7 +59,7 @@ OptimizerSwapper::OptimizerSwapper(std::unique_ptr<optim::Optimizer> inner,
     largest = std::max(largest, p.numel);
     most_names = std::max(most_names, names_[p.group].size());
   }
-  store_ = make_store(options, options.optimizer(), who);
+  store_ = make_store(options, options.optimizer(), who, "optimizer_state", device_.is_cuda());
   const int64_t element = static_cast<int64_t>(element_size(dtype_));
   for (const SwapPiece& p : pieces_) {
     std::vector<Segment> segments;

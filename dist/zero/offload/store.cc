@@ -65,6 +65,7 @@ void OffloadStore::check_transfer(const Segment& segment, const StagingBuffer& b
 
 void HostStore::commit() {
   memory_ = empty({reserved_}, TensorOptions(kU8));
+  if (pinned_) memory_ = memory_.pin_memory();
   committed_ = true;
 }
 
@@ -126,10 +127,10 @@ IoRequest DiskStore::write(const Segment& segment, const StagingBuffer& buffer) 
 }
 
 std::unique_ptr<OffloadStore> make_store(const Offload& options, OffloadTier tier, const char* who,
-                                         const std::string& name) {
+                                         const std::string& name, bool pinned) {
   options.validate(who);
   switch (tier) {
-    case OffloadTier::kHost: return std::make_unique<HostStore>();
+    case OffloadTier::kHost: return std::make_unique<HostStore>(pinned);
     case OffloadTier::kDisk: return std::make_unique<DiskStore>(options.dir(), options.io_threads(), who, name);
     case OffloadTier::kDevice: break;
   }

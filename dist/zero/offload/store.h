@@ -6,8 +6,7 @@
 //   [seg 0][seg 1][seg 2] ...          space checked    read(seg, staging)  -> IoRequest
 //   (4 KiB aligned, whole blocks)      and allocated    write(seg, staging) -> IoRequest
 //
-// HostStore keeps the segments in host memory (page-locked when the staging is, on a CUDA
-// build), DiskStore in one file per rank under the offload directory (dist/zero/offload/
+// HostStore keeps the segments in host memory (page-locked for a GPU's state, on a CUDA build), DiskStore in one file per rank under the offload directory (dist/zero/offload/
 // job_directory.h), read and written with O_DIRECT where the file system allows it, so the
 // bytes really cross the disk rather than the page cache. Both count the bytes they move.
 #pragma once
@@ -84,12 +83,15 @@ class OffloadStore {
 
 class HostStore : public OffloadStore {
  public:
+  // `pinned`: page-locked memory (the state of a GPU, on a CUDA build).
+  explicit HostStore(bool pinned = false) : pinned_(pinned) {}
   OffloadTier tier() const override { return OffloadTier::kHost; }
   void commit() override;
   IoRequest read(const Segment& segment, const StagingBuffer& buffer) override;
   IoRequest write(const Segment& segment, const StagingBuffer& buffer) override;
 
  private:
+  bool pinned_;
   Tensor memory_;  // u8, reserved_bytes()
 };
 
@@ -121,9 +123,10 @@ class DiskStore : public OffloadStore {
 };
 
 // The store of a tier below the device: host or disk (`who` names the caller in errors, `name`
-// the disk tier's file).
+// the disk tier's file, `pinned` the host tier's page-locked memory for a GPU's state).
 std::unique_ptr<OffloadStore> make_store(const Offload& options, OffloadTier tier, const char* who,
-                                         const std::string& name = "optimizer_state");
+                                         const std::string& name = "optimizer_state",
+                                         bool pinned = false);
 
 }  // namespace offload
 }  // namespace dist

@@ -11,7 +11,7 @@ namespace offload {
 SwappedVector::SwappedVector(int64_t numel, DType dtype, Device device, const Offload& options,
                              const char* who)
     : numel_(numel), dtype_(dtype), device_(device), piece_numel_(options.piece_numel()) {
-  store_ = make_store(options, options.optimizer(), who, "master_shard");
+  store_ = make_store(options, options.optimizer(), who, "master_shard", device_.is_cuda());
   const int64_t element = static_cast<int64_t>(element_size(dtype_));
   for (int64_t at = 0; at < numel_; at += piece_numel_) {
     segments_.push_back(store_->reserve(std::min(piece_numel_, numel_ - at) * element));
