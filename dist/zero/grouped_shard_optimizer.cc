@@ -5,6 +5,7 @@
 #include <string>
 
 #include "autograd/grad_mode.h"
+#include "dist/zero/offload/optimizer_swapper.h"
 #include "optim/elementwise_optimizer.h"
 #include "optim/state_keys.h"
 #include "tensor/ops.h"
@@ -32,9 +33,20 @@ std::map<const VariableImpl*, size_t> group_of_parameters(const std::vector<opti
 
 }  // namespace
 
+void check_inner_optimizer(const optim::Optimizer* inner, size_t groups) {
+  TS_CHECK(inner != nullptr, kWho, ": the factory returned no optimizer");
+  TS_CHECK(dynamic_cast<const optim::ElementwiseOptimizer*>(inner) != nullptr, kWho,
+           ": the inner optimizer must update each element on its own (SGD, Adam, AdamW: an "
+           "optim::ElementwiseOptimizer); stepping pieces of a shard is exact only then");
+  TS_CHECK(inner->param_groups().size() == groups, kWho, ": the factory made an optimizer "
+           "of ", inner->param_groups().size(), " groups from ", groups,
+           "; it must keep the groups it is given");
+}
+
 GroupedShardOptimizer::GroupedShardOptimizer(std::vector<FlatShard> shards,
                                              const std::vector<optim::ParamGroup>& groups,
-                                             const GroupedOptimizerFactory& make_optimizer)
+                                             const GroupedOptimizerFactory& make_optimizer,
+                                             const Offload& offload)
     : optim::Optimizer(nullptr), shards_(std::move(shards)) {
   TS_CHECK(!shards_.empty(), kWho, ": no shards");
   TS_CHECK(!groups.empty(), kWho, ": no parameter groups");
@@ -91,20 +103,28 @@ GroupedShardOptimizer::GroupedShardOptimizer(std::vector<FlatShard> shards,
     inner_groups.emplace_back(std::move(views),
                               groups[g].options ? groups[g].options->clone() : nullptr);
   }
-  inner_ = make_optimizer(std::move(inner_groups));
-  TS_CHECK(inner_ != nullptr, kWho, ": the factory returned no optimizer");
-  TS_CHECK(dynamic_cast<optim::ElementwiseOptimizer*>(inner_.get()) != nullptr, kWho,
-           ": the inner optimizer must update each element on its own (SGD, Adam, AdamW: an "
-           "optim::ElementwiseOptimizer); stepping pieces of a shard is exact only then");
-  TS_CHECK(inner_->param_groups().size() == groups.size(), kWho, ": the factory made an optimizer "
-           "of ", inner_->param_groups().size(), " groups from ", groups.size(),
-           "; it must keep the groups it is given");
+  if (offload.any()) {
+    build_swapper(std::move(inner_groups), make_optimizer, offload);
+  } else {
+    inner_ = make_optimizer(std::move(inner_groups));
+    check_inner_optimizer(inner_.get(), groups.size());
+  }
   // The outer groups: the given parameters, with the options as the inner optimizer completed
   // them (a group without options takes its defaults).
   for (size_t g = 0; g < groups.size(); ++g) {
     Optimizer::add_param_group(
-        optim::ParamGroup(groups[g].params, inner_->param_groups()[g].options->clone()));
+        optim::ParamGroup(groups[g].params, inner().param_groups()[g].options->clone()));
   }
+}
+
+GroupedShardOptimizer::~GroupedShardOptimizer() = default;
+
+const optim::Optimizer& GroupedShardOptimizer::inner() const {
+  return swapper_ ? swapper_->inner() : *inner_;
+}
+
+optim::Optimizer& GroupedShardOptimizer::stepper() {
+  return swapper_ ? swapper_->inner() : *inner_;
 }
 
 void GroupedShardOptimizer::add_param_group(optim::ParamGroup) {
@@ -135,8 +155,9 @@ void GroupedShardOptimizer::step() {
   NoGradGuard no_grad;
   // Options a schedule changed since the last step.
   for (size_t g = 0; g < param_groups().size(); ++g) {
-    inner_->param_groups()[g].options = param_groups()[g].options->clone();
+    stepper().param_groups()[g].options = param_groups()[g].options->clone();
   }
+  if (swapper_) return step_offloaded();
   attach_pieces();
   inner_->step();
   // The shards keep their gradients; the views would keep a released one alive.
@@ -144,6 +165,7 @@ void GroupedShardOptimizer::step() {
 }
 
 StateDict GroupedShardOptimizer::state_dict() const {
+  if (swapper_) return offloaded_state_dict();
   StateDict out;
   save_param_groups(out);
   const StateDict inner = inner_->state_dict();
@@ -190,6 +212,7 @@ void GroupedShardOptimizer::check_state_key(const std::string& key) const {
 }
 
 void GroupedShardOptimizer::load_state_dict(const StateDict& state) {
+  if (swapper_) return load_offloaded_state_dict(state);
   StateDict local;
   for (const auto& [key, t] : state) {
     check_state_key(key);

@@ -27,7 +27,10 @@
 // shards' (a piece's gradient is a view of its shard's, set for the step only), and state_dict()
 // holds, per shard s, "state.s.NAME" over the shard's elements, as an optimizer over the shards
 // would (ZeroRedundancyOptimizer and zero::gather_optimizer_state turn it into the unsplit
-// model's format). Its param_groups() are the given groups, over the original parameters, with
+// model's format). Offloaded (an Offload whose optimizer tier is host or disk), the pieces are cut
+// further into pieces of at most Offload::piece_numel() elements whose state lives in the store
+// and is streamed through memory at each step (dist/zero/offload/optimizer_swapper.h); the state
+// dict has the same form, read back from the store. Its param_groups() are the given groups, over the original parameters, with
 // their options (what LR schedules change and checkpoints save); parameters() is therefore the
 // order in which an unsharded optimizer over the same groups numbers its state.
 #pragma once
@@ -37,8 +40,17 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "dist/zero/offload/offload.h"
 #include "dist/zero/partition.h"
 #include "optim/optimizer.h"
+
+namespace tessera {
+namespace dist {
+namespace offload {
+class OptimizerSwapper;
+}  // namespace offload
+}  // namespace dist
+}  // namespace tessera
 
 namespace tessera {
 namespace dist {
@@ -59,6 +71,10 @@ struct FlatShard {
 using GroupedOptimizerFactory =
     std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup> groups)>;
 
+// Throws unless `inner` (what a factory made of `groups` groups) is an element-wise optimizer
+// that kept them: stepping pieces of a shard is exact only then.
+void check_inner_optimizer(const optim::Optimizer* inner, size_t groups);
+
 template <typename Opt, typename Options>
 GroupedOptimizerFactory grouped_factory(const Options& defaults) {
   return [defaults](std::vector<optim::ParamGroup> groups) {
@@ -71,8 +87,11 @@ class GroupedShardOptimizer : public optim::Optimizer {
   // `groups` over the parameters of `shards` (each in exactly one group), their options
   // possibly null (the inner optimizer's defaults). Throws naming a parameter in two groups or
   // in none, and an inner optimizer that is not element-wise or changed the groups.
+  // `offload`: where the state lives between steps (the device, by default).
   GroupedShardOptimizer(std::vector<FlatShard> shards, const std::vector<optim::ParamGroup>& groups,
-                        const GroupedOptimizerFactory& make_optimizer);
+                        const GroupedOptimizerFactory& make_optimizer,
+                        const Offload& offload = Offload());
+  ~GroupedShardOptimizer() override;
 
   // Steps every piece whose shard has a gradient, with its group's current options.
   void step() override;
@@ -81,14 +100,18 @@ class GroupedShardOptimizer : public optim::Optimizer {
   // options as "param_groups.G.NAME".
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
-  int64_t state_bytes() const override { return inner_->state_bytes(); }
+  // The state held in memory (offloaded: the pieces in flight, not the shard).
+  int64_t state_bytes() const override { return inner().state_bytes(); }
   // The pieces are fixed by the shards: further groups are an error.
   void add_param_group(optim::ParamGroup group) override;
   std::vector<Variable> gradient_variables() const override;
 
   const std::vector<FlatShard>& shards() const { return shards_; }
-  // The optimizer over the pieces (its parameter k is the k-th piece in group order).
-  const optim::Optimizer& inner() const { return *inner_; }
+  // The optimizer over the pieces (its parameter k is the k-th piece in group order; offloaded,
+  // over one window per group).
+  const optim::Optimizer& inner() const;
+  // The offloaded state's store and traffic; null when the state stays on the device.
+  const offload::OptimizerSwapper* swapper() const { return swapper_.get(); }
 
  private:
   struct Piece {
@@ -101,10 +124,24 @@ class GroupedShardOptimizer : public optim::Optimizer {
   // has none).
   void attach_pieces();
   void check_state_key(const std::string& key) const;
+  optim::Optimizer& stepper();
+  // Offloaded: the swapper over pieces of at most piece_numel elements, and its step and state.
+  void build_swapper(std::vector<optim::ParamGroup> windows,
+                     const GroupedOptimizerFactory& make_optimizer, const Offload& offload);
+  void step_offloaded();
+  StateDict offloaded_state_dict() const;
+  void load_offloaded_state_dict(const StateDict& state);
 
   std::vector<FlatShard> shards_;
   std::vector<Piece> pieces_;  // in the inner optimizer's order: by group, then flat order
-  std::unique_ptr<optim::Optimizer> inner_;
+  std::unique_ptr<optim::Optimizer> inner_;  // null when offloaded
+  // Offloaded: the swapped pieces (each within one piece of pieces_) and their swapper.
+  struct SwappedPiece {
+    size_t piece;
+    Range range;  // within the piece's shard
+  };
+  std::vector<SwappedPiece> swapped_;
+  std::unique_ptr<offload::OptimizerSwapper> swapper_;
 };
 
 }  // namespace zero

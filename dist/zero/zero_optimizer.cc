@@ -84,7 +84,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
   // parameter once, and that it is element-wise).
   inner_ = std::make_unique<zero::GroupedShardOptimizer>(
       std::vector<zero::FlatShard>{{shard_, params_, layout_, shards_[group_->rank()]}}, groups,
-      make_optimizer);
+      make_optimizer, options_.offload());
   // The outer groups hold the full parameters and the options schedulers set; step() hands
   // the options to the inner optimizer. Its state is numbered in their order.
   for (const optim::ParamGroup& g : inner_->param_groups()) Optimizer::add_param_group(g);
@@ -93,6 +93,17 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Variable> params,
     state_index_.push_back(std::find_if(numbered.begin(), numbered.end(),
                                         [&](const Variable& q) { return q.is_same(p); }) -
                            numbered.begin());
+  }
+
+  if (options_.offload().any()) {
+    release_shard_ = true;
+    const bool has_master = std::any_of(params_.begin(), params_.end(),
+                                        [](const Variable& p) { return is_half(p.dtype()); });
+    if (has_master) {
+      master_store_ = std::make_unique<offload::SwappedVector>(
+          shard_numel(), flat_dtype_, device_, options_.offload(), "ZeroRedundancyOptimizer (offloaded)");
+    }
+    send_out_shard();  // nothing to keep yet: the first step refreshes it from the parameters
   }
 
   if (options_.stage() == 2) {
@@ -176,17 +187,42 @@ void ZeroRedundancyOptimizer::refresh_shard_from_params() {
 }
 
 Tensor ZeroRedundancyOptimizer::master_shard() const {
-  Tensor out = shard_.data().clone();
+  Tensor out;
+  if (!release_shard_) {
+    out = shard_.data().clone();
+  } else if (master_store_ && shard_is_master_) {
+    out = master_store_->read();
+  } else {
+    out = empty({shard_numel()}, flat_options());
+  }
   copy_params_into(out, shard_is_master_);
   return out;
+}
+
+void ZeroRedundancyOptimizer::bring_in_shard() {
+  if (!release_shard_) return;
+  shard_.set_data(master_store_ && shard_is_master_ ? master_store_->read()
+                                                    : empty({shard_numel()}, flat_options()));
+}
+
+void ZeroRedundancyOptimizer::send_out_shard() {
+  if (!release_shard_) return;
+  if (master_store_ && shard_is_master_) master_store_->write(shard_.data());
+  // One element standing for the shard's shape (its gradient, reduced during backward, is
+  // checked against it): the values are elsewhere until the next step brings them in.
+  shard_.set_data(zeros({1}, flat_options()).expand({shard_numel()}));
 }
 
 void ZeroRedundancyOptimizer::load_master_shard(const Tensor& values) {
   TS_CHECK(values.numel() == shard_numel(), "ZeroRedundancyOptimizer::load_master_shard: got ",
            values.numel(), " values for a shard of ", shard_numel());
   NoGradGuard no_grad;
-  Tensor(shard_.data()).copy_(values.reshape({-1}));
   shard_is_master_ = true;
+  if (release_shard_) {
+    if (master_store_) master_store_->write(values);  // f32 and f64 shards come from the parameters
+    return;
+  }
+  Tensor(shard_.data()).copy_(values.reshape({-1}));
 }
 
 void ZeroRedundancyOptimizer::sync_inner_options() {
@@ -198,6 +234,7 @@ void ZeroRedundancyOptimizer::sync_inner_options() {
 void ZeroRedundancyOptimizer::step() {
   NoGradGuard no_grad;
   TS_CHECK(!end_of_backward_.in_backward(), "ZeroRedundancyOptimizer::step: called while a backward is running");
+  bring_in_shard();
   refresh_shard_from_params();
   // 1. This rank's shard of the averaged gradient (stage 2 reduced it during backward).
   if (options_.stage() == 1 && !shard_grad_reduced_) reduce_scatter_grads();
@@ -211,6 +248,7 @@ void ZeroRedundancyOptimizer::step() {
   Tensor flat = empty({layout_.total}, flat_options());
   comm_->all_gather(shard_.data(), flat, zero::sizes(shards_))->wait();
   scatter_into_params(flat);
+  send_out_shard();
 }
 
 void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
@@ -261,7 +299,8 @@ double ZeroRedundancyOptimizer::clip_grad_norm(double max_norm, const std::vecto
 int64_t ZeroRedundancyOptimizer::state_bytes() const {
   // The inner optimizer's state for the shard, and the shard itself: the master weights this
   // rank steps (for f32 parameters a copy of its part of them).
-  return inner_->state_bytes() + static_cast<int64_t>(shard_.data().nbytes());
+  // Offloaded, the shard is in memory only during step().
+  return inner_->state_bytes() + (release_shard_ ? 0 : static_cast<int64_t>(shard_.data().nbytes()));
 }
 
 }  // namespace dist

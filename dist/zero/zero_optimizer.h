@@ -44,6 +44,12 @@
 // the unsharded optimizer over the same groups, and its state is numbered as that optimizer
 // numbers it: parameters in the groups' order, not the flat vector's.
 //
+// Offload (ZeroOptions::offload, dist/zero/offload/): the inner optimizer's state (Adam's moments)
+// lives in host memory or on disk and is streamed through memory piece by piece at each step;
+// the f32 shard is released between steps, brought back for the step (refreshed from the
+// parameters, the masters of f16/bf16 parameters read back from the store) and written out
+// after it, so between steps a rank holds neither its share of the state nor its master shard.
+//
 // The constructor checks that every rank holds the same parameter shapes and takes rank 0's
 // values (as DDP does). state_dict() is collective: it gathers the state into the inner
 // optimizer's per-parameter format, so a ZeRO checkpoint loads into a plain optimizer and back,
@@ -59,6 +65,8 @@
 #include "dist/work.h"
 #include "dist/zero/flat_gradients.h"
 #include "dist/zero/grouped_shard_optimizer.h"
+#include "dist/zero/offload/offload.h"
+#include "dist/zero/offload/swapped_vector.h"
 #include "dist/zero/partition.h"
 #include "optim/elementwise_optimizer.h"
 
@@ -79,7 +87,13 @@ class ZeroOptions {
   // widened into the f32 shard gradient. Half the bytes of the f32 reduce-scatter, as DDP's
   // fp16 communication hook (dist/ddp/comm_hooks.h); the all-gather of parameters is unchanged.
   ZeroOptions& reduce_dtype(DType d) { reduce_dtype_ = d; return *this; }
+  // Where the shard's optimizer state (Adam's moments) lives between steps: on the device (the
+  // default), in host memory or on disk, streamed through memory piece by piece at each step
+  // (ZeRO-Offload / ZeRO-Infinity; dist/zero/offload/offload.h). E.g.
+  //   ZeroOptions().stage(2).offload(Offload().optimizer(OffloadTier::kDisk).dir("/nvme"))
+  ZeroOptions& offload(const Offload& o) { offload_ = o; return *this; }
   int stage() const { return stage_; }
+  const Offload& offload() const { return offload_; }
   DType reduce_dtype() const { return reduce_dtype_; }
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   bool use_device_group() const { return use_device_group_; }
@@ -89,6 +103,7 @@ class ZeroOptions {
   double bucket_cap_mb_ = 25;
   bool use_device_group_ = true;
   DType reduce_dtype_ = kF32;
+  Offload offload_;
 };
 
 class ZeroRedundancyOptimizer : public optim::Optimizer {
@@ -164,6 +179,9 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // Loads this rank's shard of master values (a sharded checkpoint): the shard becomes the
   // master of f16/bf16 parameters, so the next step() does not overwrite it with their rounding.
   void load_master_shard(const Tensor& values);
+  // Offloaded with f16/bf16 parameters: the store of their masters (read and written once a
+  // step); null otherwise.
+  const offload::SwappedVector* offloaded_master() const { return master_store_.get(); }
 
  private:
   struct Bucket {
@@ -188,6 +206,9 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   void refresh_shard_from_params();
   void copy_params_into(Tensor& shard, bool skip_masters) const;
   void accumulate_shard_grad(const zero::Range& part, const Tensor& grad);
+  // Offloaded: the shard back in memory for a step (masters from the store), and out again.
+  void bring_in_shard();
+  void send_out_shard();
   // Starts the reduce-scatter of `flat` (this rank's f32 gradients) into `out` (f32), in
   // options_.reduce_dtype(); the Work's completion leaves the average in `out`.
   std::shared_ptr<Work> launch_reduce_scatter(const Tensor& flat, const Tensor& out,
@@ -218,6 +239,10 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // loaded with the state), it is refreshed from the parameters like an f32 shard, so parameters
   // loaded after construction (a checkpoint without optimizer state) are not overwritten.
   bool shard_is_master_ = false;
+  // Offloaded: the shard is released between steps; the masters of f16/bf16 parameters are kept
+  // in master_store_ (null when every parameter is f32 or f64: the parameters refresh it).
+  bool release_shard_ = false;
+  std::unique_ptr<offload::SwappedVector> master_store_;
   // Queued by a backward's first gradient: finish_backward.
   zero::EndOfBackward end_of_backward_{[this] { finish_backward(); }};
 };

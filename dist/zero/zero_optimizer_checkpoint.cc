@@ -43,7 +43,8 @@ StateDict ZeroRedundancyOptimizer::state_dict() const {
                                       [](const Variable& p) { return is_half(p.dtype()); });
   if (has_master) {
     master = empty({layout_.total}, TensorOptions(kF32).device(device_));
-    group_->all_gather(shard_.data(), master, counts)->wait();
+    // Offloaded, the shard is not in memory between steps: its master values are.
+    group_->all_gather(release_shard_ ? master_shard() : shard_.data(), master, counts)->wait();
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     const std::string prefix = optim::state_key_prefix(state_index_[i]);

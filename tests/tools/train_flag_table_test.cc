@@ -82,6 +82,9 @@ const Example kExamples[] = {
     {"powersgd-start-iter", "5", "--strategy=ddp --compression=powersgd:2"},
     {"zero3-wrap", "layer", "--strategy=zero3"},
     {"zero3-prefetch", "false", "--strategy=zero3"},
+    {"offload", "optimizer", "--strategy=zero2 --offload-dir=/tmp/o"},
+    {"offload-tier", "host", "--strategy=zero2"},
+    {"offload-dir", "/tmp/o", "--strategy=zero2 --offload=optimizer --offload-tier=host"},
     {"collectives", "hierarchical", "--strategy=ddp"},
     {"ranks-per-node", "2", "--strategy=ddp --collectives=hierarchical"},
     {"inter-node-latency-us", "5", "--strategy=ddp --collectives=hierarchical"},
@@ -171,13 +174,13 @@ TEST(FlagTable, SettingsThatMustAgreeAreThoseOfEveryRankWideFlag) {
       "outer-lr", "outer-momentum", "powersgd-start-iter", "net-latency-us",
       "net-bandwidth-gbps", "zero3-wrap", "zero3-prefetch", "tensor-parallel", "tp-head",
       "sequence-parallel", "num-classes", "context-parallel", "context-parallel-algorithm",
-      "n-layer", "n-head", "n-embd"};
+      "n-layer", "n-head", "n-embd", "offload", "offload-tier"};
   std::set<std::string> keys;
   for (const auto& [key, value] : settings_that_must_agree(read(""))) {
     EXPECT_TRUE(keys.insert(key).second) << "twice: " << key;
   }
   EXPECT_EQ(keys, expected);
-  for (const char* per_rank : {"threads", "metrics", "data-dir", "collective-timeout"}) {
+  for (const char* per_rank : {"threads", "metrics", "data-dir", "collective-timeout", "offload-dir"}) {
     EXPECT_FALSE(find_flag(per_rank)->must_agree) << per_rank;
   }
 }

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "tests/tools/train_runner.h"
@@ -109,6 +111,37 @@ TEST(TrainMemory, EveryRanksModelStatesAreInTheJson) {
   // (Adam's two moments and the shard's f32 flat copy the optimizer steps, as the prediction
   // above counts it), each shard padded by at most a few elements.
   EXPECT_NEAR(total, 16 * 203530, 64) << z;
+}
+
+// --offload=optimizer: the Adam moments (and ZeRO-1/2's f32 shard) are on disk between steps,
+// so the optimizer state measured after a backward is 0, as predicted; "offload" reports the
+// bytes in the store (Adam in f32: 8 bytes per element of this rank's shard, in whole 4 KiB
+// blocks), every step reading and writing all of them; the files are gone after the run.
+TEST(TrainMemory, OffloadedOptimizerStateIsReportedAndNotResident) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/train_offload";
+  const std::string common = "--model=mlp --train-limit=640 --epochs=1 --threads=1 --seed=3 "
+                             "--offload=optimizer --offload-dir=" + dir + " ";
+  const double psi = 203530;
+  for (const char* strategy : {"zero1", "zero2", "zero3"}) {
+    const std::string flags = common + "--strategy=" + strategy;
+    const auto r = tessera::testing::run_train(flags, 2);
+    ASSERT_EQ(r.exit_code, 0) << flags << "\n" << r.output;
+    const std::string json = last_json_line(r.output);
+    const std::string memory = json_field(json, "memory");
+    EXPECT_EQ(json_number(memory, "optimizer"), 0) << flags << " " << memory;
+    EXPECT_EQ(json_number(memory, "optimizer_predicted"), 0) << memory;
+    EXPECT_EQ(json_number(memory, "model_state"), json_number(memory, "model_state_predicted"))
+        << memory;
+    const std::string offload = json_field(json, "offload");
+    ASSERT_FALSE(offload.empty()) << json;
+    const double offloaded = json_number(offload, "offloaded_bytes");
+    EXPECT_GE(offloaded, 8 * psi / 2) << offload;
+    EXPECT_LE(offloaded, 8 * psi / 2 + 4 * 4096) << offload;
+    EXPECT_EQ(json_number(offload, "step_read_bytes"), offloaded) << offload;
+    EXPECT_EQ(json_number(offload, "step_written_bytes"), offloaded) << offload;
+    EXPECT_TRUE(std::filesystem::is_empty(dir)) << dir;
+  }
 }
 
 }  // namespace

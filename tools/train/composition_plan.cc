@@ -130,6 +130,7 @@ PlannedRun planned(const Assignment& v) {
     if (axis == "checkpoint") rv = "none";
     if (axis == "resume") rv = "no";
     if (axis == "restart") rv = "none";
+    if (axis == "offload") rv = "none";  // DDP keeps its state in memory
     if (axis == "pipeline-schedule" || axis == "dp-strategy") rv = support_axis(axis).values[0];
     // DDP compresses f32 gradients only (half-precision parameters send half gradients).
     if (axis == "compression" && (reference != "ddp" || value_in(v, "param-dtype") != "f32")) {

@@ -18,6 +18,7 @@
 #include "tools/train/autocast_forward.h"
 #include "tools/train/collectives.h"
 #include "tools/train/compression_report.h"
+#include "tools/train/offload.h"
 
 namespace tessera {
 namespace train {
@@ -140,6 +141,7 @@ class DataParallel : public Strategy {
   }
   void report(json::Object& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
+    if (lead) report_offload(summary, *opt_);
     if (!compression_ || !lead || !ddp_) return;
     summary.add_raw("compression", compression_json(*compression_, ddp_->grad_buckets(),
                                                     data_parallel_->size(), steps_, bucket_bytes_));
@@ -271,7 +273,8 @@ std::unique_ptr<Strategy> make_data_parallel(const Config& config,
             .bucket_cap_mb(config.bucket_cap_mb)
             .reduce_dtype(config.compression == "fp16"   ? kF16
                           : config.compression == "bf16" ? kBF16
-                                                         : kF32)));
+                                                         : kF32)
+            .offload(offload_of(config))));
   } else {
     s->set_optimizer(make_optimizer(config, model->parameters(), *model));
   }

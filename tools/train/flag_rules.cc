@@ -53,6 +53,12 @@ void check_combinations(const Config& c) {
     }
   }
 
+  // Offload: the disk tier needs its directory.
+  if (c.offload != "none" && c.offload_tier == "disk" && c.offload_dir.empty()) {
+    bad("--offload=" + c.offload + " keeps the state on disk: give --offload-dir=DIR (or "
+        "--offload-tier=host)");
+  }
+
   // The optimization.
   if (c.warmup_epochs >= c.epochs) {
     bad("--warmup-epochs (" + std::to_string(c.warmup_epochs) + ") must be less than --epochs (" +

@@ -3,6 +3,7 @@
 // aids (flag_table.h says what a row holds).
 #include "dist/compression/make_hook.h"
 #include "dist/straggler.h"
+#include "tensor/check.h"
 #include "tools/train/fault_injection.h"
 #include "tools/train/flag_table.h"
 
@@ -84,6 +85,27 @@ std::vector<FlagSection> data_parallel_flag_sections() {
            Flag("zero3-prefetch", boolean(&Config::zero3_prefetch),
                 "the next unit's all-gather starts early, at most one ahead")
                .only_with({"zero3"}),
+           Flag("offload",
+                parsed(&Config::offload, "none|optimizer",
+                       [](const std::string& v) {
+                         TS_CHECK(v != "all", "all (parameters and gradients offloaded too, "
+                                  "ZeRO-Infinity's) is not built yet: this version offloads the "
+                                  "optimizer state (--offload=optimizer)");
+                         TS_CHECK(v == "none" || v == "optimizer", "'", v,
+                                  "' is not none or optimizer");
+                       }),
+                "zero1|zero2|zero3: the optimizer state (Adam's moments) lives in --offload-tier "
+                "between steps and is streamed through memory piece by piece at each step, the "
+                "next piece read while one steps (ZeRO-Offload, ZeRO-Infinity)"),
+           Flag("offload-tier", choice(&Config::offload_tier, {"disk", "host"}),
+                "where --offload keeps the state: files under --offload-dir read and written in "
+                "4 KiB-aligned blocks (O_DIRECT) on an I/O thread pool, or host memory (pinned "
+                "on a GPU)"),
+           Flag("offload-dir", path(&Config::offload_dir, "DIR", "a directory"),
+                "the disk tier's directory (each rank may give its own, a node's local disk): "
+                "each rank's files in a subdirectory of its own, removed at exit (a killed "
+                "run's at the next start), its free space checked before training")
+               .per_rank(),
            Flag("collectives", choice(&Config::collectives, {"flat", "hierarchical"}),
                 "ddp, zero1-3: one ring over the world, or reduce-scatter inside each node, "
                 "all-reduce across nodes, all-gather inside"),

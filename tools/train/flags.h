@@ -120,6 +120,11 @@ struct Config {
   int64_t zero3_min_params = 1;  // --zero3-wrap: block (1: every child with parameters) or params:N
   bool zero3_wrap_layers = false;  // --zero3-wrap=layer: every module with parameters of its own
   bool zero3_prefetch = true;    // prefetch the next unit's all-gather (limit 1)
+  // --offload (dist/zero/offload/): ZeRO's optimizer state kept in --offload-tier between
+  // steps ("none" or "optimizer"), the disk tier's directory.
+  std::string offload = "none";
+  std::string offload_tier = "disk";
+  std::string offload_dir;
 
   // Tensor parallelism (dist::tensor_parallel): T ranks split each chosen layer; the world is
   // T x D, D data-parallel replicas (--strategy=ddp|zero1, or single when D = 1).

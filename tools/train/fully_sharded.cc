@@ -7,6 +7,7 @@
 #include "dist/zero/fully_sharded_optimizer_state.h"
 #include "dist/zero/sharded_checkpoint.h"
 #include "tools/train/autocast_forward.h"
+#include "tools/train/offload.h"
 #include "tools/train/collectives.h"
 
 namespace tessera {
@@ -50,7 +51,8 @@ class FullySharded : public Strategy {
                   .mixed_precision(unit_precision(precision))),
         opt_(std::make_unique<dist::zero::GroupedShardOptimizer>(
             fsdp_.flat_shards(), groups_,
-            [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); })),
+            [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); },
+            offload_of(c))),
         criterion_(std::move(criterion)),
         precision_(precision) {}
 
@@ -69,6 +71,7 @@ class FullySharded : public Strategy {
   }
   void report(json::Object& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
+    if (lead) report_offload(summary, *opt_);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
   double clip_grad_norm(double max_norm) override { return fsdp_.clip_grad_norm(max_norm); }

@@ -29,8 +29,11 @@ std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
   const Sharding sharding = sharding_of(c.strategy);
   const int64_t param_bytes = c.param_dtype == "f32" ? 4 : 2;
   const int64_t moment_bytes = c.optimizer == "sgd" ? (c.momentum > 0 ? 4 : 0) : 8;
-  return dist::zero::predicted_model_state(sharding, run.parameters, param_bytes, moment_bytes,
-                                           run.ranks);
+  dist::zero::ModelStateBytes p = dist::zero::predicted_model_state(
+      sharding, run.parameters, param_bytes, moment_bytes, run.ranks);
+  // --offload: the moments (and ZeRO-1/2's f32 shard) are in the store between steps.
+  if (c.offload != "none") p.optimizer = 0;
+  return p;
 }
 
 }  // namespace

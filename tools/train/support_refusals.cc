@@ -120,6 +120,12 @@ std::vector<Refusal> make_refusals() {
        "--checkpoint-dir: give one"},
       {{{"restart", {"fewer-ranks"}}, {"strategy", {"single"}}},
        "one process has no fewer ranks to restart on"},
+
+      // Offload.
+      {{{"offload", {"optimizer"}}, {"strategy", except(kStrategies, {"zero1", "zero2", "zero3"})}},
+       "the offload layer sits under ZeRO's shards (ZeRO-Offload, ZeRO-Infinity); one process, "
+       "DDP, the pipeline (its --dp-strategy=zero1|zero2 too), local SGD, gossip and the "
+       "parameter servers keep their optimizer state in memory: use --strategy=zero1|zero2|zero3"},
   };
 }
 

@@ -203,6 +203,13 @@ std::vector<Axis> make_axes() {
   };
   axes.push_back(collectives);
 
+  // ZeRO's optimizer state offloaded (dist/zero/offload/): the generated runs keep it on disk.
+  Axis offload = flag_axis("offload", {"none", "optimizer"}, &Config::offload);
+  offload.flags_for = [](const std::string& v) {
+    return v == "none" ? std::string() : "--offload=" + v + " --offload-dir=/tmp/tessera_offload";
+  };
+  axes.push_back(offload);
+
   // tools/launch's restart after a failure: from the newest committed checkpoint, on the same
   // ranks, or on fewer (the most the hostfile's slots and the run's layout allow). The launcher
   // checks its command with each (tools/launch/command.h); the train tool runs none.

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# What offloading ZeRO's optimizer state costs on this machine (issue 52), per tier:
+#  1. offload_bench: one rank's shard of E elements stepped by Adam with its state in memory, in
+#     host memory and on disk (median step), and in the same run the disk's bandwidth through
+#     the same store, so the disk step can be read against max(in-memory step, I/O time).
+#  2. The train tool on a model that fits, ZeRO-2 on 2 ranks, per tier: images/s and the
+#     summary's "offload" (bytes offloaded, read and written per step).
+#
+#   tools/bench/offload.sh [DIR=/tmp] [ELEMENTS=16777216]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dir=${1:-/tmp}
+elements=${2:-16777216}
+bazel build //tools/bench:offload_bench //tools:train >/dev/null 2>&1
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores"
+echo "offload directory: $dir ($(df -hT "$dir" | awk 'NR==2 {print $2 " on " $1}'))"
+echo
+bazel-bin/tools/bench/offload_bench --elements="$elements" --dir="$dir"
+echo
+echo "train: --model=mlp --strategy=zero2 --optimizer=adam on 2 ranks, 1 epoch of 1024 images"
+printf '%-8s %10s %16s %16s %16s\n' tier "images/s" "offloaded bytes" "read B/step" "written B/step"
+flags=(--model=mlp --strategy=zero2 --optimizer=adam --lr=1e-3 --epochs=1 --train-limit=1024
+       --batch-size=32 --threads=1 --seed=1)
+for tier in device host disk; do
+  extra=()
+  if [ "$tier" != device ]; then extra=(--offload=optimizer --offload-tier="$tier" --offload-dir="$dir"); fi
+  tools/mpi_run.sh 2 bazel-bin/tools/train "${flags[@]}" "${extra[@]}" 2>/dev/null | tail -1 |
+    python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+o = r.get("offload", {})
+print("%-8s %10.0f %16s %16s %16s" % (sys.argv[1], r["images_per_second"], o.get("offloaded_bytes", "-"),
+      o.get("step_read_bytes", "-"), o.get("step_written_bytes", "-")))' "$tier"
+done
