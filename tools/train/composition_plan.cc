@@ -26,10 +26,10 @@ std::string base_flags(int batch = 16) {
 
 // The data a model trains on in the plan: Fashion-MNIST's first 128 images for the MLP; for
 // ResNet-20, 64 synthetic images (its evaluation on Fashion-MNIST's 10,000 test images would
-// take seconds a run); for the GPT (gpt-tiny, bytes, windows of 16), the fortunes' first 128
-// training windows and 32 validation windows.
+// take seconds a run); for the GPT (gpt-tiny, bytes, windows of 16), the fortunes' first 64
+// training windows (4 steps an epoch on one replica) and 32 validation windows.
 std::string data_flags(const std::string& model) {
-  if (model == "transformer") return "--train-limit=128 --val-limit=32";
+  if (model == "transformer") return "--train-limit=64 --val-limit=32";
   return model == "plain" ? "--train-limit=128" : "--data=synthetic --synthetic-size=64";
 }
 
@@ -111,7 +111,7 @@ PlannedRun planned(const Assignment& v) {
   // 65536 an f16 backward can overflow in the run and not in the reference (measured: gpt-tiny
   // under context parallelism, the MLP under DDP with f16 parameters, each skipping its first
   // step), and one step skipped more is another training (0.11-0.28 of a tensor's norm after
-  // 16 steps). Both run at a static scale that overflows in neither (a step that did would
+  // 16 steps, measured). Both run at a static scale that overflows in neither (a step that did would
   // still be skipped on every rank); the runs whose reference sees the same tokens per rank
   // (ZeRO, the pipeline, tensor parallelism against DDP) keep the dynamic scale, and the AMP
   // tests cover it besides.
