@@ -32,6 +32,7 @@
 #include "models/gpt.h"
 #include "optim/sgd.h"
 #include "tensor/ops.h"
+#include "tests/dist/tensor_parallel/gathered_grads.h"
 
 namespace tessera {
 namespace dist {
@@ -112,20 +113,7 @@ double relative_error(const Tensor& got, const Tensor& want) {
   return scale > 0 ? diff / scale : diff;
 }
 
-// Every parameter's gradient in the unsplit model's layout.
-std::vector<Tensor> gathered_grads(nn::Module& model) {
-  StateDict local;
-  const std::vector<Variable> params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    local.set("state." + std::to_string(i) + ".grad", params[i].grad());
-  }
-  const StateDict full = tp::gather_optimizer_state(local, model);
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < params.size(); ++i) {
-    out.push_back(full.at("state." + std::to_string(i) + ".grad"));
-  }
-  return out;
-}
+using testing::gathered_grads;
 
 void expect_gradients_equal_one_process(
     bool sequence_parallel, ContextParallelAlgorithm algorithm = ContextParallelAlgorithm::kRing) {

@@ -30,6 +30,7 @@
 #include "optim/adam.h"
 #include "optim/clip_grad.h"
 #include "tensor/ops.h"
+#include "tests/dist/tensor_parallel/gathered_grads.h"
 #include "tests/util/expect_error.h"
 
 namespace tessera {
@@ -104,19 +105,7 @@ double relative_error(const Tensor& got, const Tensor& want) {
   return scale > 0 ? diff / scale : diff;
 }
 
-// Every parameter's gradient in the unsplit model's layout (the split ones all-gathered, c_attn's
-// put back in q | k | v order), by the optimizer-state gather: "state.I.grad" for parameter I.
-std::vector<Tensor> gathered_grads(nn::Module& model) {
-  StateDict local;
-  const std::vector<Variable> params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    local.set("state." + std::to_string(i) + ".grad", params[i].grad());
-  }
-  const StateDict full = gather_optimizer_state(local, model);
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < params.size(); ++i) out.push_back(full.at("state." + std::to_string(i) + ".grad"));
-  return out;
-}
+using testing::gathered_grads;
 
 TEST(GPTTensorParallel, ThePlanCutsEveryBlockAsMegatronDoes) {
   manual_seed(kSeed);

@@ -32,6 +32,7 @@
 #include "optim/sgd.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
+#include "tests/dist/tensor_parallel/gathered_grads.h"
 #include "tests/util/expect_error.h"
 
 namespace tessera {
@@ -91,16 +92,7 @@ double relative_error(const Tensor& got, const Tensor& want) {
   return scale > 0 ? diff / scale : diff;
 }
 
-// Every parameter's gradient in the unsplit model's layout (optimizer_state.h's gather).
-std::vector<Tensor> gathered_grads(nn::Module& model) {
-  StateDict local;
-  const std::vector<Variable> params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i) local.set("state." + std::to_string(i) + ".grad", params[i].grad());
-  const StateDict full = gather_optimizer_state(local, model);
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < params.size(); ++i) out.push_back(full.at("state." + std::to_string(i) + ".grad"));
-  return out;
-}
+using testing::gathered_grads;
 
 struct Measured {
   double loss = 0;
