@@ -135,7 +135,11 @@ class FullyShardedDataParallel {
   // before any forward; each unit's parameters flattened into its FlatParameter; the hooks.
   void build_units(const FullyShardedOptions& options);
   void set_initial_orders(const std::vector<zero::UnitSpec>& specs);
-  void flatten_units(std::vector<zero::UnitSpec> specs);
+  void flatten_units(std::vector<zero::UnitSpec> specs, const Offload& offload);
+  // Offloaded parameters or gradients: one store per tier, every unit's home reserved in it and
+  // the stores committed (null homes without offload).
+  std::vector<std::shared_ptr<offload::ShardHome>> make_homes(
+      const std::vector<zero::UnitSpec>& specs, const Offload& offload);
   void register_hooks();
   void hook_nested_unit(size_t unit);
   // A top-level unit's forward (the root's spans several children): gathered before its first
@@ -156,6 +160,8 @@ class FullyShardedDataParallel {
   int prefetch_limit_ = 0;
   MixedPrecision mixed_precision_;
   GradReductionClaim claim_;
+  std::shared_ptr<offload::OffloadStore> values_store_;     // offloaded parameters, or null
+  std::shared_ptr<offload::OffloadStore> gradients_store_;  // offloaded gradients, or null
   std::vector<std::unique_ptr<FlatParameter>> units_;
   std::vector<std::vector<size_t>> unit_children_;
   std::vector<nn::Module*> unit_module_;            // per unit: its nested module, or nullptr

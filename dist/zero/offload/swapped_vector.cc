@@ -1,6 +1,7 @@
 #include "dist/zero/offload/swapped_vector.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "tensor/ops.h"
 
@@ -12,11 +13,25 @@ SwappedVector::SwappedVector(int64_t numel, DType dtype, Device device, const Of
                              const char* who)
     : numel_(numel), dtype_(dtype), device_(device), piece_numel_(options.piece_numel()) {
   store_ = make_store(options, options.optimizer(), who, "master_shard", device_.is_cuda());
+  reserve();
+  store_->commit();
+}
+
+SwappedVector::SwappedVector(int64_t numel, DType dtype, Device device, int64_t piece_numel,
+                             std::shared_ptr<OffloadStore> store)
+    : numel_(numel), dtype_(dtype), device_(device), piece_numel_(piece_numel),
+      store_(std::move(store)) {
+  TS_CHECK(store_ != nullptr, "SwappedVector: the store is null");
+  TS_CHECK(piece_numel_ > 0 && piece_numel_ % 1024 == 0, "SwappedVector: piece_numel must be a "
+           "positive multiple of 1024, got ", piece_numel_);
+  reserve();
+}
+
+void SwappedVector::reserve() {
   const int64_t element = static_cast<int64_t>(element_size(dtype_));
   for (int64_t at = 0; at < numel_; at += piece_numel_) {
     segments_.push_back(store_->reserve(std::min(piece_numel_, numel_ - at) * element));
   }
-  store_->commit();
 }
 
 // One staging buffer for the whole vector: its pieces are read into (written from) their places

@@ -25,6 +25,10 @@ class SwappedVector {
   // `numel` elements of `dtype` on `device` (their home between reads and writes), in the store
   // of options.optimizer()'s tier; the store is committed here (errors before training).
   SwappedVector(int64_t numel, DType dtype, Device device, const Offload& options, const char* who);
+  // The same in `store`, shared with other vectors (a ZeRO-3 wrapper's units: shard_home.h): only
+  // reserves this vector's segments; the owner commits the store once all have reserved.
+  SwappedVector(int64_t numel, DType dtype, Device device, int64_t piece_numel,
+                std::shared_ptr<OffloadStore> store);
 
   // The vector as last written (waits for its pieces), a new tensor on the device.
   Tensor read() const;
@@ -39,7 +43,8 @@ class SwappedVector {
   DType dtype_;
   Device device_;
   int64_t piece_numel_;
-  std::unique_ptr<OffloadStore> store_;
+  void reserve();
+  std::shared_ptr<OffloadStore> store_;
   std::vector<Segment> segments_;  // one per piece, in order
 };
 
