@@ -338,16 +338,11 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
   if (units_.empty() || units_[0]->home() == nullptr || !units_[0]->home()->gradients_offloaded()) {
     return dist::clip_grad_norm(shards, shards, max_norm, {group_});
   }
-  // Offloaded gradients: one unit's in memory at a time, summed in the order (and so with the
-  // rounding) of the in-memory clip, then scaled and written back.
+  // Offloaded gradients: each unit's sum of squares was kept when its gradient was written; summed
+  // in the order (and so with the rounding) of the in-memory clip. Scaling reads each gradient,
+  // one unit in memory at a time, and writes it back.
   NoGradGuard no_grad;
-  double local = 0;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    offload::ShardHome& home = *units_[u]->home();
-    if (!home.has_gradient()) continue;
-    local += optim::squared_sum(home.read_gradient());
-  }
-  const double total = std::sqrt(sum_over({group_})(local));
+  const double total = std::sqrt(sum_over({group_})(local_grad_squared_sum()));
   const double coef = optim::clip_coefficient(max_norm, total);
   if (coef >= 1) return total;
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -358,6 +353,17 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
     home.write_gradient(g);
   }
   return total;
+}
+
+double FullyShardedDataParallel::local_grad_squared_sum() const {
+  double local = 0;
+  for (const auto& unit : units_) {
+    const auto& home = unit->home();
+    local += home != nullptr && home->gradients_offloaded()
+                 ? home->gradient_squared_sum()
+                 : (unit->shard().grad().defined() ? optim::squared_sum(unit->shard().grad()) : 0.0);
+  }
+  return local;
 }
 
 StateDict FullyShardedDataParallel::state_dict() {

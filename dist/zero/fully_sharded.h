@@ -113,6 +113,9 @@ class FullyShardedDataParallel {
   // gradient is at most max_norm (the squared norms of the shards are summed across the group;
   // padding holds zeros); returns the norm before clipping. Call after backward, before step().
   double clip_grad_norm(double max_norm);
+  // This rank's part of the squared gradient norm: its shards' gradients' sums of squares, in
+  // memory or kept by their homes when offloaded (no read). inf or NaN when a gradient is.
+  double local_grad_squared_sum() const;
 
   // Collective. The full model's parameters and buffers under the model's own names (copies),
   // so a checkpoint loads into the unwrapped model.
@@ -128,6 +131,10 @@ class FullyShardedDataParallel {
   // The module a nested unit wraps (wrap_layers), or nullptr for a unit of top-level children.
   const nn::Module* unit_module(size_t unit) const { return unit_module_[unit]; }
   nn::Sequential& module() { return *model_; }
+  // The stores of offloaded parameter and gradient shards (FullyShardedOptions::offload), with
+  // their bytes reserved, read and written; null for a kind kept in memory.
+  const offload::OffloadStore* parameter_store() const { return values_store_.get(); }
+  const offload::OffloadStore* gradient_store() const { return gradients_store_.get(); }
   ProcessGroup& group() { return *group_; }
 
  private:

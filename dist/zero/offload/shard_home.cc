@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "autograd/grad_mode.h"
+#include "optim/clip_grad.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -42,6 +43,7 @@ void ShardHome::write_gradient(const Tensor& gradient) {
   TS_CHECK(gradient.dtype() == dtype_, "ShardHome: a ", gradient.dtype(), " gradient for a ",
            dtype_, " shard");
   gradients_->write(gradient);
+  squared_sum_ = optim::squared_sum(gradient);
   has_gradient_ = true;
 }
 

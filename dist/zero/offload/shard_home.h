@@ -48,7 +48,11 @@ class ShardHome {
   // A gradient has been written since the last clear_gradient().
   bool has_gradient() const { return has_gradient_; }
   Tensor read_gradient() const;  // undefined when there is none
+  // Also keeps the gradient's sum of squares (optim::squared_sum, taken while it is in memory),
+  // so clipping and the finite check need no read of it.
   void write_gradient(const Tensor& gradient);
+  // The sum of squares of the gradient held (0 when none), as optim::grad_squared_sum adds it.
+  double gradient_squared_sum() const { return has_gradient_ ? squared_sum_ : 0.0; }
   void clear_gradient() { has_gradient_ = false; }
 
   // Puts the offloaded kinds into `shard` (its data, and its gradient if there is one), for the
@@ -66,6 +70,7 @@ class ShardHome {
   std::unique_ptr<SwappedVector> values_;
   std::unique_ptr<SwappedVector> gradients_;
   bool has_gradient_ = false;
+  double squared_sum_ = 0;
 };
 
 }  // namespace offload
