@@ -82,6 +82,10 @@ void FlatParameter::offload(std::shared_ptr<offload::ShardHome> home) {
   home_->take_from(shard_);
 }
 
+void FlatParameter::prefetch_values() {
+  if (home_ != nullptr && home_->values_offloaded() && !full_.defined()) home_->prefetch(false);
+}
+
 Tensor FlatParameter::shard_values() const {
   return home_ != nullptr && home_->values_offloaded() ? home_->read_values() : shard_.data();
 }

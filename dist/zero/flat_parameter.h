@@ -113,6 +113,9 @@ class FlatParameter {
   // Moves the shard's values and gradient into `home`'s stores (those it offloads); from now on
   // they live there between uses. Once, right after construction.
   void offload(std::shared_ptr<offload::ShardHome> home);
+  // Offloaded values: posts their read now (dist/zero/offload/shard_home.h), for a gather soon
+  // after; a no-op otherwise, or while gathered.
+  void prefetch_values();
   // The home of an offloaded shard, or null.
   const std::shared_ptr<offload::ShardHome>& home() const { return home_; }
   // The shard's values wherever they live (a read from the home when offloaded), and a write of

@@ -144,7 +144,9 @@ std::vector<std::shared_ptr<offload::ShardHome>> FullyShardedDataParallel::make_
   values_store_ = store(offload.params(), "parameter_shards");
   gradients_store_ = store(offload.gradients(), "gradient_shards");
   // Every unit's shard size is known from its parameters' shapes: reserve them all, then commit
-  // (a full disk is an error now, before any unit is built).
+  // (a full disk is an error now, before any unit is built). The writes of every unit join one
+  // window, so the staging buffers behind the compute are a few shards.
+  const auto writes = std::make_shared<offload::WriteBehind>();
   for (size_t u = 0; u < specs.size(); ++u) {
     int64_t numel = 0;
     for (const auto& [name, p] : specs[u].params) numel += p.numel();
@@ -152,7 +154,7 @@ std::vector<std::shared_ptr<offload::ShardHome>> FullyShardedDataParallel::make_
     homes[u] = std::make_shared<offload::ShardHome>(
         zero::padded_size(numel, group_->size()) / group_->size(), dtype,
         specs[u].params[0].second.device(), offload.piece_numel(), values_store_,
-        gradients_store_);
+        gradients_store_, writes);
   }
   if (values_store_ != nullptr) values_store_->commit();
   if (gradients_store_ != nullptr) gradients_store_->commit();
@@ -280,6 +282,10 @@ void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t
   for (size_t k = 1; k <= static_cast<size_t>(prefetch_limit_) && at + k < order.size(); ++k) {
     units_[order[at + k]]->launch_gather();
   }
+  // Offloaded values: the unit after those is read from its home now, so its gather finds its
+  // shard in memory (ZeRO-Infinity's prefetch; a no-op without offload).
+  const size_t next = at + static_cast<size_t>(prefetch_limit_) + 1;
+  if (next < order.size()) units_[order[next]]->prefetch_values();
 }
 
 void FullyShardedDataParallel::on_pre_backward(size_t unit) {
@@ -353,6 +359,12 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
     home.write_gradient(g);
   }
   return total;
+}
+
+void FullyShardedDataParallel::finish_offload_transfers() {
+  for (const auto& unit : units_) {
+    if (unit->home() != nullptr) unit->home()->finish_transfers();
+  }
 }
 
 double FullyShardedDataParallel::local_grad_squared_sum() const {

@@ -131,6 +131,9 @@ class FullyShardedDataParallel {
   // The module a nested unit wraps (wrap_layers), or nullptr for a unit of top-level children.
   const nn::Module* unit_module(size_t unit) const { return unit_module_[unit]; }
   nn::Sequential& module() { return *model_; }
+  // Offloaded: waits for the transfers still in flight (the last step's write-behind, a
+  // prefetch), releasing their staging buffers: what stays resident at rest is then measurable.
+  void finish_offload_transfers();
   // The stores of offloaded parameter and gradient shards (FullyShardedOptions::offload), with
   // their bytes reserved, read and written; null for a kind kept in memory.
   const offload::OffloadStore* parameter_store() const { return values_store_.get(); }

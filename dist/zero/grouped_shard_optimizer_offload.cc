@@ -80,6 +80,12 @@ void GroupedShardOptimizer::step_offloaded() {
     if (!shards_[s].offloaded()) return;
     shards_[s].home->bring_in(shards_[s].shard);
     resident = static_cast<int>(s);
+    // The next offloaded shard is read while this one steps.
+    for (size_t t = s + 1; t < shards_.size(); ++t) {
+      if (!shards_[t].offloaded()) continue;
+      shards_[t].home->prefetch(/*gradient=*/true);
+      break;
+    }
   };
   swapper_->step(
       [&](size_t k) {
