@@ -227,6 +227,15 @@ TEST(FlagTable, UnknownAndMalformedFlagsAreNamed) {
   EXPECT_NE(error_of("--checkpoint=x").find("--checkpoint-activations"), std::string::npos);
   EXPECT_EQ(error_of("--lr"), "--lr needs a value (--lr=VALUE)");
   EXPECT_EQ(error_of("lr=1"), "unexpected argument 'lr=1'");
+  // A mistyped flag or value gets the closest one the table knows.
+  EXPECT_EQ(error_of("--stratgy=ddp"), "unknown flag --stratgy; did you mean --strategy?");
+  EXPECT_EQ(error_of("--micro-batch=4"), "unknown flag --micro-batch; did you mean --micro-batches?");
+  EXPECT_EQ(error_of("--strategy=zero4"),
+            "--strategy must be one of single|ddp|zero1|zero2|zero3|pipeline|gossip|local-sgd|"
+            "async, got 'zero4'; did you mean zero3?");
+  EXPECT_EQ(error_of("--model=resnet30").substr(error_of("--model=resnet30").find(';')),
+            "; did you mean resnet32?");
+  EXPECT_EQ(error_of("--amp=bf61"), "--amp must be one of off|fp16|bf16, got 'bf61'; did you mean bf16?");
 }
 
 TEST(FlagTable, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
@@ -234,7 +243,7 @@ TEST(FlagTable, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
                                      "resnet56|resnet18|resnet34|resnet50|gpt-tiny|gpt-nano|"
                                      "gpt2, got 'vgg'");
   EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero3"),
-            "--dp-strategy must be one of ddp|zero1|zero2, got 'zero3'");
+            "--dp-strategy must be one of ddp|zero1|zero2, got 'zero3'; did you mean zero2?");
   EXPECT_EQ(error_of("--threads=99999999999"),
             "--threads expects an integer >= 1 and <= 2147483647, got '99999999999'");
   EXPECT_EQ(error_of("--label-smoothing=2"),

@@ -9,6 +9,7 @@
 
 #include "models/gpt.h"
 #include "tensor/check.h"
+#include "tools/train/closest_name.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
 #include "tools/train/composition_plan.h"
@@ -48,7 +49,9 @@ Config read_flags(const std::vector<std::string>& args) {
     const Flag* flag = find_flag(name);
     if (flag == nullptr) {
       const auto hint = kMistakes.find(name);
-      bad("unknown flag --" + name + (hint == kMistakes.end() ? "" : " (" + hint->second + ")"));
+      bad("unknown flag --" + name +
+          (hint != kMistakes.end() ? " (" + hint->second + ")"
+                                   : did_you_mean(name, flag_names(), "--")));
     }
     if (eq == std::string::npos) bad("--" + name + " needs a value (--" + name + "=VALUE)");
     flag->value.set(c, name, arg.substr(eq + 1));
