@@ -1,9 +1,12 @@
 #include "dist/environment.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <thread>
 
 #include "dist/desync_report.h"
 #include "dist/mpi_check.h"
@@ -118,12 +121,22 @@ void finalize() {
 }
 
 void abort_job(const std::string& message, int code) {
-  std::fprintf(stderr, "[rank %d] error: %s\n", world_rank(), message.c_str());
-  std::fflush(stderr);
-  int initialized = 0, finalized = 0;
+  int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  const bool running = initialized && !finalized;
+  if (running) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = world_rank();
+  // Said once. An error every rank meets (a missing file, a guard every rank runs, a collective
+  // every rank waits in) would otherwise be printed by each. Rank 0 speaks at once; rank r waits
+  // 0.2 s x r (at most 2 s) first, and is ended silently by MPI_Abort if a lower rank failed
+  // too. A rank that fails alone is still heard, that much later.
+  if (running && size > 1 && rank > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 * std::min(rank, 10)));
+  }
+  std::fprintf(stderr, "[rank %d] error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (running) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 

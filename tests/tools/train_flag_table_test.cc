@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/tools/flag_lines.h"
+#include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
 
 namespace tessera {
@@ -281,6 +282,20 @@ TEST(FlagTable, NumbersShowAsTheShortestExactText) {
   EXPECT_EQ(exact(25), "25");
   EXPECT_NE(exact(0.1 + 0.2), exact(0.3));
   EXPECT_EQ(std::stod(exact(0.1 + 0.2)), 0.1 + 0.2);
+}
+
+// A strategy that shares the work, on one rank: a warning naming it and how it was started.
+TEST(FlagTable, AParallelStrategyOnOneRankIsWarnedOf) {
+  EXPECT_EQ(one_rank_warning(read("--strategy=ddp"), 1, false),
+            "warning: --strategy=ddp is running on 1 rank (not started by mpirun): it trains as "
+            "one process would, with no other rank to share the work. For N ranks: mpirun -np N "
+            "bazel-bin/tools/train ..., or bazel-bin/tools/launch -- mpirun -np N "
+            "bazel-bin/tools/train ... to restart after a failure");
+  EXPECT_NE(one_rank_warning(read("--strategy=zero3"), 1, true)
+                .find("--strategy=zero3 is running on 1 rank (the one rank mpirun or srun started)"),
+            std::string::npos);
+  EXPECT_EQ(one_rank_warning(read("--strategy=ddp"), 2, true), "");
+  EXPECT_EQ(one_rank_warning(read("--strategy=single"), 1, false), "");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "tools/train/closest_name.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
+#include "tools/train/launcher_rank.h"
 #include "tools/train/composition_plan.h"
 #include "tools/train/support_table.h"
 
@@ -97,7 +98,10 @@ Config parse_flags(int argc, char** argv) {
   try {
     return read_flags(args);
   } catch (const FlagError& e) {
-    std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
+    // Found alike by every rank (MPI has not started): said once, by rank 0.
+    if (prints_for_all_ranks()) {
+      std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
+    }
     std::exit(2);
   }
 }

@@ -32,6 +32,7 @@
 #include "tools/train/flags.h"
 #include "tools/train/guards.h"
 #include "tools/train/language_model.h"
+#include "tools/train/launcher_rank.h"
 #include "tools/train/model.h"
 #include "tools/train/output_paths.h"
 #include "tools/train/precision.h"
@@ -201,6 +202,8 @@ int main(int argc, char** argv) {
   }
   // Data, pipeline or tensor parallel: an error on any rank ends the whole job (no rank waits
   // forever).
+  // (Read before MPI starts: Open MPI's singleton start-up sets OMPI_COMM_WORLD_RANK too.)
+  const bool launched = tessera::train::launcher_rank().has_value();
   auto world = tessera::dist::init(&argc, &argv);
   tessera::dist::set_collective_timeout(config.collective_timeout);
   std::string wrong = tessera::train::check_against_world(config, world->size());
@@ -221,6 +224,8 @@ int main(int argc, char** argv) {
     tessera::dist::finalize();
     return 2;
   }
+  const std::string alone = tessera::train::one_rank_warning(config, world->size(), launched);
+  if (!alone.empty()) std::fprintf(stderr, "train: %s\n", alone.c_str());
   const int code = tessera::dist::run_or_abort([&] { return tessera::train::run(config, world); });
   tessera::dist::finalize();
   return code;
