@@ -165,7 +165,13 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   StartingPoint start;
   if (!c.resume.empty()) {
-    const std::optional<StartingPoint> resumed = resume(run, schedule.get());
+    std::optional<StartingPoint> resumed;
+    try {
+      resumed = resume(run, schedule.get());
+    } catch (const FlagError& e) {  // another model or optimizer: read alike by every rank
+      if (lead) std::fprintf(stderr, "train: %s\n", e.what());
+      return 2;
+    }
     if (!resumed) return 0;  // the checkpoint has done every epoch already
     start = *resumed;
   }
