@@ -116,6 +116,21 @@ void finalize() {
   }
   g_groups.clear();
   g_world.reset();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) {
+    // Wait for every rank here, answering desync queries meanwhile (desync_report.h): a rank
+    // still in a collective this one never joined (rank 0 alone gathering a state_dict, say)
+    // then learns from its timeout's report that this one has ended its program.
+    static const std::string ended = "dist::finalize (this rank's program has ended)";
+    const WaitingFor waiting(ended, -1);
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    for (int done = 0; !done;) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   stop_desync_channel();
   MPI_Finalize();
 }

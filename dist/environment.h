@@ -36,7 +36,8 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 // another setting with ProcessGroup::set_network_emulation (say, inter-node groups slower).
 // Throws, naming the value, on a negative latency or a bandwidth that is not > 0.
 void set_network_emulation(const NetworkEmulation& emulation);
-// Drains every group and finalizes MPI (also registered with atexit by init()).
+// Drains every group, waits for every rank to reach finalize (answering desync queries
+// meanwhile: desync_report.h) and finalizes MPI (also registered with atexit by init()).
 void finalize();
 
 // Prints "[rank R] error: message" and ends the whole job with `code`. Once per job: rank R > 0
