@@ -110,8 +110,9 @@ size_t count(const std::string& text, const std::string& part) {
   return n;
 }
 
-// An error every rank meets is printed once, by rank 0: a bad flag (found before MPI starts)
-// and a missing data file (found by every rank's loader, ending the job through MPI_Abort).
+// An error every rank meets is printed once, by rank 0: a bad flag (found before MPI starts),
+// a missing data file (found by every rank's loader, ending the job through MPI_Abort) and a
+// missing --resume path (found by every rank's check of the paths).
 TEST(TrainFaults, AnErrorEveryRankMeetsIsPrintedOnce) {
   const auto flag = tessera::testing::run_train("--stratgy=ddp", 3);
   EXPECT_EQ(flag.exit_code, 2) << flag.output;
@@ -122,6 +123,11 @@ TEST(TrainFaults, AnErrorEveryRankMeetsIsPrintedOnce) {
   EXPECT_NE(data.exit_code, 0) << data.output;
   EXPECT_EQ(count(data.output, "MNIST: neither /nonexistent/"), 1u) << data.output;
   EXPECT_EQ(count(data.output, "[rank 0] error: "), 1u) << data.output;
+  // A path every rank checks alike, found after MPI starts.
+  const auto path = tessera::testing::run_train("--strategy=ddp --resume=/nonexistent/ck", 3);
+  EXPECT_EQ(path.exit_code, 2) << path.output;
+  EXPECT_EQ(count(path.output, "--resume=/nonexistent/ck: no such file or directory"), 1u)
+      << path.output;
 }
 
 // A rank that fails alone is still heard, naming itself: rank 0 stalls, rank 1 alone times out

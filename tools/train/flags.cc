@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "models/gpt.h"
 #include "tensor/check.h"
@@ -98,10 +100,13 @@ Config parse_flags(int argc, char** argv) {
   try {
     return read_flags(args);
   } catch (const FlagError& e) {
-    // Found alike by every rank (MPI has not started): said once, by rank 0.
-    if (prints_for_all_ranks()) {
-      std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
-    }
+    // Found alike by every rank (MPI has not started): said once, by rank 0. The others wait
+    // first: mpirun ends the job at the first rank that exits non-zero, which must not be
+    // before rank 0 has spoken; they speak only if rank 0 has not ended the job by then.
+    const int rank = launcher_rank().value_or(0);
+    if (rank > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1000 + 200 * std::min(rank, 10)));
+    std::fprintf(stderr, "train%s: %s\n(run with --help for the flags)\n",
+                 rank > 0 ? (" (rank " + std::to_string(rank) + ")").c_str() : "", e.what());
     std::exit(2);
   }
 }

@@ -16,7 +16,5 @@ std::optional<int> launcher_rank() {
   return std::nullopt;
 }
 
-bool prints_for_all_ranks() { return launcher_rank().value_or(0) == 0; }
-
 }  // namespace train
 }  // namespace tessera

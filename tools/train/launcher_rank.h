@@ -4,7 +4,8 @@
 // PMIx launcher), PMI_RANK (MPICH's hydra), SLURM_PROCID (srun).
 //
 // What the train tool finds before MPI_Init, a bad flag say, every rank finds alike; with this
-// rank 0 alone prints it, so the user reads it once, not once per rank.
+// rank 0 prints it at once and the others wait to be ended by mpirun, so the user reads it
+// once, not once per rank (flags.cc).
 #pragma once
 
 #include <optional>
@@ -14,10 +15,6 @@ namespace train {
 
 // None when no launcher started this process (a plain ./train).
 std::optional<int> launcher_rank();
-
-// Whether this process prints what every rank finds alike: rank 0, or a process no launcher
-// started.
-bool prints_for_all_ranks();
 
 }  // namespace train
 }  // namespace tessera

@@ -15,6 +15,7 @@
 // stdout one JSON object with the run's figures. Exit codes: 0 done, 1 runtime error (an error
 // on any rank ends the whole job), 2 bad flags.
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -215,9 +216,17 @@ int main(int argc, char** argv) {
   std::string wrong = tessera::train::check_against_world(config, world->size());
   {
     // The paths each rank uses (rank 0 writes the outputs), agreed on so that every rank ends
-    // with exit code 2 when any finds a problem; each prints its own.
+    // with exit code 2 when any finds a problem.
     const std::string paths = tessera::train::output_paths_problem(config, world->rank() == 0);
-    if (!paths.empty()) {
+    // Said once: rank 0 says its own; another rank only a problem rank 0 does not share (a
+    // path another node sees differently). Rank 0's shared part travels as a 32-bit hash.
+    const std::string shared = tessera::train::output_paths_problem(config, false);
+    tessera::Tensor zero_has = tessera::full(
+        {1}, static_cast<double>(std::hash<std::string>()(shared) & 0xffffffffu), tessera::kF64);
+    world->broadcast(zero_has, 0)->wait();
+    const bool same_as_zero =
+        static_cast<double>(std::hash<std::string>()(paths) & 0xffffffffu) == zero_has.item();
+    if (!paths.empty() && (world->rank() == 0 || !same_as_zero)) {
       std::fprintf(stderr, "train (rank %d): %s\n", world->rank(), paths.c_str());
     }
     const double any = tessera::dist::all_reduce_scalar(paths.empty() ? 0.0 : 1.0, *world,
