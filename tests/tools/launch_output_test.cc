@@ -118,6 +118,10 @@ TEST(MpirunMessages, WithoutMpirunsWordTheFirstRanksErrorIsNamed) {
   MpirunMessages m;
   shown(m, {"[rank 2] error: collective timeout: ...", "[rank 1] error: later"});
   EXPECT_EQ(m.failed_rank(), "rank 2 failed: its error is above");
+  MpirunMessages srun;  // Slurm's line is kept, and names the rank
+  EXPECT_EQ(shown(srun, {"srun: error: node3: task 5: Killed"}),
+            Lines{"srun: error: node3: task 5: Killed"});
+  EXPECT_EQ(srun.failed_rank(), "rank 5: Killed (srun)");
   MpirunMessages prterun;  // Open MPI 5
   shown(prterun, {kDashes, "prterun has exited due to process rank 1 with PID 0 on node vm "
                            "exiting improperly. There are three reasons this could occur:",
@@ -131,6 +135,13 @@ TEST(MpirunMessages, TheRanksLinesInsideABlockAndAnUnclosedBlockAreShown) {
   EXPECT_EQ(shown(m, {kDashes, "Primary job  terminated normally, but 1 process returned",
                       "[rank 1] error: the same, later", kDashes}),
             Lines{"[rank 1] error: the same, later"});
+  // mpirun's other messages are shown: not enough slots, say.
+  MpirunMessages slots;
+  const Lines refused = {kDashes, "There are not enough slots available in the system to satisfy "
+                                  "the 4", "slots that were requested by the application:", kDashes};
+  EXPECT_EQ(shown(slots, refused), refused);
+  EXPECT_EQ(slots.failed_rank(), "");
+  EXPECT_EQ(slots.lines_dropped(), 0);
   // A block that never closes was not mpirun's (or the output was cut): shown as it was.
   MpirunMessages open;
   EXPECT_EQ(shown(open, {"a table:", kDashes, "a row", "the end"}),

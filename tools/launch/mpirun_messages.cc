@@ -40,13 +40,18 @@ std::vector<std::string> MpirunMessages::take(const std::string& line) {
   }
   if (in_block_) {
     block_.push_back(line);
-    if (dashes(line)) {  // the block closes: read it, drop it
-      read_block();
+    if (!dashes(line)) return {};
+    // The block closes: one about how the job ended is read and dropped; any other (not
+    // enough slots, a transport's warning) is the user's to read.
+    std::vector<std::string> shown;
+    if (read_block()) {
       dropped_ += static_cast<int>(block_.size());
-      block_.clear();
-      in_block_ = false;
+    } else {
+      shown = block_;
     }
-    return {};
+    block_.clear();
+    in_block_ = false;
+    return shown;
   }
   if (dashes(line)) {
     in_block_ = true;
@@ -56,6 +61,12 @@ std::vector<std::string> MpirunMessages::take(const std::string& line) {
   if (daemon_line(line)) {
     ++dropped_;
     return {};
+  }
+  // srun's one line per failed task (kept: it is short): "srun: error: node1: task 1: Killed".
+  static const std::regex srun_task(R"(^srun: error: \S+: tasks? (\d+)(-\d+)?: (.+)$)");
+  std::smatch m;
+  if (failed_rank_.empty() && std::regex_search(line, m, srun_task)) {
+    failed_rank_ = "rank " + m[1].str() + ": " + m[3].str() + " (srun)";
   }
   return {line};
 }
@@ -71,8 +82,7 @@ const std::string& MpirunMessages::failed_rank() const {
   return failed_rank_.empty() ? rank_error_ : failed_rank_;
 }
 
-void MpirunMessages::read_block() {
-  if (!failed_rank_.empty()) return;  // the first rank named is the one that ended the job
+bool MpirunMessages::read_block() {
   std::string text;
   for (const std::string& line : block_) text += line + "\n";
   std::smatch m;
@@ -80,15 +90,21 @@ void MpirunMessages::read_block() {
   static const std::regex first(R"(Process name: \[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+))");
   static const std::regex aborted(R"(MPI_ABORT was invoked on rank (\d+) in communicator \S+\s+with errorcode (\d+))");
   static const std::regex improperly(R"(has exited due to process rank (\d+) with PID \d+ on\s+node \S+ exiting improperly)");
+  static const std::regex terminated(R"(Primary job\s+terminated normally, but \d+ process(es)? returned)");
+  std::string named;
   if (std::regex_search(text, m, on_signal)) {
-    failed_rank_ = "rank " + m[1].str() + " was " + killed_by(std::stoi(m[2].str()));
+    named = "rank " + m[1].str() + " was " + killed_by(std::stoi(m[2].str()));
   } else if (std::regex_search(text, m, first)) {
-    failed_rank_ = "rank " + m[1].str() + " ended with " + describe_exit_code(std::stoi(m[2].str()));
+    named = "rank " + m[1].str() + " ended with " + describe_exit_code(std::stoi(m[2].str()));
   } else if (std::regex_search(text, m, aborted)) {
-    failed_rank_ = "rank " + m[1].str() + " called MPI_Abort (error code " + m[2].str() + ")";
+    named = "rank " + m[1].str() + " called MPI_Abort (error code " + m[2].str() + ")";
   } else if (std::regex_search(text, m, improperly)) {
-    failed_rank_ = "rank " + m[1].str() + " exited without finalizing MPI";
+    named = "rank " + m[1].str() + " exited without finalizing MPI";
+  } else {
+    return std::regex_search(text, terminated);  // names no rank; the next block does
   }
+  if (failed_rank_.empty()) failed_rank_ = named;  // the first named ended the job
+  return true;
 }
 
 }  // namespace launch

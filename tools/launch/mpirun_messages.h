@@ -1,5 +1,5 @@
-// Open MPI's own messages in a job's stderr, taken out of what the user reads, with what they
-// say about the rank that ended the job kept as one line of the launcher's.
+// Open MPI's own messages about a job's end, taken out of its stderr, with what they say about
+// the rank that ended the job kept as one line of the launcher's.
 //
 // When a rank fails, mpirun (and Open MPI 5's prterun) adds its own messages to the ranks'
 // output: help blocks between two lines of dashes, and lines of its daemons:
@@ -19,8 +19,11 @@
 //   MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD / with errorcode 1.
 //   prterun|mpirun has exited due to process rank 0 with PID 0 on node vm exiting improperly
 //
-// A block is held until its closing line of dashes: one that never closes (the output ended,
-// or it was not mpirun's after all) is shown as it was. The ranks' own lines ("[rank N] ...",
+// srun's line for a failed task ("srun: error: node1: task 1: Killed") is kept, and names the
+// rank too. A block is held until its closing line of dashes, then dropped if it is one of those above
+// (or "Primary job terminated normally, but 1 process returned a non-zero exit code"), and
+// shown as it was otherwise: mpirun's other messages (not enough slots, a transport's warning)
+// are the user's to read, and so is a block that never closes. The ranks' own lines ("[rank N] ...",
 // "train: ...") are shown even when they arrive inside a block (mpirun interleaves the
 // processes' output line by line).
 #pragma once
@@ -47,7 +50,9 @@ class MpirunMessages {
   int lines_dropped() const { return dropped_; }
 
  private:
-  void read_block();
+  // Reads the closed block: whether it is one of mpirun's about how the job ended (then
+  // failed_rank_ takes the rank it names, if the first).
+  bool read_block();
 
   bool in_block_ = false;
   std::vector<std::string> block_;  // the open block's lines, its opening dashes first
