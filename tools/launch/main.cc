@@ -19,9 +19,9 @@
 // fewer ranks checks that restart too; a refusal ends it with exit code 2 before any rank
 // starts.
 //
-// What the user reads: the ranks' output as it comes, without Open MPI's own messages (its help
-// blocks, its daemons' ORTE_ERROR_LOG lines: mpirun_messages.h), and for each failed attempt one
-// line saying how it ended and which rank ended it, in words (exit_status.h):
+// What the user reads: the ranks' output as it comes, without Open MPI's messages about how the
+// job ended (its help blocks, its daemons' ORTE_ERROR_LOG lines: mpirun_messages.h), and for each
+// failed attempt one line saying how it ended and which rank ended it, in words (exit_status.h):
 //
 //   launch: attempt 1 ended after 2.1 s: rank 1 was killed by SIGKILL (signal 9): out of memory
 //   (the kernel's OOM killer), a scheduler, or kill -9 (the job's exit code 137)
