@@ -29,6 +29,7 @@ const char* const kUsage =
     "             (--measure: a real step of DDP, ZeRO-1/2/3, a pipeline, tensor parallelism: measured)\n"
     "  comm       bytes each rank sends per step, per strategy and collective\n"
     "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n"
+    "  profile    a model's per-layer times measured here, as the stored profile scaling uses\n"
     "  ddp        a traced DDP step: backward per layer, each bucket's all-reduce, overlap\n"
     "  zero3      a traced ZeRO-3 step: each unit's all-gather, free and reduce-scatter in order\n"
     "  step       any strategy's traced step: its events, time per kind, communication hidden\n"
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
     if (command == "step") return step_command(flags);
     if (command == "ring") return ring_command(flags);
     if (command == "curves") return curves_command(flags);
+    if (command == "profile") return profile_command(flags);
     std::fprintf(stderr, "explain: unknown subcommand '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const tessera::Error& e) {

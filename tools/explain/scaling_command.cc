@@ -126,6 +126,7 @@ int scaling_command(Flags& flags) {
                                                  ? pipeline::schedule_name(o.schedule) : "-")
                             .add("topology", cost::algorithm_name(o.network.algorithm))
                             .add("compute_seconds", c.profile.compute_seconds())
+                            .add("times_source", c.profile.times_source)
                             .add("assumptions", assumptions)
                             .str()
                             .c_str());
@@ -145,8 +146,9 @@ int scaling_command(Flags& flags) {
                               .c_str());
     }
   } else {
-    std::printf("%s\nstrategy %s, topology %s\nassumptions:\n", describe(c).c_str(),
-                strategy.c_str(), cost::algorithm_name(o.network.algorithm));
+    std::printf("%s\nper-layer times: %s\nstrategy %s, topology %s\nassumptions:\n",
+                describe(c).c_str(), c.profile.times_source.c_str(), strategy.c_str(),
+                cost::algorithm_name(o.network.algorithm));
     for (const std::string& a : assumptions) std::printf("  - %s\n", a.c_str());
     std::printf("layers (forward + backward ms):");
     for (const cost::LayerProfile& l : c.profile.layers) {
