@@ -70,8 +70,8 @@ ring = [json.loads(l) for l in open(sys.argv[2])][-1]
 assert ring["step_seconds"] > 0.04 and auto["step_seconds"] < 0.002, (ring, auto)
 ' "$TMP/given.jsonl" "$TMP/ring.jsonl"; then pass; else fail "the picker does not avoid the ring's collapse"; fi
 
-out=$("$EXPLAIN" scaling --model=mlp --strategy=zero3 --ranks=1,2,4 --topology=hierarchical --ranks-per-node=2)
-expect_contains "$out" "measured on this machine, batch 64" "measured times"
+out=$("$EXPLAIN" scaling --model=mlp --strategy=zero3 --ranks=1,2,4 --topology=hierarchical --ranks-per-node=2 --measure)
+expect_contains "$out" "measured now on " "measured times"
 expect_contains "$out" "2 ranks per node" "hierarchical assumption"
 out=$("$EXPLAIN" scaling --model=resnet20 --strategy=pipeline --ranks=1,4,8 --stages=4 --layer-ms=1,1,1,1,1,1,1,1,1,1,1)
 expect_contains "$out" "pipeline: 1f1b, K = min(4, N) stages cut by time" "pipeline assumption"
@@ -96,9 +96,41 @@ expect_contains "$("$EXPLAIN" scaling --model=mlp --strategy=pipeline --stages=2
 expect_error "--schedule is the pipeline's: give --strategy=pipeline" scaling --model=mlp --schedule=zb-h1 --layer-ms=1,1,1,1
 expect_error "2 chunks per rank need the interleaved schedule, not 1f1b" scaling --model=mlp --strategy=pipeline --stages=2 --ranks=2 --chunks=2 --layer-ms=1,1,1,1
 
+# Several strategies in one run: a series each, in the order given, each equal to its own run.
+layers=--layer-ms=0,1,0,0.3
+"$EXPLAIN" scaling --model=mlp --strategy=ddp,zero3,pipeline --stages=2 --ranks=1,2,8,64 $layers \
+  --json > "$TMP/series.jsonl" || fail "scaling --strategy=ddp,zero3,pipeline"
+for s in ddp zero3 pipeline; do
+  "$EXPLAIN" scaling --model=mlp --strategy=$s --stages=2 --ranks=1,2,8,64 $layers --json > "$TMP/alone_$s.jsonl"
+done
+if python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1] + "/series.jsonl")]
+heads = [l for l in lines if "assumptions" in l]
+assert [h["strategy"] for h in heads] == ["ddp", "zero3", "pipeline"], heads
+for s in ("ddp", "zero3", "pipeline"):
+    alone = [json.loads(l) for l in open(sys.argv[1] + "/alone_" + s + ".jsonl")]
+    mine = [l for l in lines if l["strategy"] == s]
+    assert mine == alone, (s, mine, alone)
+    assert [r["ranks"] for r in mine[1:]] == [1, 2, 8, 64]
+e = {s: [l["efficiency"] for l in lines if l["strategy"] == s and "ranks" in l] for s in ("ddp", "zero3")}
+assert e["ddp"][-1] > e["zero3"][-1], e  # ZeRO-3 pays its rings at 64 ranks
+' "$TMP"; then pass; else fail "several strategies: series against their own runs"; fi
+expect_error "--strategy=ddp,ddp: ddp is listed twice" scaling --model=mlp --strategy=ddp,ddp $layers
+expect_error "--strategy=nccl: unknown strategy 'nccl'" scaling --model=mlp --strategy=ddp,nccl $layers
+
 if have_gnuplot; then
   "$EXPLAIN" scaling --model=mlp --layer-ms=0,1,0,0.3 --plot="$TMP/scaling.svg" > /dev/null 2>&1 || fail "scaling --plot"
   if svg_ok "$TMP/scaling.svg"; then pass; else fail "scaling.svg is not SVG"; fi
+  "$EXPLAIN" scaling --model=mlp --strategy=ddp,zero3,pipeline --stages=2 $layers --plot="$TMP/series.svg" > /dev/null 2>&1 \
+    || fail "scaling --strategy=ddp,zero3,pipeline --plot"
+  if svg_ok "$TMP/series.svg"; then pass; else fail "series.svg is not SVG"; fi
+  # One legend entry per strategy and quantity (gnuplot writes each key's text once).
+  for s in ddp zero3 pipeline; do
+    for q in efficiency images/s; do
+      expect_contains "$(cat "$TMP/series.svg")" ">$s $q<" "the legend of the series picture"
+    done
+  done
 else
   echo "SKIPPED: scaling --plot (gnuplot is not installed: apt-get install gnuplot-nox)"
 fi

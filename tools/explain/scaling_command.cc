@@ -64,6 +64,13 @@ struct Series {
   std::vector<cost::ScalingPoint> points;
 };
 
+// Each layer's forward + backward, in order.
+std::vector<double> layer_seconds(const cost::ModelProfile& profile) {
+  std::vector<double> out;
+  for (const cost::LayerProfile& l : profile.layers) out.push_back(l.forward_seconds + l.backward_seconds);
+  return out;
+}
+
 void print_json(const ModelChoice& c, const Series& s, const std::string& unit, double per_example) {
   const cost::ScalingOptions& o = s.options;
   std::printf("%s\n", json::Object(kJsonLine)
@@ -77,6 +84,8 @@ void print_json(const ModelChoice& c, const Series& s, const std::string& unit, 
                           .add("topology", cost::algorithm_name(o.network.algorithm))
                           .add("compute_seconds", c.profile.compute_seconds())
                           .add("times_source", c.profile.times_source)
+                          .add("layer_seconds", layer_seconds(c.profile))
+                          .add("step_overhead_seconds", c.profile.step_overhead_seconds)
                           .add("assumptions", cost::scaling_assumptions(c.profile, o))
                           .str()
                           .c_str());
