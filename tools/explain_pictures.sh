@@ -18,6 +18,7 @@ mkdir -p "$out"
 mpi=(mpirun -np 2 --oversubscribe --allow-run-as-root)
 
 "$explain" ring --ranks=4 --megabytes=100 --plot="$out/ring.svg" >/dev/null
+"$explain" ring --ranks=4 --megabytes=100 --buffers="$out/ring_buffers.svg" >/dev/null
 "$explain" pipeline --stages=4 --micro-batches=8 --backward-ratio=2 --plot="$out/1f1b.svg" >/dev/null
 "$explain" pipeline --stages=4 --micro-batches=6 --schedule=zb-h1 --backward-ratio=2 \
   --plot="$out/zb.svg" >/dev/null
