@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cost/compression.h"
 #include "cost/scaling.h"
 #include "models/gpt.h"
 #include "tools/explain/commands.h"
@@ -42,6 +43,11 @@ const char* const kHelp =
     "  --chunks=v           model chunks per rank (interleaved; default 1)\n"
     "  --weight-fraction=w  zero bubble: the part of each backward that is the weight gradient W\n"
     "                       (default 0.5; B takes the rest)\n"
+    "  --compression=S,...  DDP under gradient compressors, a series each (ddp+S): fp16, bf16,\n"
+    "                       randomk:R, topk:R, qsgd:LEVELS, sign, powersgd:RANK, as the train tool\n"
+    "                       spells them; none: plain DDP (give it to keep that series too). Each\n"
+    "                       f32 bucket is sent as the compressor's messages (all-reduced, or\n"
+    "                       all-gathered when they do not add up); compressing takes no time here\n"
     "  --cores=C            the ranks share C cores (0, default: a core per rank); beyond C ranks\n"
     "                       each computes N/C times as long (mpirun on one machine)\n"
     "  --step-all-reduces=k 8-byte all-reduces a step after backward (tools/train: 1, 2 with loss\n"
@@ -199,9 +205,30 @@ int scaling_command(Flags& flags) {
   const std::string plot = flags.text("plot", "");
   ModelChoice c = read_model_flags(flags);
   o.setup = c.setup;
-  std::vector<Series> series;
+  // DDP under each gradient compressor named ("none": plain DDP), a series each.
+  const std::vector<std::string> compressions = flags.texts("compression", "none");
+  if (compressions != std::vector<std::string>{"none"}) {
+    TS_CHECK(std::find(strategies.begin(), strategies.end(), "ddp") != strategies.end(),
+             "--compression compresses DDP's buckets: give --strategy=ddp (or a list with ddp)");
+    for (const std::string& name : compressions) {
+      if (name == "none") continue;
+      parsed("compression", name, [](const std::string& v) {  // checked now, not at the first N
+        return cost::compressed_bucket_collectives({1}, {{1}}, v, 2);
+      });
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> runs;  // strategy, compression
   for (const std::string& strategy : strategies) {
-    Series s{strategy, o, {}};
+    if (strategy != "ddp") {
+      runs.push_back({strategy, "none"});
+      continue;
+    }
+    for (const std::string& name : compressions) runs.push_back({strategy, name});
+  }
+  std::vector<Series> series;
+  for (const auto& [strategy, compression] : runs) {
+    Series s{compression == "none" ? strategy : strategy + "+" + compression, o, {}};
+    s.options.compression = compression;
     if (cost::is_sequence_strategy(strategy)) {
       TS_CHECK(c.input.text(), "--strategy=", strategy, " is a GPT's long-sequence strategy: give "
                "--model=gpt-tiny|gpt-nano|gpt2 (not ", c.name, ")");
@@ -214,6 +241,8 @@ int scaling_command(Flags& flags) {
     }
     TS_CHECK(std::count(strategies.begin(), strategies.end(), strategy) == 1, "--strategy=", names,
              ": ", strategy, " is listed twice");
+    TS_CHECK(std::count(compressions.begin(), compressions.end(), compression) == 1, "--compression=",
+             flags.text("compression", ""), ": ", compression, " is listed twice");
     series.push_back(std::move(s));
   }
   add_times(flags, c);
