@@ -31,6 +31,9 @@ mpi=(mpirun -np 2 --oversubscribe --allow-run-as-root)
 # Several series in one figure: strategies, schedules; the ZeRO paper's 7.5B parameters.
 "$explain" scaling --model=resnet50 --data=imagenet --batch=64 --compute-ms=160 \
   --strategy=ddp,zero3,pipeline --plot="$out/scaling_strategies.svg" >/dev/null
+"$explain" scaling --model=resnet50 --data=imagenet --batch=64 --compute-ms=160 --bandwidth-gbps=10 \
+  --latency-us=50 --compression=none,fp16,topk:0.01,powersgd:4 --ranks=8,64,512 \
+  --plot="$out/compression_scaling.svg" >/dev/null
 "$explain" pipeline --stages=4 --micro-batches=8 --schedule=1f1b,zb-h1,zb-h2 --backward-ratio=2 \
   --plot="$out/schedules.svg" >/dev/null
 "$explain" memory --params=7.5e9 --ranks=64 --precision=mixed --strategy=ddp,zero1,zero2,zero3 \

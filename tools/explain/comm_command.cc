@@ -1,6 +1,8 @@
 // explain comm: the bytes one rank sends per training step, per strategy and per collective, as
 // the process groups' ByteLedger counts them (cost/traffic.h), each beside its formula.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
 
@@ -12,6 +14,7 @@
 #include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
 #include "tools/explain/model_flags.h"
+#include "tools/explain/svg_bars.h"
 #include "tools/explain/table.h"
 
 namespace tessera {
@@ -43,6 +46,32 @@ const char* const kHelp =
     "(cost/sequence_traffic.h, docs/SEQUENCE.md), at --seq-len, --batch and --tensor-parallel:\n"
     "  --sequence-parallel  Megatron-LM's sequence parallelism beside tensor parallelism\n"
     "  --context-parallel=C ring attention over C ranks (default 1)\n";
+
+// The rows as bars grouped by strategy, a bar per collective in the collective's colour, each
+// bar's bytes above it, on a log axis (a compressor's 0.016 MB beside ZeRO-3's 2.4 MB).
+std::string comm_bars_svg(const std::vector<cost::Transfer>& rows, const std::string& title) {
+  BarChart chart;
+  chart.title = title;
+  chart.y_label = "bytes per rank per step";
+  chart.log_y = true;
+  for (const cost::Transfer& x : rows) {
+    if (std::find(chart.groups.begin(), chart.groups.end(), x.strategy) == chart.groups.end()) {
+      chart.groups.push_back(x.strategy);
+    }
+    if (std::find(chart.series.begin(), chart.series.end(), x.collective) == chart.series.end()) {
+      chart.series.push_back(x.collective);
+    }
+  }
+  chart.values.assign(chart.series.size(), std::vector<double>(chart.groups.size(), -1));
+  chart.labels.assign(chart.series.size(), std::vector<std::string>(chart.groups.size()));
+  for (const cost::Transfer& x : rows) {
+    const size_t g = std::find(chart.groups.begin(), chart.groups.end(), x.strategy) - chart.groups.begin();
+    const size_t k = std::find(chart.series.begin(), chart.series.end(), x.collective) - chart.series.begin();
+    chart.values[k][g] = std::max(0.0, chart.values[k][g]) + x.bytes;
+    chart.labels[k][g] = megabytes(chart.values[k][g]);
+  }
+  return bars_svg(chart);
+}
 
 // A GPT's bytes per transformer layer: tensor parallelism (or, with --sequence-parallel, its
 // sequence-parallel form) and ring attention.
@@ -140,7 +169,8 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
 int comm_command(Flags& flags) {
   if (flags.boolean("help")) {
     std::printf("%s%s  --json             one JSON object per strategy and collective\n"
-                "  --plot=FILE.svg    bars of MB per step (gnuplot)\n",
+                "  --plot=FILE.svg    bars grouped by strategy, a bar per collective, each with its\n"
+                "                     bytes, on a log scale (SVG written directly)\n",
                 kHelp, kModelFlagsHelp);
     return 0;
   }
@@ -249,20 +279,12 @@ int comm_command(Flags& flags) {
     if (c.input.text()) print_sequence_traffic(c, layout, false);
   }
   if (!plot.empty()) {
-    std::string script = gnuplot_preamble(plot, 900, 450,
-                                          "Bytes sent per rank per step: " + c.name + ", N=" +
-                                              std::to_string(o.ranks));
-    script += "$data << EOD\n";
-    for (const cost::Transfer& x : rows) {
-      script += x.strategy + "/" + x.collective + " " + std::to_string(x.bytes / 1e6) + "\n";
-    }
-    script +=
-        "EOD\n"
-        "set style data histograms\nset style fill solid 0.85 border -1\nset boxwidth 0.6\n"
-        "set ylabel 'MB per rank per step'\nset yrange [0:*]\nunset key\n"
-        "set xtics rotate by -30 left\nset bmargin 6\n"
-        "plot $data using 2:xtic(1) linecolor rgb '#4e79a7'\n";
-    run_gnuplot(script, plot);
+    std::ofstream out(plot);
+    TS_CHECK(out.good(), "--plot=", plot, ": cannot write the file");
+    out << comm_bars_svg(rows, "Bytes sent per rank per step: " + c.name + ", N=" + std::to_string(o.ranks) +
+                                   " (log scale)");
+    TS_CHECK(out.good(), "--plot=", plot, ": writing failed");
+    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
   }
   return 0;
 }

@@ -44,10 +44,28 @@ std::string bars_svg(const BarChart& c) {
     const double f = c.log_y ? (std::log10(v) - lo) / (hi - lo) : v / hi;
     return kPlotHeight * std::clamp(f, 0.0, 1.0);
   };
-  const double group_width = c.series.size() * kBarWidth + kGroupGap;
-  const double plot_width = c.groups.size() * group_width + kGroupGap;
+  // A group as wide as the bars it has (a strategy without some collective leaves no gap).
+  const auto drawn = [&](size_t s, size_t g) { return c.values[s][g] >= 0 && !(c.log_y && c.values[s][g] <= 0); };
+  std::vector<double> group_x;
+  double plot_width = kGroupGap;
+  for (size_t g = 0; g < c.groups.size(); ++g) {
+    group_x.push_back(kLeft + plot_width);
+    size_t bars = 0;
+    for (size_t s = 0; s < c.series.size(); ++s) bars += drawn(s, g);
+    plot_width += std::max<size_t>(bars, 1) * kBarWidth + kGroupGap;
+  }
+  // Group labels wider than their group (about 6.5 pixels a character) are turned 30 degrees,
+  // the plot taller by what they need, so that none is cut off or overlaps its neighbour.
+  bool turn = false;
+  size_t longest = 0;
+  for (size_t g = 0; g < c.groups.size(); ++g) {
+    const double room = (g + 1 < group_x.size() ? group_x[g + 1] : kLeft + plot_width) - group_x[g];
+    turn = turn || 6.5 * c.groups[g].size() > room;
+    longest = std::max(longest, c.groups[g].size());
+  }
+  const double label_depth = turn ? 6.5 * longest * 0.5 + 10 : 0;
   const double width = std::max(kLeft + plot_width + kLegendWidth, kLeft + 7.5 * c.title.size() + 20);
-  const double height = kTop + kPlotHeight + kBottom;
+  const double height = kTop + kPlotHeight + kBottom + label_depth;
   const double base = kTop + kPlotHeight;
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
@@ -70,18 +88,24 @@ std::string bars_svg(const BarChart& c) {
        << "</text>\n";
   }
   for (size_t g = 0; g < c.groups.size(); ++g) {
-    const double x0 = kLeft + kGroupGap + g * group_width;
+    double x = group_x[g];
     for (size_t s = 0; s < c.series.size(); ++s) {
-      const double v = c.values[s][g];
-      if (v < 0 || (c.log_y && v <= 0)) continue;
-      const double h = height_of(v), x = x0 + s * kBarWidth;
+      if (!drawn(s, g)) continue;
+      const double h = height_of(c.values[s][g]);
       os << "<rect x=\"" << x + 2 << "\" y=\"" << base - h << "\" width=\"" << kBarWidth - 4
          << "\" height=\"" << h << "\" fill=\"" << kColours[s % 6] << "\"/>\n"
          << "<text x=\"" << x + kBarWidth / 2 << "\" y=\"" << base - h - 4
          << "\" text-anchor=\"middle\" font-size=\"9\">" << xml_escaped(c.labels[s][g]) << "</text>\n";
+      x += kBarWidth;
     }
-    os << "<text x=\"" << x0 + c.series.size() * kBarWidth / 2 << "\" y=\"" << base + 16
-       << "\" text-anchor=\"middle\">" << xml_escaped(c.groups[g]) << "</text>\n";
+    const double centre = (group_x[g] + std::max(x, group_x[g] + kBarWidth)) / 2;
+    if (turn) {
+      os << "<text transform=\"translate(" << centre + 4 << "," << base + 14 << ") rotate(-30)\" "
+         << "text-anchor=\"end\">" << xml_escaped(c.groups[g]) << "</text>\n";
+    } else {
+      os << "<text x=\"" << centre << "\" y=\"" << base + 16 << "\" text-anchor=\"middle\">"
+         << xml_escaped(c.groups[g]) << "</text>\n";
+    }
   }
   os << "<line x1=\"" << kLeft << "\" y1=\"" << base << "\" x2=\"" << kLeft + plot_width << "\" y2=\""
      << base << "\" stroke=\"black\"/>\n"
