@@ -55,8 +55,9 @@ expect_error "--repeats sets how the layers are measured: add --measure (without
   scaling --model=mlp --repeats=3
 expect_error "--layer-ms and --measure: give one of them" scaling --model=mlp --measure --layer-ms=1,1,1,1
 # No profile stored for this input: measured now, saying which file would hold one.
-out=$("$EXPLAIN" scaling --model=logistic --data=imagenet --batch=2 --ranks=1)
-expect_contains "$out" "(no stored profile of logistic on this input: explain profile measures one for cost/profiles/logistic-imagenet.json)" "no stored profile"
+out=$("$EXPLAIN" scaling --model=gpt-tiny --tokenizer=byte --seq-len=32 --ranks=1)
+expect_contains "$out" "per-layer times: measured now on " "no stored profile: measured now"
+expect_contains "$out" "(no stored profile of gpt-tiny on this input: explain profile measures one for cost/profiles/gpt-tiny-text-s32-v256.json)" "no stored profile"
 
 # explain profile: a profile of this machine, today, that parses and names the model's layers.
 "$EXPLAIN" profile --model=logistic --repeats=2 > "$TMP/logistic.json" 2> "$TMP/profile.err" \
