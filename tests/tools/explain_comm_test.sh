@@ -50,6 +50,25 @@ for s, (collective, calls, b) in expect.items():
 ' "$TMP/compressed.jsonl"; then pass; else fail "comm --compression figures"; fi
 expect_error "--compression=topk:2: " comm --model=mlp --ranks=2 --compression=topk:2
 
+# A network given: each row's step time, scaling's model at N (the MLP at 1 ms + 0.3 ms a step,
+# N = 2, 5 us, 100 Gb/s: DDP's exposed all-reduce of 814,120 bytes, 1.3751296 ms; fp16's of
+# 407,060, 1.3425648 ms, as explain_scaling_test works them out), null where not modelled.
+"$EXPLAIN" comm --model=mlp --ranks=2 --compression=fp16 --layer-ms=0,1,0,0.3 --bandwidth-gbps=100 \
+  --latency-us=5 --json > "$TMP/timed.jsonl" || fail "comm --bandwidth-gbps"
+if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+step = {r["strategy"]: r["step_seconds"] for r in rows}
+assert abs(step["ddp"] - 1.3751296e-3) < 1e-12, step
+assert abs(step["ddp+fp16"] - 1.3425648e-3) < 1e-12, step
+assert step["zero3"] > step["ddp"], step
+for s in ("zero1", "zero2", "pipeline", "tensor_parallel"):
+    assert step[s] is None, (s, step[s])
+' "$TMP/timed.jsonl"; then pass; else fail "comm --bandwidth-gbps: step times"; fi
+out=$("$EXPLAIN" comm --model=mlp --ranks=2 --layer-ms=0,1,0,0.3 --bandwidth-gbps=100)
+expect_contains "$out" "ddp              all_reduce          1  0.814 MB    1.375" "the step column"
+if [[ "$("$EXPLAIN" comm --model=mlp --ranks=2)" == *"step ms"* ]]; then fail "a step column without a network"; else pass; fi
+
 # The picture (written directly): a group per strategy, a bar per collective it sends, each bar
 # labelled with the bytes --json reports, every group's name shown (long ones turned, not cut).
 "$EXPLAIN" comm --model=resnet20 --ranks=8 --compression=all --plot="$TMP/comm.svg" > /dev/null 2>&1 || fail "comm --plot"
