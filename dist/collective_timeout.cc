@@ -34,6 +34,10 @@ struct Registry {
   Wait last;
   Clock::time_point last_ended;
   bool any_ended = false;
+  // The wait that timed out on this rank (its error is ending the job), if one has.
+  Wait timed_out;
+  double timed_out_after = 0;
+  bool any_timed_out = false;
 };
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: waits may end during exit
@@ -74,6 +78,13 @@ std::string describe_waits() {
            " s in " + w.what + (w.peer >= 0 ? " for rank " + std::to_string(w.peer) : "");
   }
   if (!out.empty()) return out;
+  if (r.any_timed_out) {  // its wait has unwound; its error is on its way to ending the job
+    char after[32];
+    std::snprintf(after, sizeof after, "%.1f", r.timed_out_after);
+    return "timed out in " + r.timed_out.what +
+           (r.timed_out.peer >= 0 ? " for rank " + std::to_string(r.timed_out.peer) : "") +
+           " after " + after + " s (its own error ends the job)";
+  }
   out = "not waiting for any rank (computing, or between collectives); ";
   if (!r.any_ended) return out + "no wait yet";
   return out + "its last wait, " + r.last.what + ", ended " + seconds_text(now - r.last_ended) +
@@ -115,6 +126,14 @@ void check_collective_timeout(double waited_seconds) {
                peer + " never joined it, is stuck before it, or is at another collective";
   } else {
     message += std::string(" (timeout ") + limit_text + " s)";
+  }
+  {
+    // What this rank answers a desync query from now on (describe_waits).
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.timed_out = Wait{what, waiting_peer, Clock::now()};
+    r.timed_out_after = waited_seconds;
+    r.any_timed_out = true;
   }
   throw CollectiveTimeout(message);
 }

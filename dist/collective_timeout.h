@@ -49,8 +49,10 @@ void check_collective_timeout(double waited_seconds);
 
 // What this process's threads are waiting for now, one clause per waiting thread, e.g.
 //   "waiting 5.1 s in all_reduce #57 (...) for rank 1"
-// or, when no thread waits, "not waiting for any rank (computing, or between collectives);
-// its last wait, all_reduce #56 (...), ended 0.3 s ago" (or "no wait yet").
+// or, when no thread waits, "timed out in all_reduce #57 (...) for rank 1 after 5.0 s (its own
+// error ends the job)" once a wait of this process has timed out, else "not waiting for any
+// rank (computing, or between collectives); its last wait, all_reduce #56 (...), ended 0.3 s
+// ago" (or "no wait yet").
 std::string describe_waits();
 
 }  // namespace dist

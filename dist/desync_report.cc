@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -20,6 +21,11 @@ constexpr int kQueryTag = 1, kAnswerTag = 2;
 
 MPI_Comm channel = MPI_COMM_NULL;
 std::mutex answering;  // one thread answers at a time
+// Answers for a rank that is in none of tessera's waits (computing, stalled in its own code, or
+// ending: dist::finalize), every kAnswerPeriod.
+std::thread answerer;
+std::atomic<bool> answerer_stop{false};
+constexpr auto kAnswerPeriod = std::chrono::milliseconds(20);
 // Answers in flight: their buffers live until the process ends (a few per timeout at most).
 std::deque<std::string>& answers_sent() {
   static auto* sent = new std::deque<std::string>;
@@ -31,9 +37,23 @@ std::deque<std::string>& answers_sent() {
 void start_desync_channel() {
   if (channel != MPI_COMM_NULL) return;
   MPI_Comm_dup(MPI_COMM_WORLD, &channel);
+  int size = 1;
+  MPI_Comm_size(channel, &size);
+  if (size < 2) return;
+  answerer_stop = false;
+  answerer = std::thread([] {
+    while (!answerer_stop.load()) {
+      answer_desync_queries();
+      std::this_thread::sleep_for(kAnswerPeriod);
+    }
+  });
 }
 
 void stop_desync_channel() {
+  if (answerer.joinable()) {
+    answerer_stop = true;
+    answerer.join();
+  }
   std::lock_guard<std::mutex> lock(answering);
   if (channel == MPI_COMM_NULL) return;
   MPI_Comm_free(&channel);
@@ -107,7 +127,7 @@ std::string desync_report(double answer_seconds) {
     } else if (answers.count(r) != 0) {
       report += answers[r];
     } else {
-      report += "no answer: computing, stalled outside tessera's waits, or dead";
+      report += "no answer: dead, frozen whole, or past dist::finalize";
     }
   }
   return report;

@@ -1,9 +1,12 @@
 #include "dist/environment.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <thread>
 
 #include "dist/desync_report.h"
 #include "dist/mpi_check.h"
@@ -113,17 +116,42 @@ void finalize() {
   }
   g_groups.clear();
   g_world.reset();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) {
+    // Wait for every rank here, answering desync queries meanwhile (desync_report.h): a rank
+    // still in a collective this one never joined (rank 0 alone gathering a state_dict, say)
+    // then learns from its timeout's report that this one has ended its program.
+    static const std::string ended = "dist::finalize (this rank's program has ended)";
+    const WaitingFor waiting(ended, -1);
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    for (int done = 0; !done;) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   stop_desync_channel();
   MPI_Finalize();
 }
 
 void abort_job(const std::string& message, int code) {
-  std::fprintf(stderr, "[rank %d] error: %s\n", world_rank(), message.c_str());
-  std::fflush(stderr);
-  int initialized = 0, finalized = 0;
+  int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  const bool running = initialized && !finalized;
+  if (running) MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = world_rank();
+  // Said once. An error every rank meets (a missing file, a guard every rank runs, a collective
+  // every rank waits in) would otherwise be printed by each. Rank 0 speaks at once; rank r waits
+  // 0.2 s x r (at most 2 s) first, and is ended silently by MPI_Abort if a lower rank failed
+  // too. A rank that fails alone is still heard, that much later.
+  if (running && size > 1 && rank > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 * std::min(rank, 10)));
+  }
+  std::fprintf(stderr, "[rank %d] error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (running) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);
 }
 

@@ -7,7 +7,8 @@
 // MPI is initialized with MPI_THREAD_MULTIPLE: every group's communication thread calls MPI
 // on its own. An error on one rank must not leave the others waiting forever in a collective:
 // run_or_abort() (and the terminate handler init() installs) print the error with the rank and
-// call MPI_Abort, which ends every process of the job.
+// call MPI_Abort, which ends every process of the job; an error every rank meets is printed
+// once, by the lowest rank that met it.
 #pragma once
 
 #include <functional>
@@ -35,10 +36,13 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
 // another setting with ProcessGroup::set_network_emulation (say, inter-node groups slower).
 // Throws, naming the value, on a negative latency or a bandwidth that is not > 0.
 void set_network_emulation(const NetworkEmulation& emulation);
-// Drains every group and finalizes MPI (also registered with atexit by init()).
+// Drains every group, waits for every rank to reach finalize (answering desync queries
+// meanwhile: desync_report.h) and finalizes MPI (also registered with atexit by init()).
 void finalize();
 
-// Prints "[rank R] message" and ends the whole job with `code`.
+// Prints "[rank R] error: message" and ends the whole job with `code`. Once per job: rank R > 0
+// waits 0.2 s x R (at most 2 s) before printing, so that when several ranks fail together
+// the lowest one's message is the one printed (its MPI_Abort ends the others first).
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 // Runs body; an exception on any rank aborts the job with its message.
 int run_or_abort(const std::function<int()>& body);

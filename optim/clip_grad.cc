@@ -9,21 +9,27 @@
 namespace tessera {
 namespace optim {
 
-double grad_squared_sum(const std::vector<Variable>& params) {
+double squared_sum(const Tensor& grad) {
   NoGradGuard no_grad;
+  return sum(square(grad.to(kF64))).item();
+}
+
+double grad_squared_sum(const std::vector<Variable>& params) {
   double sum_of_squares = 0;
   for (const Variable& p : params) {
-    if (p.grad().defined()) sum_of_squares += sum(square(p.grad().to(kF64))).item();
+    if (p.grad().defined()) sum_of_squares += squared_sum(p.grad());
   }
   return sum_of_squares;
 }
 
 double grad_norm(const std::vector<Variable>& params) { return std::sqrt(grad_squared_sum(params)); }
 
+double clip_coefficient(double max_norm, double total) { return max_norm / (total + 1e-6); }
+
 namespace {
 
 void scale_grads(const std::vector<Variable>& params, double max_norm, double total) {
-  const double coef = max_norm / (total + 1e-6);
+  const double coef = clip_coefficient(max_norm, total);
   if (coef >= 1) return;
   for (const Variable& p : params) {
     if (!p.grad().defined()) continue;

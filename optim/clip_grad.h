@@ -28,6 +28,12 @@ namespace optim {
 double grad_norm(const std::vector<Variable>& params);
 // The sum of the squares of the gradients (f64): a rank's part of the squared global norm.
 double grad_squared_sum(const std::vector<Variable>& params);
+// The same of one gradient tensor, as grad_squared_sum adds it up (a gradient held elsewhere:
+// an offloaded ZeRO-3 unit's).
+double squared_sum(const Tensor& grad);
+// The factor gradients are scaled by for a global norm `total` (PyTorch's max_norm / (total +
+// 1e-6)); clipping scales only when it is below 1.
+double clip_coefficient(double max_norm, double total);
 
 // Returns the total norm before clipping. norm_type 2 (Euclidean) or infinity. Refuses a
 // parameter whose whole gradient is held elsewhere (Variable::grad_held_by: ZeRO's and FSDP's),

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tensor/deferred_init.h"
 #include "tensor/tensor.h"
 
 namespace tessera {
@@ -10,7 +11,9 @@ namespace tessera {
 Tensor empty(const Shape& shape, const TensorOptions& options) {
   for (int64_t s : shape) TS_CHECK(s >= 0, "empty: negative size in shape ", shape);
   const size_t nbytes = numel(shape) * element_size(options.dtype());
-  auto storage = std::make_shared<Storage>(nbytes, options.device());
+  auto storage = DeferredInit::active()
+                     ? std::make_shared<Storage>(nbytes, options.device(), Storage::Deferred{})
+                     : std::make_shared<Storage>(nbytes, options.device());
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype());
 }
 

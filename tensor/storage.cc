@@ -12,6 +12,10 @@ Storage::Storage(size_t nbytes, Device device, Allocator* allocator)
   data_ = allocator_->allocate(nbytes, device);
 }
 
+Storage::Storage(size_t nbytes, Device device, Deferred)
+    : nbytes_(nbytes), device_(device), allocator_(get_allocator(device.type())),
+      deferred_(nbytes > 0) {}
+
 Storage::~Storage() { release(); }
 
 void Storage::release() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "tensor/device.h"
@@ -15,11 +16,27 @@ namespace tessera {
 
 class Allocator;
 
+// What fills a deferred storage when it is materialized (tensor/deferred_init.h): the last
+// whole-tensor initializer a model's constructor ran on it, with the generator counters it
+// claimed, so the values are those an eager construction would have drawn.
+struct DeferredFill {
+  enum class Kind { kNone, kConstant, kUniform, kNormal };
+  Kind kind = Kind::kNone;  // kNone: never initialized (materializes as zeros)
+  double a = 0;             // constant: the value; uniform: low; normal: mean
+  double b = 0;             // uniform: high; normal: std
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
 class Storage {
  public:
   Storage(size_t nbytes, Device device);
   // Bytes from a specific allocator (pinned host memory for fast copies to and from a GPU).
   Storage(size_t nbytes, Device device, Allocator* allocator);
+  // A deferred storage (tensor/deferred_init.h): the size and an initializer, no bytes until
+  // deferred_init's materialize() allocates and fills them.
+  struct Deferred {};
+  Storage(size_t nbytes, Device device, Deferred);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -35,11 +52,18 @@ class Storage {
   // Allocates the bytes again (contents undefined) if they were released.
   void materialize();
 
+  // Deferred: no bytes yet, and what will fill them (set while a constructor initializes it).
+  bool deferred() const { return deferred_; }
+  DeferredFill& deferred_fill() { return fill_; }
+  void end_deferral() { deferred_ = false; }
+
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
   Allocator* allocator_ = nullptr;
+  bool deferred_ = false;
+  DeferredFill fill_;
 };
 
 }  // namespace tessera

@@ -9,6 +9,7 @@
 
 #include "tensor/allocator.h"
 #include "tensor/backend.h"
+#include "tensor/deferred_init.h"
 
 namespace tessera {
 
@@ -82,6 +83,9 @@ Tensor Tensor::channel_blocks() const {
 void* Tensor::raw_data() const {
   TS_CHECK(defined(), "Tensor::raw_data: undefined tensor");
   check_strided("Tensor::raw_data");
+  TS_CHECK(!storage_->deferred(), "Tensor::raw_data: this ", sizes_, " ", dtype_, " tensor was "
+           "made under DeferredInit and holds no values yet (tensor/deferred_init.h): "
+           "materialize() it first, as FullyShardedDataParallel does unit by unit");
   TS_CHECK(storage_->is_materialized(),
            "Tensor::raw_data: the storage has been released (materialize it first)");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size());
@@ -163,6 +167,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(double value) {
+  DeferredFill constant;
+  constant.kind = DeferredFill::Kind::kConstant;
+  constant.a = value;
+  if (detail::record_deferred_fill(*this, constant, "fill_")) return *this;
   backend(device()).fill(blocked_ ? channel_blocks() : *this, value);
   return *this;
 }

@@ -71,11 +71,43 @@ std::vector<int64_t> FlatParameter::counts() const {
   return std::vector<int64_t>(group_->size(), shard_numel());
 }
 
+void FlatParameter::offload(std::shared_ptr<offload::ShardHome> home) {
+  TS_CHECK(home != nullptr && home_ == nullptr, "FlatParameter ", name_,
+           ": offload() takes one home, once");
+  TS_CHECK(home->numel() == shard_numel(), "FlatParameter ", name_, ": a home of ",
+           home->numel(), " elements for a shard of ", shard_numel());
+  TS_CHECK(work_ == nullptr && !full_.defined(), "FlatParameter ", name_,
+           ": offload() while gathered or reducing");
+  home_ = std::move(home);
+  home_->take_from(shard_);
+}
+
+void FlatParameter::prefetch_values() {
+  if (home_ != nullptr && home_->values_offloaded() && !full_.defined()) home_->prefetch(false);
+}
+
+Tensor FlatParameter::shard_values() const {
+  return home_ != nullptr && home_->values_offloaded() ? home_->read_values() : shard_.data();
+}
+
+void FlatParameter::set_shard_values(const Tensor& values) {
+  TS_CHECK(values.numel() == shard_numel(), "FlatParameter ", name_, ": ", values.numel(),
+           " values for a shard of ", shard_numel());
+  NoGradGuard no_grad;
+  if (home_ != nullptr && home_->values_offloaded()) {
+    home_->write_values(values.to(shard_.dtype()).reshape({-1}));
+  } else {
+    Tensor(shard_.data()).copy_(values.reshape({-1}));
+  }
+}
+
 void FlatParameter::launch_gather_in(DType dtype) {
   NoGradGuard no_grad;
+  // Offloaded, the shard is read from its home first (a few pieces in flight at once).
+  const Tensor values = shard_values();
   full_ = empty({padded_}, TensorOptions(dtype).device(device_));
   // The master shard is cast before the all-gather: what travels is what the unit computes in.
-  const Tensor mine = shard_.data().to(dtype).contiguous();
+  const Tensor mine = values.to(dtype).contiguous();
   if (trace::recording()) {
     trace::CollectiveLabel label("all_gather " + name_, "all_gather", trace_args());
     gather_work_ = group_->all_gather(mine, full_, counts());
@@ -136,8 +168,7 @@ void FlatParameter::update_shard_from_gathered() {
   TS_CHECK(gathered() && (full_precision_ || !lowered_), "FlatParameter ", name_,
            ": update_shard_from_gathered needs the unit gathered with GatherPrecision::kFull (a "
            "gather in ", gather_dtype_, " may round the ", shard_.dtype(), " master)");
-  NoGradGuard no_grad;
-  Tensor(shard_.data()).copy_(full_.narrow(0, group_->rank() * shard_numel(), shard_numel()));
+  set_shard_values(full_.narrow(0, group_->rank() * shard_numel(), shard_numel()));
 }
 
 bool FlatParameter::grad_ready(size_t index) {
@@ -186,7 +217,16 @@ void FlatParameter::finish_reduce_scatter() {
   work_->wait();
   work_ = nullptr;
   const Tensor part = reduced_.to(shard_.dtype());
-  if (!shard_.grad().defined()) {
+  if (home_ != nullptr && home_->gradients_offloaded()) {
+    // Written to the home (added to the gradient there: accumulation across backward calls).
+    if (home_->has_gradient()) {
+      Tensor g = home_->read_gradient();
+      add_(g, part);
+      home_->write_gradient(g);
+    } else {
+      home_->write_gradient(part);
+    }
+  } else if (!shard_.grad().defined()) {
     // reduced_ is dropped below and nothing else holds its storage (the finished work has
     // released it), so the gradient takes it over: no second shard-sized buffer in backward.
     shard_.set_grad(part);

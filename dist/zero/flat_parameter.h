@@ -36,6 +36,11 @@
 // added to the shard's gradient, so gradients accumulate across backward calls until the
 // optimizer's zero_grad().
 //
+// Offloaded (offload(home); dist/zero/offload/shard_home.h), the shard's values and gradient live
+// in the home's stores between uses: a gather reads the values first, the reduce-scatter writes
+// (or adds to) the gradient there, and the shard Variable stays empty; the optimizer brings a
+// unit's shard in for its step (zero::GroupedShardOptimizer, through FlatShard::home).
+//
 // While a trace records (dist/trace_recorder.h), the communication thread records each
 // "all_gather NAME" and "reduce_scatter NAME", and reshard() marks "free NAME" on the compute
 // track (args: the unit's name and padded elements).
@@ -50,6 +55,7 @@
 #include "dist/process_group.h"
 #include "dist/work.h"
 #include "dist/zero/mixed_precision.h"
+#include "dist/zero/offload/shard_home.h"
 #include "dist/zero/partition.h"
 
 namespace tessera {
@@ -101,8 +107,21 @@ class FlatParameter {
   void finish_reduce_scatter();
   bool reduce_scatter_pending() const { return work_ != nullptr; }
 
-  // This rank's shard of the flat parameter: the Variable the optimizer steps.
+  // This rank's shard of the flat parameter: the Variable the optimizer steps (empty at rest
+  // when offloaded).
   const Variable& shard() const { return shard_; }
+  // Moves the shard's values and gradient into `home`'s stores (those it offloads); from now on
+  // they live there between uses. Once, right after construction.
+  void offload(std::shared_ptr<offload::ShardHome> home);
+  // Offloaded values: posts their read now (dist/zero/offload/shard_home.h), for a gather soon
+  // after; a no-op otherwise, or while gathered.
+  void prefetch_values();
+  // The home of an offloaded shard, or null.
+  const std::shared_ptr<offload::ShardHome>& home() const { return home_; }
+  // The shard's values wherever they live (a read from the home when offloaded), and a write of
+  // new ones.
+  Tensor shard_values() const;
+  void set_shard_values(const Tensor& values);
   const std::vector<std::pair<std::string, Variable>>& params() const { return params_; }
   const std::string& name() const { return name_; }
   int64_t numel() const { return layout_.total; }  // without padding
@@ -138,6 +157,7 @@ class FlatParameter {
   bool full_precision_ = false;        // the current gather is kFull
   Device device_;
   Variable shard_;      // f32 master (f64 for f64 parameters); .grad() its averaged gradient
+  std::shared_ptr<offload::ShardHome> home_;  // offloaded: where values and gradient live
   Tensor full_;         // the gathered flat buffer, while gathering or gathered
   std::shared_ptr<Work> gather_work_;  // the all-gather in flight, if any
 

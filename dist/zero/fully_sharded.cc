@@ -8,7 +8,10 @@
 #include "dist/grad_norm.h"
 #include "dist/module_sync.h"
 #include "dist/trace_recorder.h"
+#include "dist/reduce_scalar.h"
 #include "dist/zero/wrap_policy.h"
+#include "optim/clip_grad.h"
+#include "tensor/deferred_init.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -34,9 +37,24 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
   claim_ = GradReductionClaim(model_->parameters(), "FullyShardedDataParallel",
                               "its gradient lives in its unit's flat shard: clip with "
                               "FullyShardedDataParallel::clip_grad_norm(max_norm)");
-  // Every rank starts from rank 0's model, whatever each built.
+  options.offload().validate("FullyShardedDataParallel");
+  // Every rank starts from rank 0's model, whatever each built. Parameters built under
+  // DeferredInit (tensor/deferred_init.h) are materialized and broadcast unit by unit as they
+  // are sharded, so the whole model is never in memory; the others are broadcast now.
   verify_same_parameters(*model_, *group_);
-  broadcast_module_states(*model_, *group_, 0, /*buffers=*/true);
+  std::vector<Variable> materialized;
+  for (const Variable& p : model_->parameters()) {
+    if (!is_deferred(p.data())) materialized.push_back(p);
+  }
+  const int64_t deferred = static_cast<int64_t>(model_->parameters().size() - materialized.size());
+  const int64_t most = static_cast<int64_t>(
+      all_reduce_scalar(static_cast<double>(deferred), *group_, ReduceOp::kMax));
+  TS_CHECK(most == deferred, "FullyShardedDataParallel: rank ", group_->rank(), " built ",
+           deferred, " parameters under DeferredInit, another rank ", most, ": build the model "
+           "the same way on every rank");
+  broadcast_parameters(materialized, *group_, 0);
+  for (const Variable& b : model_->buffers()) materialize(b.data());
+  broadcast_buffers(*model_, *group_, 0);
   build_units(options);
   reduced_.assign(units_.size(), false);
   started_.assign(units_.size(), 0.0);
@@ -66,7 +84,7 @@ void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
     unit_module_.push_back(specs[u].module);
   }
   set_initial_orders(specs);
-  flatten_units(std::move(specs));
+  flatten_units(std::move(specs), options.offload());
 }
 
 void FullyShardedDataParallel::set_initial_orders(const std::vector<zero::UnitSpec>& specs) {
@@ -82,7 +100,8 @@ void FullyShardedDataParallel::set_initial_orders(const std::vector<zero::UnitSp
                    [&](size_t a, size_t b) { return specs[a].last > specs[b].last; });
 }
 
-void FullyShardedDataParallel::flatten_units(std::vector<zero::UnitSpec> specs) {
+void FullyShardedDataParallel::flatten_units(std::vector<zero::UnitSpec> specs,
+                                             const Offload& offload) {
   // Under a half-precision param_dtype, the parameters Module::to(kBF16) would keep in f32
   // (BatchNorm's) compute in their own dtype.
   std::vector<const VariableImpl*> keep_f32;
@@ -95,16 +114,51 @@ void FullyShardedDataParallel::flatten_units(std::vector<zero::UnitSpec> specs) 
       }
     }
   }
+  const std::vector<std::shared_ptr<offload::ShardHome>> homes = make_homes(specs, offload);
   for (size_t u = 0; u < specs.size(); ++u) {
     std::vector<bool> keep;
+    std::vector<Variable> deferred;
     for (const auto& [name, p] : specs[u].params) {
       keep.push_back(std::find(keep_f32.begin(), keep_f32.end(), p.impl()) != keep_f32.end());
+      if (is_deferred(p.data())) deferred.push_back(p);
     }
+    for (const Variable& p : deferred) materialize(p.data());
+    broadcast_parameters(deferred, *group_, 0);
     units_.push_back(std::make_unique<FlatParameter>(
         std::move(specs[u].params), group_,
         specs[u].is_root ? std::string("root") : "unit" + std::to_string(u), mixed_precision_,
         std::move(keep)));
+    if (homes[u] != nullptr) units_.back()->offload(homes[u]);
   }
+}
+
+std::vector<std::shared_ptr<offload::ShardHome>> FullyShardedDataParallel::make_homes(
+    const std::vector<zero::UnitSpec>& specs, const Offload& offload) {
+  std::vector<std::shared_ptr<offload::ShardHome>> homes(specs.size());
+  if (!offload.shards()) return homes;
+  const char* who = "FullyShardedDataParallel";
+  const auto store = [&](OffloadTier tier, const char* name) -> std::shared_ptr<offload::OffloadStore> {
+    if (tier == OffloadTier::kDevice) return nullptr;
+    return offload::make_store(offload, tier, who, name, specs[0].params[0].second.device().is_cuda());
+  };
+  values_store_ = store(offload.params(), "parameter_shards");
+  gradients_store_ = store(offload.gradients(), "gradient_shards");
+  // Every unit's shard size is known from its parameters' shapes: reserve them all, then commit
+  // (a full disk is an error now, before any unit is built). The writes of every unit join one
+  // window, so the staging buffers behind the compute are a few shards.
+  const auto writes = std::make_shared<offload::WriteBehind>();
+  for (size_t u = 0; u < specs.size(); ++u) {
+    int64_t numel = 0;
+    for (const auto& [name, p] : specs[u].params) numel += p.numel();
+    const DType dtype = specs[u].params[0].second.dtype() == kF64 ? kF64 : kF32;  // the master's
+    homes[u] = std::make_shared<offload::ShardHome>(
+        zero::padded_size(numel, group_->size()) / group_->size(), dtype,
+        specs[u].params[0].second.device(), offload.piece_numel(), values_store_,
+        gradients_store_, writes);
+  }
+  if (values_store_ != nullptr) values_store_->commit();
+  if (gradients_store_ != nullptr) gradients_store_->commit();
+  return homes;
 }
 
 void FullyShardedDataParallel::register_hooks() {
@@ -138,6 +192,7 @@ std::vector<zero::FlatShard> FullyShardedDataParallel::flat_shards() const {
     for (const auto& [name, p] : unit->params()) f.params.push_back(p);
     f.layout = unit->layout();
     f.range = {r * unit->shard_numel(), (r + 1) * unit->shard_numel()};
+    f.home = unit->home();
     shards.push_back(std::move(f));
   }
   return shards;
@@ -227,6 +282,10 @@ void FullyShardedDataParallel::prefetch(const std::vector<size_t>& order, size_t
   for (size_t k = 1; k <= static_cast<size_t>(prefetch_limit_) && at + k < order.size(); ++k) {
     units_[order[at + k]]->launch_gather();
   }
+  // Offloaded values: the unit after those is read from its home now, so its gather finds its
+  // shard in memory (ZeRO-Infinity's prefetch; a no-op without offload).
+  const size_t next = at + static_cast<size_t>(prefetch_limit_) + 1;
+  if (next < order.size()) units_[order[next]]->prefetch_values();
 }
 
 void FullyShardedDataParallel::on_pre_backward(size_t unit) {
@@ -282,7 +341,41 @@ double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
            max_norm);
   // Every unit's shard is disjoint across the group (padding holds zeros).
   const std::vector<Variable> shards = shard_parameters();
-  return dist::clip_grad_norm(shards, shards, max_norm, {group_});
+  if (units_.empty() || units_[0]->home() == nullptr || !units_[0]->home()->gradients_offloaded()) {
+    return dist::clip_grad_norm(shards, shards, max_norm, {group_});
+  }
+  // Offloaded gradients: each unit's sum of squares was kept when its gradient was written; summed
+  // in the order (and so with the rounding) of the in-memory clip. Scaling reads each gradient,
+  // one unit in memory at a time, and writes it back.
+  NoGradGuard no_grad;
+  const double total = std::sqrt(sum_over({group_})(local_grad_squared_sum()));
+  const double coef = optim::clip_coefficient(max_norm, total);
+  if (coef >= 1) return total;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    offload::ShardHome& home = *units_[u]->home();
+    if (!home.has_gradient()) continue;
+    Tensor g = home.read_gradient();
+    mul_(g, coef);
+    home.write_gradient(g);
+  }
+  return total;
+}
+
+void FullyShardedDataParallel::finish_offload_transfers() {
+  for (const auto& unit : units_) {
+    if (unit->home() != nullptr) unit->home()->finish_transfers();
+  }
+}
+
+double FullyShardedDataParallel::local_grad_squared_sum() const {
+  double local = 0;
+  for (const auto& unit : units_) {
+    const auto& home = unit->home();
+    local += home != nullptr && home->gradients_offloaded()
+                 ? home->gradient_squared_sum()
+                 : (unit->shard().grad().defined() ? optim::squared_sum(unit->shard().grad()) : 0.0);
+  }
+  return local;
 }
 
 StateDict FullyShardedDataParallel::state_dict() {

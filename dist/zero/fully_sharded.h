@@ -113,6 +113,9 @@ class FullyShardedDataParallel {
   // gradient is at most max_norm (the squared norms of the shards are summed across the group;
   // padding holds zeros); returns the norm before clipping. Call after backward, before step().
   double clip_grad_norm(double max_norm);
+  // This rank's part of the squared gradient norm: its shards' gradients' sums of squares, in
+  // memory or kept by their homes when offloaded (no read). inf or NaN when a gradient is.
+  double local_grad_squared_sum() const;
 
   // Collective. The full model's parameters and buffers under the model's own names (copies),
   // so a checkpoint loads into the unwrapped model.
@@ -128,6 +131,13 @@ class FullyShardedDataParallel {
   // The module a nested unit wraps (wrap_layers), or nullptr for a unit of top-level children.
   const nn::Module* unit_module(size_t unit) const { return unit_module_[unit]; }
   nn::Sequential& module() { return *model_; }
+  // Offloaded: waits for the transfers still in flight (the last step's write-behind, a
+  // prefetch), releasing their staging buffers: what stays resident at rest is then measurable.
+  void finish_offload_transfers();
+  // The stores of offloaded parameter and gradient shards (FullyShardedOptions::offload), with
+  // their bytes reserved, read and written; null for a kind kept in memory.
+  const offload::OffloadStore* parameter_store() const { return values_store_.get(); }
+  const offload::OffloadStore* gradient_store() const { return gradients_store_.get(); }
   ProcessGroup& group() { return *group_; }
 
  private:
@@ -135,7 +145,11 @@ class FullyShardedDataParallel {
   // before any forward; each unit's parameters flattened into its FlatParameter; the hooks.
   void build_units(const FullyShardedOptions& options);
   void set_initial_orders(const std::vector<zero::UnitSpec>& specs);
-  void flatten_units(std::vector<zero::UnitSpec> specs);
+  void flatten_units(std::vector<zero::UnitSpec> specs, const Offload& offload);
+  // Offloaded parameters or gradients: one store per tier, every unit's home reserved in it and
+  // the stores committed (null homes without offload).
+  std::vector<std::shared_ptr<offload::ShardHome>> make_homes(
+      const std::vector<zero::UnitSpec>& specs, const Offload& offload);
   void register_hooks();
   void hook_nested_unit(size_t unit);
   // A top-level unit's forward (the root's spans several children): gathered before its first
@@ -156,6 +170,8 @@ class FullyShardedDataParallel {
   int prefetch_limit_ = 0;
   MixedPrecision mixed_precision_;
   GradReductionClaim claim_;
+  std::shared_ptr<offload::OffloadStore> values_store_;     // offloaded parameters, or null
+  std::shared_ptr<offload::OffloadStore> gradients_store_;  // offloaded gradients, or null
   std::vector<std::unique_ptr<FlatParameter>> units_;
   std::vector<std::vector<size_t>> unit_children_;
   std::vector<nn::Module*> unit_module_;            // per unit: its nested module, or nullptr

@@ -78,7 +78,7 @@ StateDict gather_optimizer_state(FullyShardedDataParallel& fsdp, const optim::Op
     }
     if (is_half(unit.dtype())) {
       // The shard is the f32 master of f16/bf16 parameters: an unsplit optimizer's "master".
-      const Tensor& shard = unit.shard().data();
+      const Tensor shard = unit.shard_values();
       Tensor whole = empty({unit.padded_numel()}, TensorOptions(shard.dtype()).device(shard.device()));
       fsdp.group().all_gather(shard, whole)->wait();
       flat.emplace_back("master", whole);
@@ -133,7 +133,7 @@ void load_optimizer_state(const StateDict& full, FullyShardedDataParallel& fsdp,
       continue;  // this unit has not stepped
     }
     local.set(optim::state_key(static_cast<int64_t>(u), "step"), *step);
-    const Tensor& shard = unit.shard().data();
+    const Tensor shard = unit.shard_values();
     for (const std::string& name : names) {
       // This rank's S elements: the parts of the unit's parameters inside them, zero padding.
       Tensor part = name == "master"

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dist/zero/mixed_precision.h"
+#include "dist/zero/offload/offload.h"
 
 namespace tessera {
 namespace dist {
@@ -42,6 +43,11 @@ class FullyShardedOptions {
   // what keeps ZeRO-3's memory saving: without it every unit's autocast cast stays cached.
   // The forward's floating-point input is cast to param_dtype (FSDP's cast_forward_inputs).
   FullyShardedOptions& mixed_precision(const MixedPrecision& m) { mixed_precision_ = m; return *this; }
+  // Where each unit's master shard and gradient shard live between uses (ZeRO-Infinity's
+  // offload_param; dist/zero/offload/shard_home.h): Offload().params(kDisk).gradients(kDisk)
+  // .optimizer(kDisk).dir(path), the same Offload then given to zero::GroupedShardOptimizer for
+  // the optimizer state. Only the params and gradients tiers are read here.
+  FullyShardedOptions& offload(const Offload& o) { offload_ = o; return *this; }
 
   const std::vector<size_t>& units() const { return units_; }
   int64_t min_num_params() const { return min_num_params_; }
@@ -49,6 +55,7 @@ class FullyShardedOptions {
   bool reshard_after_forward() const { return reshard_after_forward_; }
   int prefetch_limit() const { return prefetch_limit_; }
   const MixedPrecision& mixed_precision() const { return mixed_precision_; }
+  const Offload& offload() const { return offload_; }
 
  private:
   std::vector<size_t> units_;
@@ -57,6 +64,7 @@ class FullyShardedOptions {
   bool reshard_after_forward_ = true;
   int prefetch_limit_ = 0;
   MixedPrecision mixed_precision_;
+  Offload offload_;
 };
 
 }  // namespace dist

@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "dist/zero/offload/optimizer_swapper.h"
+#include "dist/zero/offload/shard_home.h"
 #include "optim/elementwise_optimizer.h"
 #include "optim/state_keys.h"
 #include "tensor/ops.h"
@@ -54,9 +55,13 @@ GroupedShardOptimizer::GroupedShardOptimizer(std::vector<FlatShard> shards,
   size_t in_shards = 0;
   for (size_t s = 0; s < shards_.size(); ++s) {
     const FlatShard& f = shards_[s];
-    TS_CHECK(f.params.size() == f.layout.ranges.size() && f.shard.numel() == f.range.size(), kWho,
+    const int64_t held = f.offloaded() ? f.home->numel() : f.shard.numel();
+    TS_CHECK(f.params.size() == f.layout.ranges.size() && held == f.range.size(), kWho,
              ": shard ", s, " has ", f.params.size(), " parameters and ", f.layout.ranges.size(),
-             " ranges, ", f.shard.numel(), " elements for a range of ", f.range.size());
+             " ranges, ", held, " elements for a range of ", f.range.size());
+    TS_CHECK(!f.offloaded() || offload.optimizer() != OffloadTier::kDevice, kWho, ": shard ", s,
+             " is offloaded (its wrapper's Offload) but this optimizer's state is not: give it "
+             "the same Offload (the step streams each offloaded shard with its state)");
     for (const Variable& p : f.params) {
       TS_CHECK(group_of.count(p.impl()) > 0, kWho, ": parameter '", p.name(), "' of shard ", s,
                " is in no parameter group");
@@ -95,7 +100,11 @@ GroupedShardOptimizer::GroupedShardOptimizer(std::vector<FlatShard> shards,
     std::vector<Variable> views;
     for (size_t k = first; k < pieces_.size(); ++k) {
       Piece& p = pieces_[k];
-      p.view = Variable(shards_[p.shard].shard.data().narrow(0, p.range.begin, p.range.size()), true);
+      // An offloaded shard is empty at rest; its pieces are cut at each step (build_swapper).
+      const FlatShard& f = shards_[p.shard];
+      p.view = Variable(f.offloaded() ? empty({0}, f.shard.data().options())
+                                      : f.shard.data().narrow(0, p.range.begin, p.range.size()),
+                        true);
       p.view.set_name("shard" + std::to_string(p.shard) + ".group" + std::to_string(g) + "[" +
                       std::to_string(p.range.begin) + ":" + std::to_string(p.range.end) + "]");
       views.push_back(p.view);
@@ -139,7 +148,10 @@ std::vector<Variable> GroupedShardOptimizer::gradient_variables() const {
 }
 
 void GroupedShardOptimizer::zero_grad(bool set_to_none) {
-  for (const FlatShard& f : shards_) f.shard.zero_grad(set_to_none);
+  for (const FlatShard& f : shards_) {
+    f.shard.zero_grad(set_to_none);
+    if (f.offloaded()) f.home->clear_gradient();
+  }
 }
 
 void GroupedShardOptimizer::attach_pieces() {

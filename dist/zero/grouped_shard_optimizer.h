@@ -48,6 +48,7 @@ namespace tessera {
 namespace dist {
 namespace offload {
 class OptimizerSwapper;
+class ShardHome;
 }  // namespace offload
 }  // namespace dist
 }  // namespace tessera
@@ -62,6 +63,12 @@ struct FlatShard {
   std::vector<Variable> params;  // the flat vector's parameters, in its order
   FlatLayout layout;             // where each of them lies in the vector
   Range range;                   // the shard's elements of the vector (may reach into padding)
+  // Where the shard's values and gradient live between uses when a ZeRO-3 wrapper offloads them
+  // (dist/zero/offload/shard_home.h); null when they stay in `shard`. The step brings each
+  // offloaded shard in, steps its pieces and writes it back, one shard at a time.
+  std::shared_ptr<offload::ShardHome> home;
+  int64_t numel() const { return range.size(); }
+  bool offloaded() const { return home != nullptr; }
 };
 
 // Builds the inner optimizer over groups of pieces, each group with its options (null: the

@@ -7,6 +7,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/zero/grouped_shard_optimizer.h"
 #include "dist/zero/offload/optimizer_swapper.h"
+#include "dist/zero/offload/shard_home.h"
 #include "optim/state_keys.h"
 #include "tensor/ops.h"
 
@@ -34,7 +35,6 @@ void GroupedShardOptimizer::build_swapper(std::vector<optim::ParamGroup> pieces,
   }
   std::unique_ptr<optim::Optimizer> inner = make_optimizer(std::move(window_groups));
   check_inner_optimizer(inner.get(), windows.size());
-  std::vector<offload::SwapPiece> swap_pieces;
   for (size_t k = 0; k < pieces_.size(); ++k) {
     const Piece& p = pieces_[k];
     TS_CHECK(shards_[p.shard].shard.dtype() == first.dtype() &&
@@ -43,11 +43,17 @@ void GroupedShardOptimizer::build_swapper(std::vector<optim::ParamGroup> pieces,
              shards_[p.shard].shard.data().device(), ", shard 0 ", first.dtype(), " on ",
              first.device(), " (one store holds them all)");
     for (int64_t at = p.range.begin; at < p.range.end; at += offload.piece_numel()) {
-      const Range r{at, std::min(p.range.end, at + offload.piece_numel())};
-      swapped_.push_back({k, r});
-      swap_pieces.push_back({p.group, r.size()});
+      swapped_.push_back({k, {at, std::min(p.range.end, at + offload.piece_numel())}});
     }
   }
+  // Stepped shard by shard in flat order, so that an offloaded shard (FlatShard::home) is
+  // brought in once per step; each swapped piece's own state makes the order free.
+  std::stable_sort(swapped_.begin(), swapped_.end(), [&](const SwappedPiece& a, const SwappedPiece& b) {
+    const size_t sa = pieces_[a.piece].shard, sb = pieces_[b.piece].shard;
+    return sa != sb ? sa < sb : a.range.begin < b.range.begin;
+  });
+  std::vector<offload::SwapPiece> swap_pieces;
+  for (const SwappedPiece& w : swapped_) swap_pieces.push_back({pieces_[w.piece].group, w.range.size()});
   // The in-memory pieces' views would keep the shards' storage alive (ZeRO-1/2 release theirs
   // between steps); the swapped pieces are cut from the shards at each step instead.
   for (Piece& p : pieces_) p.view = Variable();
@@ -60,16 +66,45 @@ void GroupedShardOptimizer::step_offloaded() {
   const auto shard_of = [this](size_t k) -> const Variable& {
     return shards_[pieces_[swapped_[k].piece].shard].shard;
   };
+  // The offloaded shard in memory now (the pieces come shard by shard): written back when the
+  // pieces move on to the next shard, and after the last.
+  int resident = -1;
+  const auto put_back = [&] {
+    if (resident >= 0) shards_[resident].home->put_back(shards_[resident].shard, /*values_changed=*/true);
+    resident = -1;
+  };
+  const auto bring_in = [&](size_t k) {
+    const size_t s = pieces_[swapped_[k].piece].shard;
+    if (static_cast<int>(s) == resident) return;
+    put_back();
+    if (!shards_[s].offloaded()) return;
+    shards_[s].home->bring_in(shards_[s].shard);
+    resident = static_cast<int>(s);
+    // The next offloaded shard is read while this one steps.
+    for (size_t t = s + 1; t < shards_.size(); ++t) {
+      if (!shards_[t].offloaded()) continue;
+      shards_[t].home->prefetch(/*gradient=*/true);
+      break;
+    }
+  };
   swapper_->step(
       [&](size_t k) {
+        bring_in(k);
         const Range& r = swapped_[k].range;
         return shard_of(k).data().narrow(0, r.begin, r.size());
       },
       [&](size_t k) {
         const Range& r = swapped_[k].range;
+        bring_in(k);
         const Tensor& grad = shard_of(k).grad();
         return grad.defined() ? grad.narrow(0, r.begin, r.size()) : Tensor();
+      },
+      [&](size_t k) {
+        const FlatShard& f = shards_[pieces_[swapped_[k].piece].shard];
+        return f.offloaded() && f.home->gradients_offloaded() ? f.home->has_gradient()
+                                                              : f.shard.grad().defined();
       });
+  put_back();
 }
 
 StateDict GroupedShardOptimizer::offloaded_state_dict() const {
@@ -90,11 +125,11 @@ StateDict GroupedShardOptimizer::offloaded_state_dict() const {
   if (step == 0) return out;
   auto& swapper = const_cast<offload::OptimizerSwapper&>(*swapper_);  // reads wait for writes
   for (size_t s = 0; s < shards_.size(); ++s) {
-    const Tensor& shard = shards_[s].shard.data();
+    const Tensor& shard = shards_[s].shard.data();  // empty when offloaded: its options only
     out.set(optim::state_key(static_cast<int64_t>(s), "step"),
             scalar_tensor(static_cast<double>(step), kI64));
     for (const std::string& name : names) {
-      Tensor flat = zeros({shard.numel()}, shard.options());
+      Tensor flat = zeros({shards_[s].numel()}, shard.options());
       for (size_t k = 0; k < swapped_.size(); ++k) {
         const Piece& p = pieces_[swapped_[k].piece];
         const std::vector<std::string>& own = swapper_->state_names(p.group);
@@ -118,7 +153,7 @@ void GroupedShardOptimizer::load_offloaded_state_dict(const StateDict& state) {
   for (size_t k = 0; k < swapped_.size(); ++k) {
     const Piece& p = pieces_[swapped_[k].piece];
     const std::string prefix = optim::state_key_prefix(static_cast<int64_t>(p.shard));
-    const int64_t shard_numel = shards_[p.shard].shard.numel();
+    const int64_t shard_numel = shards_[p.shard].numel();
     const Tensor* step = state.find(prefix + "step");
     const std::vector<std::string>& own = swapper_->state_names(p.group);
     for (const auto& [name, t] : state.with_prefix_removed(prefix)) {

@@ -48,7 +48,7 @@ void save_sharded_checkpoint(const std::string& dir, FullyShardedDataParallel& f
     // Each rank's shard without its padding (the last ranks' shards may be all padding).
     for (int q = 0; q < N; ++q) s.files.push_back(intersect(shard_range(unit, q), {0, unit.numel()}));
     const int64_t valid = s.files[group.rank()].size();
-    s.values = unit.shard().data().narrow(0, 0, valid);
+    s.values = unit.shard_values().narrow(0, 0, valid);
     for (size_t j = 0; j < unit.params().size(); ++j) {
       s.params.push_back({unit.params()[j].first, unit.shapes()[j], unit.dtype(), 0,
                           unit.layout().ranges[j].begin});
@@ -92,8 +92,7 @@ TrainingProgress load_sharded_checkpoint(const std::string& source_path,
       slot.range = shard_range(*unit, r);
       slot.shape = {slot.range.size()};
       slot.options = TensorOptions(unit->shard().dtype()).device(unit->shard().data().device());
-      Tensor(unit->shard().data())
-          .copy_(assemble(*source->reader, slot.params, slot.range, "param", slot.options));
+      unit->set_shard_values(assemble(*source->reader, slot.params, slot.range, "param", slot.options));
       slots.push_back(std::move(slot));
     }
     for (const auto& [name, b] : fsdp.module().named_buffers()) {

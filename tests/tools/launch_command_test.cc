@@ -86,7 +86,7 @@ TEST(LaunchCommand, RefusesWhatItCannotRestart) {
                "a job from the newest committed checkpoint in its --checkpoint-dir: give one");
   expect_error(
       [] { LaunchCommand(Args{"mpirun", "-np", "2", "train", "--stratgy=ddp", "--checkpoint-dir=d"}); },
-      "launch: the train tool's flags: unknown flag --stratgy");
+      "launch: the train tool's flags: unknown flag --stratgy; did you mean --strategy?");
   expect_error([] {
     LaunchCommand(Args{"mpirun", "-np", "2", "train", "--strategy=zero1", "--compression=fp16",
                        "--amp=fp16", "--checkpoint-dir=d"});

@@ -8,6 +8,8 @@
 //   - a stalled rank ends the job through --collective-timeout, and the restart finishes;
 //   - a lost slot (the hostfile shrinks from 3 to 2 before the restart) with --min-ranks=2:
 //     the run resumes on 2 ranks and ends within 0.5 points of the uninterrupted 3-rank run;
+//   - a rank killed, and an error on every rank: one line names the rank and the signal, the
+//     error is printed once, and Open MPI's own messages are taken out;
 //   - no restarts left, too few slots, bad flags (before any rank starts) and a usage error
 //     end the job with the reason.
 #include <gtest/gtest.h>
@@ -67,7 +69,8 @@ TEST(Launch, ACrashedRankRestartsFromTheCheckpointAndEndsAsTheUninterruptedRun) 
       launch("--max-restarts=1", job(2, flags + "--checkpoint-dir=" + b + " --inject-fault=crash:1:20"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 1] --inject-fault: crashing at step 20"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("launch: attempt 1 ended with exit code"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("launch: attempt 1 ended after "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": rank 1 was killed by SIGKILL (signal 9)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("launch: attempt 2 on 2 ranks, resuming from " + b), std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("resumed from " + b + "/step-00000015/checkpoint.safetensors after epoch 1"),
@@ -165,6 +168,47 @@ TEST(Launch, ALostSlotResumesOnFewerRanks) {
   EXPECT_EQ(json_number(s, "restarts"), 1) << s;
   EXPECT_NEAR(json_number(s, "test_accuracy"), json_number(last_json_line(whole.output), "test_accuracy"),
               0.005) << s;
+}
+
+// How often `part` occurs in `text`.
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// What the user reads of a failed job: the ranks' own lines, once, and one line of the
+// launcher's naming the rank and how it ended, without Open MPI's messages (which plain
+// mpirun shows: the independent reference that they were there to take out).
+TEST(Launch, SaysWhichRankEndedTheJobAndHowWithoutMpirunsMessages) {
+  const std::string flags = "--model=logistic --train-limit=1000 --epochs=1 --threads=1 "
+                            "--strategy=ddp ";
+  const std::string killed = job(3, flags + "--checkpoint-dir=" + fresh_dir("launch_killed") +
+                                        " --inject-fault=crash:2:3");
+  const CommandResult plain = run_command(killed);
+  EXPECT_NE(plain.output.find("mpirun noticed that process rank 2"), std::string::npos) << plain.output;
+  const CommandResult r = launch("--max-restarts=0", killed);
+  EXPECT_EQ(r.exit_code, 137) << r.output;
+  EXPECT_EQ(count(r.output, "[rank 2] --inject-fault: crashing at step 3"), 1u) << r.output;
+  EXPECT_NE(r.output.find(": rank 2 was killed by SIGKILL (signal 9): out of memory (the kernel's "
+                          "OOM killer), a scheduler, or kill -9 (the job's exit code 137)"),
+            std::string::npos) << r.output;
+  for (const char* noise : {"----------", "mpirun noticed", "Primary job", "ORTE_ERROR_LOG",
+                            "help message", "MPI_ABORT"}) {
+    EXPECT_EQ(r.output.find(noise), std::string::npos) << noise << "\n" << r.output;
+  }
+  // An error every rank meets: printed once, by rank 0, and named so.
+  const CommandResult all = launch(
+      "--max-restarts=0", job(3, flags + "--checkpoint-dir=" + fresh_dir("launch_all") +
+                                     " --data-dir=/nonexistent"));
+  EXPECT_EQ(all.exit_code, 1) << all.output;
+  EXPECT_EQ(count(all.output, "error: "), 1u) << all.output;
+  EXPECT_EQ(count(all.output, "[rank 0] error: data/mnist.cc"), 1u) << all.output;
+  EXPECT_NE(all.output.find("ended after"), std::string::npos) << all.output;
+  EXPECT_EQ(all.output.find("----------"), std::string::npos) << all.output;
+  const bool named = all.output.find(": rank 0 called MPI_Abort (error code 1)") != std::string::npos ||
+                     all.output.find(": rank 0 failed: its error is above") != std::string::npos;
+  EXPECT_TRUE(named) << all.output;
 }
 
 TEST(Launch, EndsWithTheReasonWhenItCannotGoOn) {

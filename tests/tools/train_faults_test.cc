@@ -2,7 +2,8 @@
 // stalls makes the others' next wait time out (--collective-timeout=5), which ends the whole job
 // within seconds with a message naming the collective (or transfer), its number and size, and
 // the rank waited for, and a desync report of what every rank was doing; a rank that dies ends
-// the job; bad values exit 2 on every rank; ranks started with different flags are told which
+// the job; bad values exit 2 on every rank; an error every rank meets is printed once; a
+// parallel strategy on one rank says so; ranks started with different flags are told which
 // and stop; a diverging loss or a non-finite gradient norm stops every rank at the same batch.
 #include <gtest/gtest.h>
 
@@ -40,14 +41,16 @@ TEST(TrainFaults, AStalledRankMakesDdpsAllReduceTimeOut) {
 
 // On 3 ranks with rank 1 stalled, the rank that times out asks the others what they are doing
 // (the desync report): the other waiting rank answers from its wait in the same all-reduce, the
-// stalled rank does not answer.
+// stalled rank with the last collective it was in.
 TEST(TrainFaults, TheTimeoutsDesyncReportNamesTheSilentRank) {
   const Timed t = run_timed(kShortMlp + "--strategy=ddp --inject-fault=stall:1:3 --collective-timeout=3", 3);
   const std::string& out = t.result.output;
   EXPECT_NE(t.result.exit_code, 0) << out;
   EXPECT_LT(t.seconds, 30) << out;
   EXPECT_NE(out.find("desync report (each rank's answer within 2 s):"), std::string::npos) << out;
-  EXPECT_NE(out.find("rank 1: no answer: computing, stalled outside tessera's waits, or dead"),
+  // The stalled rank answers from its answering thread with the last collective it was in.
+  EXPECT_NE(out.find("rank 1: not waiting for any rank (computing, or between collectives); its "
+                     "last wait, all_reduce #"),
             std::string::npos) << out;
   // The reporting rank (0 or 2) and the other both wait in the all-reduce for rank 1.
   const bool zero_waits = out.find("rank 0: waiting ") != std::string::npos;
@@ -98,6 +101,69 @@ TEST(TrainFaults, BadFlagOnEveryRankExitsWithTwo) {
   const auto r = tessera::testing::run_train("--strategy=zero9", 2);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--strategy must be one of single|ddp|zero1"), std::string::npos) << r.output;
+}
+
+// How often `part` occurs in `text`.
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// An error every rank meets is printed once, by rank 0: a bad flag (found before MPI starts),
+// a missing data file (found by every rank's loader, ending the job through MPI_Abort) and a
+// missing --resume path (found by every rank's check of the paths).
+TEST(TrainFaults, AnErrorEveryRankMeetsIsPrintedOnce) {
+  const auto flag = tessera::testing::run_train("--stratgy=ddp", 3);
+  EXPECT_EQ(flag.exit_code, 2) << flag.output;
+  EXPECT_EQ(count(flag.output, "unknown flag --stratgy; did you mean --strategy?"), 1u) << flag.output;
+  EXPECT_EQ(count(flag.output, "(run with --help for the flags)"), 1u) << flag.output;
+  const auto data = tessera::testing::run_train(
+      "--model=logistic --epochs=1 --threads=1 --strategy=ddp --data-dir=/nonexistent", 3);
+  EXPECT_NE(data.exit_code, 0) << data.output;
+  EXPECT_EQ(count(data.output, "MNIST: neither /nonexistent/"), 1u) << data.output;
+  EXPECT_EQ(count(data.output, "[rank 0] error: "), 1u) << data.output;
+  // A path every rank checks alike, found after MPI starts.
+  const auto path = tessera::testing::run_train("--strategy=ddp --resume=/nonexistent/ck", 3);
+  EXPECT_EQ(path.exit_code, 2) << path.output;
+  EXPECT_EQ(count(path.output, "--resume=/nonexistent/ck: no such file or directory"), 1u)
+      << path.output;
+}
+
+// A rank that fails alone is still heard, naming itself: rank 0 stalls, rank 1 alone times out
+// (and the report is not printed twice).
+TEST(TrainFaults, ARankThatFailsAloneIsHeard) {
+  const Timed t = run_timed(kShortMlp + "--strategy=ddp --inject-fault=stall:0:3 --collective-timeout=3");
+  const std::string& out = t.result.output;
+  EXPECT_NE(t.result.exit_code, 0) << out;
+  EXPECT_EQ(count(out, "[rank 1] error: collective timeout: all_reduce #"), 1u) << out;
+  EXPECT_EQ(count(out, "error: "), 1u) << out;
+  EXPECT_EQ(count(out, "desync report"), 1u) << out;
+}
+
+// A strategy that shares the work between ranks, started without mpirun, says it runs on one
+// rank (and trains, as torchrun --nproc-per-node=1 does); on 2 ranks, or with
+// --strategy=single, nothing is said.
+TEST(TrainFaults, AParallelStrategyOnOneRankSaysSo) {
+  const std::string flags = "--model=logistic --train-limit=256 --epochs=1 --threads=1 ";
+  const std::string warning = "train: warning: --strategy=zero2 is running on 1 rank (not started by mpirun)";
+  // stderr alone: the warning is there once, and not among the results on stdout.
+  const auto alone = tessera::testing::run_command(
+      "(" + tessera::testing::train_binaries().train + " " + flags + "--strategy=zero2 2>&1 >/dev/null)");
+  EXPECT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_EQ(count(alone.output, warning), 1u) << alone.output;
+  EXPECT_NE(alone.output.find("mpirun -np N bazel-bin/tools/train"), std::string::npos) << alone.output;
+  const auto one_by_mpirun = tessera::testing::run_train(flags + "--strategy=ddp", 1);
+  EXPECT_EQ(one_by_mpirun.exit_code, 0) << one_by_mpirun.output;
+  EXPECT_EQ(count(one_by_mpirun.output, "train: warning: --strategy=ddp is running on 1 rank (the "
+                                        "one rank mpirun or srun started)"), 1u)
+      << one_by_mpirun.output;
+  const auto two = tessera::testing::run_train(flags + "--strategy=zero2", 2);
+  EXPECT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(two.output.find("warning: --strategy"), std::string::npos) << two.output;
+  const auto single = tessera::testing::run_train_single(flags);
+  EXPECT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(single.output.find("warning: --strategy"), std::string::npos) << single.output;
 }
 
 // Ranks started with different flags (an MPMD launch) stop at start-up, every rank told which

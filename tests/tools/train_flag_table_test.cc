@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/tools/flag_lines.h"
+#include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
 
 namespace tessera {
@@ -227,6 +228,15 @@ TEST(FlagTable, UnknownAndMalformedFlagsAreNamed) {
   EXPECT_NE(error_of("--checkpoint=x").find("--checkpoint-activations"), std::string::npos);
   EXPECT_EQ(error_of("--lr"), "--lr needs a value (--lr=VALUE)");
   EXPECT_EQ(error_of("lr=1"), "unexpected argument 'lr=1'");
+  // A mistyped flag or value gets the closest one the table knows.
+  EXPECT_EQ(error_of("--stratgy=ddp"), "unknown flag --stratgy; did you mean --strategy?");
+  EXPECT_EQ(error_of("--micro-batch=4"), "unknown flag --micro-batch; did you mean --micro-batches?");
+  EXPECT_EQ(error_of("--strategy=zero4"),
+            "--strategy must be one of single|ddp|zero1|zero2|zero3|pipeline|gossip|local-sgd|"
+            "async, got 'zero4'; did you mean zero3?");
+  EXPECT_EQ(error_of("--model=resnet30").substr(error_of("--model=resnet30").find(';')),
+            "; did you mean resnet32?");
+  EXPECT_EQ(error_of("--amp=bf61"), "--amp must be one of off|fp16|bf16, got 'bf61'; did you mean bf16?");
 }
 
 TEST(FlagTable, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
@@ -234,7 +244,7 @@ TEST(FlagTable, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
                                      "resnet56|resnet18|resnet34|resnet50|gpt-tiny|gpt-nano|"
                                      "gpt2, got 'vgg'");
   EXPECT_EQ(error_of("--strategy=pipeline --dp-strategy=zero3"),
-            "--dp-strategy must be one of ddp|zero1|zero2, got 'zero3'");
+            "--dp-strategy must be one of ddp|zero1|zero2, got 'zero3'; did you mean zero2?");
   EXPECT_EQ(error_of("--threads=99999999999"),
             "--threads expects an integer >= 1 and <= 2147483647, got '99999999999'");
   EXPECT_EQ(error_of("--label-smoothing=2"),
@@ -272,6 +282,20 @@ TEST(FlagTable, NumbersShowAsTheShortestExactText) {
   EXPECT_EQ(exact(25), "25");
   EXPECT_NE(exact(0.1 + 0.2), exact(0.3));
   EXPECT_EQ(std::stod(exact(0.1 + 0.2)), 0.1 + 0.2);
+}
+
+// A strategy that shares the work, on one rank: a warning naming it and how it was started.
+TEST(FlagTable, AParallelStrategyOnOneRankIsWarnedOf) {
+  EXPECT_EQ(one_rank_warning(read("--strategy=ddp"), 1, false),
+            "warning: --strategy=ddp is running on 1 rank (not started by mpirun): it trains as "
+            "one process would, with no other rank to share the work. For N ranks: mpirun -np N "
+            "bazel-bin/tools/train ..., or bazel-bin/tools/launch -- mpirun -np N "
+            "bazel-bin/tools/train ... to restart after a failure");
+  EXPECT_NE(one_rank_warning(read("--strategy=zero3"), 1, true)
+                .find("--strategy=zero3 is running on 1 rank (the one rank mpirun or srun started)"),
+            std::string::npos);
+  EXPECT_EQ(one_rank_warning(read("--strategy=ddp"), 2, true), "");
+  EXPECT_EQ(one_rank_warning(read("--strategy=single"), 1, false), "");
 }
 
 }  // namespace

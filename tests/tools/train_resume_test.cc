@@ -264,6 +264,46 @@ TEST(TrainResume, AsyncWithoutTheBoundAtZeroResumesFromTheSavedClocksAndTrains) 
   }
 }
 
+// How often `part` occurs in `text`.
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// A checkpoint records the model and optimizer that wrote it: resuming into another is refused
+// (exit 2, before any tensor is loaded), naming both, once: a full checkpoint in one process,
+// and a sharded ZeRO-2 one on 2 ranks (its index carries them).
+TEST(TrainResume, AnotherModelOrOptimizerIsRefusedNamingBoth) {
+  const std::string full = temp_path("resume_origin_full");
+  tessera::testing::run_command("rm -rf " + full);
+  const auto first = run_train_single(kBase + "--optimizer=adamw --epochs=1 --checkpoint-dir=" + full);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const auto other = run_train_single(
+      "--model=logistic --optimizer=sgd --train-limit=2000 --threads=1 --epochs=2 --resume=" + full);
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_EQ(count(other.output, "train: --resume=" + full + ": " + newest_checkpoint(full) +
+                                    " was written by --model=mlp --optimizer=adamw; this run is "
+                                    "--model=logistic --optimizer=sgd (resume with the same model "
+                                    "and optimizer, or start afresh without --resume)"),
+            1u) << other.output;
+  EXPECT_EQ(other.output.find("resumed from"), std::string::npos) << other.output;
+
+  const std::string sharded = temp_path("resume_origin_sharded");
+  tessera::testing::run_command("rm -rf " + sharded);
+  const std::string zero2 = kBase + "--strategy=zero2 --checkpoint-format=sharded ";
+  const auto written = run_train(zero2 + "--epochs=1 --checkpoint-dir=" + sharded, 2);
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  const auto sgd = run_train(zero2 + "--optimizer=sgd --epochs=2 --resume=" + sharded, 2);
+  EXPECT_EQ(sgd.exit_code, 2) << sgd.output;
+  EXPECT_EQ(count(sgd.output, "was written by --model=mlp --optimizer=adam; this run is "
+                              "--model=mlp --optimizer=sgd"), 1u) << sgd.output;
+  // The same model and optimizer resume.
+  const auto same = run_train(zero2 + "--epochs=2 --resume=" + sharded, 2);
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("resumed from " + sharded), std::string::npos) << same.output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) { return tessera::testing::train_test_main(argc, argv); }

@@ -206,9 +206,12 @@ TEST(Train, ResumesFromACheckpoint) {
   EXPECT_NE(second.output.find("resumed from"), std::string::npos);
   EXPECT_EQ(second.output.find("epoch 1/2  train_loss"), std::string::npos);  // epoch 1 skipped
   EXPECT_NE(second.output.find("epoch 2/2  train_loss"), std::string::npos) << second.output;
+  // Another model: refused before loading, naming the checkpoint's and this run's.
   auto wrong = run("--model=mlp --epochs=2 --resume=" + dir);
-  EXPECT_EQ(wrong.exit_code, 1);
-  EXPECT_NE(wrong.output.find("load_state_dict"), std::string::npos) << wrong.output;
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.output.find("was written by --model=logistic --optimizer=adam; this run is "
+                              "--model=mlp --optimizer=adam"),
+            std::string::npos) << wrong.output;
 }
 
 // Issue 14's flag and resume cases: each is an error naming the flag and value (exit 2), or a

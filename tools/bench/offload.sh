@@ -5,6 +5,8 @@
 #     the same store, so the disk step can be read against max(in-memory step, I/O time).
 #  2. The train tool on a model that fits, ZeRO-2 on 2 ranks, per tier: images/s and the
 #     summary's "offload" (bytes offloaded, read and written per step).
+#  3. The train tool on a GPT that fits, ZeRO-3 on 2 ranks with everything offloaded
+#     (--offload=all) per tier against in memory: tokens/s and the shard stores' bytes.
 #
 #   tools/bench/offload.sh [DIR=/tmp] [ELEMENTS=16777216]
 set -euo pipefail
@@ -31,4 +33,20 @@ r = json.loads(sys.stdin.read())
 o = r.get("offload", {})
 print("%-8s %10.0f %16s %16s %16s" % (sys.argv[1], r["images_per_second"], o.get("offloaded_bytes", "-"),
       o.get("step_read_bytes", "-"), o.get("step_written_bytes", "-")))' "$tier"
+done
+echo
+echo "train: --model=gpt-nano --strategy=zero3 on 2 ranks, everything offloaded (--offload=all) against in memory"
+printf '%-8s %10s %14s %14s %14s %14s\n' tier "tokens/s" "param bytes" "param read/run" "grad bytes" "grad read/run"
+flags=(--model=gpt-nano --tokenizer=byte --seq-len=64 --batch-size=4 --train-limit=128 --val-limit=16
+       --strategy=zero3 --epochs=1 --threads=1 --seed=1)
+for tier in device host disk; do
+  extra=()
+  if [ "$tier" != device ]; then extra=(--offload=all --offload-tier="$tier" --offload-dir="$dir"); fi
+  tools/mpi_run.sh 2 bazel-bin/tools/train "${flags[@]}" "${extra[@]}" 2>/dev/null | tail -1 |
+    python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())
+o = r.get("offload", {})
+print("%-8s %10.0f %14s %14s %14s %14s" % (sys.argv[1], r["tokens_per_second"], o.get("parameters_bytes", "-"),
+      o.get("parameters_read_bytes", "-"), o.get("gradients_bytes", "-"), o.get("gradients_read_bytes", "-")))' "$tier"
 done

@@ -19,6 +19,17 @@
 // fewer ranks checks that restart too; a refusal ends it with exit code 2 before any rank
 // starts.
 //
+// What the user reads: the ranks' output as it comes, without Open MPI's messages about how the
+// job ended (its help blocks, its daemons' ORTE_ERROR_LOG lines: mpirun_messages.h), and for each
+// failed attempt one line saying how it ended and which rank ended it, in words (exit_status.h):
+//
+//   launch: attempt 1 ended after 2.1 s: rank 1 was killed by SIGKILL (signal 9): out of memory
+//   (the kernel's OOM killer), a scheduler, or kill -9 (the job's exit code 137)
+//   launch: attempt 1 ended after 0.4 s: rank 0 failed: its error is above (the job's exit code 1)
+//
+// and, when mpirun named no rank, its exit code in words ("exit code 139 = 128 + 11, killed by
+// SIGSEGV (signal 11): a crash in native code ...").
+//
 // --before-restart=CMD runs CMD with /bin/sh before each restart (a node health check that
 // rewrites the hostfile, say); the restart is abandoned if it fails.
 #include <signal.h>
@@ -36,7 +47,9 @@
 
 #include "tensor/check.h"
 #include "tools/launch/command.h"
+#include "tools/launch/exit_status.h"
 #include "tools/launch/hostfile.h"
+#include "tools/launch/mpirun_messages.h"
 
 namespace {
 
@@ -58,28 +71,79 @@ void forward(int signal) {
 
 struct Outcome {
   int exit_code = 0;  // 128 + signal when killed
+  std::string how;    // the end in words: "exit code 1", "killed by SIGKILL (signal 9): ..."
   double seconds = 0;
 };
 
-Outcome run(const std::vector<std::string>& argv) {
+// Shows the job's stderr line by line as it comes, without Open MPI's own messages
+// (mpirun_messages.h); returns what they said of the rank that ended the job.
+std::string show_without_mpirun_messages(int fd) {
+  tessera::launch::MpirunMessages messages;
+  FILE* in = ::fdopen(fd, "r");
+  TS_CHECK(in != nullptr, "launch: fdopen failed: ", std::strerror(errno));
+  std::string line;
+  for (;;) {
+    const int c = std::fgetc(in);
+    if (c == EOF) {
+      if (std::ferror(in) && errno == EINTR) {  // a signal passed on to the job (forward)
+        std::clearerr(in);
+        continue;
+      }
+      break;
+    }
+    if (c != '\n') {
+      line += static_cast<char>(c);
+      continue;
+    }
+    for (const std::string& shown : messages.take(line)) std::fprintf(stderr, "%s\n", shown.c_str());
+    std::fflush(stderr);
+    line.clear();
+  }
+  if (!line.empty()) {
+    for (const std::string& shown : messages.take(line)) std::fprintf(stderr, "%s\n", shown.c_str());
+  }
+  for (const std::string& held : messages.finish()) std::fprintf(stderr, "%s\n", held.c_str());
+  std::fclose(in);
+  return messages.failed_rank();
+}
+
+// Runs argv to its end. With `filter`, its stderr passes through show_without_mpirun_messages
+// and Outcome::how names the rank mpirun said ended the job.
+Outcome run(const std::vector<std::string>& argv, bool filter = false) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  int pipe_fds[2] = {-1, -1};
+  if (filter) TS_CHECK(::pipe(pipe_fds) == 0, "launch: pipe failed: ", std::strerror(errno));
   const auto start = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
   TS_CHECK(pid >= 0, "launch: fork failed: ", std::strerror(errno));
   if (pid == 0) {
+    if (filter) {
+      ::dup2(pipe_fds[1], STDERR_FILENO);
+      ::close(pipe_fds[0]);
+      ::close(pipe_fds[1]);
+    }
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
     std::_Exit(127);
   }
   child_pid = pid;
+  std::string failed_rank;
+  if (filter) {
+    ::close(pipe_fds[1]);
+    failed_rank = show_without_mpirun_messages(pipe_fds[0]);
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   child_pid = 0;
   Outcome o;
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // The rank mpirun named says more than mpirun's own code (137 when any rank was killed).
+  o.how = failed_rank.empty() || !WIFEXITED(status)
+              ? tessera::launch::describe_wait_status(status)
+              : failed_rank + " (the job's exit code " + std::to_string(o.exit_code) + ")";
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return o;
 }
@@ -155,14 +219,14 @@ int launch(int argc, char** argv) {
                  resume ? (", resuming from " + command.checkpoint_dir()).c_str() : "",
                  joined(args).c_str());
     std::fflush(stderr);
-    const Outcome o = run(args);
+    const Outcome o = run(args, /*filter=*/true);
     if (o.exit_code == 0) {
       std::fprintf(stderr, "launch: finished after %d restart%s\n", attempt,
                    attempt == 1 ? "" : "s");
       return 0;
     }
-    std::fprintf(stderr, "launch: attempt %d ended with exit code %d after %.1f s\n", attempt + 1,
-                 o.exit_code, o.seconds);
+    std::fprintf(stderr, "launch: attempt %d ended after %.1f s: %s\n", attempt + 1, o.seconds,
+                 o.how.c_str());
     if (o.exit_code == 2) {
       std::fprintf(stderr, "launch: exit code 2 is a usage error; not restarting\n");
       return 2;
@@ -174,8 +238,8 @@ int launch(int argc, char** argv) {
     if (!before_restart.empty()) {
       const Outcome check = run({"/bin/sh", "-c", before_restart});
       if (check.exit_code != 0) {
-        std::fprintf(stderr, "launch: --before-restart '%s' failed with exit code %d: not "
-                     "restarting\n", before_restart.c_str(), check.exit_code);
+        std::fprintf(stderr, "launch: --before-restart '%s' failed with %s: not restarting\n",
+                     before_restart.c_str(), check.how.c_str());
         return o.exit_code;
       }
     }

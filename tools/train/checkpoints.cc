@@ -9,6 +9,7 @@
 #include "dist/zero/sharded_checkpoint.h"
 #include "tensor/ops.h"
 #include "tensor/random.h"
+#include "tools/train/checkpoint_origin.h"
 #include "tools/train/fault_injection.h"
 #include "tools/train/output_paths.h"
 #include "tools/train/restart_count.h"
@@ -150,6 +151,9 @@ std::optional<StartingPoint> resume(const RunContext& run, optim::LRScheduler* s
       std::printf("train: %s carries no content hashes (written before tessera hashed its "
                   "checkpoints): loaded without checking them\n", path.c_str());
     }
+    // Another model or optimizer than the one that wrote it: refused, naming both, before any
+    // tensor is loaded (and not passed over for an older one: they were written alike).
+    check_checkpoint_origin(read_checkpoint_strings(path), run.config, path, given);
     if (run.lead && path != candidates.paths.front()) {
       std::printf("train: resuming from the next older committed checkpoint, %s\n", path.c_str());
     }
@@ -173,7 +177,7 @@ namespace {
 // Writes the epoch's checkpoint (collective; rank 0 commits it).
 void write_epoch_checkpoint(const RunContext& run, const TrainingProgress& progress) {
   Metadata extra = run.precision.checkpoint_metadata();
-  extra["model"] = run.config.model;
+  for (const auto& [key, value] : checkpoint_origin(run.config)) extra[key] = value;
   extra["strategy"] = run.config.strategy;
   const std::string& root = run.config.checkpoint_dir;
   if (run.config.checkpoint_format == "sharded") {

@@ -307,5 +307,14 @@ std::string check_against_world(const Config& c, int world_size) {
   return "";
 }
 
+std::string one_rank_warning(const Config& c, int world_size, bool launched) {
+  if (world_size != 1 || c.strategy == "single") return "";
+  return "warning: --strategy=" + c.strategy + " is running on 1 rank (" +
+         (launched ? "the one rank mpirun or srun started" : "not started by mpirun") +
+         "): it trains as one process would, with no other rank to share the work. For N ranks: "
+         "mpirun -np N bazel-bin/tools/train ..., or bazel-bin/tools/launch -- mpirun -np N "
+         "bazel-bin/tools/train ... to restart after a failure";
+}
+
 }  // namespace train
 }  // namespace tessera

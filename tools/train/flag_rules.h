@@ -18,6 +18,11 @@ namespace train {
 void check_combinations(const Config& config);
 // What is wrong with the flags on `world_size` ranks, or "".
 std::string check_against_world(const Config& config, int world_size);
+// A warning when a strategy that shares the work between ranks runs on one (no mpirun, or
+// mpirun -np 1): it then trains as one process would, which is allowed (torchrun does so with
+// --nproc-per-node=1) but seldom meant. "" when there is nothing to say. `launched`: whether
+// mpirun or srun started the process.
+std::string one_rank_warning(const Config& config, int world_size, bool launched);
 
 }  // namespace train
 }  // namespace tessera

@@ -32,6 +32,14 @@ const Flag* find_flag(const std::string& name) {
   return it == by_name.end() ? nullptr : it->second;
 }
 
+std::vector<std::string> flag_names() {
+  std::vector<std::string> names;
+  for (const FlagSection& s : flag_sections()) {
+    for (const Flag& f : s.flags) names.push_back(f.name);
+  }
+  return names;
+}
+
 std::string shown_default(const Flag& flag) {
   return flag.default_text.empty() ? flag.value.show(Config()) : flag.default_text;
 }

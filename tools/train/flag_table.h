@@ -46,7 +46,9 @@ struct Flag {
     agreed_value = std::move(value);
     return *this;
   }
-  // The default --help shows when Config's value stands for something else (0 for "the model's").
+  // Every flag's name, in --help's order (for "did you mean --strategy?").
+std::vector<std::string> flag_names();
+// The default --help shows when Config's value stands for something else (0 for "the model's").
   Flag& default_is(std::string text) {
     default_text = std::move(text);
     return *this;
@@ -74,6 +76,8 @@ struct FlagSection {
 const std::vector<FlagSection>& flag_sections();
 // The flag called `name`, or null.
 const Flag* find_flag(const std::string& name);
+// Every flag's name, in --help's order (for "did you mean --strategy?").
+std::vector<std::string> flag_names();
 // The default --help shows for `flag` ("" for none).
 std::string shown_default(const Flag& flag);
 // Refuses a flag given with a strategy its row does not list (FlagError naming both).

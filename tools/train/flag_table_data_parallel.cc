@@ -85,20 +85,15 @@ std::vector<FlagSection> data_parallel_flag_sections() {
            Flag("zero3-prefetch", boolean(&Config::zero3_prefetch),
                 "the next unit's all-gather starts early, at most one ahead")
                .only_with({"zero3"}),
-           Flag("offload",
-                parsed(&Config::offload, "none|optimizer",
-                       [](const std::string& v) {
-                         TS_CHECK(v != "all", "all (parameters and gradients offloaded too, "
-                                  "ZeRO-Infinity's) is not built yet: this version offloads the "
-                                  "optimizer state (--offload=optimizer)");
-                         TS_CHECK(v == "none" || v == "optimizer", "'", v,
-                                  "' is not none or optimizer");
-                       }),
+           Flag("offload", choice(&Config::offload, {"none", "optimizer", "all"}),
                 "zero1|zero2|zero3: the optimizer state (Adam's moments) lives in --offload-tier "
                 "between steps and is streamed through memory piece by piece at each step, the "
-                "next piece read while one steps (ZeRO-Offload, ZeRO-Infinity)"),
+                "next piece read while one steps (ZeRO-Offload, ZeRO-Infinity); all (zero3): each "
+                "unit's f32 master shard and gradient shard too, read for its all-gathers and its "
+                "step, and the model built without its values (materialized unit by unit), so a "
+                "model larger than memory trains (ZeRO-Infinity's offload_param)"),
            Flag("offload-tier", choice(&Config::offload_tier, {"disk", "host"}),
-                "where --offload keeps the state: files under --offload-dir read and written in "
+                "where --offload keeps what it offloads: files under --offload-dir read and written in "
                 "4 KiB-aligned blocks (O_DIRECT) on an I/O thread pool, or host memory (pinned "
                 "on a GPU)"),
            Flag("offload-dir", path(&Config::offload_dir, "DIR", "a directory"),

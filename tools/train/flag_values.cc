@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "tensor/check.h"
+#include "tools/train/closest_name.h"
 
 namespace tessera {
 namespace train {
@@ -42,7 +43,7 @@ std::string one_of(const std::string& flag, const std::string& v,
   }
   std::string list;
   for (const std::string& c : choices) list += (list.empty() ? "" : "|") + c;
-  bad("--" + flag + " must be one of " + list + ", got '" + v + "'");
+  bad("--" + flag + " must be one of " + list + ", got '" + v + "'" + did_you_mean(v, choices, ""));
 }
 
 bool to_bool(const std::string& flag, const std::string& v) {

@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "models/gpt.h"
 #include "tensor/check.h"
+#include "tools/train/closest_name.h"
 #include "tools/train/flag_rules.h"
 #include "tools/train/flag_table.h"
+#include "tools/train/launcher_rank.h"
 #include "tools/train/composition_plan.h"
 #include "tools/train/support_table.h"
 
@@ -48,7 +52,9 @@ Config read_flags(const std::vector<std::string>& args) {
     const Flag* flag = find_flag(name);
     if (flag == nullptr) {
       const auto hint = kMistakes.find(name);
-      bad("unknown flag --" + name + (hint == kMistakes.end() ? "" : " (" + hint->second + ")"));
+      bad("unknown flag --" + name +
+          (hint != kMistakes.end() ? " (" + hint->second + ")"
+                                   : did_you_mean(name, flag_names(), "--")));
     }
     if (eq == std::string::npos) bad("--" + name + " needs a value (--" + name + "=VALUE)");
     flag->value.set(c, name, arg.substr(eq + 1));
@@ -94,7 +100,13 @@ Config parse_flags(int argc, char** argv) {
   try {
     return read_flags(args);
   } catch (const FlagError& e) {
-    std::fprintf(stderr, "train: %s\n(run with --help for the flags)\n", e.what());
+    // Found alike by every rank (MPI has not started): said once, by rank 0. The others wait
+    // first: mpirun ends the job at the first rank that exits non-zero, which must not be
+    // before rank 0 has spoken; they speak only if rank 0 has not ended the job by then.
+    const int rank = launcher_rank().value_or(0);
+    if (rank > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1000 + 200 * std::min(rank, 10)));
+    std::fprintf(stderr, "train%s: %s\n(run with --help for the flags)\n",
+                 rank > 0 ? (" (rank " + std::to_string(rank) + ")").c_str() : "", e.what());
     std::exit(2);
   }
 }

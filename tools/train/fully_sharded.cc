@@ -1,5 +1,6 @@
 #include "tools/train/fully_sharded.h"
 
+#include <cmath>
 #include <optional>
 
 #include "dist/module_sync.h"
@@ -48,7 +49,8 @@ class FullySharded : public Strategy {
                   .min_num_params(c.zero3_min_params)
                   .wrap_layers(c.zero3_wrap_layers)
                   .prefetch_limit(c.zero3_prefetch ? 1 : 0)
-                  .mixed_precision(unit_precision(precision))),
+                  .mixed_precision(unit_precision(precision))
+                  .offload(offload_of(c))),
         opt_(std::make_unique<dist::zero::GroupedShardOptimizer>(
             fsdp_.flat_shards(), groups_,
             [c](std::vector<optim::ParamGroup> pieces) { return make_optimizer(c, std::move(pieces)); },
@@ -71,10 +73,12 @@ class FullySharded : public Strategy {
   }
   void report(json::Object& summary, bool lead) override {
     if (hierarchical_ && lead) hierarchical_->report(summary, steps_);
-    if (lead) report_offload(summary, *opt_);
+    if (lead) report_offload(summary, *opt_, &fsdp_);
   }
   optim::Optimizer& optimizer() override { return *opt_; }
   double clip_grad_norm(double max_norm) override { return fsdp_.clip_grad_norm(max_norm); }
+  // The shards' gradients, offloaded ones included (their homes keep the sums of squares).
+  double local_gradient_norm() override { return std::sqrt(fsdp_.local_grad_squared_sum()); }
   int replicas() const override { return world_->size(); }
   int replica() const override { return world_->rank(); }
   std::shared_ptr<dist::ProcessGroup> replica_group() const override { return world_; }

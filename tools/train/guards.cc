@@ -10,6 +10,7 @@
 #include "optim/clip_grad.h"
 #include "tensor/check.h"
 #include "tensor/shape.h"
+#include "tools/train/strategy.h"
 
 namespace tessera {
 namespace train {
@@ -27,10 +28,9 @@ void verify_configuration(const Config& c, const nn::Module& model, const Data& 
   dist::verify_same_settings(settings, world);
 }
 
-void check_finite_step(double loss, const optim::Optimizer* gradients, int64_t epoch,
-                       int64_t batch, int64_t batches, const Config& c,
-                       dist::ProcessGroup* world) {
-  const double norm = gradients ? optim::grad_norm(gradients->gradient_variables()) : 0.0;
+void check_finite_step(double loss, Strategy* gradients, int64_t epoch, int64_t batch,
+                       int64_t batches, const Config& c, dist::ProcessGroup* world) {
+  const double norm = gradients ? gradients->local_gradient_norm() : 0.0;
   // Both checks in one MAX all-reduce: 2 when a loss is bad, else 1 when a gradient norm is,
   // so the loss (whose gradients are bad too) is the one named when both are.
   const double bad_loss = 2, bad_gradients = 1;

@@ -23,12 +23,13 @@ void verify_configuration(const Config& config, const nn::Module& model, const D
 
 // Collective when `world` is not null: one number all-reduced per step, which carries both
 // checks. Throws naming the epoch and the batch when, on any rank, the loss is not finite or
-// (with `gradients` given) the norm of the gradients of gradients->gradient_variables(), the
-// ones this rank holds, is not. Pass no gradients under loss scaling: an overflowing fp16 step
+// (with `gradients` given) the norm of the gradients this rank holds
+// (Strategy::local_gradient_norm) is not. Pass no gradients under loss scaling: an overflowing fp16 step
 // is the scaler's business (it skips the step and lowers the scale).
-void check_finite_step(double loss, const optim::Optimizer* gradients, int64_t epoch,
-                       int64_t batch, int64_t batches, const Config& config,
-                       dist::ProcessGroup* world);
+class Strategy;  // strategy.h
+
+void check_finite_step(double loss, Strategy* gradients, int64_t epoch, int64_t batch,
+                       int64_t batches, const Config& config, dist::ProcessGroup* world);
 
 }  // namespace train
 }  // namespace tessera

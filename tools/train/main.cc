@@ -15,6 +15,7 @@
 // stdout one JSON object with the run's figures. Exit codes: 0 done, 1 runtime error (an error
 // on any rank ends the whole job), 2 bad flags.
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -32,6 +33,7 @@
 #include "tools/train/flags.h"
 #include "tools/train/guards.h"
 #include "tools/train/language_model.h"
+#include "tools/train/launcher_rank.h"
 #include "tools/train/model.h"
 #include "tools/train/output_paths.h"
 #include "tools/train/precision.h"
@@ -164,7 +166,13 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
 
   StartingPoint start;
   if (!c.resume.empty()) {
-    const std::optional<StartingPoint> resumed = resume(run, schedule.get());
+    std::optional<StartingPoint> resumed;
+    try {
+      resumed = resume(run, schedule.get());
+    } catch (const FlagError& e) {  // another model or optimizer: read alike by every rank
+      if (lead) std::fprintf(stderr, "train: %s\n", e.what());
+      return 2;
+    }
     if (!resumed) return 0;  // the checkpoint has done every epoch already
     start = *resumed;
   }
@@ -201,14 +209,24 @@ int main(int argc, char** argv) {
   }
   // Data, pipeline or tensor parallel: an error on any rank ends the whole job (no rank waits
   // forever).
+  // (Read before MPI starts: Open MPI's singleton start-up sets OMPI_COMM_WORLD_RANK too.)
+  const bool launched = tessera::train::launcher_rank().has_value();
   auto world = tessera::dist::init(&argc, &argv);
   tessera::dist::set_collective_timeout(config.collective_timeout);
   std::string wrong = tessera::train::check_against_world(config, world->size());
   {
     // The paths each rank uses (rank 0 writes the outputs), agreed on so that every rank ends
-    // with exit code 2 when any finds a problem; each prints its own.
+    // with exit code 2 when any finds a problem.
     const std::string paths = tessera::train::output_paths_problem(config, world->rank() == 0);
-    if (!paths.empty()) {
+    // Said once: rank 0 says its own; another rank only a problem rank 0 does not share (a
+    // path another node sees differently). Rank 0's shared part travels as a 32-bit hash.
+    const std::string shared = tessera::train::output_paths_problem(config, false);
+    tessera::Tensor zero_has = tessera::full(
+        {1}, static_cast<double>(std::hash<std::string>()(shared) & 0xffffffffu), tessera::kF64);
+    world->broadcast(zero_has, 0)->wait();
+    const bool same_as_zero =
+        static_cast<double>(std::hash<std::string>()(paths) & 0xffffffffu) == zero_has.item();
+    if (!paths.empty() && (world->rank() == 0 || !same_as_zero)) {
       std::fprintf(stderr, "train (rank %d): %s\n", world->rank(), paths.c_str());
     }
     const double any = tessera::dist::all_reduce_scalar(paths.empty() ? 0.0 : 1.0, *world,
@@ -221,6 +239,8 @@ int main(int argc, char** argv) {
     tessera::dist::finalize();
     return 2;
   }
+  const std::string alone = tessera::train::one_rank_warning(config, world->size(), launched);
+  if (!alone.empty()) std::fprintf(stderr, "train: %s\n", alone.c_str());
   const int code = tessera::dist::run_or_abort([&] { return tessera::train::run(config, world); });
   tessera::dist::finalize();
   return code;

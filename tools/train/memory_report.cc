@@ -33,6 +33,8 @@ std::optional<dist::zero::ModelStateBytes> predicted(const RunContext& run) {
       sharding, run.parameters, param_bytes, moment_bytes, run.ranks);
   // --offload: the moments (and ZeRO-1/2's f32 shard) are in the store between steps.
   if (c.offload != "none") p.optimizer = 0;
+  // --offload=all: ZeRO-3's master and gradient shards too.
+  if (c.offload == "all") p.parameters = p.gradients = 0;
   return p;
 }
 

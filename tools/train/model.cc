@@ -1,17 +1,24 @@
 #include "tools/train/model.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "data/mnist.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
 #include "models/simple.h"
+#include "tensor/deferred_init.h"
 
 namespace tessera {
 namespace train {
 
 std::shared_ptr<nn::Sequential> make_model(const Config& c, int64_t channels,
                                            int64_t vocab_size) {
+  // --offload=all: the model's shapes only (tensor/deferred_init.h); ZeRO-3 materializes each
+  // unit as it shards and offloads it, so the whole model is never in memory (DeepSpeed's
+  // zero.Init). The values are the eagerly built model's, bit for bit.
+  std::optional<DeferredInit> deferred;
+  if (c.offload == "all") deferred.emplace();
   if (language_model(c)) {
     models::GPTConfig config = gpt_config(c, vocab_size);
     config.recompute = models::Recompute::parse(c.recompute, c.recompute_modules);

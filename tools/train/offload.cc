@@ -1,5 +1,6 @@
 #include "tools/train/offload.h"
 
+#include "dist/zero/fully_sharded.h"
 #include "dist/zero/offload/optimizer_swapper.h"
 #include "dist/zero/zero_optimizer.h"
 
@@ -8,12 +9,13 @@ namespace train {
 
 dist::Offload offload_of(const Config& c) {
   if (c.offload == "none") return dist::Offload();
-  return dist::Offload()
-      .optimizer(dist::parse_offload_tier(c.offload_tier))
+  const dist::OffloadTier tier = dist::parse_offload_tier(c.offload_tier);
+  return (c.offload == "all" ? dist::Offload().all(tier) : dist::Offload().optimizer(tier))
       .dir(c.offload_dir);
 }
 
-void report_offload(json::Object& summary, const optim::Optimizer& optimizer) {
+void report_offload(json::Object& summary, const optim::Optimizer& optimizer,
+                    const dist::FullyShardedDataParallel* fsdp) {
   const dist::offload::OptimizerSwapper* swapper = nullptr;
   const dist::offload::SwappedVector* master = nullptr;
   if (const auto* zero = dynamic_cast<const dist::ZeroRedundancyOptimizer*>(&optimizer)) {
@@ -24,7 +26,7 @@ void report_offload(json::Object& summary, const optim::Optimizer& optimizer) {
   }
   if (swapper == nullptr) return;
   json::Object o;
-  o.add("state", "optimizer");
+  o.add("state", fsdp != nullptr && fsdp->parameter_store() != nullptr ? "all" : "optimizer");
   o.add("tier", dist::offload_tier_name(swapper->tier()));
   o.add("offloaded_bytes", swapper->offloaded_bytes());
   o.add("pieces", static_cast<int64_t>(swapper->pieces().size()));
@@ -34,6 +36,18 @@ void report_offload(json::Object& summary, const optim::Optimizer& optimizer) {
   o.add("total_written_bytes", swapper->bytes_written());
   // ZeRO-1/2's f32 masters of f16/bf16 parameters: read before each step, written after it.
   if (master != nullptr) o.add("master_bytes", master->store().reserved_bytes());
+  // --offload=all: ZeRO-3's parameter and gradient shards (totals since the start).
+  const auto add_store = [&](const char* kind, const dist::offload::OffloadStore* store) {
+    if (store == nullptr) return;
+    const std::string k = kind;
+    o.add(k + "_bytes", store->reserved_bytes());
+    o.add(k + "_read_bytes", store->bytes_read());
+    o.add(k + "_written_bytes", store->bytes_written());
+  };
+  if (fsdp != nullptr) {
+    add_store("parameters", fsdp->parameter_store());
+    add_store("gradients", fsdp->gradient_store());
+  }
   summary.add_raw("offload", o.str());
 }
 

@@ -69,6 +69,8 @@ double Strategy::clip_grad_norm(double max_norm) {
   return optim::clip_grad_norm(optimizer().gradient_variables(), max_norm);
 }
 
+double Strategy::local_gradient_norm() { return optim::grad_norm(optimizer().gradient_variables()); }
+
 // Only ZeRO's strategies shard: check_combinations (flag_rules.cc) refuses
 // --checkpoint-format=sharded for the others before any is built.
 void Strategy::save_sharded(const std::string& dir, const TrainingProgress&, const Metadata&) {

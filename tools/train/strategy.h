@@ -113,6 +113,10 @@ class Strategy {
   // parallelism sum the squares over the ranks holding the other parts. Returns the norm
   // before clipping.
   virtual double clip_grad_norm(double max_norm);
+  // The 2-norm of the gradients this rank holds (no communication), for the loop's finite check:
+  // optimizer().gradient_variables()'s by default; ZeRO-3 with offloaded gradients counts those
+  // in their store too.
+  virtual double local_gradient_norm();
   // Called after every training step (a pipeline accumulates its idle time).
   virtual void after_step() {}
   // Whether the loop checks each step's loss and gradients over the world: one all-reduce per

@@ -126,6 +126,18 @@ std::vector<Refusal> make_refusals() {
        "the offload layer sits under ZeRO's shards (ZeRO-Offload, ZeRO-Infinity); one process, "
        "DDP, the pipeline (its --dp-strategy=zero1|zero2 too), local SGD, gossip and the "
        "parameter servers keep their optimizer state in memory: use --strategy=zero1|zero2|zero3"},
+      {{{"offload", {"all"}}, {"strategy", except(kStrategies, {"zero3"})}},
+       "--offload=all moves ZeRO-3's unit shards (parameters and gradients) below the device; "
+       "the other strategies hold whole parameters: use --strategy=zero3, or --offload=optimizer "
+       "with zero1|zero2"},
+      {{{"offload", {"all"}}, {"amp", {"fp16"}}},
+       "fp16 loss scaling unscales and checks for infinities the gradients in memory, and "
+       "--offload=all keeps them in the store between backward and the step: use --amp=bf16 "
+       "(no loss scaling)"},
+      {{{"offload", {"all"}}, {"param-dtype", {"bf16", "f16"}}},
+       "--offload=all builds the model without its values and materializes each unit as it "
+       "shards it, in f32; half-precision computation comes from --amp=bf16 (units gathered in "
+       "bf16 over their f32 master shards)"},
   };
 }
 

@@ -203,8 +203,9 @@ std::vector<Axis> make_axes() {
   };
   axes.push_back(collectives);
 
-  // ZeRO's optimizer state offloaded (dist/zero/offload/): the generated runs keep it on disk.
-  Axis offload = flag_axis("offload", {"none", "optimizer"}, &Config::offload);
+  // ZeRO's optimizer state offloaded, and with "all" ZeRO-3's parameter and gradient shards too
+  // (dist/zero/offload/): the generated runs keep them on disk.
+  Axis offload = flag_axis("offload", {"none", "optimizer", "all"}, &Config::offload);
   offload.flags_for = [](const std::string& v) {
     return v == "none" ? std::string() : "--offload=" + v + " --offload-dir=/tmp/tessera_offload";
   };

@@ -87,7 +87,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     if (measured) memory.after_backward(run);
     // Under loss scaling an inf gradient is the scaler's to skip; otherwise the guard's.
     const bool scaled = run.precision.scaler().is_enabled();
-    check_finite_step(loss, scaled ? nullptr : &run.strategy.optimizer(), epoch, f.batches + 1,
+    check_finite_step(loss, scaled ? nullptr : &run.strategy, epoch, f.batches + 1,
                       loader.num_batches(), run.config,
                       run.strategy.checks_steps_over_world() ? run.world : nullptr);
     // --clip-grad-norm: on the true gradients (unscaled first under loss scaling), in the

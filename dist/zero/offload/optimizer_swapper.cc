@@ -114,14 +114,13 @@ void OptimizerSwapper::post_read(size_t k, Slot& slot) {
 }
 
 void OptimizerSwapper::step(const std::function<Tensor(size_t)>& data,
-                            const std::function<Tensor(size_t)>& grad) {
+                            const std::function<Tensor(size_t)>& grad,
+                            const std::function<bool(size_t)>& has_grad) {
   NoGradGuard no_grad;
   drain();  // the last step's write-behind, before any of it is read again
   std::vector<size_t> active;
-  std::vector<Tensor> grads(pieces_.size());
   for (size_t k = 0; k < pieces_.size(); ++k) {
-    grads[k] = grad(k);
-    if (grads[k].defined()) active.push_back(k);
+    if (has_grad(k)) active.push_back(k);
   }
   const int64_t read_before = store_->bytes_read(), written_before = store_->bytes_written();
   last_step_read_ = last_step_written_ = 0;
@@ -138,7 +137,7 @@ void OptimizerSwapper::step(const std::function<Tensor(size_t)>& data,
 
     for (Variable& w : windows_) w.set_grad(Tensor());
     windows_[g].set_data(data(k));
-    windows_[g].set_grad(grads[k]);
+    windows_[g].set_grad(grad(k));
     StateDict state = options;
     if (steps_[k] > 0) {
       state.set(optim::state_key(static_cast<int64_t>(g), "step"),

@@ -53,9 +53,11 @@ class OptimizerSwapper {
                    const Offload& options, const char* who);
   ~OptimizerSwapper();
 
-  // Steps every piece k whose grad(k) is defined, data(k) being its elements of the shard (the
-  // inner optimizer's current options apply).
-  void step(const std::function<Tensor(size_t)>& data, const std::function<Tensor(size_t)>& grad);
+  // Steps every piece k for which has_grad(k), in order, data(k) and grad(k) being its elements
+  // of the shard and of its gradient (the inner optimizer's current options apply). data(k) and
+  // grad(k) are asked for when piece k steps, so the caller may bring its shard in then.
+  void step(const std::function<Tensor(size_t)>& data, const std::function<Tensor(size_t)>& grad,
+            const std::function<bool(size_t)>& has_grad);
 
   optim::Optimizer& inner() { return *inner_; }
   const optim::Optimizer& inner() const { return *inner_; }

@@ -152,10 +152,21 @@ TEST(IoPool, CarriesAnIoErrorBackToTheWaitingThread) {
 
 TEST(Offload, ValidatesItsOptions) {
   expect_error([] { Offload().optimizer(OffloadTier::kDisk).validate("who"); },
-               "who: the optimizer state is offloaded to disk but no directory was given");
+               "who: the disk tier holds the optimizer state but no directory was given");
   expect_error([] { Offload().piece_numel(1000).validate("who"); },
                "piece_numel must be a positive multiple of 1024 (whole 4 KiB blocks of f32), got 1000");
   expect_error([] { Offload().io_threads(0).validate("who"); }, "io_threads must be at least 1, got 0");
+  expect_error([] { Offload().params(OffloadTier::kDisk).optimizer(OffloadTier::kHost).validate("who"); },
+               "who: the disk tier holds the parameters but no directory was given");
+  expect_error([] { Offload().gradients(OffloadTier::kHost).validate("who"); },
+               "who: parameters (device) and gradients (host) are offloaded but the optimizer state "
+               "stays on the device");
+  const Offload all = Offload().all(OffloadTier::kHost);
+  EXPECT_TRUE(all.shards() && all.any());
+  EXPECT_EQ(all.params(), OffloadTier::kHost);
+  EXPECT_EQ(all.gradients(), OffloadTier::kHost);
+  EXPECT_EQ(all.optimizer(), OffloadTier::kHost);
+  EXPECT_FALSE(Offload().optimizer(OffloadTier::kDisk).shards());
   EXPECT_EQ(parse_offload_tier("disk"), OffloadTier::kDisk);
   expect_error([] { parse_offload_tier("nvme"); }, "offload tier 'nvme' is not one of device, host, disk");
 }
