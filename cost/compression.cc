@@ -86,5 +86,30 @@ std::vector<Transfer> compressed_ddp_traffic(const ModelProfile& model, const st
   return {t};
 }
 
+std::vector<BucketCollective> compressed_bucket_collectives(const std::vector<int64_t>& numels,
+                                                            const std::vector<std::vector<int64_t>>& shapes,
+                                                            const std::string& compression, int ranks) {
+  const dc::CompressionSpec spec = dc::parse_compression(compression);
+  TS_CHECK(spec.kind != "none", "compressed_bucket_collectives: give a compressor, not 'none'");
+  TS_CHECK(numels.size() == shapes.size(), "compressed_bucket_collectives: ", numels.size(),
+           " parameters, ", shapes.size(), " shapes");
+  std::vector<BucketCollective> out;
+  if (spec.kind == "powersgd") {
+    std::vector<Shape> bucket_shapes(shapes.begin(), shapes.end());
+    const dc::PowerSGDPlan plan = dc::plan_powersgd(
+        bucket_shapes, dc::PowerSGDOptions().matrix_approximation_rank(spec.rank));
+    for (int64_t k : {plan.uncompressed_numel, plan.p_numel, plan.q_numel}) {
+      if (k > 0) out.push_back({false, 4.0 * k});  // an empty all-reduce is not issued
+    }
+    return out;
+  }
+  const std::unique_ptr<dc::Compressor> c = dc::make_compressor(spec);
+  int64_t n = 0;
+  for (int64_t k : numels) n += k;
+  const double m = static_cast<double>(c->message_bytes(n));
+  if (c->transport() == dc::Transport::kAllReduce) return {{false, m}};
+  return {{true, m * ranks}};
+}
+
 }  // namespace cost
 }  // namespace tessera

@@ -38,5 +38,18 @@ std::vector<std::string> example_compressions();
 std::vector<Transfer> compressed_ddp_traffic(const ModelProfile& model, const std::string& compression,
                                              const TrafficOptions& o);
 
+// The collectives DDP issues for one f32 bucket of these parameters (element counts and shapes)
+// under `compression` on `ranks` ranks, for the step-time model (cost/scaling.h): an all-reduce
+// of `bytes` (messages that add up: fp16/bf16, random-k, PowerSGD's U, P and Q) or an all-gather
+// whose output is `bytes`, N messages of bytes/N (top-k, QSGD, sign). PowerSGD's steps after
+// start_powerSGD_iter.
+struct BucketCollective {
+  bool all_gather = false;
+  double bytes = 0;
+};
+std::vector<BucketCollective> compressed_bucket_collectives(const std::vector<int64_t>& numels,
+                                                            const std::vector<std::vector<int64_t>>& shapes,
+                                                            const std::string& compression, int ranks);
+
 }  // namespace cost
 }  // namespace tessera

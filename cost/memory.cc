@@ -67,5 +67,25 @@ std::vector<MemoryRow> memory_per_rank(int64_t psi, int64_t tensor_parallel_para
   return rows;
 }
 
+std::vector<MemoryRow> paper_memory_per_rank(int64_t psi, const TrainingSetup& s, int ranks,
+                                             int stages) {
+  TS_CHECK(psi >= 1, "paper_memory_per_rank: psi must be >= 1, got ", psi);
+  TS_CHECK(ranks >= 1 && stages >= 1, "paper_memory_per_rank: ranks ", ranks, ", stages ", stages,
+           " (each must be >= 1)");
+  const int64_t p = s.parameter_bytes(), g = s.gradient_bytes(), k = s.optimizer_bytes();
+  // psi x bytes / N, rounded up: a rank holds whole elements.
+  const auto shard = [&](int64_t bytes) { return (psi * bytes + ranks - 1) / ranks; };
+  std::vector<MemoryRow> rows(4);
+  rows[0] = {"ddp", 1, {p * psi, g * psi, k * psi}, "(" + str(p) + " + " + str(g) + " + " + str(k) + ") psi"};
+  rows[1] = {"zero1", ranks, {p * psi, g * psi, shard(k)},
+             str(p) + " psi + " + str(g) + " psi + " + str(k) + " psi/N"};
+  rows[2] = {"zero2", ranks, {p * psi, shard(g), shard(k)},
+             str(p) + " psi + (" + str(g) + " + " + str(k) + ") psi/N"};
+  rows[3] = {"zero3", ranks, {shard(p), shard(g), shard(k)},
+             "(" + str(p) + " + " + str(g) + " + " + str(k) + ") psi/N"};
+  rows.push_back(replica_row("pipeline", stages, (psi + stages - 1) / stages, s, "psi/K"));
+  return rows;
+}
+
 }  // namespace cost
 }  // namespace tessera

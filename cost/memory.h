@@ -40,5 +40,18 @@ std::vector<MemoryRow> memory_per_rank(int64_t psi, int64_t tensor_parallel_para
                                        const TrainingSetup& setup, int ranks, int stages,
                                        int tensor_parallel);
 
+// The paper's own table (figure 1) for a model known only by its size: DDP and ZeRO-1/2/3 over
+// `ranks` as Rajbhandari et al. write them, with p = g bytes per parameter and gradient and K
+// optimizer bytes per parameter (mixed-precision Adam: 2, 2, 12), and a pipeline stage of `stages`
+// (psi/K_s, stages balanced by parameters):
+//
+//   DDP (p + g + K) psi   ZeRO-1 p psi + g psi + K psi/N   ZeRO-2 p psi + (g + K) psi/N
+//   ZeRO-3 (p + g + K) psi/N
+//
+// tessera's own ZeRO-2 and ZeRO-3 keep f32 shard gradients (memory_per_rank's rows), so for
+// ZeRO-2 its bytes exceed these by 2 psi/N under mixed precision.
+std::vector<MemoryRow> paper_memory_per_rank(int64_t psi, const TrainingSetup& setup, int ranks,
+                                             int stages);
+
 }  // namespace cost
 }  // namespace tessera

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cost/buckets.h"
+#include "cost/compression.h"
 #include "cost/overlap.h"
 #include "cost/traffic.h"
 #include "pipeline/schedule.h"
@@ -60,8 +61,11 @@ ScalingPoint data_parallel_point(OverlapTimeline& t, const Issued& issued, int r
 ScalingPoint ddp_step(const ModelProfile& model, int ranks, const ScalingOptions& o) {
   const std::vector<int64_t> numels = model.parameter_numels();
   const std::vector<size_t> layer_of = model.parameter_layers();
+  const std::vector<std::vector<int64_t>> shapes = model.parameter_shapes();
+  // A compressor's hook compresses f32 buckets; plain DDP all-reduces the gradients' dtype.
+  const int64_t element_bytes = o.compression == "none" ? o.setup.gradient_bytes() : 4;
   std::vector<int64_t> bytes;
-  for (int64_t n : numels) bytes.push_back(n * o.setup.gradient_bytes());
+  for (int64_t n : numels) bytes.push_back(n * element_bytes);
   const std::vector<BucketPlan> buckets = assign_buckets(bytes, o.first_bucket_mb, o.bucket_cap_mb);
   std::vector<size_t> bucket_of(numels.size()), pending(buckets.size());
   for (size_t b = 0; b < buckets.size(); ++b) {
@@ -78,8 +82,24 @@ ScalingPoint ddp_step(const ModelProfile& model, int ranks, const ScalingOptions
       if (layer_of[p] == l) --pending[bucket_of[p]];
     }
     for (; next < buckets.size() && pending[next] == 0; ++next) {
-      const double b = static_cast<double>(buckets[next].bytes);
-      if (ranks > 1) t.launch(issued(all_reduce_time(ranks, b, o.network), b));
+      if (ranks == 1) continue;
+      if (o.compression == "none") {
+        const double b = static_cast<double>(buckets[next].bytes);
+        t.launch(issued(all_reduce_time(ranks, b, o.network), b));
+        continue;
+      }
+      std::vector<int64_t> bucket_numels;
+      std::vector<std::vector<int64_t>> bucket_shapes;
+      for (size_t p : buckets[next].parameters) {
+        bucket_numels.push_back(numels[p]);
+        bucket_shapes.push_back(shapes[p]);
+      }
+      for (const BucketCollective& c :
+           compressed_bucket_collectives(bucket_numels, bucket_shapes, o.compression, ranks)) {
+        t.launch(issued(c.all_gather ? all_gather_time(ranks, c.bytes, o.network)
+                                     : all_reduce_time(ranks, c.bytes, o.network),
+                        c.bytes));
+      }
     }
   }
   return data_parallel_point(t, issued, ranks);
@@ -314,6 +334,11 @@ std::vector<std::string> scaling_assumptions(const ModelProfile& model, const Sc
                   "gradients are ready when its backward ends; buckets all-reduced strictly in order",
                   o.bucket_cap_mb, o.first_bucket_mb);
     a.push_back(buf);
+    if (o.compression != "none") {
+      a.push_back("gradient compression " + o.compression + ": each f32 bucket sent as the "
+                  "compressor's messages (all-reduced when they add up, all-gathered when not); "
+                  "compressing and decompressing take no time here");
+    }
   } else if (o.strategy == Strategy::kZeRO3) {
     a.push_back("ZeRO-3: one unit per layer with parameters, all-gathered before its forward and "
                 "again before its backward (one unit prefetched ahead), gradients reduce-scattered "

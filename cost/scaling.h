@@ -57,6 +57,10 @@ struct ScalingOptions {
   Network network;
   TrainingSetup setup;
   double first_bucket_mb = 1, bucket_cap_mb = 25;  // DDP's
+  // DDP's gradient compressor, as the train tool spells it ("topk:0.01"; "none"): each f32
+  // bucket's collectives become the compressor's (cost/compression.h); compressing and
+  // decompressing cost no time here.
+  std::string compression = "none";
   int stages = 4, microbatches = 8;                // the pipeline's K (at most N) and M
   pipeline::ScheduleKind schedule = pipeline::ScheduleKind::kOneFOneB;
   int chunks = 1;  // v model chunks per rank (the interleaved schedule only)

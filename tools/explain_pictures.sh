@@ -3,8 +3,9 @@
 # all-reduce, pipeline grids, the memory table, the bytes per step with and without compression,
 # the scaling curve) and the ones read from real runs (model states measured on 2 ranks; a DDP,
 # a ZeRO-3, a tensor-parallel, a local-SGD, a gossip and a parameter-server step traced; the
-# metrics of MLP runs in f32 and fp16, and under DDP, local SGD, gossip and asynchronous SGD). Writes
-# docs/pictures/*.svg; each command is the one EXPLAIN.md shows beside its picture.
+# metrics of MLP runs in f32 and fp16, and under DDP, local SGD, gossip and asynchronous SGD; a
+# run's report page). Writes docs/pictures/*.svg (and report.png, where chromium is installed);
+# each command is the one EXPLAIN.md shows beside its picture.
 #
 #   tools/explain_pictures.sh        (builds //tools:train and //tools:explain first)
 set -euo pipefail
@@ -17,6 +18,7 @@ mkdir -p "$out"
 mpi=(mpirun -np 2 --oversubscribe --allow-run-as-root)
 
 "$explain" ring --ranks=4 --megabytes=100 --plot="$out/ring.svg" >/dev/null
+"$explain" ring --ranks=4 --megabytes=100 --buffers="$out/ring_buffers.svg" >/dev/null
 "$explain" pipeline --stages=4 --micro-batches=8 --backward-ratio=2 --plot="$out/1f1b.svg" >/dev/null
 "$explain" pipeline --stages=4 --micro-batches=6 --schedule=zb-h1 --backward-ratio=2 \
   --plot="$out/zb.svg" >/dev/null
@@ -26,6 +28,16 @@ mpi=(mpirun -np 2 --oversubscribe --allow-run-as-root)
 "$explain" comm --model=resnet20 --ranks=4 --compression=all --plot="$out/compression.svg" >/dev/null
 "$explain" scaling --model=resnet50 --data=imagenet --batch=64 --compute-ms=160 \
   --plot="$out/scaling.svg" >/dev/null
+# Several series in one figure: strategies, schedules; the ZeRO paper's 7.5B parameters.
+"$explain" scaling --model=resnet50 --data=imagenet --batch=64 --compute-ms=160 \
+  --strategy=ddp,zero3,pipeline --plot="$out/scaling_strategies.svg" >/dev/null
+"$explain" scaling --model=resnet50 --data=imagenet --batch=64 --compute-ms=160 --bandwidth-gbps=10 \
+  --latency-us=50 --compression=none,fp16,topk:0.01,powersgd:4 --ranks=8,64,512 \
+  --plot="$out/compression_scaling.svg" >/dev/null
+"$explain" pipeline --stages=4 --micro-batches=8 --schedule=1f1b,zb-h1,zb-h2 --backward-ratio=2 \
+  --plot="$out/schedules.svg" >/dev/null
+"$explain" memory --params=7.5e9 --ranks=64 --precision=mixed --strategy=ddp,zero1,zero2,zero3 \
+  --plot="$out/memory_paper.svg" >/dev/null
 
 "${mpi[@]}" "$train" --model=resnet20 --data=synthetic --synthetic-size=192 --batch-size=32 \
   --epochs=1 --threads=1 --seed=3 --strategy=ddp --first-bucket-mb=0.1 --bucket-cap-mb=0.25 \
@@ -62,4 +74,17 @@ mpirun -np 3 --oversubscribe --allow-run-as-root "$train" "${long[@]}" --strateg
   --metrics="$tmp/async.jsonl" >/dev/null
 (cd "$tmp" && "$OLDPWD/$explain" curves --metrics=ddp.jsonl,local-sgd.jsonl,gossip.jsonl,async.jsonl \
   --plot="$OLDPWD/$out/algorithms.svg" >/dev/null)
+# A run's page (explain report), photographed by headless Chromium where it is installed.
+mkdir -p "$tmp/run"
+"${mpi[@]}" "$train" --model=mlp --data=synthetic --epochs=2 --train-limit=640 --threads=1 --seed=3 \
+  --strategy=zero2 --metrics="$tmp/run/metrics.jsonl" --trace="$tmp/run/trace.json" > "$tmp/run/stdout.txt"
+echo "mpirun -np 2 train --model=mlp --data=synthetic --epochs=2 --train-limit=640 --threads=1 --seed=3 --strategy=zero2 --metrics=run/metrics.jsonl --trace=run/trace.json > run/stdout.txt" \
+  > "$tmp/run/command.txt"
+"$explain" report "$tmp/run" --html="$tmp/run.html" >/dev/null
+if command -v chromium >/dev/null; then
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --virtual-time-budget=5000 \
+    --window-size=1200,2600 --screenshot="$out/report.png" "file://$tmp/run.html" >/dev/null 2>&1
+else
+  echo "chromium is not installed: docs/pictures/report.png not made again" >&2
+fi
 ls -l "$out"

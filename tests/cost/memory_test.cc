@@ -53,6 +53,36 @@ TEST(Memory, F32Sgd) {
                      {"tensor_parallel", 4000, 4000, 4000}});
 }
 
+// The ZeRO paper's own example (Rajbhandari et al. 2020, figure 1): 7.5B parameters on 64 GPUs,
+// mixed-precision Adam (K = 12): 120 GB, 31.4 GB, 16.6 GB and 1.9 GB per device.
+TEST(Memory, ThePapersSevenAndAHalfBillionOnSixtyFour) {
+  const TrainingSetup mixed_adam{Precision::kMixed, OptimizerKind::kAdam};
+  const int64_t psi = 7500000000;
+  const auto rows = paper_memory_per_rank(psi, mixed_adam, 64, 4);
+  expect_rows(rows, {{"ddp", 2 * psi, 2 * psi, 12 * psi},
+                     {"zero1", 2 * psi, 2 * psi, 12 * psi / 64},
+                     {"zero2", 2 * psi, 2 * psi / 64, 12 * psi / 64},
+                     {"zero3", 2 * psi / 64, 2 * psi / 64, 12 * psi / 64},
+                     {"pipeline", 2 * psi / 4, 2 * psi / 4, 12 * psi / 4}});
+  const double paper_gb[] = {120, 31.4, 16.6, 1.9};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(rows[i].bytes.total() / 1e9, paper_gb[i], 0.05) << rows[i].strategy;
+  }
+  EXPECT_EQ(rows[2].formula, "2 psi + (2 + 12) psi/N");
+  // tessera's ZeRO-2 keeps f32 shard gradients: 2 psi/N more than the paper's.
+  const auto ours = memory_per_rank(psi, 0, mixed_adam, 64, 4, 1);
+  EXPECT_EQ(ours[2].bytes.total() - rows[2].bytes.total(), 2 * psi / 64);
+  EXPECT_EQ(ours[0].bytes.total(), rows[0].bytes.total());
+  EXPECT_EQ(ours[3].bytes.total(), rows[3].bytes.total());
+}
+
+TEST(Memory, ThePapersTableRoundsShardsUp) {
+  const auto rows = paper_memory_per_rank(10, TrainingSetup{}, 3, 1);  // f32 Adam: 4 + 4 + 8
+  EXPECT_EQ(rows[3].bytes.parameters, 14);  // 40 bytes over 3 ranks
+  EXPECT_EQ(rows[3].bytes.optimizer, 27);   // 80 over 3
+  testing::expect_error([] { paper_memory_per_rank(0, TrainingSetup{}, 4, 1); }, "psi must be >= 1, got 0");
+}
+
 TEST(Memory, ErrorsNameTheValues) {
   testing::expect_error([] { memory_per_rank(10, 0, TrainingSetup{}, 0, 1, 1); }, "ranks 0");
   testing::expect_error([] { parse_precision("f16"); }, "unknown precision 'f16'");

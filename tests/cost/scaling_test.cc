@@ -62,6 +62,30 @@ TEST(Scaling, DdpOverlapsTwoBuckets) {
   EXPECT_DOUBLE_EQ(one.efficiency, 1);
 }
 
+TEST(Scaling, DdpWithCompressionSendsTheCompressorsMessages) {
+  // fp16 halves each f32 bucket's all-reduce: [l1] 4 MB at 4..8 (its backward ends at 4), [l0]
+  // 2 MB waits for the link: 8..10. Step 10 s.
+  ScalingOptions fp16 = slow_ring(Strategy::kDDP);
+  fp16.compression = "fp16";
+  const ScalingPoint half = predict_step(two_layers(), 2, fp16);
+  EXPECT_DOUBLE_EQ(half.step, 10);
+  EXPECT_DOUBLE_EQ(half.communication, 6);
+  EXPECT_EQ(half.collectives, 2);
+  // sign: one all-gather per bucket of N messages of 4 + n/8 bytes, (N-1)/N of the output on the
+  // ring: [l1] 250,004 bytes at 4..4.250004, [l0] 125,004 bytes after l0's backward, 6..6.125004.
+  ScalingOptions sign = slow_ring(Strategy::kDDP);
+  sign.compression = "sign";
+  const ScalingPoint s = predict_step(two_layers(), 2, sign);
+  EXPECT_NEAR(s.step, 6.125004, 1e-9);
+  EXPECT_NEAR(s.communication, 0.375008, 1e-9);
+  // An all-gather grows with N: at 4 ranks each bucket's all-gather sends (N-1) messages.
+  const ScalingPoint s4 = predict_step(two_layers(), 4, sign);
+  EXPECT_NEAR(s4.communication, 3 * 0.375008, 1e-9);
+  bool said = false;
+  for (const std::string& a : scaling_assumptions(two_layers(), sign)) said = said || a.find("gradient compression sign") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Scaling, OverheadSharedCoresAndStepAllReducesAddUp) {
   // The DDP step above (16 s: compute 6, all-reduces 4..12 and 12..16), plus:
   //   a step overhead of 1 s, not overlapped: 17 s, compute 7;

@@ -50,12 +50,47 @@ for s, (collective, calls, b) in expect.items():
 ' "$TMP/compressed.jsonl"; then pass; else fail "comm --compression figures"; fi
 expect_error "--compression=topk:2: " comm --model=mlp --ranks=2 --compression=topk:2
 
-if have_gnuplot; then
-  "$EXPLAIN" comm --model=resnet20 --ranks=8 --plot="$TMP/comm.svg" > /dev/null 2>&1 || fail "comm --plot"
-  if svg_ok "$TMP/comm.svg"; then pass; else fail "comm.svg is not SVG"; fi
-else
-  echo "SKIPPED: comm --plot (gnuplot is not installed: apt-get install gnuplot-nox)"
-fi
+# A network given: each row's step time, scaling's model at N (the MLP at 1 ms + 0.3 ms a step,
+# N = 2, 5 us, 100 Gb/s: DDP's exposed all-reduce of 814,120 bytes, 1.3751296 ms; fp16's of
+# 407,060, 1.3425648 ms, as explain_scaling_test works them out), null where not modelled.
+"$EXPLAIN" comm --model=mlp --ranks=2 --compression=fp16 --layer-ms=0,1,0,0.3 --bandwidth-gbps=100 \
+  --latency-us=5 --json > "$TMP/timed.jsonl" || fail "comm --bandwidth-gbps"
+if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+step = {r["strategy"]: r["step_seconds"] for r in rows}
+assert abs(step["ddp"] - 1.3751296e-3) < 1e-12, step
+assert abs(step["ddp+fp16"] - 1.3425648e-3) < 1e-12, step
+assert step["zero3"] > step["ddp"], step
+for s in ("zero1", "zero2", "pipeline", "tensor_parallel"):
+    assert step[s] is None, (s, step[s])
+' "$TMP/timed.jsonl"; then pass; else fail "comm --bandwidth-gbps: step times"; fi
+out=$("$EXPLAIN" comm --model=mlp --ranks=2 --layer-ms=0,1,0,0.3 --bandwidth-gbps=100)
+expect_contains "$out" "ddp              all_reduce          1  0.814 MB    1.375" "the step column"
+if [[ "$("$EXPLAIN" comm --model=mlp --ranks=2)" == *"step ms"* ]]; then fail "a step column without a network"; else pass; fi
+
+# The picture (written directly): a group per strategy, a bar per collective it sends, each bar
+# labelled with the bytes --json reports, every group's name shown (long ones turned, not cut).
+"$EXPLAIN" comm --model=resnet20 --ranks=8 --compression=all --plot="$TMP/comm.svg" > /dev/null 2>&1 || fail "comm --plot"
+"$EXPLAIN" comm --model=resnet20 --ranks=8 --compression=all --json > "$TMP/comm_all.jsonl"
+if svg_ok "$TMP/comm.svg"; then pass; else fail "comm.svg is not SVG"; fi
+if python3 -c '
+import json, sys, xml.etree.ElementTree as E
+ns = "{http://www.w3.org/2000/svg}"
+root = E.parse(sys.argv[1]).getroot()
+texts = ["".join(t.itertext()) for t in root.iter(ns + "text")]
+rows = [json.loads(l) for l in open(sys.argv[2]) if "collective" in l]
+sent = {}
+for r in rows:
+    sent[(r["strategy"], r["collective"])] = sent.get((r["strategy"], r["collective"]), 0) + r["bytes"]
+for strategy in {s for s, _ in sent}:
+    assert strategy in texts, (strategy, texts)
+labels = [t for t in texts if t.endswith(" MB")]
+assert sorted(labels) == sorted("%.3f MB" % (b / 1e6) for b in sent.values()), (labels, sent)
+bars = [r for r in root.iter(ns + "rect") if r.get("width") not in (None, "100%", "12")]
+assert len(bars) == len(sent), (len(bars), len(sent))
+assert "log scale" in texts[0], texts[0]
+' "$TMP/comm.svg" "$TMP/comm_all.jsonl"; then pass; else fail "comm --plot: a bar per strategy and collective"; fi
 
 # A GPT's bytes per transformer layer (cost/sequence_traffic.h): GPT-2's h = 768 at b = 1,
 # s = 1024, f32 (s b h p = 3,145,728 bytes): sequence parallelism on T = 4 sends (8 + 2) x 3/4 of

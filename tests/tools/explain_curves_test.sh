@@ -66,6 +66,19 @@ expect_error "$TMP/empty.jsonl: no step lines" curves --metrics="$TMP/empty.json
 expect_error "--show=loss-scale: $A has no loss scale" curves --metrics="$A,$B" --show=loss-scale
 expect_error "--show=loss,speed: expected loss, accuracy, loss-scale or throughput, got 'speed'" \
   curves --metrics="$A" --show=loss,speed
+# --label: the runs' names in the table, the JSON and the legend (the SVG written directly here).
+"$EXPLAIN" curves --metrics="$A,$B" --label=f32-run,fp16-run --json > "$TMP/labels.jsonl" || fail "--label --json"
+if python3 -c '
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["label"] for r in runs] == ["f32-run", "fp16-run"], runs
+assert [r["run"] for r in runs] == [sys.argv[2], sys.argv[3]], runs
+' "$TMP/labels.jsonl" "$A" "$B"; then pass; else fail "--label in the JSON"; fi
+expect_contains "$("$EXPLAIN" curves --metrics="$A,$B" --label=f32-run,fp16-run)" "fp16-run " "--label in the table"
+PATH=/nonexistent "$EXPLAIN" curves --metrics="$A,$B" --label=f32-run,fp16-run --plot="$TMP/labels.svg" > /dev/null 2>&1 \
+  || fail "--label --plot"
+expect_contains "$(cat "$TMP/labels.svg")" ">fp16-run<" "--label in the legend"
+expect_error "--label=one: 1 label(s) for 2 run(s) of --metrics=" curves --metrics="$A,$B" --label=one
 expect_error "--x=epoch: expected step or time" curves --metrics="$A" --x=epoch
 expect_error "--metrics is required" curves
 expect_error "unknown flag --metric " curves --metrics="$A" --metric="$A"

@@ -68,6 +68,59 @@ expect_error "mlp reads images (--data=fashion-mnist or imagenet), not text" mem
 expect_error "gpt-tiny's context is 64 positions; a window of 65 tokens does not fit" \
   memory --model=gpt-tiny --seq-len=65 --ranks=2
 
+# --params: the ZeRO paper's 7.5B parameters on 64 GPUs, mixed-precision Adam (K = 12): its
+# figure 1 says 120 GB, 31.4 GB, 16.6 GB and 1.9 GB per device.
+"$EXPLAIN" memory --params=7.5e9 --ranks=64 --precision=mixed --optimizer=adam --json > "$TMP/paper.jsonl" \
+  || fail "memory --params=7.5e9 exited non-zero"
+if python3 -c '
+import json, sys
+rows = {r["strategy"]: r for r in map(json.loads, open(sys.argv[1]))}
+assert list(rows) == ["ddp", "zero1", "zero2", "zero3", "pipeline"], list(rows)
+for s, gb in (("ddp", 120), ("zero1", 31.4), ("zero2", 16.6), ("zero3", 1.9)):
+    assert round(rows[s]["total_bytes"] / 1e9, 1) == gb, (s, rows[s])
+    assert rows[s]["psi"] == 7500000000 and rows[s]["model"] == "-"
+assert rows["ddp"]["total_bytes"] == 16 * 7500000000
+assert rows["zero2"]["formula"] == "2 psi + (2 + 12) psi/N", rows["zero2"]
+' "$TMP/paper.jsonl"; then pass; else fail "memory --params: the ZeRO paper's figures"; fi
+out=$("$EXPLAIN" memory --params=7.5e9 --ranks=64 --precision=mixed --strategy=zero1,zero3)
+expect_contains "$out" "zero1       64   15.000 GB  15.000 GB   1.406 GB  31.406 GB  2 psi + 2 psi + 12 psi/N" "the filtered table in GB"
+if [[ "$out" == *ddp* || "$out" == *zero2* ]]; then fail "--strategy=zero1,zero3 printed other rows"; else pass; fi
+if python3 -c '
+import json, sys
+rows = [json.loads(l)["strategy"] for l in sys.stdin]
+assert rows == ["ddp", "zero3"], rows
+' < <("$EXPLAIN" memory --model=mlp --ranks=4 --strategy=zero3,ddp --json); then pass; else fail "--strategy filter on a model's rows"; fi
+expect_error "--strategy=zero4: not a row of this table (ddp, zero1, zero2, zero3, pipeline, or all)" \
+  memory --params=1e6 --ranks=4 --strategy=zero4
+expect_error "--params=1e6 and --model=mlp: give one of them" memory --params=1e6 --model=mlp --ranks=4
+expect_error "--params=x: expected a number" memory --params=x --ranks=4
+if have_gnuplot; then
+  "$EXPLAIN" memory --params=7.5e9 --ranks=64 --precision=mixed --strategy=ddp,zero1,zero2,zero3 \
+    --plot="$TMP/paper.svg" > /dev/null 2>&1 || fail "memory --params --plot"
+  if svg_ok "$TMP/paper.svg"; then pass; else fail "paper.svg is not SVG"; fi
+  # Values on the bars: each total above its bar, and the legend outside the plot's right edge.
+  svg=$(cat "$TMP/paper.svg")
+  for v in "120 GB" "31.4 GB" "16.6 GB" "1.88 GB"; do expect_contains "$svg" ">$v<" "the total on its bar"; done
+  if python3 -c '
+import re, sys, xml.etree.ElementTree as E
+ns = "{http://www.w3.org/2000/svg}"
+root = E.parse(sys.argv[1]).getroot()
+def x_of(label):
+    for g in root.iter(ns + "g"):
+        t = g.find(ns + "text")
+        if t is not None and "".join(t.itertext()).strip() == label:
+            return float(re.search(r"translate\(([0-9.]+)", g.get("transform")).group(1))
+    for t in root.iter(ns + "text"):
+        if "".join(t.itertext()).strip() == label:
+            return float(t.get("x"))
+    raise AssertionError("no text " + label)
+# The legend entry starts right of the right-most bar label (zero3'"'"'s total).
+assert x_of("parameters") > x_of("1.88 GB") + 50, (x_of("parameters"), x_of("1.88 GB"))
+' "$TMP/paper.svg"; then pass; else fail "the legend is not outside the bars"; fi
+else
+  echo "SKIPPED: memory --params --plot (gnuplot is not installed: apt-get install gnuplot-nox)"
+fi
+
 expect_contains "$("$EXPLAIN" memory --help)" "--optimizer=O" "memory --help"
 expect_error "--ranks=0: must be at least 1" memory --model=mlp --ranks=0
 expect_error "--ranks is required" memory --model=mlp

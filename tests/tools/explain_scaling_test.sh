@@ -56,10 +56,10 @@ assert abs(n[2]["tokens_per_second"] / (16 * 32 / 4.15536e-3) - 1) < 1e-9, n[2]
 ' "$TMP/tp.jsonl"; then pass; else fail "tp strong-scaling figures"; fi
 out=$("$EXPLAIN" scaling --model=gpt-tiny --tokenizer=byte --seq-len=32 --ranks=4 \
   --strategy=cp-ulysses --layer-ms=1,1,1,1,1 2>&1) && fail "ulysses over 4 ranks of 2 heads ran"
-expect_in "$out" "cp-ulysses on 4 ranks: 4 does not divide the 2 heads"
+expect_contains "$out" "cp-ulysses on 4 ranks: 4 does not divide the 2 heads" "ulysses over more ranks than heads"
 out=$("$EXPLAIN" scaling --model=mlp --strategy=cp-ring --layer-ms=0,1,0,0.3 2>&1) \
   && fail "cp-ring on the MLP ran"
-expect_in "$out" "--strategy=cp-ring is a GPT's long-sequence strategy"
+expect_contains "$out" "--strategy=cp-ring is a GPT's long-sequence strategy" "cp-ring on the MLP"
 
 # Forcing the ring at 4096 ranks pays 2 x 4095 latencies (41 ms) per all-reduce.
 "$EXPLAIN" scaling --model=mlp --ranks=4096 --layer-ms=0,1,0,0.3 --topology=ring --json > "$TMP/ring.jsonl"
@@ -70,8 +70,8 @@ ring = [json.loads(l) for l in open(sys.argv[2])][-1]
 assert ring["step_seconds"] > 0.04 and auto["step_seconds"] < 0.002, (ring, auto)
 ' "$TMP/given.jsonl" "$TMP/ring.jsonl"; then pass; else fail "the picker does not avoid the ring's collapse"; fi
 
-out=$("$EXPLAIN" scaling --model=mlp --strategy=zero3 --ranks=1,2,4 --topology=hierarchical --ranks-per-node=2)
-expect_contains "$out" "measured on this machine, batch 64" "measured times"
+out=$("$EXPLAIN" scaling --model=mlp --strategy=zero3 --ranks=1,2,4 --topology=hierarchical --ranks-per-node=2 --measure)
+expect_contains "$out" "measured now on " "measured times"
 expect_contains "$out" "2 ranks per node" "hierarchical assumption"
 out=$("$EXPLAIN" scaling --model=resnet20 --strategy=pipeline --ranks=1,4,8 --stages=4 --layer-ms=1,1,1,1,1,1,1,1,1,1,1)
 expect_contains "$out" "pipeline: 1f1b, K = min(4, N) stages cut by time" "pipeline assumption"
@@ -96,9 +96,61 @@ expect_contains "$("$EXPLAIN" scaling --model=mlp --strategy=pipeline --stages=2
 expect_error "--schedule is the pipeline's: give --strategy=pipeline" scaling --model=mlp --schedule=zb-h1 --layer-ms=1,1,1,1
 expect_error "2 chunks per rank need the interleaved schedule, not 1f1b" scaling --model=mlp --strategy=pipeline --stages=2 --ranks=2 --chunks=2 --layer-ms=1,1,1,1
 
+# Several strategies in one run: a series each, in the order given, each equal to its own run.
+layers=--layer-ms=0,1,0,0.3
+"$EXPLAIN" scaling --model=mlp --strategy=ddp,zero3,pipeline --stages=2 --ranks=1,2,8,64 $layers \
+  --json > "$TMP/series.jsonl" || fail "scaling --strategy=ddp,zero3,pipeline"
+for s in ddp zero3 pipeline; do
+  "$EXPLAIN" scaling --model=mlp --strategy=$s --stages=2 --ranks=1,2,8,64 $layers --json > "$TMP/alone_$s.jsonl"
+done
+if python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1] + "/series.jsonl")]
+heads = [l for l in lines if "assumptions" in l]
+assert [h["strategy"] for h in heads] == ["ddp", "zero3", "pipeline"], heads
+for s in ("ddp", "zero3", "pipeline"):
+    alone = [json.loads(l) for l in open(sys.argv[1] + "/alone_" + s + ".jsonl")]
+    mine = [l for l in lines if l["strategy"] == s]
+    assert mine == alone, (s, mine, alone)
+    assert [r["ranks"] for r in mine[1:]] == [1, 2, 8, 64]
+e = {s: [l["efficiency"] for l in lines if l["strategy"] == s and "ranks" in l] for s in ("ddp", "zero3")}
+assert e["ddp"][-1] > e["zero3"][-1], e  # ZeRO-3 pays its rings at 64 ranks
+' "$TMP"; then pass; else fail "several strategies: series against their own runs"; fi
+# DDP under compressors, a series each: the MLP's one bucket (814,120 f32 bytes) as fp16 is an
+# all-reduce of 407,060 bytes, on the ring at N = 2: 2 (5 us) + 407,060 B / 12.5 GB/s = 42.5648
+# us after backward ends, a step of 1.3425648 ms; plain DDP's series is plain DDP's run.
+"$EXPLAIN" scaling --model=mlp --compression=none,fp16 --ranks=1,2 $layers --json > "$TMP/comp.jsonl" \
+  || fail "scaling --compression=none,fp16"
+if python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1] + "/comp.jsonl")]
+assert [l["strategy"] for l in lines if "assumptions" in l] == ["ddp", "ddp+fp16"], lines
+plain = [l for l in lines if l["strategy"] == "ddp"]
+alone = [json.loads(l) for l in open(sys.argv[1] + "/alone_ddp.jsonl")]
+assert [r for r in plain if r.get("ranks") in (1, 2)] == [r for r in alone if r.get("ranks") in (1, 2)]
+fp16 = {l["ranks"]: l for l in lines if l["strategy"] == "ddp+fp16" and "ranks" in l}
+assert abs(fp16[2]["step_seconds"] - 1.3425648e-3) < 1e-12, fp16[2]
+assert fp16[1]["step_seconds"] == 1.3e-3, fp16[1]
+head = [l for l in lines if l["strategy"] == "ddp+fp16" and "assumptions" in l][0]
+assert any("gradient compression fp16" in a for a in head["assumptions"]), head
+' "$TMP"; then pass; else fail "--compression: DDP series under fp16"; fi
+expect_error "--compression compresses DDP's buckets: give --strategy=ddp" scaling --model=mlp --strategy=zero3 --compression=fp16 $layers
+expect_error "--compression=foo: compression 'foo': expected none" scaling --model=mlp --compression=foo $layers
+expect_error "--strategy=ddp,ddp: ddp is listed twice" scaling --model=mlp --strategy=ddp,ddp $layers
+expect_error "--strategy=nccl: unknown strategy 'nccl'" scaling --model=mlp --strategy=ddp,nccl $layers
+
 if have_gnuplot; then
   "$EXPLAIN" scaling --model=mlp --layer-ms=0,1,0,0.3 --plot="$TMP/scaling.svg" > /dev/null 2>&1 || fail "scaling --plot"
   if svg_ok "$TMP/scaling.svg"; then pass; else fail "scaling.svg is not SVG"; fi
+  "$EXPLAIN" scaling --model=mlp --strategy=ddp,zero3,pipeline --stages=2 $layers --plot="$TMP/series.svg" > /dev/null 2>&1 \
+    || fail "scaling --strategy=ddp,zero3,pipeline --plot"
+  if svg_ok "$TMP/series.svg"; then pass; else fail "series.svg is not SVG"; fi
+  # One legend entry per strategy and quantity (gnuplot writes each key's text once).
+  for s in ddp zero3 pipeline; do
+    for q in efficiency images/s; do
+      expect_contains "$(cat "$TMP/series.svg")" ">$s $q<" "the legend of the series picture"
+    done
+  done
 else
   echo "SKIPPED: scaling --plot (gnuplot is not installed: apt-get install gnuplot-nox)"
 fi

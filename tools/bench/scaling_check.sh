@@ -46,7 +46,7 @@ for model in "${models[@]}"; do
   one=$(measured_ms "$model" 1 --strategy=single)
   # explain measures on one thread, as the tool trains (--threads=1), and writes to a file
   # before anything reads it (a reader starting up beside it would share the cores).
-  OMP_NUM_THREADS=1 "$dir/explain" scaling --model="$model" --ranks=1 --repeats=30 --json > "$dir/one.json"
+  OMP_NUM_THREADS=1 "$dir/explain" scaling --model="$model" --ranks=1 --measure --repeats=30 --json > "$dir/one.json"
   layers=$(head -1 "$dir/one.json" | python3 -c "import json,sys; print(1000 * json.loads(sys.stdin.read())['compute_seconds'])")
   overhead=$(python3 -c "print(max(0.0, $one - $layers))")
   printf '| %s | single | 1 | %.2f | %.2f (layers) + %.2f (overhead) | calibration |\n' \
@@ -56,7 +56,7 @@ for model in "${models[@]}"; do
       got=$(measured_ms "$model" "$n" --strategy="$strategy")
       OMP_NUM_THREADS=1 "$dir/explain" scaling --model="$model" --strategy="$strategy" --ranks="$n" \
         --latency-us="$latency" --bandwidth-gbps="$bandwidth" --topology=ring --cores="$cores" \
-        --step-all-reduces=1 --repeats=30 --overhead-ms="$overhead" --json > "$dir/n.json"
+        --step-all-reduces=1 --measure --repeats=30 --overhead-ms="$overhead" --json > "$dir/n.json"
       want=$(tail -1 "$dir/n.json" | python3 -c "import json,sys; print(1000 * json.loads(sys.stdin.read())['step_seconds'])")
       printf '| %s | %s | %d | %.2f | %.2f | %.2f |\n' "$model" "$strategy" "$n" "$got" "$want" \
         "$(python3 -c "print($want / $got)")"

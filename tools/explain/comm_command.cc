@@ -1,10 +1,13 @@
 // explain comm: the bytes one rank sends per training step, per strategy and per collective, as
 // the process groups' ByteLedger counts them (cost/traffic.h), each beside its formula.
+#include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <optional>
 
 #include "cost/compression.h"
+#include "cost/scaling.h"
 #include "cost/sequence_traffic.h"
 #include "cost/traffic.h"
 #include "tools/explain/comm_run.h"
@@ -12,6 +15,7 @@
 #include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
 #include "tools/explain/model_flags.h"
+#include "tools/explain/svg_bars.h"
 #include "tools/explain/table.h"
 
 namespace tessera {
@@ -34,6 +38,10 @@ const char* const kHelp =
     "  --compression=S,...  DDP with gradient compression too, one row each (ddp+S): fp16, bf16,\n"
     "                       randomk:R, topk:R, qsgd:LEVELS[:BUCKET], sign, powersgd:RANK, as the train tool\n"
     "                       spells them; all: one of each\n"
+    "  --bandwidth-gbps=B, --latency-us=A  a network (default 100 Gb/s, 5 us when either is given):\n"
+    "                       each row's step time too, explain scaling's model at N (ddp, zero3 and\n"
+    "                       DDP under each compressor; --json: step_seconds, null where not\n"
+    "                       modelled), from the stored per-layer profile or --compute-ms, --measure\n"
     "  --run=FILE           a real run's train output (its final JSON line): that strategy's rows,\n"
     "                       each formula beside the calls and bytes rank 0's byte ledgers counted\n"
     "                       per training step (ddp, zero1, zero2, zero3 runs; pass the run's\n"
@@ -43,6 +51,52 @@ const char* const kHelp =
     "(cost/sequence_traffic.h, docs/SEQUENCE.md), at --seq-len, --batch and --tensor-parallel:\n"
     "  --sequence-parallel  Megatron-LM's sequence parallelism beside tensor parallelism\n"
     "  --context-parallel=C ring attention over C ranks (default 1)\n";
+
+// The rows as bars grouped by strategy, a bar per collective in the collective's colour, each
+// bar's bytes above it, on a log axis (a compressor's 0.016 MB beside ZeRO-3's 2.4 MB).
+std::string comm_bars_svg(const std::vector<cost::Transfer>& rows, const std::string& title) {
+  BarChart chart;
+  chart.title = title;
+  chart.y_label = "bytes per rank per step";
+  chart.log_y = true;
+  for (const cost::Transfer& x : rows) {
+    if (std::find(chart.groups.begin(), chart.groups.end(), x.strategy) == chart.groups.end()) {
+      chart.groups.push_back(x.strategy);
+    }
+    if (std::find(chart.series.begin(), chart.series.end(), x.collective) == chart.series.end()) {
+      chart.series.push_back(x.collective);
+    }
+  }
+  chart.values.assign(chart.series.size(), std::vector<double>(chart.groups.size(), -1));
+  chart.labels.assign(chart.series.size(), std::vector<std::string>(chart.groups.size()));
+  for (const cost::Transfer& x : rows) {
+    const size_t g = std::find(chart.groups.begin(), chart.groups.end(), x.strategy) - chart.groups.begin();
+    const size_t k = std::find(chart.series.begin(), chart.series.end(), x.collective) - chart.series.begin();
+    chart.values[k][g] = std::max(0.0, chart.values[k][g]) + x.bytes;
+    chart.labels[k][g] = megabytes(chart.values[k][g]);
+  }
+  return bars_svg(chart);
+}
+
+// A row's strategy's step on N ranks under explain scaling's model (ddp, zero3, ddp+S), or
+// nullopt where that model has none (ZeRO-1/2, the pipeline and tensor parallelism as comm
+// prices them: one replica).
+std::optional<double> step_seconds(const ModelChoice& c, const cost::TrafficOptions& t,
+                                   const cost::Network& network, const std::string& strategy) {
+  cost::ScalingOptions o;
+  o.network = network;
+  o.setup = c.setup;
+  o.first_bucket_mb = t.first_bucket_mb;
+  o.bucket_cap_mb = t.bucket_cap_mb;
+  if (strategy == "zero3") {
+    o.strategy = cost::Strategy::kZeRO3;
+  } else if (strategy == "ddp" || strategy.rfind("ddp+", 0) == 0) {
+    o.compression = strategy == "ddp" ? "none" : strategy.substr(4);
+  } else {
+    return std::nullopt;
+  }
+  return cost::predict_step(c.profile, t.ranks, o).step;
+}
 
 // A GPT's bytes per transformer layer: tensor parallelism (or, with --sequence-parallel, its
 // sequence-parallel form) and ring attention.
@@ -140,7 +194,8 @@ void compare_with_run(const ModelChoice& c, const std::vector<cost::Transfer>& r
 int comm_command(Flags& flags) {
   if (flags.boolean("help")) {
     std::printf("%s%s  --json             one JSON object per strategy and collective\n"
-                "  --plot=FILE.svg    bars of MB per step (gnuplot)\n",
+                "  --plot=FILE.svg    bars grouped by strategy, a bar per collective, each with its\n"
+                "                     bytes, on a log scale (SVG written directly)\n",
                 kHelp, kModelFlagsHelp);
     return 0;
   }
@@ -177,7 +232,12 @@ int comm_command(Flags& flags) {
   layout.context_parallel = static_cast<int>(flags.integer("context-parallel", 1, 1));
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
+  // A network given: each row's step time too, from the scaling model (cost/scaling.h).
+  const bool timed = flags.has("bandwidth-gbps") || flags.has("latency-us");
+  cost::Network network;
+  network.inter = cost::Link::from(flags.number("latency-us", 5, 0), flags.number("bandwidth-gbps", 100, 1e-9));
   ModelChoice c = read_model_flags(flags);
+  if (timed) add_times(flags, c);
   TS_CHECK(c.input.text() || (!layout.sequence_parallel && layout.context_parallel == 1),
            "--sequence-parallel and --context-parallel are a GPT's (--model=gpt-tiny|gpt-nano|"
            "gpt2), not --model=", c.name, "'s");
@@ -197,6 +257,11 @@ int comm_command(Flags& flags) {
       TS_CHECK(false, "--compression=", s, ": ", e.message());
     }
   }
+  std::map<std::string, std::optional<double>> step;  // per strategy; nullopt: not modelled
+  if (timed) {
+    TS_CHECK(!run, "--bandwidth-gbps and --latency-us price the formulas' step; drop them with --run");
+    for (const cost::Transfer& x : rows) step[x.strategy] = step_seconds(c, o, network, x.strategy);
+  }
   if (run) {
     const std::string& used = run->compression;
     TS_CHECK(compressions.empty() || (compressions.size() == 1 && compressions[0] == used),
@@ -215,28 +280,48 @@ int comm_command(Flags& flags) {
   }
   if (json) {
     for (const cost::Transfer& t : rows) {
-      std::printf("%s\n", json::Object(kJsonLine)
-                              .add("model", c.name)
-                              .add("psi", c.profile.parameters())
-                              .add("ranks", o.ranks)
-                              .add("batch", c.batch)
-                              .add("strategy", t.strategy)
-                              .add("collective", t.collective)
-                              .add("calls", t.calls)
-                              .add("bytes", t.bytes)
-                              .add("formula", t.formula)
-                              .str()
-                              .c_str());
+      json::Object line(kJsonLine);
+      line.add("model", c.name)
+          .add("psi", c.profile.parameters())
+          .add("ranks", o.ranks)
+          .add("batch", c.batch)
+          .add("strategy", t.strategy)
+          .add("collective", t.collective)
+          .add("calls", t.calls)
+          .add("bytes", t.bytes)
+          .add("formula", t.formula);
+      if (timed) {
+        // null where the step model has no such strategy (JSON's "none", not a -1).
+        const std::optional<double>& seconds = step[t.strategy];
+        if (seconds) {
+          line.add("step_seconds", *seconds);
+        } else {
+          line.add_raw("step_seconds", "null");
+        }
+      }
+      std::printf("%s\n", line.str().c_str());
     }
     if (c.input.text()) print_sequence_traffic(c, layout, true);
   } else {
     std::printf("%s\nbytes one rank sends per step: N = %d data-parallel ranks; pipeline K = %d "
                 "stages, M = %d micro-batches (one replica); tensor parallel T = %d (one replica)\n",
                 describe(c).c_str(), o.ranks, o.stages, o.microbatches, o.tensor_parallel);
-    Table t({"strategy", "collective", "calls", "sent", "formula"}, {0, 1, 4});
+    if (timed) {
+      std::printf("step ms: explain scaling's model at N = %d, %g us and %g Gb/s (ddp, zero3 and DDP "
+                  "under each compressor; '-': not modelled); per-layer times: %s\n",
+                  o.ranks, network.inter.latency * 1e6, network.inter.bandwidth * 8 / 1e9,
+                  c.profile.times_source.c_str());
+    }
+    std::vector<std::string> header = {"strategy", "collective", "calls", "sent"};
+    if (timed) header.push_back("step ms");
+    header.push_back("formula");
+    Table t(header, {0, 1, header.size() - 1});
     std::map<std::string, double> total;
     for (const cost::Transfer& x : rows) {
-      t.add({x.strategy, x.collective, std::to_string(x.calls), megabytes(x.bytes), x.formula});
+      std::vector<std::string> row = {x.strategy, x.collective, std::to_string(x.calls), megabytes(x.bytes)};
+      if (timed) row.push_back(step[x.strategy] ? milliseconds(*step[x.strategy]) : "-");
+      row.push_back(x.formula);
+      t.add(row);
       total[x.strategy] += x.bytes;
     }
     std::fputs(t.str().c_str(), stdout);
@@ -249,20 +334,12 @@ int comm_command(Flags& flags) {
     if (c.input.text()) print_sequence_traffic(c, layout, false);
   }
   if (!plot.empty()) {
-    std::string script = gnuplot_preamble(plot, 900, 450,
-                                          "Bytes sent per rank per step: " + c.name + ", N=" +
-                                              std::to_string(o.ranks));
-    script += "$data << EOD\n";
-    for (const cost::Transfer& x : rows) {
-      script += x.strategy + "/" + x.collective + " " + std::to_string(x.bytes / 1e6) + "\n";
-    }
-    script +=
-        "EOD\n"
-        "set style data histograms\nset style fill solid 0.85 border -1\nset boxwidth 0.6\n"
-        "set ylabel 'MB per rank per step'\nset yrange [0:*]\nunset key\n"
-        "set xtics rotate by -30 left\nset bmargin 6\n"
-        "plot $data using 2:xtic(1) linecolor rgb '#4e79a7'\n";
-    run_gnuplot(script, plot);
+    std::ofstream out(plot);
+    TS_CHECK(out.good(), "--plot=", plot, ": cannot write the file");
+    out << comm_bars_svg(rows, "Bytes sent per rank per step: " + c.name + ", N=" + std::to_string(o.ranks) +
+                                   " (log scale)");
+    TS_CHECK(out.good(), "--plot=", plot, ": writing failed");
+    std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
   }
   return 0;
 }

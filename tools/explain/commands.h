@@ -17,6 +17,8 @@ int zero3_command(Flags& flags);     // zero3_command.cc: a traced ZeRO-3 step's
 int step_command(Flags& flags);      // step_command.cc: any strategy's traced step
 int ring_command(Flags& flags);      // ring_command.cc: the ring all-reduce's steps
 int curves_command(Flags& flags);    // curves_command.cc: training curves of --metrics files
+int profile_command(Flags& flags);   // profile_command.cc: per-layer times, to be stored
+int report_command(Flags& flags);    // report_command.cc: a run's HTML page
 
 }  // namespace explain
 }  // namespace tessera

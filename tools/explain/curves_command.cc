@@ -29,7 +29,9 @@ const char* const kHelp =
     "                       ends), loss-scale (fp16 runs), throughput (images/s of each step);\n"
     "                       default: those every run has. A run without a quantity asked for is an\n"
     "                       error\n"
-    "  --json               one JSON object per run\n"
+    "  --label=A,B,...      the runs' names in the table and the legend, one per --metrics file\n"
+    "                       (default: the file names)\n"
+    "  --json               one JSON object per run (with its label, if given)\n"
     "  --plot=FILE.svg      one picture, a panel per quantity, a line per run (gnuplot)\n";
 
 std::vector<std::string> split_commas(const std::string& v) {
@@ -58,6 +60,7 @@ int curves_command(Flags& flags) {
   const std::string x = flags.text("x", "step");
   TS_CHECK(x == "step" || x == "time", "--x=", x, ": expected step or time");
   const std::string show = flags.text("show", "");
+  const std::string labels = flags.text("label", "");
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
   flags.check_all_used("curves");
@@ -67,6 +70,15 @@ int curves_command(Flags& flags) {
   for (const std::string& path : split_commas(files)) {
     TS_CHECK(!path.empty(), "--metrics=", files, ": an empty file name in the list");
     runs.push_back(read_metrics(path));
+  }
+  if (!labels.empty()) {
+    const std::vector<std::string> names = split_commas(labels);
+    TS_CHECK(names.size() == runs.size(), "--label=", labels, ": ", names.size(), " label(s) for ",
+             runs.size(), " run(s) of --metrics=", files);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      TS_CHECK(!names[i].empty(), "--label=", labels, ": an empty label in the list");
+      runs[i].label = names[i];
+    }
   }
   // The panels: as asked (every run must have each), or what every run has.
   std::vector<Quantity> quantities;
@@ -91,7 +103,9 @@ int curves_command(Flags& flags) {
     for (const MetricsRun& r : runs) {
       const RunSummary s = summarize(r);
       json::Object line(kJsonLine);
-      line.add("run", r.path)
+      line.add("run", r.path);
+      if (!r.label.empty()) line.add("label", r.label);
+      line
           .add("steps", s.steps)
           .add("epochs", s.epochs)
           .add("last_step", s.last_step)
@@ -107,7 +121,7 @@ int curves_command(Flags& flags) {
              "best accuracy", "mean images/s"});
     for (const MetricsRun& r : runs) {
       const RunSummary s = summarize(r);
-      t.add({r.path, std::to_string(s.steps), std::to_string(s.epochs), fixed(s.last_step, 0),
+      t.add({r.label.empty() ? r.path : r.label, std::to_string(s.steps), std::to_string(s.epochs), fixed(s.last_step, 0),
              fixed(s.elapsed_seconds, 2), fixed(s.final_loss, 4),
              optional_fixed(s.final_train_loss, 4), optional_fixed(s.best_accuracy, 4),
              fixed(s.mean_images_per_second, 1)});

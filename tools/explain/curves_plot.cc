@@ -13,9 +13,10 @@ namespace explain {
 
 namespace {
 
-// A run's name in a legend: its file name, without quotes gnuplot would end a string at.
-std::string legend(const std::string& path) {
-  std::string name = path.substr(path.find_last_of('/') + 1);
+// A run's name in a legend: its --label, or its file name, without quotes gnuplot would end a
+// string at.
+std::string legend(const MetricsRun& run) {
+  std::string name = run.label.empty() ? run.path.substr(run.path.find_last_of('/') + 1) : run.label;
   for (char& c : name) {
     if (c == '\'' || c == '"') c = '_';
   }
@@ -57,7 +58,7 @@ void write_svg(const std::vector<MetricsRun>& runs, const std::vector<Quantity>&
     panels.push_back(panel);
   }
   std::vector<std::string> names;
-  for (const MetricsRun& r : runs) names.push_back(legend(r.path));
+  for (const MetricsRun& r : runs) names.push_back(legend(r));
   std::ofstream out(path);
   out << curves_svg(panels, names, by_time ? "seconds since training began" : "step", title);
   TS_CHECK(out.good(), "--plot=", path, ": cannot write the file");
@@ -70,7 +71,7 @@ void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity
                  bool by_time, const std::string& path) {
   TS_CHECK(!quantities.empty(), "--plot=", path, ": no quantity every run has to draw");
   std::string title = "training curves:";
-  for (const MetricsRun& r : runs) title += " " + legend(r.path);
+  for (const MetricsRun& r : runs) title += " " + legend(r);
   if (!gnuplot_available()) return write_svg(runs, quantities, by_time, path, title);
   const int columns = quantities.size() > 1 ? 2 : 1;
   const int rows = static_cast<int>((quantities.size() + 1) / 2);
@@ -107,7 +108,7 @@ void plot_curves(const std::vector<MetricsRun>& runs, const std::vector<Quantity
     for (size_t r = 0; r < runs.size(); ++r) {
       script += (r ? ", " : "") + std::string("$q") + std::to_string(q) + "r" + std::to_string(r) +
                 " using 1:2 with " + style + " lw 1.5 lc " + std::to_string(r + 1) + " title '" +
-                legend(runs[r].path) + "'";
+                legend(runs[r]) + "'";
     }
     script += "\n";
   }

@@ -10,11 +10,13 @@
 //   bazel run //tools:explain -- zero3 --trace=/tmp/zero3.json    (train --strategy=zero3 --trace=...)
 //   bazel run //tools:explain -- step --trace=/tmp/tp.json        (any strategy's trace)
 //   bazel run //tools:explain -- curves --metrics=/tmp/a.jsonl,/tmp/b.jsonl --plot=/tmp/curves.svg
+//   bazel run //tools:explain -- report /tmp/run --html=/tmp/run.html   (a run's directory)
 //
 // Each subcommand lives in its own file (commands.h); every one has --help, a readable table,
 // --json (one JSON object per line) and --plot=FILE.svg. The models behind them are cost/'s.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "tensor/check.h"
 #include "tools/explain/commands.h"
@@ -29,10 +31,12 @@ const char* const kUsage =
     "             (--measure: a real step of DDP, ZeRO-1/2/3, a pipeline, tensor parallelism: measured)\n"
     "  comm       bytes each rank sends per step, per strategy and collective\n"
     "  scaling    predicted step time, images/s and scaling efficiency from 1 to 4096 ranks\n"
+    "  profile    a model's per-layer times measured here, as the stored profile scaling uses\n"
     "  ddp        a traced DDP step: backward per layer, each bucket's all-reduce, overlap\n"
     "  zero3      a traced ZeRO-3 step: each unit's all-gather, free and reduce-scatter in order\n"
     "  step       any strategy's traced step: its events, time per kind, communication hidden\n"
-    "  curves     training curves of train --metrics files: loss, accuracy, loss scale, images/s\n";
+    "  curves     training curves of train --metrics files: loss, accuracy, loss scale, images/s\n"
+    "  report     one self-contained HTML page of a run: curves, step timeline, memory, bytes, flags\n";
 
 }  // namespace
 
@@ -48,7 +52,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    Flags flags(argc, argv, 2);
+    // explain report RUN ...: the run's directory may come first, as --run=RUN.
+    std::vector<std::string> args(argv, argv + argc);
+    if (command == "report" && argc > 2 && std::string(argv[2]).rfind("--", 0) != 0) {
+      args[2] = "--run=" + args[2];
+    }
+    std::vector<char*> pointers;
+    for (std::string& a : args) pointers.push_back(a.data());
+    Flags flags(argc, pointers.data(), 2);
     if (command == "pipeline") return pipeline_command(flags);
     if (command == "memory") return memory_command(flags);
     if (command == "comm") return comm_command(flags);
@@ -58,6 +69,8 @@ int main(int argc, char** argv) {
     if (command == "step") return step_command(flags);
     if (command == "ring") return ring_command(flags);
     if (command == "curves") return curves_command(flags);
+    if (command == "profile") return profile_command(flags);
+    if (command == "report") return report_command(flags);
     std::fprintf(stderr, "explain: unknown subcommand '%s'\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const tessera::Error& e) {

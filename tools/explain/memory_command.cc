@@ -2,6 +2,8 @@
 // gradients and optimizer state per rank under DDP, ZeRO-1, 2 and 3, a pipeline stage and a
 // tensor-parallel rank, each beside its formula; for a GPT also its activations per layer,
 // predicted beside measured (activation_table.h).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "cost/memory.h"
@@ -21,7 +23,9 @@ namespace {
 
 const char* const kHelp =
     "usage: explain memory --model=M --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
-    "                      [--stages=K] [--tensor-parallel=T] [--json] [--plot=FILE.svg]\n"
+    "                      [--stages=K] [--tensor-parallel=T] [--strategy=S,...] [--json] [--plot=FILE.svg]\n"
+    "       explain memory --params=P --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
+    "                      [--stages=K] [--strategy=S,...] [--json] [--plot=FILE.svg]\n"
     "       [mpirun -np N] explain memory --measure --model=M [--precision=f32|mixed]\n"
     "                      [--optimizer=sgd|adam] [--json] [--plot=FILE.svg]\n"
     "Model-state bytes per rank (parameters, gradients, optimizer state; activations not counted):\n"
@@ -31,6 +35,10 @@ const char* const kHelp =
     "activations per layer at --batch and --seq-len: tessera's formula, the counting\n"
     "allocator's measurement (a forward here) and Korthikanti et al. 2022's 16-bit figure.\n"
     "  --ranks=N          data-parallel ranks (required)\n"
+    "  --params=P         a model of P parameters (7.5e9), in place of --model: the ZeRO paper's\n"
+    "                     own table (its ZeRO-2 keeps 16-bit shard gradients; tessera's, f32)\n"
+    "  --strategy=S,...   only these rows: ddp, zero1, zero2, zero3, pipeline, tensor_parallel\n"
+    "                     (default all)\n"
     "  --stages=K         pipeline stages (default 2)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
     "  --measure          one real training step of DDP, ZeRO-1, ZeRO-2, ZeRO-3 and (N > 1) a\n"
@@ -44,6 +52,136 @@ const char* const kHelp =
     "  --sequence-parallel  and its sequence parallelism\n"
     "  --context-parallel=C ring attention over C ranks (head-tail chunks)\n";
 
+// The rows `shown` names ("all": every one), in the table's order; an unknown name is an error
+// listing the rows there are.
+std::vector<cost::MemoryRow> chosen(const std::vector<cost::MemoryRow>& rows,
+                                    const std::vector<std::string>& shown) {
+  if (shown == std::vector<std::string>{"all"}) return rows;
+  std::string names;
+  for (const cost::MemoryRow& r : rows) names += (names.empty() ? "" : ", ") + r.strategy;
+  for (const std::string& name : shown) {
+    const bool known = std::any_of(rows.begin(), rows.end(),
+                                   [&](const cost::MemoryRow& r) { return r.strategy == name; });
+    TS_CHECK(known, "--strategy=", name, ": not a row of this table (", names, ", or all)");
+  }
+  std::vector<cost::MemoryRow> out;
+  for (const cost::MemoryRow& r : rows) {
+    if (std::find(shown.begin(), shown.end(), r.strategy) != shown.end()) out.push_back(r);
+  }
+  return out;
+}
+
+// GB (10^9 bytes) when the largest total reaches one, else MB.
+struct Unit {
+  const char* name;
+  double bytes;
+};
+Unit unit_for(const std::vector<cost::MemoryRow>& rows) {
+  int64_t largest = 0;
+  for (const cost::MemoryRow& r : rows) largest = std::max(largest, r.bytes.total());
+  return largest >= 1000000000 ? Unit{"GB", 1e9} : Unit{"MB", 1e6};
+}
+
+void print_json(const std::string& model, const std::string& data, int64_t psi,
+                const cost::TrainingSetup& setup, const std::vector<cost::MemoryRow>& rows) {
+  for (const cost::MemoryRow& r : rows) {
+    std::printf("%s\n", json::Object(kJsonLine)
+                            .add("model", model)
+                            .add("data", data)
+                            .add("psi", psi)
+                            .add("precision", cost::precision_name(setup.precision))
+                            .add("optimizer", cost::optimizer_name(setup.optimizer))
+                            .add("strategy", r.strategy)
+                            .add("divisor", r.divisor)
+                            .add("parameters_bytes", r.bytes.parameters)
+                            .add("gradients_bytes", r.bytes.gradients)
+                            .add("optimizer_bytes", r.bytes.optimizer)
+                            .add("total_bytes", r.bytes.total())
+                            .add("formula", r.formula)
+                            .str()
+                            .c_str());
+  }
+}
+
+void print_table(const std::vector<cost::MemoryRow>& rows) {
+  const Unit u = unit_for(rows);
+  const auto shown = [&](int64_t bytes) { return fixed(bytes / u.bytes, 3) + " " + u.name; };
+  Table t({"strategy", "over", "parameters", "gradients", "optimizer", "total", "formula"}, {0, 6});
+  for (const cost::MemoryRow& r : rows) {
+    t.add({r.strategy, std::to_string(r.divisor), shown(r.bytes.parameters), shown(r.bytes.gradients),
+           shown(r.bytes.optimizer), shown(r.bytes.total()), r.formula});
+  }
+  std::fputs(t.str().c_str(), stdout);
+}
+
+// Stacked bars per strategy (parameters, gradients, optimizer state), each bar's total written
+// above it and each part's value inside it where it is tall enough to hold one; the legend
+// outside the plot, right, so that no bar hides under it.
+void plot_rows(const std::vector<cost::MemoryRow>& rows, const std::string& title,
+               const std::string& plot) {
+  const Unit u = unit_for(rows);
+  int64_t largest = 1;
+  for (const cost::MemoryRow& r : rows) largest = std::max(largest, r.bytes.total());
+  std::string script = gnuplot_preamble(plot, 900, 450, title);
+  script += "$data << EOD\n";
+  for (const cost::MemoryRow& r : rows) {
+    script += r.strategy + " " + std::to_string(r.bytes.parameters / u.bytes) + " " +
+              std::to_string(r.bytes.gradients / u.bytes) + " " +
+              std::to_string(r.bytes.optimizer / u.bytes) + "\n";
+  }
+  // A part's label only where the part is at least 6% of the tallest bar (else it would not fit).
+  const std::string tall = std::to_string(0.06 * largest / u.bytes);
+  script +=
+      "EOD\n"
+      "set style data histograms\nset style histogram rowstacked\n"
+      "set style fill solid 0.85 border -1\nset boxwidth 0.6\n"
+      "set ylabel '" + std::string(u.name) + " per rank'\nset yrange [0:" +
+      std::to_string(1.12 * largest / u.bytes) + "]\nset key outside right top\n"
+      "set rmargin 20\n"
+      "plot $data using 2:xtic(1) title 'parameters', '' using 3 title 'gradients', "
+      "'' using 4 title 'optimizer state', "
+      "'' using 0:($2/2):($2 >= " + tall + " ? sprintf('%.3g', $2) : '') with labels tc rgb 'white' notitle, "
+      "'' using 0:($2+$3/2):($3 >= " + tall + " ? sprintf('%.3g', $3) : '') with labels tc rgb 'white' notitle, "
+      "'' using 0:($2+$3+$4/2):($4 >= " + tall + " ? sprintf('%.3g', $4) : '') with labels tc rgb 'white' notitle, "
+      "'' using 0:($2+$3+$4):(sprintf('%.3g " + u.name + "', $2+$3+$4)) with labels offset 0,0.8 notitle\n";
+  run_gnuplot(script, plot);
+}
+
+// --params=N: a model known only by its size, priced by the paper's table.
+int params_command(Flags& flags, int ranks, int stages, const std::vector<std::string>& shown) {
+  const double params = flags.number("params", 0, 1);
+  TS_CHECK(!flags.has("model"), "--params=", flags.text("params", ""), " and --model=",
+           flags.text("model", ""), ": give one of them (a model's size, or the model)");
+  TS_CHECK(params <= 9.2e18, "--params=", params, ": too many parameters");
+  const int64_t psi = static_cast<int64_t>(std::llround(params));
+  cost::TrainingSetup setup;
+  setup.precision = parsed("precision", flags.text("precision", "f32"), cost::parse_precision);
+  setup.optimizer = parsed("optimizer", flags.text("optimizer", "adam"), cost::parse_optimizer);
+  const bool json = flags.boolean("json");
+  const std::string plot = flags.text("plot", "");
+  flags.check_all_used("memory");
+  if (!plot.empty()) check_plot_path(plot);
+  const auto rows = chosen(cost::paper_memory_per_rank(psi, setup, ranks, stages), shown);
+  if (json) {
+    print_json("-", "-", psi, setup, rows);
+  } else {
+    std::printf("a model of psi = %s parameters, %s, %s: model states per rank as the ZeRO paper "
+                "counts them (Rajbhandari et al. 2020, figure 1), N = %d data-parallel ranks, K = "
+                "%d pipeline stages\n",
+                with_commas(psi).c_str(), cost::precision_name(setup.precision),
+                cost::optimizer_name(setup.optimizer), ranks, stages);
+    print_table(rows);
+  }
+  if (!plot.empty()) {
+    char title[200];
+    std::snprintf(title, sizeof(title), "Model states per rank: %.3g parameters, N=%d, %s, %s",
+                  static_cast<double>(psi), ranks, cost::precision_name(setup.precision),
+                  cost::optimizer_name(setup.optimizer));
+    plot_rows(rows, title, plot);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int memory_command(Flags& flags) {
@@ -54,10 +192,16 @@ int memory_command(Flags& flags) {
                 kHelp, kModelFlagsHelp);
     return 0;
   }
-  if (flags.boolean("measure")) return memory_measure_command(flags);
+  if (flags.boolean("measure")) {
+    TS_CHECK(!flags.has("params"), "--params describes a model by its size alone; --measure "
+             "trains a real one: give --model");
+    return memory_measure_command(flags);
+  }
   const int ranks = static_cast<int>(flags.integer("ranks", 0, 1));
   TS_CHECK(ranks >= 1, "--ranks is required");
   const int stages = static_cast<int>(flags.integer("stages", 2, 1));
+  const std::vector<std::string> shown = flags.texts("strategy", "all");
+  if (flags.has("params")) return params_command(flags, ranks, stages, shown);
   cost::SequenceLayout layout;
   const bool tp_given = flags.has("tensor-parallel");
   const int tp = static_cast<int>(flags.integer("tensor-parallel", 2, 1));
@@ -81,39 +225,18 @@ int memory_command(Flags& flags) {
   const bool printing = world == nullptr || world->rank() == 0;
 
   const int64_t psi = c.profile.parameters();
-  const auto rows = cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup, ranks,
-                                          stages, tp);
+  const auto rows = chosen(cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup,
+                                                 ranks, stages, tp),
+                           shown);
   if (!printing) {
   } else if (json) {
-    for (const cost::MemoryRow& r : rows) {
-      std::printf("%s\n", json::Object(kJsonLine)
-                              .add("model", c.name)
-                              .add("data", c.input.name)
-                              .add("psi", psi)
-                              .add("precision", cost::precision_name(c.setup.precision))
-                              .add("optimizer", cost::optimizer_name(c.setup.optimizer))
-                              .add("strategy", r.strategy)
-                              .add("divisor", r.divisor)
-                              .add("parameters_bytes", r.bytes.parameters)
-                              .add("gradients_bytes", r.bytes.gradients)
-                              .add("optimizer_bytes", r.bytes.optimizer)
-                              .add("total_bytes", r.bytes.total())
-                              .add("formula", r.formula)
-                              .str()
-                              .c_str());
-    }
+    print_json(c.name, c.input.name, psi, c.setup, rows);
   } else {
     std::printf("%s\nmodel states per rank: N = %d data-parallel ranks, K = %d pipeline stages, "
                 "T = %d tensor-parallel ranks (psi_s = %s split)\n",
                 describe(c).c_str(), ranks, stages, tp,
                 with_commas(c.profile.tensor_parallel_parameters).c_str());
-    Table t({"strategy", "over", "parameters", "gradients", "optimizer", "total", "formula"}, {0, 6});
-    for (const cost::MemoryRow& r : rows) {
-      t.add({r.strategy, std::to_string(r.divisor), megabytes(r.bytes.parameters),
-             megabytes(r.bytes.gradients), megabytes(r.bytes.optimizer), megabytes(r.bytes.total()),
-             r.formula});
-    }
-    std::fputs(t.str().c_str(), stdout);
+    print_table(rows);
   }
   if (c.input.text()) {
     if (world == nullptr) {
@@ -128,24 +251,10 @@ int memory_command(Flags& flags) {
     }
   }
   if (!plot.empty() && printing) {
-    std::string script = gnuplot_preamble(plot, 800, 450,
-                                          "Model states per rank: " + c.name + ", N=" +
-                                              std::to_string(ranks) + ", " +
-                                              cost::precision_name(c.setup.precision) + ", " +
-                                              cost::optimizer_name(c.setup.optimizer));
-    script += "$data << EOD\n";
-    for (const cost::MemoryRow& r : rows) {
-      script += r.strategy + " " + std::to_string(r.bytes.parameters / 1e6) + " " +
-                std::to_string(r.bytes.gradients / 1e6) + " " + std::to_string(r.bytes.optimizer / 1e6) + "\n";
-    }
-    script +=
-        "EOD\n"
-        "set style data histograms\nset style histogram rowstacked\n"
-        "set style fill solid 0.85 border -1\nset boxwidth 0.6\n"
-        "set ylabel 'MB per rank'\nset yrange [0:*]\nset key top right\n"
-        "plot $data using 2:xtic(1) title 'parameters', '' using 3 title 'gradients', "
-        "'' using 4 title 'optimizer state'\n";
-    run_gnuplot(script, plot);
+    plot_rows(rows, "Model states per rank: " + c.name + ", N=" + std::to_string(ranks) + ", " +
+                        cost::precision_name(c.setup.precision) + ", " +
+                        cost::optimizer_name(c.setup.optimizer),
+              plot);
   }
   return 0;
 }

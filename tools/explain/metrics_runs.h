@@ -41,6 +41,7 @@ struct MetricsLine {
 
 struct MetricsRun {
   std::string path;
+  std::string label;  // its name in tables and legends (explain curves --label); "" for the file's
   std::vector<MetricsLine> steps, epochs;
 
   bool has(Quantity q) const;

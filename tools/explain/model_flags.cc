@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "cost/stored_profile.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -24,15 +25,18 @@ const char* const kModelFlagsHelp =
     "  --optimizer=O      sgd (with momentum) | adam (default as tools/train: sgd ResNets, adam others)\n";
 
 const char* const kTimeFlagsHelp =
-    "  --compute-ms=T     forward + backward of one batch takes T ms (e.g. on a GPU); the layers'\n"
-    "                     shares are measured on this machine at --profile-batch\n"
-    "  --layer-ms=a,b,..  forward + backward ms of each layer, given outright (no measuring)\n"
-    "  --profile-batch=b  batch of the measurement (default: --batch; at most 4 with --compute-ms)\n"
-    "  --repeats=r        timed passes of the measurement after a warm-up (default 1)\n"
+    "  (the layers' times: the model's stored profile, cost/profiles/<model>-<data>.json, measured\n"
+    "  once on the machine it names and scaled to --batch; the same flags give the same figures)\n"
+    "  --measure          time the layers on this machine now instead (figures vary with its load)\n"
+    "  --compute-ms=T     forward + backward of one batch takes T ms (e.g. on a GPU), split among\n"
+    "                     the layers as the stored profile (or --measure) splits it\n"
+    "  --layer-ms=a,b,..  forward + backward ms of each layer, given outright (no profile)\n"
+    "  --profile-batch=b  --measure's batch (default: --batch; at most 4 with --compute-ms)\n"
+    "  --repeats=r        --measure's timed passes after a warm-up (default 1)\n"
     "  --overhead-ms=T    per step outside the layers: the loss, the engine, the optimizer step\n"
-    "                     (default: measured here with the layers, as a whole step less them;\n"
-    "                     0 with --compute-ms or --layer-ms)\n"
-    "  (without --compute-ms or --layer-ms the times are measured here, at --batch)\n";
+    "                     (default: the stored profile's at its batch and optimizer, or measured\n"
+    "                     with the layers; 0 with --compute-ms or --layer-ms)\n"
+    "  (a model and input with no stored profile are measured now, and say so)\n";
 
 std::string with_commas(int64_t n) {
   std::string digits = std::to_string(n), out;
@@ -73,15 +77,28 @@ ModelChoice read_model_flags(Flags& flags) {
   return c;
 }
 
+namespace {
+
+// Times every layer here and now (and, for a whole step at the batch, the step overhead).
+void measure_now(ModelChoice& c, int64_t profile_batch, int repeats, bool with_overhead) {
+  cost::measure_layer_times(*c.model, c.input, profile_batch, repeats, &c.profile);
+  c.profile.times_source = "measured now on " + cost::this_machine() + " at batch " +
+                           std::to_string(profile_batch);
+  if (with_overhead && profile_batch == c.batch) {
+    cost::measure_step_overhead(*c.model, c.input, c.setup, repeats, &c.profile);
+  }
+}
+
+}  // namespace
+
 void add_times(Flags& flags, ModelChoice& c) {
   const std::vector<double> layer_ms = flags.numbers("layer-ms", 0);
   const double compute_ms = flags.number("compute-ms", 0, 0);
-  const int repeats = static_cast<int>(flags.integer("repeats", 1, 1));
   const double overhead_ms = flags.number("overhead-ms", -1, 0);
-  const int64_t profile_batch =
-      flags.integer("profile-batch", compute_ms > 0 ? std::min<int64_t>(c.batch, 4) : c.batch, 1);
+  const bool measure = flags.boolean("measure");
   if (!layer_ms.empty()) {
     TS_CHECK(compute_ms == 0, "--layer-ms and --compute-ms: give one of them");
+    TS_CHECK(!measure, "--layer-ms and --measure: give one of them (--layer-ms times nothing)");
     std::vector<double> seconds;
     for (double ms : layer_ms) seconds.push_back(ms / 1e3);
     TS_CHECK(seconds.size() == c.profile.layers.size(), "--layer-ms: ", c.name, " has ",
@@ -90,23 +107,37 @@ void add_times(Flags& flags, ModelChoice& c) {
     if (overhead_ms >= 0) c.profile.step_overhead_seconds = overhead_ms / 1e3;
     return;
   }
-  cost::measure_layer_times(*c.model, c.input, profile_batch, repeats, &c.profile);
-  // The loss, the engine and the optimizer step: measured with the layers, given, or (for a
-  // total given by --compute-ms, another machine's) left out unless given.
-  if (overhead_ms >= 0) {
-    c.profile.step_overhead_seconds = overhead_ms / 1e3;
-  } else if (compute_ms == 0 && profile_batch == c.batch) {
-    cost::measure_step_overhead(*c.model, c.input, c.setup, repeats, &c.profile);
+  // The stored profile unless --measure: the same flags give the same figures on every run.
+  const cost::StoredProfile* stored = measure ? nullptr : cost::find_stored_profile(c.name, c.input);
+  if (stored != nullptr) {
+    for (const char* name : {"repeats", "profile-batch"}) {
+      TS_CHECK(!flags.has(name), "--", name, " sets how the layers are measured: add --measure "
+               "(without it their times are the stored profile ", stored->path, "'s)");
+    }
+    cost::apply_stored_profile(*stored, c.setup.optimizer, &c.profile);
+  } else {
+    const int repeats = static_cast<int>(flags.integer("repeats", 1, 1));
+    const int64_t profile_batch =
+        flags.integer("profile-batch", compute_ms > 0 ? std::min<int64_t>(c.batch, 4) : c.batch, 1);
+    // The loss, the engine and the optimizer step: measured with the layers, given, or (for a
+    // total given by --compute-ms, another machine's) left out unless given.
+    measure_now(c, profile_batch, repeats, compute_ms == 0 && overhead_ms < 0);
+    if (!measure) {
+      c.profile.times_source += " (no stored profile of " + c.name + " on this input: explain "
+                                "profile measures one for " + cost::stored_profile_path(c.name, c.input) + ")";
+    }
+    if (compute_ms == 0 && profile_batch != c.batch) {
+      cost::scale_compute_time(&c.profile, c.profile.compute_seconds() * c.batch / profile_batch,
+                               c.profile.times_source + ", scaled to batch " + std::to_string(c.batch));
+    }
   }
   if (compute_ms > 0) {
+    // Another machine's total (a GPU's), split among the layers as the profile splits it.
+    c.profile.step_overhead_seconds = 0;
     cost::scale_compute_time(&c.profile, compute_ms / 1e3,
-                             "given by --compute-ms, split as measured here at batch " +
-                                 std::to_string(profile_batch));
-  } else if (profile_batch != c.batch) {
-    cost::scale_compute_time(&c.profile, c.profile.compute_seconds() * c.batch / profile_batch,
-                             "measured here at batch " + std::to_string(profile_batch) +
-                                 ", scaled to batch " + std::to_string(c.batch));
+                             "given by --compute-ms, split as the " + c.profile.times_source);
   }
+  if (overhead_ms >= 0) c.profile.step_overhead_seconds = overhead_ms / 1e3;
 }
 
 std::string describe(const ModelChoice& c) {

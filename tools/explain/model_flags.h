@@ -9,11 +9,14 @@
 //                        for a GPT, 64 otherwise)
 //   --precision=P        f32 | mixed
 //   --optimizer=O        sgd (with momentum) | adam (tools/train's: sgd for ResNets, adam otherwise)
+//   (times)              the model's stored profile (cost/stored_profile.h: measured once, on
+//                        the machine it names, scaled to the batch), so the same flags give the
+//                        same figures; --measure times the layers here and now instead
 //   --compute-ms=T       forward + backward of one batch takes T ms (e.g. a GPU's); the layers'
-//                        shares are measured here at --profile-batch
+//                        shares are the stored profile's (or --measure's)
 //   --layer-ms=a,b,...   forward + backward ms of each layer, given outright
-//   --profile-batch=b    the batch the shares are measured at (default: the batch, or at most
-//                        4 with --compute-ms); --repeats=r timed passes (default 1)
+//   --profile-batch=b    --measure's batch (default: the batch, or at most 4 with --compute-ms);
+//                        --repeats=r its timed passes (default 1)
 #pragma once
 
 #include <memory>
@@ -37,7 +40,9 @@ struct ModelChoice {
 };
 
 ModelChoice read_model_flags(Flags& flags);
-// Fills the profile's layer times from --layer-ms, or --compute-ms, or by measuring here.
+// Fills the profile's layer times from --layer-ms, or the stored profile, or by measuring here
+// (--measure, or no profile stored for this model and input), then scales them to --compute-ms;
+// the profile's times_source says which.
 void add_times(Flags& flags, ModelChoice& choice);
 
 // "resnet20 on fashion-mnist: psi = 269,434 parameters, 11 layers, batch 128, f32, sgd"

@@ -1,8 +1,8 @@
 // explain ring: the lecture's ring all-reduce, step by step, from the schedule ProcessGroupMPI
 // runs (dist/ring_schedule.h): per step, the chunk each rank sends right and the one it receives
 // from its left, first reduce-scatter (adding what arrives) then all-gather (copying it); the
-// bytes each rank sends and the alpha-beta time (cost/collective_time.h), and (--plot) the steps
-// as lanes, one per rank.
+// bytes each rank sends and the alpha-beta time (cost/collective_time.h), (--plot) the steps
+// as lanes, one per rank, and (--buffers) every rank's buffer after each step (ring_buffers.h).
 #include <cstdio>
 #include <fstream>
 
@@ -11,6 +11,7 @@
 #include "tools/explain/commands.h"
 #include "tools/explain/gnuplot.h"
 #include "tools/explain/json_line.h"
+#include "tools/explain/ring_buffers.h"
 #include "tools/explain/svg_timeline.h"
 #include "tools/explain/table.h"
 
@@ -30,7 +31,10 @@ const char* const kHelp =
     "  --megabytes=M       the buffer (default 100)\n"
     "  --latency-us=A      per message (default 5); --bandwidth-gbps=B per link (default 100)\n"
     "  --json              one JSON object per step and rank, then a summary\n"
-    "  --plot=FILE.svg     the steps as lanes, one per rank, each box labelled with its chunks\n";
+    "  --plot=FILE.svg     the steps as lanes, one per rank, each box labelled with its chunks\n"
+    "  --buffers=FILE.svg  the picture lecturers draw: every rank's buffer after each step, each\n"
+    "                      chunk naming whose contributions it holds, an arrow per chunk sent\n"
+    "                      (N <= 8)\n";
 
 std::string chunk(int k) { return "c" + std::to_string(k); }
 
@@ -49,8 +53,13 @@ int ring_command(Flags& flags) {
   network.algorithm = cost::Algorithm::kRing;
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
+  const std::string buffers = flags.text("buffers", "");
   flags.check_all_used("ring");
   if (!plot.empty()) check_plot_path(plot);
+  if (!buffers.empty()) {
+    check_plot_path(buffers);
+    TS_CHECK(n <= 8, "--buffers=", buffers, ": draws at most 8 ranks' buffers, not --ranks=", n);
+  }
 
   const double bytes = megabytes * 1e6;
   const double step_seconds = network.inter.message_seconds(bytes / n);
@@ -119,6 +128,16 @@ int ring_command(Flags& flags) {
     out << timeline_svg(lanes, boxes, title);
     TS_CHECK(out.good(), "--plot=", plot, ": writing failed");
     std::fprintf(stderr, "explain: wrote %s\n", plot.c_str());
+  }
+  if (!buffers.empty()) {
+    char title[200];
+    std::snprintf(title, sizeof(title), "Ring all-reduce on %d ranks: every rank's buffer after each step "
+                  "(%g MB, chunks of %g MB)", n, megabytes, megabytes / n);
+    std::ofstream out(buffers);
+    TS_CHECK(out.good(), "--buffers=", buffers, ": cannot write the file");
+    out << ring_buffers_svg(n, title);
+    TS_CHECK(out.good(), "--buffers=", buffers, ": writing failed");
+    std::fprintf(stderr, "explain: wrote %s\n", buffers.c_str());
   }
   return 0;
 }

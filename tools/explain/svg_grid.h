@@ -4,6 +4,8 @@
 //
 //   stage 0  [F0][F1][F2][F3]            [ B0 ][ B1 ][ B2 ][ B3 ]
 //   stage 1      [F0][F1][F2][F3]  [ B0 ][ B1 ][ B2 ][ B3 ]
+//
+// Several schedules stack, one panel each, on a shared time axis.
 #pragma once
 
 #include <string>
@@ -17,9 +19,19 @@ namespace explain {
 // `s` with <, > and & as XML entities.
 std::string xml_escaped(const std::string& s);
 
-// peak_in_flight[s]: stage s's peak micro-batches in flight, written at the end of its row.
-std::string pipeline_svg(const std::vector<TimedCell>& cells, int stages, bool show_chunk,
-                         const std::string& title, const std::vector<int>& peak_in_flight);
+// One schedule's grid. peak_in_flight[s]: stage s's peak micro-batches in flight, written at the
+// end of its row.
+struct GridPanel {
+  std::vector<TimedCell> cells;
+  int stages = 0;
+  bool show_chunk = false;
+  std::string title;
+  std::vector<int> peak_in_flight;
+};
+
+// The panels stacked top to bottom, each under its title, all on one clock (the longest
+// makespan sets the width), so schedules compare by length at a glance.
+std::string pipeline_svg(const std::vector<GridPanel>& panels);
 
 }  // namespace explain
 }  // namespace tessera

@@ -66,7 +66,7 @@ void print_event_lines(const Trace& trace, const std::vector<const TraceEvent*>&
   }
 }
 
-void write_step_plot(const Trace& trace, int64_t step, const std::string& path, const std::string& title) {
+std::string step_timeline_svg(const Trace& trace, int64_t step, const std::string& title) {
   std::map<std::pair<int, int>, int> lane_of;  // (rank, track) -> lane, ranks then tracks
   for (const TraceEvent& e : trace.events) {
     if (e.step == step && e.category != "step") lane_of[{e.rank, e.track}] = 0;
@@ -85,9 +85,13 @@ void write_step_plot(const Trace& trace, int64_t step, const std::string& path, 
   std::stable_sort(boxes.begin(), boxes.end(), [](const TimelineBox& a, const TimelineBox& b) {
     return a.end_ms - a.start_ms > b.end_ms - b.start_ms;
   });
+  return timeline_svg(lanes, boxes, title);
+}
+
+void write_step_plot(const Trace& trace, int64_t step, const std::string& path, const std::string& title) {
   std::ofstream out(path);
   TS_CHECK(out.good(), "--plot=", path, ": cannot write the file");
-  out << timeline_svg(lanes, boxes, title);
+  out << step_timeline_svg(trace, step, title);
   TS_CHECK(out.good(), "--plot=", path, ": writing failed");
   std::fprintf(stderr, "explain: wrote %s\n", path.c_str());
 }

@@ -34,7 +34,9 @@ Table events_table(const Trace& trace, const std::vector<const TraceEvent*>& eve
 void print_event_lines(const Trace& trace, const std::vector<const TraceEvent*>& events,
                        double origin_ms);
 
-// --plot: `step` of every rank, a lane per rank and track (empty tracks left out), as SVG.
+// `step` of every rank, a lane per rank and track (empty tracks left out), as SVG; --plot writes
+// it to `path`.
+std::string step_timeline_svg(const Trace& trace, int64_t step, const std::string& title);
 void write_step_plot(const Trace& trace, int64_t step, const std::string& path, const std::string& title);
 
 }  // namespace explain

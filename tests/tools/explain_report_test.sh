@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# explain report: a 2-rank ZeRO-2 run of the train tool writes its --metrics, --trace and
+# standard output into a directory; the page made from it is checked against those files by
+# report_check.py (self-contained, every picture well-formed, the loss curve a point per step,
+# each rank's lane, memory and bytes tables equal to the final JSON, every setting, the command).
+# A directory with less in it gets a page that says what is missing; bad input is named.
+source "$2"
+MPI_RUN="$3"
+TRAIN="$4"
+CHECK="$5"
+
+RUN="$TMP/run"
+mkdir -p "$RUN"
+command=(--model=mlp --data=synthetic --epochs=2 --train-limit=640 --threads=1 --seed=3 --strategy=zero2
+         --metrics="$RUN/metrics.jsonl" --trace="$RUN/trace.json")
+"$MPI_RUN" 2 "$TRAIN" "${command[@]}" > "$RUN/stdout.txt" 2>&1 || fail "the 2-rank run failed"
+echo "mpirun -np 2 train ${command[*]}" > "$RUN/command.txt"
+
+"$EXPLAIN" report "$RUN" --html="$TMP/run.html" --json > "$TMP/report.json" || fail "explain report exited non-zero"
+if python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+run = sys.argv[2]
+assert r["metrics"] == [run + "/metrics.jsonl"] and r["traces"] == [run + "/trace.json"], r
+assert r["summary"] == run + "/stdout.txt" and r["command"].startswith("mpirun -np 2 train"), r
+' "$TMP/report.json" "$RUN"; then pass; else fail "report --json: the files found"; fi
+if python3 "$CHECK" page "$RUN" "$TMP/run.html"; then pass; else fail "the page against the run's files"; fi
+
+# Only a metrics file: the other sections say which flag would have written what they show.
+mkdir -p "$TMP/partial"
+cp "$RUN/metrics.jsonl" "$TMP/partial/"
+"$EXPLAIN" report --run="$TMP/partial" --html="$TMP/partial.html" > /dev/null || fail "a metrics-only report"
+page=$(cat "$TMP/partial.html")
+expect_contains "$page" "No trace in this run (train --trace=RUN/trace.json records one)." "the missing trace named"
+expect_contains "$page" "No final JSON line" "the missing summary named"
+expect_contains "$page" "<polyline" "the curves of a metrics-only run"
+
+mkdir -p "$TMP/empty"
+expect_error "$TMP/empty: no --metrics file, trace or train output found" report "$TMP/empty" --html="$TMP/x.html"
+expect_error "$TMP/nowhere: not a directory" report "$TMP/nowhere" --html="$TMP/x.html"
+expect_error "--html=page.txt: expected a file name ending in .html" report "$RUN" --html=page.txt
+expect_error "--html is required" report "$RUN"
+expect_contains "$("$EXPLAIN" report --help)" "--html=FILE.html" "report --help"
+finish
