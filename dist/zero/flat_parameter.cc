@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "dist/trace_recorder.h"
 #include "dist/zero/flat_gradients.h"
+#include "optim/clip_grad.h"
 #include "tensor/ops.h"
 
 namespace tessera {
@@ -209,6 +210,24 @@ void FlatParameter::launch_reduce_scatter() {
   }
   ready_.assign(params_.size(), false);
   ready_count_ = 0;
+}
+
+double FlatParameter::gradient_squared_sum() const {
+  if (home_ != nullptr && home_->gradients_offloaded()) return home_->gradient_squared_sum();
+  return shard_.grad().defined() ? optim::squared_sum(shard_.grad()) : 0.0;
+}
+
+void FlatParameter::scale_gradient(double factor) {
+  NoGradGuard no_grad;
+  if (home_ != nullptr && home_->gradients_offloaded()) {
+    if (!home_->has_gradient()) return;
+    Tensor g = home_->read_gradient();
+    mul_(g, factor);
+    home_->write_gradient(g);
+  } else if (shard_.grad().defined()) {
+    Tensor g = shard_.grad();
+    mul_(g, factor);
+  }
 }
 
 void FlatParameter::finish_reduce_scatter() {

@@ -106,6 +106,10 @@ class FlatParameter {
   // is in flight.
   void finish_reduce_scatter();
   bool reduce_scatter_pending() const { return work_ != nullptr; }
+  // The shard's gradient's sum of squares (optim::squared_sum; 0 without one), kept by the home
+  // when offloaded (no read), and the gradient scaled by `factor` wherever it lives (clipping).
+  double gradient_squared_sum() const;
+  void scale_gradient(double factor);
 
   // This rank's shard of the flat parameter: the Variable the optimizer steps (empty at rest
   // when offloaded).

@@ -339,25 +339,13 @@ void FullyShardedDataParallel::finish_backward() {
 double FullyShardedDataParallel::clip_grad_norm(double max_norm) {
   TS_CHECK(max_norm >= 0, "FullyShardedDataParallel::clip_grad_norm: max_norm must be >= 0, got ",
            max_norm);
-  // Every unit's shard is disjoint across the group (padding holds zeros).
-  const std::vector<Variable> shards = shard_parameters();
-  if (units_.empty() || units_[0]->home() == nullptr || !units_[0]->home()->gradients_offloaded()) {
-    return dist::clip_grad_norm(shards, shards, max_norm, {group_});
-  }
-  // Offloaded gradients: each unit's sum of squares was kept when its gradient was written; summed
-  // in the order (and so with the rounding) of the in-memory clip. Scaling reads each gradient,
-  // one unit in memory at a time, and writes it back.
+  // Every unit's shard is disjoint across the group (padding holds zeros), so the squares sum
+  // over it; each unit's gradient is wherever its FlatParameter keeps it (offloaded: its home).
   NoGradGuard no_grad;
   const double total = std::sqrt(sum_over({group_})(local_grad_squared_sum()));
   const double coef = optim::clip_coefficient(max_norm, total);
   if (coef >= 1) return total;
-  for (size_t u = 0; u < units_.size(); ++u) {
-    offload::ShardHome& home = *units_[u]->home();
-    if (!home.has_gradient()) continue;
-    Tensor g = home.read_gradient();
-    mul_(g, coef);
-    home.write_gradient(g);
-  }
+  for (const auto& unit : units_) unit->scale_gradient(coef);
   return total;
 }
 
@@ -368,13 +356,9 @@ void FullyShardedDataParallel::finish_offload_transfers() {
 }
 
 double FullyShardedDataParallel::local_grad_squared_sum() const {
+  // In unit order, as optim::grad_squared_sum adds its parameters up.
   double local = 0;
-  for (const auto& unit : units_) {
-    const auto& home = unit->home();
-    local += home != nullptr && home->gradients_offloaded()
-                 ? home->gradient_squared_sum()
-                 : (unit->shard().grad().defined() ? optim::squared_sum(unit->shard().grad()) : 0.0);
-  }
+  for (const auto& unit : units_) local += unit->gradient_squared_sum();
   return local;
 }
 
