@@ -24,9 +24,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
+#include "tensor/check.h"
 #include "tensor/ops.h"
 #include "tensor/safetensors.h"
 #include "tests/tools/train_runner.h"
@@ -44,10 +47,16 @@ const CompositionPlan& plan() {
   return p;
 }
 
+// The runs' files (models, checkpoints: about 500 MB for the plan): under Bazel's TEST_TMPDIR,
+// which Bazel removes; run by hand, under /tmp, removed at exit.
 std::string temp_dir() {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/tessera_composition_XXXXXX";
-    return std::string(::mkdtemp(tmpl));
+    const char* bazel = std::getenv("TEST_TMPDIR");
+    std::string tmpl = std::string(bazel != nullptr ? bazel : "/tmp") + "/tessera_composition_XXXXXX";
+    TS_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp ", tmpl, ": ", std::strerror(errno));
+    static const std::string made = tmpl;
+    std::atexit([] { std::filesystem::remove_all(made); });
+    return tmpl;
   }();
   return dir;
 }
@@ -208,10 +217,12 @@ CommandResult launched(const PlannedRun& run, const std::string& dir, const std:
       (fewer ? " --before-restart='echo localhost slots=" + std::to_string(run.ranks) + " > " +
                    hosts + "'"
              : "");
-  // As tools/mpi_run.sh runs the other jobs: shared memory on one machine, oversubscribed.
+  // As tools/mpi_run.sh runs the other jobs: shared memory on one machine, oversubscribed,
+  // waiting ranks yielding their core (the hostfile's slots tell Open MPI each rank has one).
   const std::string env =
       "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
-      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_odls_base_sigkill_timeout=0 ";
+      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_odls_base_sigkill_timeout=0 "
+      "OMPI_MCA_mpi_yield_when_idle=1 ";
   return run_command(env + launcher + " -- mpirun --oversubscribe --allow-run-as-root --bind-to none -np " +
                      std::to_string(run.first_ranks) + " --hostfile " + hosts + " " +
                      train_binaries().train + " " + run.flags + " --epochs=2 --checkpoint-dir=" +

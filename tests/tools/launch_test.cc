@@ -252,10 +252,12 @@ int main(int argc, char** argv) {
   }
   launch_binary = argv[1];
   train_binary = argv[2];
-  // As tools/mpi_run.sh: shared memory on one machine, no ptrace copies, oversubscribed.
+  // As tools/mpi_run.sh: shared memory on one machine, no ptrace copies, oversubscribed,
+  // waiting ranks yielding their core.
   ::setenv("OMPI_MCA_btl", "self,vader", 1);
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
   ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+  ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
   ::unsetenv("TEST_PREMATURE_EXIT_FILE");
   ::unsetenv("XML_OUTPUT_FILE");
   return RUN_ALL_TESTS();

@@ -1,6 +1,7 @@
 #include "tools/train/composition_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -163,6 +164,26 @@ bool could_apply(const Axis& axis, const Assignment& chosen) {
   return applies(axis, known);
 }
 
+}  // namespace
+
+// What a run costs the test, in seconds: the trainings //tests/tools:composition_test starts for
+// it (the run; its reference, and the float32 one for a half-precision run; the resumed run's
+// two; a restart's launched job on first_ranks and then ranks, and on fewer ranks the checkpoint
+// resumed by hand and by the reference), each 0.4 s + 0.44 s a rank + 0.01 s a rank squared
+// (fitted to the test's times with Bazel running two tests at once on two cores).
+double estimated_cost(const PlannedRun& r) {
+  const auto training = [](int n) { return n == 0 ? 0.0 : 0.4 + 0.44 * n + 0.01 * n * n; };
+  double cost = training(r.ranks) + training(r.reference_ranks) +
+                (r.half_precision ? training(r.reference_ranks) : 0);
+  if (value_in(r.values, "resume") == "yes") cost += 2 * training(r.ranks);
+  const std::string restart = value_in(r.values, "restart");
+  if (restart != "none") cost += training(r.first_ranks) + training(r.ranks);
+  if (restart == "fewer-ranks") cost += training(r.ranks) + training(r.reference_ranks);
+  return cost;
+}
+
+namespace {
+
 class Planner {
  public:
   explicit Planner(uint64_t seed) : axes_(support_axes()), rng_(seed) {
@@ -184,34 +205,36 @@ class Planner {
     std::vector<std::vector<int>> runs;
     for (const Pair& p : order) {
       if (uncovered_.count(p) == 0) continue;
+      // The candidate covering the most new pairs for its cost.
       std::vector<int> best;
-      int best_gain = 0;
-      for (int attempt = 0; attempt < 20; ++attempt) {
-        std::vector<int> run = candidate(p);
+      double best_ratio = 0;
+      for (int attempt = 0; attempt < kAttempts; ++attempt) {
+        std::vector<int> run = candidate(p, kFrugal * attempt / kAttempts);
         if (run.empty()) continue;
-        const int gain = new_pairs(run);
-        if (gain > best_gain) best_gain = gain, best = run;
+        const double ratio = new_pairs(run) / estimated_cost(planned(assignment(run)));
+        if (ratio > best_ratio) best_ratio = ratio, best = run;
       }
       if (best.empty()) {
         failed.push_back(p);
         uncovered_.erase(p);
         continue;
       }
-      out.pairs_covered += best_gain;
       cover(best);
       runs.push_back(best);
-      out.runs.push_back(planned(assignment(best)));
     }
+    runs = without_redundant(runs);
+    for (const std::vector<int>& run : runs) {
+      out.runs.push_back(planned(assignment(run)));
+      out.estimated_cost += estimated_cost(out.runs.back());
+    }
+    out.pairs_covered = static_cast<int64_t>(pairs_of(runs).size());
     // A pair whose own candidates all failed may still sit in a run made for another pair: only
     // the pairs no run holds are left uncovered.
     for (const Pair& p : failed) {
       const auto& [i, a, j, b] = p;
       const bool held = std::any_of(runs.begin(), runs.end(),
                                     [&](const std::vector<int>& r) { return r[i] == a && r[j] == b; });
-      if (held) {
-        ++out.pairs_covered;
-        continue;
-      }
+      if (held) continue;
       out.pairs_not_coverable.push_back(axes_[i].name + "=" + axes_[i].values[a] + " " +
                                         axes_[j].name + "=" + axes_[j].values[b]);
     }
@@ -219,6 +242,9 @@ class Planner {
   }
 
  private:
+  static constexpr int kAttempts = 100;
+  static constexpr double kFrugal = 0.3;
+
   Assignment assignment(const std::vector<int>& run) const {
     Assignment values;
     for (size_t k = 0; k < axes_.size(); ++k) values.emplace_back(axes_[k].name, axes_[k].values[run[k]]);
@@ -230,7 +256,7 @@ class Planner {
   // applies is known when its turn comes; a value is chosen only where no refusal matches what
   // is chosen so far (with the pair, and what its axes need to apply), nor where the pair's
   // later axes could no longer apply.
-  std::vector<int> candidate(const Pair& p) {
+  std::vector<int> candidate(const Pair& p, double frugal) {
     const auto& [i, a, j, b] = p;
     std::vector<int> run(axes_.size(), -1);
     Assignment chosen;
@@ -256,6 +282,8 @@ class Planner {
       } else {
         for (size_t v = 0; v < axis.values.size(); ++v) values.push_back(int(v));
         std::shuffle(values.begin(), values.end(), rng_);  // ties at random
+        // A frugal attempt leaves some axes at their first value (off, none: the cheapest).
+        if (std::bernoulli_distribution(frugal)(rng_)) values = {0};
       }
       for (const Condition& c : needed) {
         if (c.axis != axis.name) continue;
@@ -316,6 +344,43 @@ class Planner {
     TS_INTERNAL_ASSERT(assignment_of(c) == values, "the support table's flags_for and value_of "
                        "disagree for: ", flags);
     return true;
+  }
+
+  // Each pair of values the runs hold, with how many of them hold it.
+  static std::map<Pair, int> pairs_of(const std::vector<std::vector<int>>& runs) {
+    std::map<Pair, int> count;
+    for (const std::vector<int>& run : runs) {
+      for (size_t i = 0; i < run.size(); ++i) {
+        for (size_t j = i + 1; j < run.size(); ++j) ++count[{int(i), run[i], int(j), run[j]}];
+      }
+    }
+    return count;
+  }
+
+  // The runs without those whose every pair other runs hold too (a greedy plan's early runs
+  // often are, once later ones cover their pairs), the costliest dropped first.
+  std::vector<std::vector<int>> without_redundant(std::vector<std::vector<int>> runs) const {
+    std::map<Pair, int> count = pairs_of(runs);
+    std::vector<size_t> by_cost(runs.size());
+    std::vector<double> cost(runs.size());
+    for (size_t r = 0; r < runs.size(); ++r) {
+      by_cost[r] = r;
+      cost[r] = estimated_cost(planned(assignment(runs[r])));
+    }
+    std::stable_sort(by_cost.begin(), by_cost.end(), [&](size_t x, size_t y) { return cost[x] > cost[y]; });
+    std::vector<bool> dropped(runs.size(), false);
+    for (size_t r : by_cost) {
+      const std::map<Pair, int> own = pairs_of({runs[r]});
+      const bool redundant = std::all_of(own.begin(), own.end(), [&](const auto& p) { return count[p.first] > 1; });
+      if (!redundant) continue;
+      dropped[r] = true;
+      for (const auto& p : own) --count[p.first];
+    }
+    std::vector<std::vector<int>> kept;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      if (!dropped[r]) kept.push_back(runs[r]);
+    }
+    return kept;
   }
 
   int new_pairs(const std::vector<int>& run) const {

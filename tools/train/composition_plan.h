@@ -7,7 +7,9 @@
 // Generated as AETG does (Cohen et al. 1997): take the first pair no run covers yet, build
 // candidate runs holding it, each other axis given the value that covers the most uncovered
 // pairs with the values already chosen (ties broken by a seeded random stream), keep the valid
-// candidate covering most, repeat. A run is valid when no refusal matches it, every axis that
+// candidate covering most for its cost (the test's time, estimated_cost: some attempts leave
+// axes at their first, cheapest value), repeat; then drop the runs, costliest first, whose
+// every pair other runs hold too. A run is valid when no refusal matches it, every axis that
 // does not apply holds its first value, and its flags pass the flag checker as a whole (so a
 // rule outside the table that refused a run the table allows would show up as a pair left
 // uncovered, which the test reports).
@@ -46,7 +48,13 @@ struct CompositionPlan {
   // Pairs of values no valid run holds ("compression=topk with strategy=zero1": refused), as
   // "axis=value axis=value".
   std::vector<std::string> pairs_not_coverable;
+  // The test's time in seconds, estimated (estimated_cost below).
+  double estimated_cost = 0;
 };
+
+// What a run costs //tests/tools:composition_test, in seconds (estimated from its ranks): its
+// trainings (run, references, resumed, restarted).
+double estimated_cost(const PlannedRun& run);
 
 // Deterministic for a seed.
 CompositionPlan composition_plan(uint64_t seed = 1);

@@ -91,8 +91,9 @@ Config parse_flags(int argc, char** argv) {
                                               : ("  (started on " + std::to_string(r.first_ranks) +
                                                  " ranks, restarted on fewer)").c_str());
       }
-      std::printf("%zu runs cover %lld pairs of values; %zu pairs cannot meet:\n", plan.runs.size(),
-                  static_cast<long long>(plan.pairs_covered), plan.pairs_not_coverable.size());
+      std::printf("%zu runs cover %lld pairs of values (the test's time, estimated: %.0f s); %zu pairs cannot meet:\n", plan.runs.size(),
+                  static_cast<long long>(plan.pairs_covered), plan.estimated_cost,
+                  plan.pairs_not_coverable.size());
       for (const std::string& pair : plan.pairs_not_coverable) std::printf("  %s\n", pair.c_str());
       std::exit(0);
     }
