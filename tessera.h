@@ -93,6 +93,7 @@
 #include "dist/topology.h"
 #include "dist/trace_file.h"
 #include "dist/trace_recorder.h"
+#include "dist/zero/auto_wrap_policy.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/sharded_checkpoint.h"
 #include "dist/zero/zero_optimizer.h"

@@ -17,7 +17,7 @@
 namespace tessera {
 namespace dist {
 
-FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequential> model,
+FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> model,
                                                    std::shared_ptr<ProcessGroup> group,
                                                    const FullyShardedOptions& options)
     : model_(std::move(model)), group_(std::move(group)),
@@ -25,6 +25,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Sequentia
       prefetch_limit_(options.prefetch_limit()),
       mixed_precision_(options.mixed_precision()) {
   TS_CHECK(model_ != nullptr, "FullyShardedDataParallel: model is null");
+  if (!options.auto_wrap_policy()) sequential_ = dynamic_cast<nn::Sequential*>(model_.get());
   TS_CHECK(group_ != nullptr, "FullyShardedDataParallel: group is null");
   TS_CHECK(options.min_num_params() >= 1, "FullyShardedDataParallel: min_num_params must be at "
            "least 1, got ", options.min_num_params());
@@ -72,8 +73,9 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
 }
 
 void FullyShardedDataParallel::build_units(const FullyShardedOptions& options) {
-  std::vector<zero::UnitSpec> specs = zero::wrap_units(*model_, options);
-  unit_of_child_.assign(model_->size(), -1);
+  std::vector<zero::UnitSpec> specs = sequential_ != nullptr ? zero::wrap_units(*sequential_, options)
+                                                             : zero::wrap_module_units(*model_, options);
+  unit_of_child_.assign(sequential_ != nullptr ? sequential_->size() : 0, -1);
   for (size_t u = 0; u < specs.size(); ++u) {
     if (specs[u].is_root) {
       root_ = static_cast<int>(u);
@@ -225,18 +227,26 @@ Variable FullyShardedDataParallel::forward(const Variable& x) {
   Variable h = x;
   const std::optional<DType> low = mixed_precision_.param_dtype();
   if (low && h.defined() && is_floating(h.dtype()) && h.dtype() != *low) h = tessera::to(h, *low);
-  // The root (if any) is whole from its first child to its last, the units of single children
-  // inside that span gathered and freed around their own.
-  const size_t root_first = root_ >= 0 ? unit_children_[root_].front() : 0;
-  const size_t root_last = root_ >= 0 ? unit_children_[root_].back() : 0;
-  for (size_t c = 0; c < model_->size(); ++c) {
-    const bool in_root = root_ >= 0 && c >= root_first && c <= root_last;
-    if (in_root && c == root_first) begin_unit_forward(static_cast<size_t>(root_));
-    const int u = unit_of_child_[c];
-    if (u >= 0) begin_unit_forward(static_cast<size_t>(u));
-    h = (*(*model_)[c])(h);  // nested units' hooks run inside
-    if (u >= 0) end_unit_forward(static_cast<size_t>(u), h, recording);
-    if (in_root && c == root_last) end_unit_forward(static_cast<size_t>(root_), h, recording);
+  if (sequential_ == nullptr) {
+    // The root (if any) is whole for the model's forward, the policy's units gathered and freed
+    // by their hooks inside it.
+    if (root_ >= 0) begin_unit_forward(static_cast<size_t>(root_));
+    h = (*model_)(h);
+    if (root_ >= 0) end_unit_forward(static_cast<size_t>(root_), h, recording);
+  } else {
+    // The root (if any) is whole from its first child to its last, the units of single
+    // children inside that span gathered and freed around their own.
+    const size_t root_first = root_ >= 0 ? unit_children_[root_].front() : 0;
+    const size_t root_last = root_ >= 0 ? unit_children_[root_].back() : 0;
+    for (size_t c = 0; c < sequential_->size(); ++c) {
+      const bool in_root = root_ >= 0 && c >= root_first && c <= root_last;
+      if (in_root && c == root_first) begin_unit_forward(static_cast<size_t>(root_));
+      const int u = unit_of_child_[c];
+      if (u >= 0) begin_unit_forward(static_cast<size_t>(u));
+      h = (*(*sequential_)[c])(h);  // nested units' hooks run inside
+      if (u >= 0) end_unit_forward(static_cast<size_t>(u), h, recording);
+      if (in_root && c == root_last) end_unit_forward(static_cast<size_t>(root_), h, recording);
+    }
   }
   // The order the units ran in is the order to prefetch in from now on: forward as recorded,
   // backward its reverse (FSDP's execution order). A model's forward may call its layers in

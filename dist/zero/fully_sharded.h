@@ -57,6 +57,17 @@
 // "backward unit0", from its re-gather to its last gradient), beside FlatParameter's gathers,
 // frees and reduce-scatters.
 //
+// Any other Module (a model of the user's own, whose forward calls its layers as it likes) is
+// wrapped by an auto-wrap policy (FullyShardedOptions::auto_wrap_policy; wrap_policy.h): every
+// unit is then a module gathered and freed by its forward hooks, as wrap_layers' are, and the
+// model's own module is the root, whole for the model's whole forward:
+//
+//   struct Net : nn::Module { ... };            // layers registered, forward of its own
+//   FullyShardedDataParallel fsdp(std::make_shared<Net>(), dist::world(),
+//                                 FullyShardedOptions().auto_wrap_policy(module_wrap_policy<Block>()));
+//   optim::AdamW opt(fsdp.shard_parameters(), optim::AdamOptions(1e-3));
+//   cross_entropy(fsdp(x), y).backward();  opt.step();
+//
 // Buffers (BatchNorm statistics) are not sharded: rank 0's are broadcast at construction and
 // each rank updates its own afterwards, as with ZeRO-1/2.
 #pragma once
@@ -88,16 +99,21 @@ class FullyShardedDataParallel {
   // 0's parameters and buffers, and shards every unit: afterwards the model's parameters are
   // empty outside forward and backward, and stay empty when the wrapper is destroyed (keep
   // state_dict() to load into an unwrapped model).
-  FullyShardedDataParallel(std::shared_ptr<nn::Sequential> model,
+  // A Sequential is run child by child (its units are children, or layers with wrap_layers);
+  // any other Module, or a Sequential given an auto_wrap_policy, by its own forward, with the
+  // policy's units (wrap_policy.h).
+  FullyShardedDataParallel(std::shared_ptr<nn::Module> model,
                            std::shared_ptr<ProcessGroup> group,
                            const FullyShardedOptions& options = FullyShardedOptions());
   ~FullyShardedDataParallel();
   FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
   FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
 
-  // Collective. Runs the children in order, each unit gathered around its own forward.
+  // Collective. Runs the model (a Sequential's children in order), each unit gathered around
+  // its own forward.
   Variable forward(const Variable& x);
   Variable operator()(const Variable& x) { return forward(x); }
+  Variable operator()(const Tensor& x) { return forward(Variable(x)); }
 
   // The flat shards, one Variable per unit (units in child order, the root last): give them
   // to an ordinary optimizer, e.g. optim::SGD opt(fsdp.shard_parameters(), SGDOptions(0.1)).
@@ -128,9 +144,10 @@ class FullyShardedDataParallel {
   // children using its shared parameters (wrap_policy.h). Empty for a unit nested inside a
   // child (wrap_layers): unit_module() names its module.
   const std::vector<std::vector<size_t>>& unit_children() const { return unit_children_; }
-  // The module a nested unit wraps (wrap_layers), or nullptr for a unit of top-level children.
+  // The module a nested unit wraps (wrap_layers, an auto_wrap_policy), or nullptr for a unit of
+  // top-level children and for the root.
   const nn::Module* unit_module(size_t unit) const { return unit_module_[unit]; }
-  nn::Sequential& module() { return *model_; }
+  nn::Module& module() { return *model_; }
   // Offloaded: waits for the transfers still in flight (the last step's write-behind, a
   // prefetch), releasing their staging buffers: what stays resident at rest is then measurable.
   void finish_offload_transfers();
@@ -164,7 +181,9 @@ class FullyShardedDataParallel {
   // While a trace records: the span "forward unitK" / "backward unitK" since started_[unit].
   void record_compute(size_t unit, const char* what) const;
 
-  std::shared_ptr<nn::Sequential> model_;
+  std::shared_ptr<nn::Module> model_;
+  // The model run child by child, or null: run by its own forward (an auto-wrap policy's units).
+  nn::Sequential* sequential_ = nullptr;
   std::shared_ptr<ProcessGroup> group_;
   bool reshard_after_forward_ = true;
   int prefetch_limit_ = 0;

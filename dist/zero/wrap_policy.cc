@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
+#include "dist/zero/auto_wrap_policy.h"
 #include "tensor/check.h"
 
 namespace tessera {
@@ -172,6 +174,101 @@ std::vector<UnitSpec> wrap_units(nn::Sequential& model, const FullyShardedOption
   return units;
 }
 
+namespace {
+
+// The policy's units, bottom-up as FSDP's _recursive_wrap: a module's children are decided
+// first, then the module, given the parameters of its tree they left unwrapped. A module met
+// twice (registered in two places) is counted and decided once. Returns the unwrapped count.
+int64_t choose_units(const nn::Module& m, bool is_root, const WrapPolicy& policy,
+                     std::set<const nn::Module*>& seen, std::set<const nn::Module*>& units) {
+  if (!seen.insert(&m).second) return 0;
+  int64_t unwrapped = 0;
+  for (const auto& [name, p] : m.named_parameters(/*recurse=*/false)) unwrapped += p.numel();
+  for (const auto& [name, child] : m.named_children()) {
+    unwrapped += choose_units(*child, false, policy, seen, units);
+  }
+  if (is_root || !policy(m, unwrapped)) return unwrapped;
+  units.insert(&m);
+  return 0;
+}
+
+// Each module's innermost enclosing unit (itself if a unit; -1: the root), for every place the
+// module sits in the tree.
+void enclosing_units(const nn::Module& m, int unit, const std::map<const nn::Module*, int>& index,
+                     std::map<const nn::Module*, std::set<int>>& out) {
+  const auto it = index.find(&m);
+  if (it != index.end()) unit = it->second;
+  if (!out[&m].insert(unit).second) return;  // this module in this unit: walked already
+  for (const auto& [name, child] : m.named_children()) enclosing_units(*child, unit, index, out);
+}
+
+}  // namespace
+
+std::vector<UnitSpec> wrap_module_units(nn::Module& model, const FullyShardedOptions& options) {
+  TS_CHECK(options.units().empty(), "FullyShardedDataParallel: units() lists ",
+           options.units().size(), " children of a Sequential, and this model is a ",
+           model.type_name(), " (or was given an auto_wrap_policy): choose its units with "
+           "auto_wrap_policy (module_wrap_policy<Block>(), size_based_wrap_policy(n))");
+  TS_CHECK(!(options.auto_wrap_policy() && options.wrap_layers()), "FullyShardedDataParallel: "
+           "auto_wrap_policy and wrap_layers(true) both choose the units; choose one");
+  const WrapPolicy policy = options.auto_wrap_policy()    ? options.auto_wrap_policy()
+                            : options.wrap_layers()       ? layer_wrap_policy()
+                                                          : size_based_wrap_policy(options.min_num_params());
+  std::set<const nn::Module*> seen, chosen;
+  choose_units(model, /*is_root=*/true, policy, seen, chosen);
+
+  // The units in depth-first order (a module registered twice, once), and where each module
+  // sits.
+  const std::vector<std::pair<std::string, nn::Module*>> modules = model.named_modules();
+  std::map<const nn::Module*, int> index;
+  std::vector<UnitSpec> units;
+  for (size_t k = 0; k < modules.size(); ++k) {
+    if (chosen.count(modules[k].second) == 0 || index.count(modules[k].second) > 0) continue;
+    index[modules[k].second] = static_cast<int>(units.size());
+    UnitSpec unit;
+    unit.module = modules[k].second;
+    unit.first = unit.last = {0, k};
+    units.push_back(std::move(unit));
+  }
+  std::map<const nn::Module*, std::set<int>> where;
+  enclosing_units(model, -1, index, where);
+
+  // The units using each parameter: those enclosing the modules that register or tie it.
+  const std::vector<std::pair<std::string, Variable>> params = model.named_parameters();
+  std::map<const VariableImpl*, std::set<int>> users;
+  for (const auto& [name, p] : params) users[p.impl()];
+  for (const auto& [path, m] : modules) {
+    for (const auto& [name, p] : m->named_parameters(/*recurse=*/false)) {
+      users[p.impl()].insert(where[m].begin(), where[m].end());
+    }
+    for (const auto& [name, p] : m->named_tied_parameters(/*recurse=*/false)) {
+      const auto it = users.find(p.impl());
+      TS_CHECK(it != users.end(), "FullyShardedDataParallel: ", path.empty() ? "" : path + ".",
+               name, " is tied to a parameter that no module of the model registers");
+      it->second.insert(where[m].begin(), where[m].end());
+    }
+  }
+  // Each parameter, in the model's registration order, to the one unit using it, or the root.
+  UnitSpec root;
+  root.is_root = true;
+  root.first = {0, 0};
+  root.last = {1, 0};  // its pre-backward hook is on the model's output: first in backward
+  for (const auto& [name, p] : params) {
+    const std::set<int>& u = users.at(p.impl());
+    if (u.size() == 1 && *u.begin() >= 0) {
+      units[*u.begin()].params.emplace_back(name, p);
+    } else {
+      root.params.emplace_back(name, p);
+    }
+  }
+  // A unit all of whose parameters went to the root (shared with another unit) is none.
+  units.erase(std::remove_if(units.begin(), units.end(), [](const UnitSpec& u) { return u.params.empty(); }),
+              units.end());
+  if (!root.params.empty()) units.push_back(std::move(root));
+  return units;
+}
+
 }  // namespace zero
+
 }  // namespace dist
 }  // namespace tessera

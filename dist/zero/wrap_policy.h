@@ -22,7 +22,25 @@
 //
 // and its gradient, which autograd sums over both uses before the parameter's grad-ready hook,
 // is reduce-scattered once, with the root's.
+//
+// Any other Module (a model of the user's own: its forward calls its layers as it likes) is
+// wrapped as FSDP wraps one: an auto-wrap policy, asked of each module deepest first, makes
+// units of modules anywhere in the tree, gathered and freed by their own forward hooks, nested
+// where it chooses a module and modules inside it (the outer unit holds the parameters of its
+// tree that no inner one took); the model's own module is the root unit, holding what is left,
+// whole for the model's whole forward.
+//
+//   Net                       size_based_wrap_policy(1000)      module_wrap_policy<Block>()
+//     embed   (8,000)         [embed]                           root: embed, head, scale
+//     block0  (ln 64, fc 4k)  [block0 [fc]] (ln: block0's own)  [block0]
+//     block1  (ln 64, fc 4k)  [block1 [fc]]                     [block1]
+//     head    (640)           root: head, scale                 
+//     scale   (1, Net's own)
+//
+// A parameter that modules of two units use (tied, or a module registered in two places) goes
+// to the root. A Sequential given a policy is wrapped this way too.
 #pragma once
+
 
 #include <string>
 #include <utility>
@@ -58,6 +76,13 @@ struct UnitSpec {
 // parameters (or with shared ones only), a tie to a parameter the model does not hold, or
 // parameters registered on the Sequential itself.
 std::vector<UnitSpec> wrap_units(nn::Sequential& model, const FullyShardedOptions& options);
+
+// The units of any module under `options`: its auto_wrap_policy, else wrap_layers (every module
+// with parameters of its own), else size_based_wrap_policy(min_num_params). Each unit's
+// `module` is set (its hooks gather it), the root's is not; in the model's depth-first order,
+// the root last. Throws for units(), which lists a Sequential's children.
+std::vector<UnitSpec> wrap_module_units(nn::Module& model, const FullyShardedOptions& options);
+
 
 }  // namespace zero
 }  // namespace dist
