@@ -25,6 +25,7 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   data::DataLoader loader(train, data::DataLoaderOptions(64),
                           std::make_shared<data::DistributedSampler>(
                               train->size(), data::DistributedSamplerOptions(n, r).seed(0)));
+  double mean_loss = 0;
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
     int64_t step = 0;
     for (data::Batch& b : loader.epoch(epoch)) {
@@ -33,8 +34,9 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
       loss.backward();  // each unit's gradient is reduce-scattered to its shards as it is ready
       model.clip_grad_norm(5.0);
       opt.step();       // steps this rank's shards only
-      const double mean_loss = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kMean);
-      if (r == 0 && ++step % 100 == 0) {
+      mean_loss = dist::all_reduce_scalar(loss.item(), *world, dist::ReduceOp::kMean);
+      ++step;
+      if (r == 0 && step % 100 == 0) {
         std::printf("epoch %lld step %lld loss %.4f\n", (long long)epoch, (long long)step, mean_loss);
       }
       if (step == steps) break;
@@ -56,8 +58,8 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
   const Tensor x = test->get_batch(first).inputs;
   const double difference = amax(abs(model(x).data() - (*plain)(x).data())).item();
   if (r == 0) {
-    std::printf("%d ranks: %zu units, last loss shown above; the gathered model's logits differ "
-                "from the sharded one's by %.3g\n", n, model.units().size(), difference);
+    std::printf("%d ranks, %zu units: last loss %.4f; the gathered model's logits differ from "
+                "the sharded one's by %.3g\n", n, model.units().size(), mean_loss, difference);
     nn::save_weights(*plain, "/tmp/fsdp_example.safetensors");
   }
   return difference < 1e-5 ? 0 : 1;
