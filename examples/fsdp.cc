@@ -5,8 +5,8 @@
 //
 //   bazel build -c opt //examples:fsdp
 //   mpirun -np 2 --oversubscribe --allow-run-as-root bazel-bin/examples/fsdp --steps=20
+#include <cmath>
 #include <cstdio>
-#include <vector>
 
 #include "examples/net.h"
 
@@ -43,26 +43,15 @@ int train(int64_t steps, const std::shared_ptr<dist::ProcessGroup>& world) {
     }
   }
 
-  // The whole model, gathered (collective: every rank calls it), loads into an unwrapped Net,
-  // which computes what the sharded one does.
+  // The whole model, gathered (collective: every rank calls it), loads into an unwrapped Net.
   dist::sync_buffers(model.module(), *world);
-  const StateDict state = model.state_dict();
   auto plain = std::make_shared<example::Net>();
-  plain->load_state_dict(state);
-  NoGradGuard no_grad;
-  model.module().eval();
-  plain->eval();
-  auto test = std::make_shared<data::FashionMNISTDataset>("test");
-  std::vector<int64_t> first(256);
-  for (int64_t i = 0; i < 256; ++i) first[i] = i;
-  const Tensor x = test->get_batch(first).inputs;
-  const double difference = amax(abs(model(x).data() - (*plain)(x).data())).item();
+  plain->load_state_dict(model.state_dict());
   if (r == 0) {
-    std::printf("%d ranks, %zu units: last loss %.4f; the gathered model's logits differ from "
-                "the sharded one's by %.3g\n", n, model.units().size(), mean_loss, difference);
+    std::printf("%d ranks, %zu units: last loss %.4f\n", n, model.units().size(), mean_loss);
     nn::save_weights(*plain, "/tmp/fsdp_example.safetensors");
   }
-  return difference < 1e-5 ? 0 : 1;
+  return std::isfinite(mean_loss) ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
