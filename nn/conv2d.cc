@@ -42,11 +42,6 @@ std::string Conv2d::extra_repr() const {
 }
 
 Variable Conv2d::forward(const Variable& x) {
-  // As Linear::forward: a weight released by a FullyShardedDataParallel unit.
-  TS_CHECK(weight_.dim() == 4, "Conv2d: its weight holds no values (",
-           weight_.shape(), "): FullyShardedDataParallel released it and gathers it back only in "
-           "the layer's forward hooks; call the layer as (*layer)(x), which runs them, not "
-           "layer->forward(x)");
   return conv2d(x, weight_, bias_, options_.params());
 }
 

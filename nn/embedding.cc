@@ -1,7 +1,6 @@
 #include "nn/embedding.h"
 
 #include "autograd/functions.h"
-#include "nn/gathered.h"
 #include "nn/init.h"
 
 namespace tessera {
@@ -28,8 +27,6 @@ Variable Embedding::forward(const Variable& indices) {
   TS_CHECK(indices.defined(), "Embedding: indices are undefined");
   TS_CHECK(!indices.requires_grad(), "Embedding: indices (", indices.dtype(), " ",
            indices.shape(), ") are token ids and take no gradient");
-  detail::check_gathered(weight_, {options_.num_embeddings(), options_.embedding_dim()},
-                         "Embedding");
   return embedding(weight_, indices.data());
 }
 

@@ -1,7 +1,6 @@
 #include "nn/layer_norm.h"
 
 #include "autograd/functions.h"
-#include "nn/gathered.h"
 #include "nn/init.h"
 
 namespace tessera {
@@ -33,8 +32,6 @@ Variable LayerNorm::forward(const Variable& x) {
   const int64_t n = options_.normalized_size();
   TS_CHECK(x.dim() >= 1 && x.size(-1) == n, "LayerNorm(", n, "): expected input [..., ", n,
            "], got ", x.shape());
-  if (weight_.defined()) detail::check_gathered(weight_, {n}, "LayerNorm");
-  if (bias_.defined()) detail::check_gathered(bias_, {n}, "LayerNorm");
   return layer_norm(x, weight_, bias_, options_.eps());
 }
 

@@ -32,11 +32,6 @@ std::string Linear::extra_repr() const {
 }
 
 Variable Linear::forward(const Variable& x) {
-  // A weight released to shape [0] by a FullyShardedDataParallel unit: its forward hooks, which
-  // gather it, did not run.
-  TS_CHECK(weight_.dim() == 2, "Linear(", in_features_, ", ", out_features_, "): its weight holds no values (", weight_.shape(), "): FullyShardedDataParallel "
-           "released it and gathers it back only in the layer's forward hooks; call the layer as "
-           "(*layer)(x), which runs them, not layer->forward(x)");
   return linear(x, weight_, bias_);
 }
 

@@ -14,8 +14,10 @@
 //     std::shared_ptr<nn::Linear> fc = register_module<nn::Linear>("fc", 784, 10);
 //   };
 //
-// (*fc)(x) runs fc's forward hooks (operator() below); fc->forward(x) skips them, which breaks
-// what relies on them (FullyShardedDataParallel gathering a wrapped layer).
+// (*fc)(x) runs fc's forward hooks (operator() below); fc->forward(x) skips them, and what
+// relies on them says so: FullyShardedDataParallel gathers a unit's parameters in its hooks, and
+// between uses they are absent (tensor.h's absent()), so computing with one is an error naming
+// the parameter and the call to make.
 //
 // Layers kept only as members, without register_module, have no parameters in parameters():
 // an optimizer or DDP given such a model reports that it has none.

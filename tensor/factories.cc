@@ -1,6 +1,7 @@
 // Tensor factories: fresh storage from the device's allocator, filled or not (tensor.h).
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "tensor/deferred_init.h"
@@ -14,6 +15,12 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   auto storage = DeferredInit::active()
                      ? std::make_shared<Storage>(nbytes, options.device(), Storage::Deferred{})
                      : std::make_shared<Storage>(nbytes, options.device());
+  return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype());
+}
+
+Tensor absent(const Shape& shape, const TensorOptions& options, std::string why) {
+  const size_t nbytes = numel(shape) * element_size(options.dtype());
+  auto storage = std::make_shared<Storage>(nbytes, options.device(), Storage::Absent{std::move(why)});
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, options.dtype());
 }
 

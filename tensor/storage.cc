@@ -1,5 +1,7 @@
 #include "tensor/storage.h"
 
+#include <utility>
+
 #include "tensor/allocator.h"
 
 namespace tessera {
@@ -15,6 +17,10 @@ Storage::Storage(size_t nbytes, Device device, Allocator* allocator)
 Storage::Storage(size_t nbytes, Device device, Deferred)
     : nbytes_(nbytes), device_(device), allocator_(get_allocator(device.type())),
       deferred_(nbytes > 0) {}
+
+Storage::Storage(size_t nbytes, Device device, Absent absent)
+    : nbytes_(nbytes), device_(device), allocator_(get_allocator(device.type())),
+      absent_why_(std::move(absent.why)) {}
 
 Storage::~Storage() { release(); }
 

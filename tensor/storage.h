@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tensor/device.h"
 
@@ -37,6 +38,12 @@ class Storage {
   // deferred_init's materialize() allocates and fills them.
   struct Deferred {};
   Storage(size_t nbytes, Device device, Deferred);
+  // A storage whose bytes are elsewhere (a ZeRO-3 parameter between its unit's uses): no bytes,
+  // and what any read of it says (`why`), since nothing may compute with it.
+  struct Absent {
+    std::string why;
+  };
+  Storage(size_t nbytes, Device device, Absent absent);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -56,6 +63,8 @@ class Storage {
   bool deferred() const { return deferred_; }
   DeferredFill& deferred_fill() { return fill_; }
   void end_deferral() { deferred_ = false; }
+  // Absent: why the bytes are not here ("" for any other storage).
+  const std::string& absent_why() const { return absent_why_; }
 
  private:
   void* data_ = nullptr;
@@ -64,6 +73,7 @@ class Storage {
   Allocator* allocator_ = nullptr;
   bool deferred_ = false;
   DeferredFill fill_;
+  std::string absent_why_;
 };
 
 }  // namespace tessera

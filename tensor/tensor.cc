@@ -86,6 +86,8 @@ void* Tensor::raw_data() const {
   TS_CHECK(!storage_->deferred(), "Tensor::raw_data: this ", sizes_, " ", dtype_, " tensor was "
            "made under DeferredInit and holds no values yet (tensor/deferred_init.h): "
            "materialize() it first, as FullyShardedDataParallel does unit by unit");
+  TS_CHECK(storage_->absent_why().empty(), "Tensor::raw_data: this tensor holds no values: ",
+           storage_->absent_why());
   TS_CHECK(storage_->is_materialized(),
            "Tensor::raw_data: the storage has been released (materialize it first)");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size());

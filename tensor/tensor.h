@@ -163,6 +163,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // ---- factories ----
 Tensor empty(const Shape& shape, const TensorOptions& options = {});
 Tensor empty(const Shape& shape, const TensorOptions& options, MemoryFormat format);
+// A tensor of this shape and dtype whose values are elsewhere: it holds no bytes, and reading it
+// is an error saying `why` (ZeRO-3's parameters between their unit's uses).
+Tensor absent(const Shape& shape, const TensorOptions& options, std::string why);
 Tensor zeros(const Shape& shape, const TensorOptions& options = {});
 Tensor ones(const Shape& shape, const TensorOptions& options = {});
 Tensor full(const Shape& shape, double value, const TensorOptions& options = {});

@@ -63,6 +63,18 @@ FlatParameter::FlatParameter(std::vector<std::pair<std::string, Variable>> param
   shard_ = Variable(flat.narrow(0, group_->rank() * shard_numel(), shard_numel()).to(master).clone(),
                     /*requires_grad=*/true);
   shard_.set_name(name_ + ".flat_param_shard");
+  // Between its unit's uses each parameter is absent: its shape and dtype, no bytes, and a read
+  // (a module called as m->forward(x), skipping the hooks that gather it; the model used
+  // without the wrapper) is an error saying so instead of computing with something else.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    absent_.push_back(absent(
+        shapes_[i], TensorOptions(compute_dtypes_[i]).device(device_),
+        detail::str("it is parameter '", params_[i].first, "' (", shapes_[i], " ",
+                    compute_dtypes_[i], ") of FullyShardedDataParallel's ", name_) +
+            ", which holds it whole only from its module's forward hooks to the end of its "
+            "forward, and in its backward: call the module as (*module)(x), which runs the "
+            "hooks, not module->forward(x), and run the model through the wrapper"));
+  }
   // The parameters keep their full values until here; from now on only the shard exists.
   full_ = flat;
   reshard();
@@ -158,7 +170,7 @@ void FlatParameter::reshard() {
   // The parameters' views are the only other owners of the buffer's storage: once they point
   // elsewhere, dropping full_ returns the memory to the allocator.
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].second.set_data(empty({0}, TensorOptions(compute_dtypes_[i]).device(device_)));
+    params_[i].second.set_data(absent_[i]);
   }
   full_ = Tensor();
   full_precision_ = false;

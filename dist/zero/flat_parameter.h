@@ -156,6 +156,7 @@ class FlatParameter {
   DType dtype_ = kF32;  // the parameters' own dtype (the checkpoints' and state dicts')
   DType gather_dtype_ = kF32;          // the compute gather's dtype
   std::vector<DType> compute_dtypes_;  // per parameter
+  std::vector<Tensor> absent_;         // per parameter: what it holds between uses (absent())
   DType reduce_dtype_ = kF32;          // the gradient buffer's and reduce-scatter's dtype
   bool lowered_ = false;               // some parameter computes in another dtype than dtype_
   bool full_precision_ = false;        // the current gather is kFull

@@ -121,8 +121,10 @@ void matches_one_process(const FullyShardedOptions& options,
     ASSERT_TRUE(got.contains(name)) << name;
     EXPECT_TRUE(allclose(got.at(name), expected, 1e-10, 1e-10)) << name;
   }
-  // Between steps every parameter is released (its values live in the shards).
-  for (const Variable& p : model->parameters()) EXPECT_EQ(p.numel(), 0) << p.name();
+  // Between steps every parameter is absent (its values live in the shards).
+  for (const Variable& p : model->parameters()) {
+    EXPECT_EQ(p.data().storage()->data(), nullptr) << p.name();
+  }
 }
 
 TEST(FullyShardedModule, BlockPolicyUnitsAreTheBlocksAndTrainAsOneProcess) {
@@ -165,6 +167,31 @@ TEST(FullyShardedModule, EveryLayerByDefaultWithPrefetchAndWithoutReshardTrainsA
       {"scale", "embed.weight"}};
   matches_one_process(FullyShardedOptions().prefetch_limit(2), layers);
   matches_one_process(FullyShardedOptions().reshard_after_forward(false), layers);
+}
+
+// A block whose forward calls its Linear as fc1->forward(h) skips the hooks that gather fc1's
+// unit; the model run without the wrapper finds its root's parameters absent. Each is an error
+// naming the parameter (never a computation with something else).
+struct BypassingBlock : Block {
+  Variable forward(const Variable& x) override { return x + (*fc2)(relu(fc1->forward((*ln)(x)))) * gain; }
+};
+
+TEST(FullyShardedModule, ComputingWithAnUngatheredParameterIsAnErrorNamingIt) {
+  auto world = dist::world();
+  auto model = net();
+  model->block1 = std::make_shared<BypassingBlock>();
+  model->block1->to(kF64);
+  model->replace_module("block1", model->block1);
+  FullyShardedDataParallel fsdp(model, world, FullyShardedOptions());
+  const Variable x(zeros({2, kIn}, kF64));
+  testing::expect_error([&] { fsdp(x); },
+                        "tensor holds no values: it is parameter 'block1.fc1.weight' ([32, 16] "
+                        "f64) of FullyShardedDataParallel's unit");
+  // The units' own hooks still gather them; the root's parameters (the tied embedding weight,
+  // the scale) are gathered by the wrapper's forward alone.
+  auto unwrapped = net();
+  FullyShardedDataParallel other(unwrapped, world, FullyShardedOptions());
+  testing::expect_error([&] { (*unwrapped)(x); }, "it is parameter 'embed.weight'");
 }
 
 TEST(FullyShardedModule, WrongWrapOptionsAreErrors) {

@@ -253,13 +253,16 @@ TEST(FullyShardedOptionsTest, UnitsFromSizePolicyExplicitListAndRoot) {
   }
   EXPECT_EQ(u0.shard_numel() * N, u0.padded_numel());
   EXPECT_EQ(by_size.units()[2]->name(), "root");
-  // Outside forward and backward the parameters hold nothing.
-  for (const Variable& p : by_size.module().parameters()) EXPECT_EQ(p.numel(), 0) << p.name();
+  // Outside forward and backward the parameters hold nothing: their shapes, no bytes.
+  for (const Variable& p : by_size.module().parameters()) {
+    EXPECT_EQ(p.data().storage()->data(), nullptr) << p.name();
+    EXPECT_NE(p.data().storage()->absent_why(), "") << p.name();
+  }
 }
 
 // A model whose forward calls a wrapped layer's forward() directly skips the hooks that gather
-// it: the layer says so, naming the call to make instead (the same on every rank, before any
-// collective could mismatch).
+// it: the read of its absent weight says so, naming the parameter and the call to make instead
+// (the same on every rank, before any collective could mismatch).
 struct BypassingNet : nn::Module {
   Variable forward(const Variable& x) override { return fc2->forward(relu((*fc1)(x))); }
   std::shared_ptr<nn::Linear> fc1 = register_module<nn::Linear>("fc1", 8, 16);
@@ -275,10 +278,11 @@ TEST(FullyShardedOptionsTest, AWrappedLayerCalledWithoutItsHooksIsAnError) {
     fsdp.forward(Variable(zeros({2, 8})));
     FAIL() << "no error";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("Linear(16, 4): its weight holds no values ([0]): "
-                                         "FullyShardedDataParallel released it"),
+    EXPECT_NE(std::string(e.what()).find("tensor holds no values: it is parameter '0.fc2.weight' "
+                                         "([4, 16] f32) of FullyShardedDataParallel's unit"),
               std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("call the layer as (*layer)(x)"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("call the module as (*module)(x), which runs the hooks, "
+                                         "not module->forward(x)"), std::string::npos);
   }
 }
 
