@@ -122,6 +122,7 @@ TEST(TrainAlgorithms, AsyncUnderAStragglerStaysWithinTheBound) {
   const std::string s = last_json_line(r.output);
   const std::string st = json_field(s, "staleness"), ps = json_field(s, "parameter_server");
   EXPECT_LE(json_number(st, "lag_max"), 1) << st;
+  EXPECT_EQ(json_number(st, "bound"), 1) << st;
   EXPECT_EQ(json_number(st, "max_allowed"), 6) << st;
   EXPECT_LE(json_number(st, "max"), 6) << st;
   // 2 servers x 3 workers x 10 steps (667 images per worker)
@@ -145,6 +146,10 @@ TEST(TrainAlgorithms, AsyncWithSharedBatchesTrainsEachBatchOnce) {
   ASSERT_EQ(std::sscanf(taken.c_str(), "[%d, %d]", &a, &b), 2) << ps;
   EXPECT_EQ(a + b, 31) << ps;
   EXPECT_GT(json_number(s, "test_accuracy"), 0.6) << s;
+  // No --staleness-bound: no bound, said as JSON's null.
+  const std::string st = json_field(s, "staleness");
+  EXPECT_EQ(json_field(st, "bound"), "null") << st;
+  EXPECT_EQ(json_field(st, "max_allowed"), "null") << st;
 }
 
 // --collectives=hierarchical on 4 ranks as 2 nodes of 2: the same training as the flat ring (the

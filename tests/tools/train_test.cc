@@ -54,6 +54,14 @@ TEST(Train, ShortLogisticRunLearnsFashionMnist) {
   }
   EXPECT_EQ(epochs, 2);
   EXPECT_EQ(steps, 2 * 62);
+  // Seconds per step with their spread, over the same 124 steps.
+  const std::string spread = json_field(summary, "seconds_per_step");
+  EXPECT_EQ(json_number(spread, "steps"), 2 * 62) << spread;
+  EXPECT_GT(json_number(spread, "min"), 0) << spread;
+  EXPECT_LE(json_number(spread, "min"), json_number(spread, "p10")) << spread;
+  EXPECT_LE(json_number(spread, "p10"), json_number(spread, "median")) << spread;
+  EXPECT_LE(json_number(spread, "median"), json_number(spread, "p90")) << spread;
+  EXPECT_LE(json_number(spread, "p90"), json_number(spread, "max")) << spread;
 }
 
 // On a GPU the same short run learns as well; without one (or without --config=cuda) the tool

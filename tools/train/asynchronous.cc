@@ -251,9 +251,9 @@ class Asynchronous : public Strategy {
     s.add("unit", "updates applied between a worker's pull and its push, per shard update")
         .add("mean", all.mean())
         .add("max", all.max())
-        .add("bound", config_.staleness_bound < 0 ? std::string("none")
-                                                  : std::to_string(config_.staleness_bound))
-        .add("max_allowed", rule.max_updates_between())
+        // No bound: null (JSON's "none"), for both.
+        .add_raw("bound", config_.staleness_bound < 0 ? "null" : std::to_string(config_.staleness_bound))
+        .add_raw("max_allowed", config_.staleness_bound < 0 ? "null" : std::to_string(rule.max_updates_between()))
         .add("histogram", json::Array(all.histogram()))
         .add("lag_max", all.max_lag())
         .add("lag_mean", all.mean_lag());

@@ -1,6 +1,5 @@
 #include "tools/train/run_report.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +19,26 @@ namespace tessera {
 namespace train {
 
 namespace {
+
+// This rank's step times: the median, the 10th and 90th percentiles (nearest rank), the
+// fastest and slowest, and how many; the first steps (warm-up, allocation) sit in the slow tail,
+// which the median and the percentiles keep out of the figure. Nulls for a run of no steps.
+json::Object step_spread(std::vector<double> seconds) {
+  json::Object o;
+  std::sort(seconds.begin(), seconds.end());
+  const auto at = [&](double q) {
+    return seconds[std::min(seconds.size() - 1, static_cast<size_t>(q * static_cast<double>(seconds.size())))];
+  };
+  const double nan = std::nan("");
+  const bool any = !seconds.empty();
+  o.add("median", any ? at(0.5) : nan)
+      .add("p10", any ? at(0.1) : nan)
+      .add("p90", any ? at(0.9) : nan)
+      .add("min", any ? seconds.front() : nan)
+      .add("max", any ? seconds.back() : nan)
+      .add("steps", static_cast<int64_t>(seconds.size()));
+  return o;
+}
 
 // Under Slurm (srun, sbatch, salloc): the job's id and node list, so a log or a JSON line can be
 // matched with its job. Nothing when SLURM_JOB_ID is unset or empty (mpirun, one process).
@@ -122,6 +141,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
     summary.add("test_accuracy", totals.accuracy).add("images_per_second", examples_per_second);
   }
   summary.add("wall_seconds", seconds_since(wall_start));
+  summary.add_raw("seconds_per_step", step_spread(totals.step_seconds).str());
   if (const auto job = slurm_job()) {
     json::Object slurm;
     slurm.add("job_id", job->job_id).add("nodes", job->nodes);

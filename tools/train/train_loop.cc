@@ -45,6 +45,7 @@ struct EpochFigures {
   int64_t batches = 0, images = 0, skipped_steps = 0, comm_bytes = 0;
   PerKind comm{};  // per kind of collective
   double seconds = 0;
+  std::vector<double> step_seconds;  // each step's, on this rank
 };
 
 // One epoch's training steps; `step` counts the optimizer steps of the whole run. `evaluation`:
@@ -115,8 +116,10 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     // Batches assigned at run time: each rank counts its own (summed over ranks after).
     const int64_t images = batch.size() * (run.strategy.assigns_batches() ? 1 : run.strategy.replicas());
     f.images += images;
+    const double step_seconds = seconds_since(step_start);
+    f.step_seconds.push_back(step_seconds);
     metrics.step({step, epoch, loss, run.strategy.optimizer().param_groups()[0].options->lr(),
-                  images, seconds_since(step_start)},
+                  images, step_seconds},
                  run.precision.scaler());
     if (run.lead) {
       progress.update(f.batches, f.loss_sum / f.batches,
@@ -210,6 +213,7 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
     }
     const double images_per_second = f.images / f.seconds;
     totals.train_seconds += f.seconds;
+    totals.step_seconds.insert(totals.step_seconds.end(), f.step_seconds.begin(), f.step_seconds.end());
     totals.train_images += f.images;
     // Batches assigned at run time: a step is the epoch's batches over the replicas, on average
     // (what each would have trained on with fixed shards), on every rank (a server too).

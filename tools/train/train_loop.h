@@ -31,6 +31,7 @@ struct RunTotals {
   double val_loss = 0;    // the last epoch's validation loss (a language model's)
   double train_seconds = 0;
   int64_t train_images = 0, train_steps = 0;
+  std::vector<double> step_seconds;  // this rank's, each training step's (for the spread)
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
   // The same per kind of collective (calls and bytes, summed over groups), for the JSON's
   // "comm_per_step" and `explain comm --run` (dist/byte_ledger.h's kinds, in its order).
