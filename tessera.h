@@ -57,6 +57,7 @@
 #include "dist/async/async_worker.h"
 #include "dist/async/parameter_server.h"
 #include "dist/checkpoint.h"
+#include "dist/training_state/training_state.h"
 #include "dist/compression/compression_hook.h"
 #include "dist/compression/error_feedback.h"
 #include "dist/compression/make_hook.h"
