@@ -122,6 +122,33 @@ else
 fi
 
 expect_contains "$("$EXPLAIN" memory --help)" "--optimizer=O" "memory --help"
+# --offload, the MLP (psi = 203,530) on N = 2, f32 Adam (m = 8), formulas written out by hand:
+# optimizer: 8 psi/N offloaded, read and written per step (ZeRO-1/2/3); all (ZeRO-3): 16 psi/N
+# offloaded, none resident, read 3 x 4 + 4 + 8 = 24 psi/N, written 16 psi/N. The train tool
+# measured the same (3 parameter-shard reads and 1 write a step, 1 gradient read and write, the
+# optimizer state once each way), its shards padded: 2,482,176 bytes read, 1,654,784 written.
+"$EXPLAIN" memory --model=mlp --ranks=2 --optimizer=adam --offload=all --json > "$TMP/offload.jsonl" ||
+  fail "memory --offload=all exited non-zero"
+"$EXPLAIN" memory --model=mlp --ranks=2 --optimizer=adam --offload=optimizer --json >> "$TMP/offload.jsonl" ||
+  fail "memory --offload=optimizer exited non-zero"
+if python3 -c '
+import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "offload" in r]
+half = (203530 + 1) // 2
+by = {(r["offload"], r["strategy"]): r for r in rows}
+assert sorted(by) == [("all", "zero3"), ("optimizer", "zero1"), ("optimizer", "zero2"), ("optimizer", "zero3")], sorted(by)
+a = by[("all", "zero3")]
+assert (a["resident_bytes"], a["offloaded_bytes"]) == (0, 16 * 203530 // 2), a
+assert (a["read_bytes_per_step"], a["written_bytes_per_step"]) == (24 * 203530 // 2, 16 * 203530 // 2), a
+for s in ("zero1", "zero2", "zero3"):
+    o = by[("optimizer", s)]
+    assert o["offloaded_bytes"] == o["read_bytes_per_step"] == o["written_bytes_per_step"] == 8 * 203530 // 2, o
+assert by[("optimizer", "zero2")]["resident_bytes"] == 4 * 203530 + 4 * 203530 // 2 + 4 * 203530 // 2
+measured_read, measured_written = 2482176, 1654784
+assert 1 <= measured_read / a["read_bytes_per_step"] < 1.02 and 1 <= measured_written / a["written_bytes_per_step"] < 1.02
+' "$TMP/offload.jsonl"; then pass; else fail "offload figures"; fi
+expect_error "--offload=bogus: expected optimizer or all" memory --model=mlp --ranks=2 --offload=bogus
+
 expect_error "--ranks=0: must be at least 1" memory --model=mlp --ranks=0
 expect_error "--ranks is required" memory --model=mlp
 expect_error "--precision=f16: unknown precision 'f16'" memory --model=mlp --ranks=2 --precision=f16

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cost/memory.h"
+#include "cost/offload.h"
 #include "cost/sequence_layout.h"
 #include "dist/environment.h"
 #include "tools/explain/activation_table.h"
@@ -24,6 +25,7 @@ namespace {
 const char* const kHelp =
     "usage: explain memory --model=M --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
     "                      [--stages=K] [--tensor-parallel=T] [--strategy=S,...] [--json] [--plot=FILE.svg]\n"
+    "                      [--offload=optimizer|all]\n"
     "       explain memory --params=P --ranks=N [--precision=f32|mixed] [--optimizer=sgd|adam]\n"
     "                      [--stages=K] [--strategy=S,...] [--json] [--plot=FILE.svg]\n"
     "       [mpirun -np N] explain memory --measure --model=M [--precision=f32|mixed]\n"
@@ -41,6 +43,9 @@ const char* const kHelp =
     "                     (default all)\n"
     "  --stages=K         pipeline stages (default 2)\n"
     "  --tensor-parallel=T  tensor-parallel ranks (default 2)\n"
+    "  --offload=O        also what ZeRO-Offload / ZeRO-Infinity keep resident and offload per\n"
+    "                     ZeRO row, and read and write per step (cost/offload.h): optimizer\n"
+    "                     (ZeRO-1/2/3) or all (ZeRO-3; the train tool's --offload)\n"
     "  --measure          one real training step of DDP, ZeRO-1, ZeRO-2, ZeRO-3 and (N > 1) a\n"
     "                     pipeline of N stages and T = N tensor parallelism on the N ranks started\n"
     "                     (mixed: bf16 parameters, f32 masters; --batch examples per rank): per\n"
@@ -101,6 +106,38 @@ void print_json(const std::string& model, const std::string& data, int64_t psi,
                             .str()
                             .c_str());
   }
+}
+
+// --offload: per ZeRO row that offloads, what stays and what moves each step.
+void print_offload(const std::vector<cost::OffloadRow>& rows, const std::string& offload, bool json,
+                   const std::string& model) {
+  if (json) {
+    for (const cost::OffloadRow& r : rows) {
+      std::printf("%s\n", json::Object(kJsonLine)
+                              .add("model", model)
+                              .add("strategy", r.strategy)
+                              .add("offload", offload)
+                              .add("resident_bytes", r.resident)
+                              .add("offloaded_bytes", r.offloaded)
+                              .add("read_bytes_per_step", r.read_per_step)
+                              .add("written_bytes_per_step", r.written_per_step)
+                              .add("formula", r.formula)
+                              .str()
+                              .c_str());
+    }
+    return;
+  }
+  int64_t largest = 0;
+  for (const cost::OffloadRow& r : rows) largest = std::max(largest, r.read_per_step);
+  const Unit u = largest >= 1000000000 ? Unit{"GB", 1e9} : Unit{"MB", 1e6};
+  const auto shown = [&](int64_t bytes) { return fixed(bytes / u.bytes, 3) + " " + u.name; };
+  std::printf("\n--offload=%s (to host memory or disk: the same bytes), per rank:\n", offload.c_str());
+  Table t({"strategy", "resident", "offloaded", "read/step", "written/step", "formula"}, {0, 5});
+  for (const cost::OffloadRow& r : rows) {
+    t.add({r.strategy, shown(r.resident), shown(r.offloaded), shown(r.read_per_step),
+           shown(r.written_per_step), r.formula});
+  }
+  std::fputs(t.str().c_str(), stdout);
 }
 
 void print_table(const std::vector<cost::MemoryRow>& rows) {
@@ -210,6 +247,9 @@ int memory_command(Flags& flags) {
   layout.context_parallel = static_cast<int>(flags.integer("context-parallel", 1, 1));
   const bool json = flags.boolean("json");
   const std::string plot = flags.text("plot", "");
+  const std::string offload = flags.text("offload", "none");
+  TS_CHECK(offload == "none" || offload == "optimizer" || offload == "all", "--offload=", offload,
+           ": expected optimizer or all (none: leave the flag out)");
   ModelChoice c = read_model_flags(flags);
   flags.check_all_used("memory");
   if (!plot.empty()) check_plot_path(plot);
@@ -237,6 +277,12 @@ int memory_command(Flags& flags) {
                 describe(c).c_str(), ranks, stages, tp,
                 with_commas(c.profile.tensor_parallel_parameters).c_str());
     print_table(rows);
+  }
+  if (offload != "none" && printing) {
+    const auto all = cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup,
+                                           ranks, stages, tp);
+    print_offload(cost::offload_rows(chosen(all, shown), offload, psi, c.setup, ranks), offload,
+                  json, c.name);
   }
   if (c.input.text()) {
     if (world == nullptr) {
