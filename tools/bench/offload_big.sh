@@ -8,7 +8,12 @@
 #  - each rank's peak resident set (/usr/bin/time's maximum RSS) and the counting allocator's
 #    peak (the summary's peak_bytes_per_rank),
 #  - every step's seconds and loss (--metrics), and the bytes each rank's stores moved,
-#  - the I/O bound: bytes moved per step / the disk's bandwidth.
+#  - the I/O bound: bytes moved per step / the disk's bandwidth (both ranks share the disk), the
+#    bytes those of a step's transfers (3 reads of each rank's parameter shards and 1 write, 1
+#    read and write of its gradients and of its optimizer state: cost/offload.h, checked against
+#    the stores' counts by tests/tools/explain_memory_test), at the stores' padded sizes,
+#  - the median step, the seconds of it rank 0 spent blocked on transfers (io_wait), the compute
+#    (the rest), and the step against max(compute, I/O bound): the overlap's target is 1.3.
 #
 #   tools/bench/offload_big.sh [DIR=/tmp/tessera_big] [LAYERS=24] [WIDTH=2560] [HEADS=20] [STEPS=3]
 #                              [LR=5e-5]
@@ -39,8 +44,11 @@ tools/mpi_run.sh 2 /usr/bin/time -f "rank max RSS %M KiB, %e s" bazel-bin/tools/
   --offload=all --offload-dir="$dir" --optimizer=adamw --lr="$lr" --threads=1 \
   --seed=1 --metrics="$metrics" >"$log" 2>&1 || { tail -30 "$log"; exit 1; }
 grep -E "^model|epoch .*val_loss|max RSS" "$log"
-python3 - "$metrics" "$log" <<'PY'
-import json, sys
+python3 - "$metrics" "$log" "$write" "$read" <<'PY'
+import json, re, sys
+def bandwidth(dd):  # "2097152000 bytes (2.1 GB, 2.0 GiB) copied, 1.9 s, 1.1 GB/s"
+    m = re.search(r"^(\d+) bytes.*copied, ([0-9.]+) s", dd)
+    return int(m.group(1)) / float(m.group(2))
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 previous = 0.0
 for m in lines:
@@ -53,6 +61,17 @@ for line in open(sys.argv[2]):
         r = json.loads(line)
         print("parameters %d, counting allocator's peak per rank %s bytes" %
               (r["parameters"], r["peak_bytes_per_rank"]))
-        print("offload (rank 0's stores): %s" % json.dumps(r.get("offload", {})))
+        o = r.get("offload", {})
+        print("offload (rank 0's stores): %s" % json.dumps(o))
+        p, g, opt = o["parameters_bytes"], o["gradients_bytes"], o["offloaded_bytes"]
+        reads, writes = 3 * p + g + opt, p + g + opt
+        io = 2 * (reads / bandwidth(sys.argv[4]) + writes / bandwidth(sys.argv[3]))
+        step = r["seconds_per_step"]["median"]
+        wait = r["io_wait_seconds_per_step"]
+        compute = step - wait
+        print("per step: %.2f GB read, %.2f GB written per rank; I/O bound (2 ranks, one disk) "
+              "%.1f s; median step %.1f s, blocked on I/O %.1f s, compute %.1f s; step / "
+              "max(compute, I/O bound) = %.2f" % (reads / 1e9, writes / 1e9, io, step, wait,
+                                                  compute, step / max(compute, io)))
 PY
 rm -f "$metrics" "$log"

@@ -142,6 +142,12 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
   }
   summary.add("wall_seconds", seconds_since(wall_start));
   summary.add_raw("seconds_per_step", step_spread(totals.step_seconds).str());
+  // --offload on disk: the seconds of a step rank 0 spent blocked on its transfers (the I/O that
+  // the prefetch and write-behind did not hide); step time minus it is compute.
+  if (c.offload != "none") {
+    summary.add("io_wait_seconds_per_step",
+                totals.step_seconds.empty() ? 0.0 : totals.io_wait_seconds / totals.step_seconds.size());
+  }
   if (const auto job = slurm_job()) {
     json::Object slurm;
     slurm.add("job_id", job->job_id).add("nodes", job->nodes);

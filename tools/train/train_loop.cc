@@ -8,6 +8,7 @@
 
 #include "dist/reduce_scalar.h"
 #include "dist/trace_recorder.h"
+#include "dist/zero/offload/io_pool.h"
 #include "tensor/allocator.h"
 #include "tensor/random.h"
 #include "tools/train/evaluate.h"
@@ -46,6 +47,7 @@ struct EpochFigures {
   PerKind comm{};  // per kind of collective
   double seconds = 0;
   std::vector<double> step_seconds;  // each step's, on this rank
+  double io_wait_seconds = 0;        // blocked on offload transfers during the steps
 };
 
 // One epoch's training steps; `step` counts the optimizer steps of the whole run. `evaluation`:
@@ -65,6 +67,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
   // step_start: when the step began (before next_batch() when batches are assigned: it pulls).
   auto train_on = [&](const data::Batch& batch, Clock::time_point step_start) {
     begin_traced_step(step + 1);  // --trace: the library records while a selected step runs
+    const double io_wait_before = dist::offload::io_wait_seconds();  // --offload=...: disk waits
     const bool measured = memory.measures();
     if (measured) memory.before_step(run);
     // --trace: a strategy that records no computation of its own (the data-parallel ones,
@@ -118,6 +121,7 @@ EpochFigures train_epoch(const RunContext& run, const data::DataLoader& loader, 
     f.images += images;
     const double step_seconds = seconds_since(step_start);
     f.step_seconds.push_back(step_seconds);
+    f.io_wait_seconds += dist::offload::io_wait_seconds() - io_wait_before;
     metrics.step({step, epoch, loss, run.strategy.optimizer().param_groups()[0].options->lr(),
                   images, step_seconds},
                  run.precision.scaler());
@@ -214,6 +218,7 @@ RunTotals train_epochs(const RunContext& run, const Loaders& loaders,
     const double images_per_second = f.images / f.seconds;
     totals.train_seconds += f.seconds;
     totals.step_seconds.insert(totals.step_seconds.end(), f.step_seconds.begin(), f.step_seconds.end());
+    totals.io_wait_seconds += f.io_wait_seconds;
     totals.train_images += f.images;
     // Batches assigned at run time: a step is the epoch's batches over the replicas, on average
     // (what each would have trained on with fixed shards), on every rank (a server too).

@@ -32,6 +32,8 @@ struct RunTotals {
   double train_seconds = 0;
   int64_t train_images = 0, train_steps = 0;
   std::vector<double> step_seconds;  // this rank's, each training step's (for the spread)
+  // This rank's seconds blocked on offload transfers during the steps (the I/O not hidden).
+  double io_wait_seconds = 0;
   int64_t train_comm_bytes = 0;  // sent during training steps (not evaluation), summed over groups
   // The same per kind of collective (calls and bytes, summed over groups), for the JSON's
   // "comm_per_step" and `explain comm --run` (dist/byte_ledger.h's kinds, in its order).

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "tensor/check.h"
@@ -11,10 +13,21 @@ namespace tessera {
 namespace dist {
 namespace offload {
 
+namespace {
+std::atomic<int64_t> waited_ns{0};
+}  // namespace
+
+double io_wait_seconds() { return static_cast<double>(waited_ns.load()) * 1e-9; }
+
 void IoRequest::wait() const {
   if (!state_) return;
   std::unique_lock<std::mutex> lock(state_->mu);
-  state_->cv.wait(lock, [&] { return state_->done; });
+  if (!state_->done) {
+    const auto start = std::chrono::steady_clock::now();
+    state_->cv.wait(lock, [&] { return state_->done; });
+    waited_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start).count();
+  }
   TS_CHECK(state_->error.empty(), state_->error);
 }
 

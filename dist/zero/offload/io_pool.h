@@ -46,6 +46,10 @@ class IoRequest {
   std::shared_ptr<State> state_;
 };
 
+// The seconds this process's threads have spent blocked in IoRequest::wait() on transfers not
+// yet done: the I/O the overlap did not hide (a request already done costs nothing).
+double io_wait_seconds();
+
 class IoPool {
  public:
   explicit IoPool(int threads);
