@@ -152,10 +152,14 @@ void resumes_exactly(const Make& make, const std::string& name) {
   ASSERT_TRUE(progress.has_value());
   EXPECT_EQ(progress->epoch, 1);
   EXPECT_EQ(progress->step, 2);
-  if (resumed.scaler) EXPECT_EQ(resumed.scaler->get_scale(), scale_at_save);
+  if (resumed.scaler) {
+    EXPECT_EQ(resumed.scaler->get_scale(), scale_at_save);
+  }
   for (int k = 2; k < 4; ++k) resumed.step(k);
   expect_equal(resumed.weights(), whole.weights());
-  if (whole.scaler) EXPECT_EQ(resumed.scaler->get_scale(), whole.scaler->get_scale());
+  if (whole.scaler) {
+    EXPECT_EQ(resumed.scaler->get_scale(), whole.scaler->get_scale());
+  }
   world->barrier()->wait();
 }
 

@@ -4,7 +4,8 @@
 // gathered in bf16 over f32 shards), AdamW over a decayed and a spared group; a sharded
 // checkpoint saved after 2 offloaded steps and resumed into a fresh offloaded run equals the 5
 // uninterrupted in-memory steps; the bytes held (the counting allocator) fall by the state's
-// size; the offload files are gone once the optimizer is.
+// size; the offload files are gone once the optimizer is. ZeRO-3 with everything offloaded too,
+// its units chosen child by child or by an auto-wrap policy (the model run by its own forward).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "autograd/autocast.h"
 #include "autograd/functions.h"
 #include "dist/environment.h"
+#include "dist/zero/auto_wrap_policy.h"
 #include "dist/zero/fully_sharded.h"
 #include "dist/zero/fully_sharded_optimizer_state.h"
 #include "dist/zero/offload/optimizer_swapper.h"
@@ -144,6 +146,9 @@ struct Zero3Training {
   double clip = 0;  // 0: none
   bool deferred = false;
   int64_t width = 96;
+  // Units by an auto-wrap policy (size_based_wrap_policy(1000)): the model run by its own
+  // forward, each unit gathered by its hooks, instead of child by child (the same units).
+  bool policy = false;
 };
 
 // ZeRO-3 with every Linear a unit; `mixed`: gathered in bf16 under bf16 autocast. The wrapper
@@ -156,8 +161,10 @@ class Zero3Run : public Run {
         net_(training.deferred ? deferred_mlp(seed, training.width) : mlp(kF32, seed, training.width)),
         groups_(groups_of(net_->parameters())),
         fsdp_(net_, dist::world(),
-              FullyShardedOptions().min_num_params(1000).offload(offload).mixed_precision(
-                  mixed ? MixedPrecision().param_dtype(kBF16) : MixedPrecision())),
+              (training.policy ? FullyShardedOptions().auto_wrap_policy(size_based_wrap_policy(1000))
+                               : FullyShardedOptions().min_num_params(1000))
+                  .offload(offload)
+                  .mixed_precision(mixed ? MixedPrecision().param_dtype(kBF16) : MixedPrecision())),
         opt_(fsdp_.flat_shards(), groups_, adamw(), offload) {}
   void train(int from, int to) override {
     for (int step = from; step < to; ++step) {
@@ -332,6 +339,15 @@ TEST(ZeroOffload, Stage3AllOnDiskAccumulatesClipsAndDefers) {
   t.clip = 0.5;
   t.deferred = true;
   all_offloaded_equals_in_memory(false, OffloadTier::kDisk, t, "ZeRO-3 all on disk accumulated");
+}
+// The same under an auto-wrap policy (FullyShardedDataParallel on any module), bf16 on disk.
+TEST(ZeroOffload, Stage3AllOnDiskUnderAWrapPolicyMixedBf16EqualsInMemory) {
+  Zero3Training t;
+  t.micro_batches = 2;
+  t.clip = 0.5;
+  t.deferred = true;
+  t.policy = true;
+  all_offloaded_equals_in_memory(true, OffloadTier::kDisk, t, "ZeRO-3 all on disk, policy, bf16");
 }
 TEST(ZeroOffload, Stage3AllOnDiskResumesExactly) {
   resumes_exactly(zero3(false), "ZeRO-3 all f32",
