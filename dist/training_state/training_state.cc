@@ -58,26 +58,25 @@ std::string save_training_state(const std::string& dir, const TrainingState& sta
   if (state.scaler != nullptr) {
     for (const auto& [name, t] : state.scaler->state_dict()) extra.set(kScalerPrefix + name, t);
   }
-  // Rank 0 writes; the path goes to every rank with the barrier that waits for the commit.
-  std::string file;
+  // Rank 0 writes and commits; its save's serial (checkpoint_save_dir) goes to every rank after
+  // the commit, so each returns the same path once the file is in place.
+  double serial = 0;
   if (group.rank() == 0) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     TS_CHECK(std::filesystem::is_directory(dir), "save_training_state: cannot create the "
              "checkpoint directory '", dir, "'", ec ? ": " + ec.message() : std::string());
-    file = checkpoint_save_dir(dir, progress.step, begin_checkpoint_save(dir, progress.step)) +
-           "/" + kCheckpointFile;
-    save_checkpoint(file, model_state, state.optimizer != nullptr ? &optimizer_state : nullptr,
-                    progress, {}, extra);  // renamed into place: committed
+    serial = static_cast<double>(begin_checkpoint_save(dir, progress.step));
+    save_checkpoint(checkpoint_save_dir(dir, progress.step, static_cast<int64_t>(serial)) + "/" +
+                        kCheckpointFile,
+                    model_state, state.optimizer != nullptr ? &optimizer_state : nullptr, progress,
+                    {}, extra);  // renamed into place: committed
     remove_old_checkpoints(dir);
   }
-  Tensor step = full({1}, static_cast<double>(progress.step), kF64);
-  group.broadcast(step, 0)->wait();  // after rank 0's commit
-  if (group.rank() != 0) {
-    const std::vector<CommittedCheckpoint> committed = committed_checkpoints(dir);
-    file = committed.empty() ? dir : committed.front().path;
-  }
-  return file;
+  Tensor committed = full({1}, serial, kF64);
+  group.broadcast(committed, 0)->wait();
+  return checkpoint_save_dir(dir, progress.step, static_cast<int64_t>(committed.item())) + "/" +
+         kCheckpointFile;
 }
 
 std::optional<TrainingProgress> load_training_state(const std::string& path,

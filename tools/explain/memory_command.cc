@@ -279,10 +279,7 @@ int memory_command(Flags& flags) {
     print_table(rows);
   }
   if (offload != "none" && printing) {
-    const auto all = cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup,
-                                           ranks, stages, tp);
-    print_offload(cost::offload_rows(chosen(all, shown), offload, psi, c.setup, ranks), offload,
-                  json, c.name);
+    print_offload(cost::offload_rows(rows, offload, psi, c.setup, ranks), offload, json, c.name);
   }
   if (c.input.text()) {
     if (world == nullptr) {
