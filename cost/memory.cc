@@ -49,22 +49,33 @@ MemoryRow replica_row(const std::string& strategy, int divisor, int64_t held, co
 }  // namespace
 
 std::vector<MemoryRow> memory_per_rank(int64_t psi, int64_t tensor_parallel_parameters,
-                                       const TrainingSetup& setup, int ranks, int stages,
-                                       int tensor_parallel) {
+                                       int64_t tied_parameters, const TrainingSetup& setup,
+                                       int ranks, int stages, int tensor_parallel) {
   TS_CHECK(ranks >= 1 && stages >= 1 && tensor_parallel >= 1, "memory_per_rank: ranks ", ranks,
            ", stages ", stages, ", tensor_parallel ", tensor_parallel, " (each must be >= 1)");
   TS_CHECK(tensor_parallel_parameters >= 0 && tensor_parallel_parameters <= psi,
            "memory_per_rank: ", tensor_parallel_parameters, " split parameters of ", psi);
+  TS_CHECK(tied_parameters >= 0 && tied_parameters <= psi, "memory_per_rank: ", tied_parameters,
+           " tied parameters of ", psi);
   std::vector<MemoryRow> rows;
   for (Sharding s : {Sharding::kNone, Sharding::kStage1, Sharding::kStage2, Sharding::kStage3}) {
     rows.push_back(zero_row(s, psi, setup, ranks));
   }
-  rows.push_back(replica_row("pipeline", stages, (psi + stages - 1) / stages, setup, "psi/K"));
+  // One stage holds every layer, tied ones once; more stages hold a second copy between them.
+  const int64_t copies = stages > 1 ? tied_parameters : 0;
+  rows.push_back(replica_row("pipeline", stages, (psi + copies + stages - 1) / stages, setup,
+                             copies > 0 ? "(psi + psi_t)/K" : "psi/K"));
   const int64_t replicated = psi - tensor_parallel_parameters;
   rows.push_back(replica_row("tensor_parallel", tensor_parallel,
                              replicated + (tensor_parallel_parameters + tensor_parallel - 1) / tensor_parallel,
                              setup, "(psi_r + psi_s/T)"));
   return rows;
+}
+
+MemoryRow pipeline_stage_row(int64_t stage_parameters, const TrainingSetup& setup, int stages) {
+  TS_CHECK(stage_parameters >= 0 && stages >= 1, "pipeline_stage_row: ", stage_parameters,
+           " parameters, stages ", stages);
+  return replica_row("pipeline", stages, stage_parameters, setup, "psi_k");
 }
 
 std::vector<MemoryRow> paper_memory_per_rank(int64_t psi, const TrainingSetup& s, int ranks,

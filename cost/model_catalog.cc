@@ -161,6 +161,8 @@ ModelProfile describe_model(const std::string& name, nn::Sequential& model, cons
       layer.parameter_numels.push_back(v.numel());
       layer.parameter_shapes.push_back(v.shape());
     }
+    // A use of another layer's parameter (models::GPT's lm_head reads wte): a pipeline's copy.
+    for (const auto& tied : model[i]->named_tied_parameters()) p.tied_parameters += tied.second.numel();
     x = model[i]->forward(x);
     layer.output_elements = x.numel();
     p.layers.push_back(std::move(layer));

@@ -33,6 +33,9 @@ struct ModelProfile {
   // Tensor parallelism (dist/tensor_parallel): the parameters split T ways (the rest are
   // replicated), and the activations all-reduced per example per step, by what they are.
   int64_t tensor_parallel_parameters = 0;
+  // Parameters used by two layers (a GPT's wte: the embedding's and the tied lm_head's), which a
+  // pipeline cutting between them keeps a copy of on each side (pipeline/tied_parameters.h).
+  int64_t tied_parameters = 0;
   std::vector<std::pair<std::string, int64_t>> tensor_parallel_all_reduces;
   // Where the times came from (measured here, scaled to a given total, given per layer).
   std::string times_source = "none";

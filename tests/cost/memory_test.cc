@@ -29,7 +29,7 @@ TEST(Memory, MixedPrecisionAdamIsThePapersTable) {
   // psi = 1000, N = 4, K_s = 2 stages, T = 2 with 600 split parameters (400 + 300 held).
   const TrainingSetup mixed_adam{Precision::kMixed, OptimizerKind::kAdam};
   EXPECT_EQ(mixed_adam.optimizer_bytes(), 12);
-  const auto rows = memory_per_rank(1000, 600, mixed_adam, 4, 2, 2);
+  const auto rows = memory_per_rank(1000, 600, 0, mixed_adam, 4, 2, 2);
   expect_rows(rows, {{"ddp", 2000, 2000, 12000},
                      {"zero1", 2000, 2000, 3000},
                      {"zero2", 2000, 1000, 3000},
@@ -44,13 +44,32 @@ TEST(Memory, MixedPrecisionAdamIsThePapersTable) {
 
 TEST(Memory, F32Sgd) {
   const TrainingSetup f32_sgd{Precision::kF32, OptimizerKind::kSGD};
-  const auto rows = memory_per_rank(1000, 0, f32_sgd, 4, 4, 2);
+  const auto rows = memory_per_rank(1000, 0, 0, f32_sgd, 4, 4, 2);
   expect_rows(rows, {{"ddp", 4000, 4000, 4000},
                      {"zero1", 4000, 4000, 2000},
                      {"zero2", 4000, 1000, 2000},
                      {"zero3", 1000, 1000, 1000},
                      {"pipeline", 1000, 1000, 1000},
                      {"tensor_parallel", 4000, 4000, 4000}});
+}
+
+// A GPT's wte, read by the embedding and the tied lm_head: a pipeline of K > 1 stages holds it
+// twice, one stage once. psi = 1000 of which 600 tied, f32 Adam (4 + 4 + 8).
+TEST(Memory, PipelineStagesHoldACopyOfTiedParameters) {
+  const TrainingSetup f32_adam{Precision::kF32, OptimizerKind::kAdam};
+  const auto two = memory_per_rank(1000, 0, 600, f32_adam, 2, 2, 1);
+  EXPECT_EQ(two[4].strategy, "pipeline");
+  EXPECT_EQ(two[4].bytes.parameters, 4 * (1000 + 600) / 2);
+  EXPECT_EQ(two[4].bytes.optimizer, 8 * (1000 + 600) / 2);
+  EXPECT_EQ(two[4].formula, "(4 + 4 + 8) (psi + psi_t)/K");
+  const auto one = memory_per_rank(1000, 0, 600, f32_adam, 1, 1, 1);
+  EXPECT_EQ(one[4].bytes.parameters, 4 * 1000);
+  EXPECT_EQ(one[4].formula, "(4 + 4 + 8) psi/K");
+  const MemoryRow stage = pipeline_stage_row(700, f32_adam, 2);
+  EXPECT_EQ(stage.bytes.parameters, 4 * 700);
+  EXPECT_EQ(stage.bytes.gradients, 4 * 700);
+  EXPECT_EQ(stage.bytes.optimizer, 8 * 700);
+  EXPECT_EQ(stage.formula, "(4 + 4 + 8) psi_k");
 }
 
 // The ZeRO paper's own example (Rajbhandari et al. 2020, figure 1): 7.5B parameters on 64 GPUs,
@@ -70,7 +89,7 @@ TEST(Memory, ThePapersSevenAndAHalfBillionOnSixtyFour) {
   }
   EXPECT_EQ(rows[2].formula, "2 psi + (2 + 12) psi/N");
   // tessera's ZeRO-2 keeps f32 shard gradients: 2 psi/N more than the paper's.
-  const auto ours = memory_per_rank(psi, 0, mixed_adam, 64, 4, 1);
+  const auto ours = memory_per_rank(psi, 0, 0, mixed_adam, 64, 4, 1);
   EXPECT_EQ(ours[2].bytes.total() - rows[2].bytes.total(), 2 * psi / 64);
   EXPECT_EQ(ours[0].bytes.total(), rows[0].bytes.total());
   EXPECT_EQ(ours[3].bytes.total(), rows[3].bytes.total());
@@ -84,7 +103,8 @@ TEST(Memory, ThePapersTableRoundsShardsUp) {
 }
 
 TEST(Memory, ErrorsNameTheValues) {
-  testing::expect_error([] { memory_per_rank(10, 0, TrainingSetup{}, 0, 1, 1); }, "ranks 0");
+  testing::expect_error([] { memory_per_rank(10, 0, 0, TrainingSetup{}, 0, 1, 1); }, "ranks 0");
+  testing::expect_error([] { memory_per_rank(10, 0, 11, TrainingSetup{}, 2, 2, 1); }, "11 tied parameters of 10");
   testing::expect_error([] { parse_precision("f16"); }, "unknown precision 'f16'");
   testing::expect_error([] { parse_optimizer("lamb"); }, "unknown optimizer 'lamb'");
 }

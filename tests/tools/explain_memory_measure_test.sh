@@ -28,9 +28,26 @@ if python3 "$CHECK" "$TMP/one.jsonl" 1; then pass; else fail "1-rank figures"; f
 out=$("$MPI_RUN" 2 "$EXPLAIN" memory --measure --model=mlp 2>&1)
 expect_contains "$out" "model states per rank on N = 2 ranks, measured" "table title"
 expect_contains "$out" "zero3               1  0.407 MB / 0.407 MB" "zero3 row of rank 1"
-expect_contains "$out" "pipeline            1  0.010 MB / 0.407 MB" "pipeline row of rank 1 (fc2's stage)"
+expect_contains "$out" "pipeline            1  0.010 MB / 0.010 MB" "pipeline row of rank 1 (fc2's stage)"
 expect_contains "$out" "tensor_parallel     1  0.407 MB / 0.407 MB" "tensor-parallel row of rank 1"
 expect_contains "$("$EXPLAIN" memory --help)" "--measure" "--help"
+
+# A GPT's pipeline: the last stage holds a copy of wte for the tied lm_head, so the stages hold
+# psi + 256 x 32 parameters between them (gpt-tiny: 32 wide, the byte vocabulary of 256), and
+# each stage's measured model states equal the formula for the parameters it holds.
+"$MPI_RUN" 2 "$EXPLAIN" memory --measure --model=gpt-tiny --tokenizer=byte --batch=2 --seq-len=16 \
+  --json > "$TMP/gpt.jsonl" 2> "$TMP/gpt.err" || { fail "explain memory --measure --model=gpt-tiny"; cat "$TMP/gpt.err"; }
+if python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "\"pipeline\"" in l]
+assert len(rows) == 2, rows
+psi = rows[0]["psi"]
+assert sum(r["stage_parameters"] for r in rows) == psi + 256 * 32, [r["stage_parameters"] for r in rows]
+for r in rows:
+    k = r["stage_parameters"]
+    assert (r["parameters_bytes"], r["gradients_bytes"], r["optimizer_bytes"]) == (4 * k, 4 * k, 8 * k), r
+    assert (r["predicted_parameters_bytes"], r["predicted_gradients_bytes"], r["predicted_optimizer_bytes"]) == (4 * k, 4 * k, 8 * k), r
+' "$TMP/gpt.jsonl"; then pass; else fail "the GPT pipeline stages (tied copy of wte)"; fi
 
 # Mixed precision (bf16 parameters, f32 masters) on 2 ranks, and the picture.
 "$MPI_RUN" 2 "$EXPLAIN" memory --measure --model=mlp --precision=mixed --json > "$TMP/mixed.jsonl" \

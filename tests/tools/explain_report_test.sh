@@ -26,6 +26,25 @@ assert r["summary"] == run + "/stdout.txt" and r["command"].startswith("mpirun -
 ' "$TMP/report.json" "$RUN"; then pass; else fail "report --json: the files found"; fi
 if python3 "$CHECK" page "$RUN" "$TMP/run.html"; then pass; else fail "the page against the run's files"; fi
 
+# train --report: the same page written by the run itself when it ends. Given --metrics but not
+# --trace, the trace goes to a temporary directory of its own (under TMPDIR), gone afterwards.
+DIRECT="$TMP/direct"
+mkdir -p "$DIRECT" "$TMP/tmpdir"
+direct=(--model=mlp --data=synthetic --epochs=2 --train-limit=640 --threads=1 --seed=3 --strategy=zero2
+        --metrics="$DIRECT/metrics.jsonl" --report="$TMP/direct.html")
+TMPDIR="$TMP/tmpdir" "$MPI_RUN" 2 "$TRAIN" "${direct[@]}" > "$DIRECT/stdout.txt" 2>&1 || fail "the 2-rank run with --report failed"
+printf "%s %s" "$TRAIN" "${direct[*]}" > "$DIRECT/command.txt"  # the page shows the command line as run
+if python3 "$CHECK" page "$DIRECT" "$TMP/direct.html"; then pass; else fail "train --report's page against the run's files"; fi
+out=$(cat "$DIRECT/stdout.txt")
+expect_contains "$out" "report: $TMP/direct.html (" "train says where the page went"
+[ "$(tail -n 1 "$DIRECT/stdout.txt" | cut -c1-10)" = '{"model": ' ] && pass || fail "the final JSON is no longer stdout's last line"
+[ -z "$(ls -A "$TMP/tmpdir")" ] && pass || fail "the temporary trace was left: $(ls "$TMP/tmpdir")"
+case "$out" in *"trace: "*) fail "a temporary trace was announced as the user's";; *) pass;; esac
+bad=$("$TRAIN" --model=mlp --report="$TMP/page.txt" 2>&1) && fail "--report=page.txt accepted"
+expect_contains "$bad" "--report=$TMP/page.txt: expected a file name ending in .html" "--report's name checked"
+bad=$("$TRAIN" --model=mlp --report="$TMP/nowhere/page.html" 2>&1) && fail "--report into a missing directory accepted"
+expect_contains "$bad" "--report=$TMP/nowhere/page.html: the directory '$TMP/nowhere' does not exist" "--report's directory checked"
+
 # Only a metrics file: the other sections say which flag would have written what they show.
 mkdir -p "$TMP/partial"
 cp "$RUN/metrics.jsonl" "$TMP/partial/"

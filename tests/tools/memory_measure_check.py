@@ -8,7 +8,7 @@
       (the rows' "precision"): 2-byte parameters and gradients, an f32 master (4 bytes) beside
       Adam's moments, ZeRO-3's f32 flat shards serving as the masters. The pipeline's stages
       hold what the split by parameters gives them (fc1's 200,960 on rank 0, fc2's 2,570 on
-      rank 1), beside the formula's even psi/K. Tensor parallelism over T = N splits everything
+      rank 1), predicted from the stage's own parameters ("stage_parameters"). Tensor parallelism over T = N splits everything
       but fc2's 10 biases: 10 + (psi - 10)/T parameters a rank. With TRAIN_JSON_DIR (files STRATEGY.json: the train
       tool's last JSON line of a run on the same ranks), equal the train tool's own counting-
       allocator figures for every rank too.
@@ -57,10 +57,11 @@ def main():
         expected = formula(r["strategy"], n, mixed)
         predicted = (r["predicted_parameters_bytes"], r["predicted_gradients_bytes"],
                      r["predicted_optimizer_bytes"])
-        assert predicted == expected, (r["strategy"], predicted, expected)
         if r["strategy"] == "pipeline":
             stage = (FC1, FC2)[r["rank"]]
+            assert r["stage_parameters"] == stage, r
             expected = formula("pipeline", 1, mixed, stage)
+        assert predicted == expected, (r["strategy"], predicted, expected)
         assert got == expected, (r["strategy"], r["rank"], got, expected)
         assert r["total_bytes"] == sum(got)
         assert r["peak_bytes"] > r["total_bytes"], r  # activations and the batch on top

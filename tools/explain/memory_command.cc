@@ -265,8 +265,8 @@ int memory_command(Flags& flags) {
   const bool printing = world == nullptr || world->rank() == 0;
 
   const int64_t psi = c.profile.parameters();
-  const auto rows = chosen(cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters, c.setup,
-                                                 ranks, stages, tp),
+  const auto rows = chosen(cost::memory_per_rank(psi, c.profile.tensor_parallel_parameters,
+                                                 c.profile.tied_parameters, c.setup, ranks, stages, tp),
                            shown);
   if (!printing) {
   } else if (json) {

@@ -22,7 +22,8 @@ namespace explain {
 
 namespace {
 
-// One strategy's two steps on this rank: {parameters, gradients, optimizer, peak}.
+// One strategy's two steps on this rank: {parameters, gradients, optimizer, peak, the stage's
+// parameter elements (a pipeline's; else 0)}.
 std::vector<int64_t> measure_one(const std::string& strategy, const std::string& name,
                                  const cost::ModelInput& input, int64_t batch,
                                  const cost::TrainingSetup& setup,
@@ -104,8 +105,12 @@ std::vector<int64_t> measure_one(const std::string& strategy, const std::string&
   step(false);
   reset_peak(Device::cpu());
   step(true);
+  int64_t stage_parameters = 0;
+  if (pipe) {
+    for (const Variable& p : pipe->parameters()) stage_parameters += p.data().numel();
+  }
   return {measured.parameters, measured.gradients, measured.optimizer,
-          memory_stats(Device::cpu()).peak_bytes};
+          memory_stats(Device::cpu()).peak_bytes, stage_parameters};
 }
 
 }  // namespace
@@ -130,7 +135,7 @@ std::vector<MeasuredStrategy> measure_model_states(const std::string& model,
     MeasuredStrategy s{strategy, {}};
     for (int r = 0; r < n; ++r) {
       const int64_t* f = &all[r * per];
-      s.ranks.push_back({{f[0], f[1], f[2]}, f[3]});
+      s.ranks.push_back({{f[0], f[1], f[2]}, f[3], f[4]});
     }
     out.push_back(s);
   }

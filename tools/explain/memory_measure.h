@@ -33,6 +33,9 @@ namespace explain {
 struct RankMemory {
   dist::zero::ModelStateBytes model_states;
   int64_t peak_bytes = 0;  // the allocator's peak during the measured step
+  // A pipeline stage's parameters (elements): its layers' and its copies of tied parameters (a
+  // GPT's wte, used by the first stage's embedding and the last stage's lm_head); 0 otherwise.
+  int64_t stage_parameters = 0;
 };
 
 struct MeasuredStrategy {

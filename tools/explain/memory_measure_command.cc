@@ -18,11 +18,21 @@ namespace explain {
 
 namespace {
 
-const cost::MemoryRow& predicted_row(const std::vector<cost::MemoryRow>& rows, const std::string& strategy) {
-  for (const cost::MemoryRow& r : rows) {
-    if (r.strategy == strategy) return r;
+// The formula's row for one rank: the strategy's, or for a pipeline stage the row of the
+// parameters its partition gave it (its layers' and its copies of tied ones), since stages cut
+// at layers are balanced only as far as the layers allow.
+cost::MemoryRow predicted_row(const std::vector<cost::MemoryRow>& rows, const ModelChoice& c,
+                              const MeasuredStrategy& s, size_t rank) {
+  if (s.strategy == "pipeline") {
+    const int64_t held = s.ranks[rank].stage_parameters;
+    cost::MemoryRow row = cost::pipeline_stage_row(held, c.setup, static_cast<int>(s.ranks.size()));
+    row.formula += ", psi_k = " + std::to_string(held);
+    return row;
   }
-  TS_CHECK(false, "no prediction for ", strategy);
+  for (const cost::MemoryRow& r : rows) {
+    if (r.strategy == s.strategy) return r;
+  }
+  TS_CHECK(false, "no prediction for ", s.strategy);
   return rows.front();
 }
 
@@ -30,9 +40,9 @@ void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>&
            const std::vector<cost::MemoryRow>& rows, bool json) {
   if (json) {
     for (const MeasuredStrategy& s : measured) {
-      const cost::MemoryRow& p = predicted_row(rows, s.strategy);
       for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
         const RankMemory& m = s.ranks[rank];
+        const cost::MemoryRow p = predicted_row(rows, c, s, rank);
         std::printf("%s\n", json::Object(kJsonLine)
                                 .add("model", c.name)
                                 .add("data", c.input.name)
@@ -52,6 +62,7 @@ void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>&
                                 .add("predicted_optimizer_bytes", p.bytes.optimizer)
                                 .add("predicted_total_bytes", p.bytes.total())
                                 .add("formula", p.formula)
+                                .add("stage_parameters", m.stage_parameters)
                                 .str()
                                 .c_str());
       }
@@ -68,9 +79,9 @@ void print(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>&
     return megabytes(static_cast<double>(measured)) + " / " + megabytes(static_cast<double>(predicted));
   };
   for (const MeasuredStrategy& s : measured) {
-    const cost::MemoryRow& p = predicted_row(rows, s.strategy);
     for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
       const RankMemory& m = s.ranks[rank];
+      const cost::MemoryRow p = predicted_row(rows, c, s, rank);
       t.add({s.strategy, std::to_string(rank), pair(m.model_states.parameters, p.bytes.parameters),
              pair(m.model_states.gradients, p.bytes.gradients),
              pair(m.model_states.optimizer, p.bytes.optimizer),
@@ -90,8 +101,8 @@ void plot(const ModelChoice& c, int world, const std::vector<MeasuredStrategy>& 
           ", " + cost::precision_name(c.setup.precision) + ", " + cost::optimizer_name(c.setup.optimizer));
   script += "$data << EOD\n";
   for (const MeasuredStrategy& s : measured) {
-    const cost::MemoryRow& p = predicted_row(rows, s.strategy);
     for (size_t rank = 0; rank < s.ranks.size(); ++rank) {
+      const cost::MemoryRow p = predicted_row(rows, c, s, rank);
       script += s.strategy + "/" + std::to_string(rank) + " " +
                 std::to_string(s.ranks[rank].model_states.total() / 1e6) + " " +
                 std::to_string(p.bytes.total() / 1e6) + "\n";
@@ -125,8 +136,8 @@ int memory_measure_command(Flags& flags) {
     const std::vector<MeasuredStrategy> measured =
         measure_model_states(c.name, c.input, c.batch, c.setup, world);
     const std::vector<cost::MemoryRow> rows = cost::memory_per_rank(
-        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.setup, world->size(), world->size(),
-        world->size());
+        c.profile.parameters(), c.profile.tensor_parallel_parameters, c.profile.tied_parameters,
+        c.setup, world->size(), world->size(), world->size());
     if (world->rank() == 0) {
       print(c, world->size(), measured, rows, json);
       if (!plot_path.empty()) plot(c, world->size(), measured, rows, plot_path);

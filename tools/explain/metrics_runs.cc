@@ -2,34 +2,30 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tensor/check.h"
-#include "tools/explain/json_value.h"
 
 namespace tessera {
 namespace explain {
 
 namespace {
 
+using nlohmann::json;
+
 // What a field holds, for an error: "null", "\"fast\"", "an array".
-std::string shown(const JsonValue& v) {
-  switch (v.kind()) {
-    case JsonValue::Kind::kNull: return "null";
-    case JsonValue::Kind::kBool: return "a boolean";
-    case JsonValue::Kind::kString: return "\"" + v.string() + "\"";
-    case JsonValue::Kind::kArray: return "an array";
-    case JsonValue::Kind::kObject: return "an object";
-    case JsonValue::Kind::kNumber: break;
-  }
-  return "a number";
+std::string shown(const json& v) {
+  if (v.is_string()) return v.dump();
+  if (v.is_null()) return "null";
+  return v.is_boolean() ? "a boolean" : v.is_array() ? "an array" : v.is_object() ? "an object" : "a number";
 }
 
 // A line's field as a number; the error names file, line, field and what it held.
-double number(const JsonValue& line, const char* key, const std::string& where) {
-  TS_CHECK(line.has(key), where, ": no \"", key, "\"");
-  const JsonValue& v = line.get(key);
+double number(const json& line, const char* key, const std::string& where) {
+  TS_CHECK(line.contains(key), where, ": no \"", key, "\"");
+  const json& v = line.at(key);
   TS_CHECK(v.is_number(), where, ": \"", key, "\" is ", shown(v), ", expected a number");
-  return v.number();
+  return v.get<double>();
 }
 
 std::string excerpt(const std::string& text) {
@@ -120,16 +116,16 @@ MetricsRun read_metrics(const std::string& path) {
     ++number_of_line;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(number_of_line);
-    JsonValue line;
+    json line;
     try {
-      line = parse_json(text);
-    } catch (const Error& e) {
-      TS_CHECK(false, where, ": not a JSON object (", e.message(), "): '", excerpt(text), "'");
+      line = json::parse(text);
+    } catch (const json::parse_error& e) {
+      TS_CHECK(false, where, ": not a JSON object (", e.what(), "): '", excerpt(text), "'");
     }
     TS_CHECK(line.is_object(), where, ": not a JSON object: '", excerpt(text), "'");
-    const std::string kind = line.string_or("kind", "");
+    const std::string kind = line.contains("kind") && line["kind"].is_string() ? line["kind"].get<std::string>() : "";
     TS_CHECK(kind == "step" || kind == "epoch", where, ": \"kind\" is ",
-             line.has("kind") ? shown(line.get("kind")) : std::string("missing"),
+             line.contains("kind") ? shown(line.at("kind")) : std::string("missing"),
              ", expected \"step\" or \"epoch\" (a --metrics line of train)");
     MetricsLine m;
     m.line = number_of_line;
@@ -138,7 +134,7 @@ MetricsRun read_metrics(const std::string& path) {
     if (kind == "step") {
       m.loss = number(line, "loss", where);
       m.images_per_second = number(line, "images_per_second", where);
-      if (line.has("loss_scale")) m.loss_scale = number(line, "loss_scale", where);
+      if (line.contains("loss_scale")) m.loss_scale = number(line, "loss_scale", where);
       run.steps.push_back(m);
     } else {
       m.train_loss = number(line, "train_loss", where);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tensor/check.h"
-#include "tools/explain/json_value.h"
 
 namespace tessera {
 namespace explain {
@@ -20,50 +20,51 @@ Trace read_trace(const std::string& path) {
   TS_CHECK(in.good(), "--trace=", path, ": cannot read the file");
   std::stringstream text;
   text << in.rdbuf();
-  JsonValue doc;
+  using nlohmann::json;
+  json doc;
   try {
-    doc = parse_json(text.str());
-  } catch (const Error& e) {
-    TS_CHECK(false, "--trace=", path, ": not a JSON file (", e.message(), ")");
+    doc = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    TS_CHECK(false, "--trace=", path, ": not a JSON file (", e.what(), ")");
   }
-  TS_CHECK(doc.is_object() && doc.has("traceEvents") && doc.get("traceEvents").is_array(),
+  TS_CHECK(doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array(),
            "--trace=", path, ": not a Chrome trace (no \"traceEvents\" array); write one with "
            "train --trace=FILE");
   Trace trace;
   trace.path = path;
-  const std::vector<JsonValue>& events = doc.get("traceEvents").array();
+  const json& events = doc["traceEvents"];
   for (size_t i = 0; i < events.size(); ++i) {
-    const JsonValue& e = events[i];
+    const json& e = events[i];
     try {
-      const std::string ph = e.get("ph").string();
-      const int rank = static_cast<int>(e.get("pid").number());
-      const int track = static_cast<int>(e.get("tid").number());
+      const std::string ph = e.at("ph").get<std::string>();
+      const int rank = e.at("pid").get<int>();
+      const int track = e.at("tid").get<int>();
       trace.ranks = std::max(trace.ranks, rank + 1);
       if (ph == "M") {
-        if (e.get("name").string() == "thread_name") {
-          trace.track_names[{rank, track}] = e.get("args").get("name").string();
+        if (e.at("name").get<std::string>() == "thread_name") {
+          trace.track_names[{rank, track}] = e.at("args").at("name").get<std::string>();
         }
         continue;
       }
       if (ph != "X" && ph != "i") continue;
       TraceEvent t;
-      t.name = e.get("name").string();
-      t.category = e.string_or("cat", "");
+      t.name = e.at("name").get<std::string>();
+      t.category = e.value("cat", "");
       t.rank = rank;
       t.track = track;
-      t.start_ms = e.get("ts").number() / 1e3;
-      t.end_ms = t.start_ms + (ph == "X" ? e.get("dur").number() / 1e3 : 0.0);
-      if (e.has("args")) {
-        const JsonValue& args = e.get("args");
-        t.step = static_cast<int64_t>(args.number_or("step", 0));
-        t.bucket = static_cast<int64_t>(args.number_or("bucket", -1));
-        t.elements = static_cast<int64_t>(args.number_or("elements", 0));
-        t.unit = args.string_or("unit", "");
-        t.layer = args.string_or("layer", "");
+      t.start_ms = e.at("ts").get<double>() / 1e3;
+      t.end_ms = t.start_ms + (ph == "X" ? e.at("dur").get<double>() / 1e3 : 0.0);
+      if (e.contains("args")) {
+        const json& args = e.at("args");
+        t.step = args.value("step", int64_t{0});
+        t.bucket = args.value("bucket", int64_t{-1});
+        t.elements = args.value("elements", int64_t{0});
+        t.unit = args.value("unit", "");
+        t.layer = args.value("layer", "");
       }
       trace.events.push_back(std::move(t));
-    } catch (const Error& err) {
-      TS_CHECK(false, "--trace=", path, ": event ", i, " of traceEvents: ", err.message());
+    } catch (const json::exception& err) {
+      TS_CHECK(false, "--trace=", path, ": event ", i, " of traceEvents: ", err.what());
     }
   }
   TS_CHECK(!trace.events.empty(), "--trace=", path, ": the trace holds no events");

@@ -1,6 +1,9 @@
 // JSON written by the command-line tools: the train tool's summary line, its --metrics lines and
 // each strategy's object in the summary; explain's --json rows (JSON Lines). Written, never
-// parsed here (tools/explain/json_value.h reads JSON; the tests read both tools' output back).
+// parsed here (the tools read JSON with nlohmann-json; the tests read both tools' output back).
+// Kept by hand rather than nlohmann-json's dump(): that has no spaced one-line layout and writes
+// doubles with every digit a read-back needs (0.30000000000000004), where these lines are read
+// by people too.
 //
 // One encoding for every value, wherever it stands: strings quoted and escaped; doubles with
 // Format::digits significant digits (%.*g), null when not finite (JSON has no inf or NaN);

@@ -1,6 +1,7 @@
 // The flag table's rows for the run itself: the model and data, the optimization, checkpoints
 // and outputs, and mixed precision (flag_table.h says what a row holds).
 #include "dist/trace_recorder.h"
+#include "tensor/check.h"
 #include "tensor/device.h"
 #include "tools/train/flag_table.h"
 
@@ -207,6 +208,17 @@ std::vector<FlagSection> run_flag_sections() {
                 "compute track and one per communication thread; DDP's layers and buckets, ZeRO's "
                 "gathers, frees and reduce-scatters, pipeline actions; explain ddp|zero3 read it")
                .agreed_as("tracing", [](const Config& c) { return on_off(!c.trace.empty()); }),
+           Flag("report",
+                parsed(&Config::report, "FILE.html",
+                       [](const std::string& v) {
+                         TS_CHECK(v.size() > 5 && v.compare(v.size() - 5, 5, ".html") == 0,
+                                  "--report=", v, ": expected a file name ending in .html");
+                       }),
+                "rank 0 writes one self-contained page when the run ends (explain report's): the "
+                "loss and accuracy curves, the last step's timeline of every rank, memory per "
+                "rank beside the formula, bytes per collective, the flags; --metrics and --trace "
+                "go to temporary files when not given")
+               .agreed_as("report", [](const Config& c) { return on_off(!c.report.empty()); }),
            Flag("trace-steps",
                 parsed(&Config::trace_steps, "FIRST:LAST|STEP|last",
                        [](const std::string& v) { dist::trace::TraceSteps::parse(v); }),

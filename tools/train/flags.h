@@ -62,6 +62,8 @@ struct Config {
   std::string resume;
   std::string save_model;  // the trained model's weights, written once training ends
   std::string metrics;
+  // --report: rank 0 writes one HTML page of the run when it ends (run_page.h).
+  std::string report;
 
   // --strategy=pipeline (pipeline::PipeOptions).
   int stages = 0;  // 0: the world size

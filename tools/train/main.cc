@@ -37,6 +37,7 @@
 #include "tools/train/model.h"
 #include "tools/train/output_paths.h"
 #include "tools/train/precision.h"
+#include "tools/train/run_page.h"
 #include "tools/train/run_report.h"
 #include "tools/train/save_model.h"
 #include "tools/train/strategy.h"
@@ -111,7 +112,12 @@ void build_strategy(const Config& c, std::shared_ptr<nn::Sequential> model,
 
 // One training run, the same steps on every rank (most are collective): build the data and the
 // model, check the ranks agree, parallelize, resume, train, report. Returns the exit code.
-int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
+int run(const Config& given, std::shared_ptr<dist::ProcessGroup> world) {
+  const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
+  const bool lead = rank == 0;
+  // --report: the page's metrics and trace, in a temporary directory when not asked for.
+  const RunPage page(given, lead);
+  const Config& c = page.config();
   if (c.threads > 0) set_num_threads(c.threads);
   manual_seed(c.seed);
   // --net-latency-us / --net-bandwidth-gbps: every group made from here on inherits it.
@@ -121,8 +127,6 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     if (c.net_bandwidth_gbps > 0) net.bandwidth_gbps = c.net_bandwidth_gbps;
     dist::set_network_emulation(net);
   }
-  const int rank = world ? world->rank() : 0, ranks = world ? world->size() : 1;
-  const bool lead = rank == 0;
   const auto wall_start = Clock::now();
   std::optional<Device> chosen;
   try {
@@ -177,14 +181,20 @@ int run(const Config& c, std::shared_ptr<dist::ProcessGroup> world) {
     start = *resumed;
   }
   make_checkpoint_dir(run);
-  MetricsFile metrics(lead ? c.metrics : "");
+  std::optional<MetricsFile> metrics(std::in_place, lead ? c.metrics : "");
 
   print_run_header(run, d);
-  const RunTotals totals = train_epochs(run, loaders, schedule.get(), start, metrics);
+  const RunTotals totals = train_epochs(run, loaders, schedule.get(), start, *metrics);
+  metrics.reset();  // closed: the page reads it
   print_sample(run, d);
   save_trained_model(run);
-  write_trace(run);
-  print_run_summary(run, totals, wall_start);
+  write_trace(run, page.trace_is_users());
+  const std::string summary = final_json_line(run, totals, wall_start);
+  page.write(summary);
+  if (lead) {  // stdout's last line
+    std::printf("%s\n", summary.c_str());
+    std::fflush(stdout);
+  }
   return 0;
 }
 

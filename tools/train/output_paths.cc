@@ -68,7 +68,8 @@ std::string output_paths_problem(const Config& c, bool lead) {
   if (!lead) return problem;
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"metrics", c.metrics},
                                    {"trace", c.trace},
-                                   {"save-model", c.save_model}}) {
+                                   {"save-model", c.save_model},
+                                   {"report", c.report}}) {
     if (problem.empty()) problem = file_problem(flag, path);
   }
   return problem;

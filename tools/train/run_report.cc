@@ -87,8 +87,8 @@ void print_run_header(const RunContext& run, const Data& d) {
   }
 }
 
-void print_run_summary(const RunContext& run, const RunTotals& totals,
-                       Clock::time_point wall_start) {
+std::string final_json_line(const RunContext& run, const RunTotals& totals,
+                            Clock::time_point wall_start) {
   const Config& c = run.config;
   // Per-rank figures, gathered to everyone: peak memory (of the device trained on, the CPU's or
   // the GPU's) and optimizer state.
@@ -210,10 +210,7 @@ void print_run_summary(const RunContext& run, const RunTotals& totals,
   }
   if (run.lead && run.tensor_parallel) run.tensor_parallel->report(summary, c.batch_size);
   run.strategy.report(summary, run.lead);  // collective
-  if (run.lead) {
-    std::printf("%s\n", summary.str().c_str());
-    std::fflush(stdout);
-  }
+  return run.lead ? summary.str() : "";
 }
 
 }  // namespace train

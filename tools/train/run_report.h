@@ -3,6 +3,8 @@
 // run's figures, peak memory and optimizer state gathered from every rank.
 #pragma once
 
+#include <string>
+
 #include "tools/train/context.h"
 #include "tools/train/data.h"
 #include "tools/train/report.h"
@@ -14,8 +16,10 @@ namespace train {
 // "model logistic (7850 parameters), fashion-mnist: ..." and the precision line.
 void print_run_header(const RunContext& run, const Data& data);
 
-// Collective (the gather, and the strategy's own report).
-void print_run_summary(const RunContext& run, const RunTotals& totals, Clock::time_point wall_start);
+// Collective (the gather, and the strategy's own report): the final JSON line on rank 0, "" on
+// the other ranks. Prints the communication per group; the caller prints the line, last.
+std::string final_json_line(const RunContext& run, const RunTotals& totals,
+                            Clock::time_point wall_start);
 
 }  // namespace train
 }  // namespace tessera

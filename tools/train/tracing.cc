@@ -25,13 +25,13 @@ void begin_traced_step(int64_t step) {
 
 void end_traced_step() { dist::trace::TraceRecorder::global().end_step(); }
 
-void write_trace(const RunContext& run) {
+void write_trace(const RunContext& run, bool announce) {
   const Config& c = run.config;
   if (c.trace.empty()) return;
   auto& recorder = dist::trace::TraceRecorder::global();
   recorder.disable();
   const size_t events = dist::trace::write_chrome_trace(c.trace, recorder, run.world);
-  if (run.lead) {
+  if (run.lead && announce) {
     std::printf("trace: %s (%zu events of %d rank%s, steps %s; chrome://tracing or "
                 "ui.perfetto.dev; explain ddp|zero3 --trace=%s)\n",
                 c.trace.c_str(), events, run.ranks, run.ranks == 1 ? "" : "s",

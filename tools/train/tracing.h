@@ -20,8 +20,9 @@ void start_tracing(const Config& c, int64_t first_step, int64_t last_step);
 // The loop, around each optimizer step (1-based, counted over the whole run).
 void begin_traced_step(int64_t step);
 void end_traced_step();
-// Collective, after training: rank 0 writes --trace and says so.
-void write_trace(const RunContext& run);
+// Collective, after training: rank 0 writes --trace, and says so when `announce` (not when the
+// trace is only --report's, in a temporary file).
+void write_trace(const RunContext& run, bool announce);
 
 }  // namespace train
 }  // namespace tessera
