@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "dist/gather_bytes.h"
@@ -67,14 +69,8 @@ RankTrace unpack(const std::string& bytes, double shift) {
   return t;
 }
 
-std::string json_escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
+// Microseconds from the trace's origin, to the nanosecond (Chrome's ts and dur).
+double microseconds(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 
 std::string host_name() {
   char name[256] = {0};
@@ -85,40 +81,48 @@ std::string host_name() {
 }  // namespace
 
 std::string chrome_trace_json(const std::vector<RankTrace>& ranks) {
+  using json = nlohmann::ordered_json;  // fields in Chrome's usual order
   double origin = std::numeric_limits<double>::infinity();
   for (const RankTrace& r : ranks) {
     for (const Event& e : r.events) origin = std::min(origin, e.start);
   }
-  std::ostringstream os;
-  os << "{\"traceEvents\":[";
+  // Written an event a line (dump() of each), so that a trace reads and diffs line by line.
+  std::string out = "{\"traceEvents\":[";
   const char* sep = "\n";
-  char line[160];
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    os << sep << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << r
-       << ",\"tid\":0,\"args\":{\"name\":\"rank " << r << "\"}}";
+  auto add = [&](const json& event) {
+    out += sep + event.dump();
     sep = ",\n";
-    os << sep << "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" << r
-       << ",\"tid\":0,\"args\":{\"sort_index\":" << r << "}}";
+  };
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const int pid = static_cast<int>(r);
+    add({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+         {"args", {{"name", "rank " + std::to_string(r)}}}});
+    add({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", 0},
+         {"args", {{"sort_index", pid}}}});
     for (size_t k = 0; k < ranks[r].tracks.size(); ++k) {
-      os << sep << "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" << r << ",\"tid\":" << k
-         << ",\"args\":{\"name\":\"" << json_escaped(ranks[r].tracks[k]) << "\"}}";
+      add({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", static_cast<int>(k)},
+           {"args", {{"name", ranks[r].tracks[k]}}}});
     }
     for (const Event& e : ranks[r].events) {
-      os << sep << "{\"name\":\"" << json_escaped(e.name) << "\",\"cat\":\""
-         << json_escaped(e.category) << "\",";
+      json event = {{"name", e.name}, {"cat", e.category}};
       if (e.instant()) {
-        std::snprintf(line, sizeof(line), "\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,",
-                      (e.start - origin) * 1e6);
+        event["ph"] = "i";
+        event["s"] = "t";
+        event["ts"] = microseconds(e.start - origin);
       } else {
-        std::snprintf(line, sizeof(line), "\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,",
-                      (e.start - origin) * 1e6, (e.end - e.start) * 1e6);
+        event["ph"] = "X";
+        event["ts"] = microseconds(e.start - origin);
+        event["dur"] = microseconds(e.end - e.start);
       }
-      os << line << "\"pid\":" << r << ",\"tid\":" << e.track << ",\"args\":{\"step\":" << e.step
-         << (e.args.empty() ? "" : ",") << e.args << "}}";
+      event["pid"] = pid;
+      event["tid"] = e.track;
+      json args = {{"step", e.step}};
+      args.update(json::parse("{" + e.args + "}"));  // the recorder's own fields
+      event["args"] = std::move(args);
+      add(event);
     }
   }
-  os << "\n],\"displayTimeUnit\":\"ms\"}\n";
-  return os.str();
+  return out + "\n],\"displayTimeUnit\":\"ms\"}\n";
 }
 
 std::vector<RankTrace> gather_events(const TraceRecorder& recorder, ProcessGroup& group) {

@@ -1,8 +1,10 @@
 #include "pipeline/trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "dist/trace_recorder.h"
@@ -79,33 +81,30 @@ std::string chrome_trace_json(const std::vector<std::vector<Span>>& spans, bool 
   for (const auto& rank : spans) {
     for (const Span& s : rank) global_origin = std::min(global_origin, s.start);
   }
-  std::ostringstream os;
-  os << "{\"traceEvents\":[";
-  bool first = true;
-  char line[256];
+  using json = nlohmann::ordered_json;  // fields in Chrome's usual order
+  // Microseconds, to the nanosecond.
+  const auto microseconds = [](double seconds) { return std::round(seconds * 1e9) / 1e3; };
+  std::string out = "{\"traceEvents\":[";
+  const char* sep = "\n";
   for (size_t r = 0; r < spans.size(); ++r) {
-    std::snprintf(line, sizeof(line),
-                  "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%zu,"
-                  "\"args\":{\"name\":\"stage %zu\"}}",
-                  first ? "" : ",", r, r);
-    os << line;
-    first = false;
+    const int tid = static_cast<int>(r);
+    out += sep + json({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", tid},
+                       {"args", {{"name", "stage " + std::to_string(r)}}}})
+                     .dump();
+    sep = ",\n";
     double origin = global_origin;
     if (!same_clock) {
       origin = std::numeric_limits<double>::infinity();
       for (const Span& s : spans[r]) origin = std::min(origin, s.start);
     }
     for (const Span& s : spans[r]) {
-      std::snprintf(line, sizeof(line),
-                    ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
-                    "\"pid\":0,\"tid\":%zu}",
-                    span_name(s, show_chunk).c_str(), span_category(s), (s.start - origin) * 1e6,
-                    (s.end - s.start) * 1e6, r);
-      os << line;
+      out += sep + json({{"name", span_name(s, show_chunk)}, {"cat", span_category(s)}, {"ph", "X"},
+                         {"ts", microseconds(s.start - origin)}, {"dur", microseconds(s.end - s.start)},
+                         {"pid", 0}, {"tid", tid}})
+                       .dump();
     }
   }
-  os << "\n],\"displayTimeUnit\":\"ms\"}\n";
-  return os.str();
+  return out + "\n],\"displayTimeUnit\":\"ms\"}\n";
 }
 
 void record_spans(const std::vector<Span>& spans, bool show_chunk) {

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "tensor/atomic_file.h"
+#include "tensor/safetensors_json.h"
 
 namespace tessera {
 
@@ -85,297 +86,7 @@ bool parse_dtype(const std::string& s, DType* out) {
   return false;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// A name or value read from a file, as it appears in an error message: control and non-ASCII
-// bytes escaped, long text cut, so a corrupt header cannot fill the terminal.
-std::string printable(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return s.size() > 80 ? out + "..." : out;
-}
-
-// A JSON reader for the header's subset: objects, arrays, strings, non-negative integers.
-// Every read checks the index against the text's size first, so a header cut anywhere or
-// holding any bytes ends in an Error naming the file, the entry being read and the byte.
-class HeaderParser {
- public:
-  HeaderParser(const std::string& text, const std::string& path) : s_(text), path_(path) {}
-
-  struct Entry {
-    std::string dtype;
-    std::vector<uint64_t> shape, offsets;
-  };
-
-  void parse(std::vector<std::pair<std::string, Entry>>& entries, Metadata& metadata) {
-    std::set<std::string> names;
-    bool has_metadata = false;
-    expect('{');
-    if (peek() == '}') {
-      ++i_;
-    } else {
-      while (true) {
-        const size_t at = position();
-        const std::string key = string();
-        expect(':');
-        if (key == "__metadata__") {
-          check(!has_metadata, "'__metadata__' appears twice", at);
-          has_metadata = true;
-          read_metadata(metadata);
-        } else {
-          check(names.insert(key).second, "entry '" + printable(key) + "' appears twice", at);
-          entry_ = key;
-          entries.emplace_back(key, entry());
-          entry_.clear();
-        }
-        if (peek() != ',') break;
-        ++i_;
-      }
-      expect('}');
-    }
-    skip_space();
-    check(i_ == s_.size(), "trailing characters after the header object", i_);
-  }
-
- private:
-  void read_metadata(Metadata& metadata) {
-    expect('{');
-    if (peek() == '}') {
-      ++i_;
-      return;
-    }
-    while (true) {
-      const size_t at = position();
-      const std::string k = string();
-      expect(':');
-      check(metadata.emplace(k, string()).second,
-            "metadata key '" + printable(k) + "' appears twice", at);
-      if (peek() != ',') break;
-      ++i_;
-    }
-    expect('}');
-  }
-
-  Entry entry() {
-    Entry e;
-    bool dtype = false, shape = false, offsets = false;
-    expect('{');
-    while (true) {
-      const size_t at = position();
-      const std::string key = string();
-      expect(':');
-      bool* seen = key == "dtype" ? &dtype : key == "shape" ? &shape
-                   : key == "data_offsets" ? &offsets : nullptr;
-      check(seen != nullptr, "unknown field '" + printable(key) + "'", at);
-      check(!*seen, "field '" + key + "' appears twice", at);
-      *seen = true;
-      if (key == "dtype") {
-        e.dtype = string();
-      } else if (key == "shape") {
-        e.shape = integers();
-      } else {
-        e.offsets = integers();
-      }
-      if (peek() != ',') break;
-      ++i_;
-    }
-    expect('}');
-    check(dtype && shape && offsets, "the entry lacks dtype, shape or data_offsets", i_);
-    return e;
-  }
-
-  std::vector<uint64_t> integers() {
-    std::vector<uint64_t> out;
-    expect('[');
-    if (peek() == ']') {
-      ++i_;
-      return out;
-    }
-    while (true) {
-      out.push_back(integer());
-      if (peek() != ',') break;
-      ++i_;
-    }
-    expect(']');
-    return out;
-  }
-
-  // JSON's number token (-?digits(.digits)?([eE][+-]?digits)?, read generously here so the
-  // message can quote it) must be a plain non-negative integer that fits in 64 bits.
-  uint64_t integer() {
-    const size_t at = position();
-    size_t end = at;
-    while (end < s_.size() && std::strchr("+-.eE0123456789xX", s_[end]) != nullptr) ++end;
-    check(end > at, "expected a non-negative integer, found " + found(at), at);
-    const std::string token = s_.substr(at, end - at);
-    const bool digits = token.find_first_not_of("0123456789") == std::string::npos;
-    check(digits && (token.size() == 1 || token[0] != '0'),
-          "malformed number '" + printable(token) + "' (expected a non-negative integer)", at);
-    uint64_t v = 0;
-    for (char c : token) {
-      const uint64_t d = static_cast<uint64_t>(c - '0');
-      check(v <= (UINT64_MAX - d) / 10, "number '" + printable(token) + "' does not fit in 64 bits",
-            at);
-      v = v * 10 + d;
-    }
-    i_ = end;
-    return v;
-  }
-
-  std::string string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      const size_t at = i_;
-      check(i_ < s_.size(), "unterminated string", at);
-      const unsigned char c = static_cast<unsigned char>(s_[i_++]);
-      if (c == '"') break;
-      if (c < 0x20) {
-        char hex[8];
-        std::snprintf(hex, sizeof(hex), "0x%02x", c);
-        fail(std::string("control character ") + hex + " in a string (JSON needs it escaped)", at);
-      }
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        continue;
-      }
-      check(i_ < s_.size(), "unterminated escape", at);
-      const char e = s_[i_++];
-      switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': append_utf8(out, code_point(at)); break;
-        default: fail("unknown escape '\\" + printable(std::string(1, e)) + "'", at);
-      }
-    }
-    return out;
-  }
-
-  // After "\u": four hex digits, and for a high surrogate the "\uDC00".."\uDFFF" that must
-  // follow it. `at` is the backslash.
-  uint32_t code_point(size_t at) {
-    const uint32_t first = hex4(at);
-    if (first >= 0xDC00 && first <= 0xDFFF) fail("lone low surrogate \\u" + hex_text(first), at);
-    if (first < 0xD800 || first > 0xDBFF) return first;
-    const bool pair = i_ + 1 < s_.size() && s_[i_] == '\\' && s_[i_ + 1] == 'u';
-    check(pair, "high surrogate \\u" + hex_text(first) + " not followed by a low surrogate", at);
-    i_ += 2;
-    const uint32_t second = hex4(i_ - 2);
-    check(second >= 0xDC00 && second <= 0xDFFF,
-          "high surrogate \\u" + hex_text(first) + " followed by \\u" + hex_text(second) +
-              ", not a low surrogate",
-          at);
-    return 0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00);
-  }
-
-  uint32_t hex4(size_t at) {
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = i_ < s_.size() ? s_[i_] : '\0';
-      const int d = c >= '0' && c <= '9' ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (i_ >= s_.size() || d < 0) {
-        const std::string text = s_.substr(at, std::min<size_t>(6, s_.size() - at));
-        fail("malformed \\u escape '" + printable(text.substr(0, text.find('"'))) +
-                 "' (expected four hex digits)",
-             at);
-      }
-      v = v * 16 + static_cast<uint32_t>(d);
-      ++i_;
-    }
-    return v;
-  }
-
-  static std::string hex_text(uint32_t v) {
-    char buf[8];
-    std::snprintf(buf, sizeof(buf), "%04x", v);
-    return buf;
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  // What stands at byte `at`, for messages.
-  std::string found(size_t at) const {
-    if (at >= s_.size()) return "the end of the header";
-    return "'" + printable(std::string(1, s_[at])) + "'";
-  }
-  // The index of the next non-space byte.
-  size_t position() {
-    skip_space();
-    return i_;
-  }
-  char peek() {
-    skip_space();
-    return i_ < s_.size() ? s_[i_] : '\0';
-  }
-  void expect(char c) {
-    const size_t at = position();
-    check(at < s_.size() && s_[at] == c,
-          std::string("expected '") + c + "', found " + found(at), at);
-    ++i_;
-  }
-  void skip_space() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  void check(bool ok, const std::string& what, size_t at) {
-    if (!ok) fail(what, at);
-  }
-  [[noreturn]] void fail(const std::string& what, size_t at) {
-    TS_FAIL("load_safetensors: '", path_, "': bad header",
-            entry_.empty() ? std::string() : " in entry '" + printable(entry_) + "'", ": ", what,
-            " at byte ", at, " of the header");
-  }
-
-  const std::string& s_;
-  const std::string& path_;
-  std::string entry_;  // the entry being read, for messages
-  size_t i_ = 0;
-};
+using safetensors_json::printable;
 
 // Bytes of a tensor of this shape and dtype, or false when the product of the dimensions taken
 // as at least 1 (which bounds the element count and the strides, int64 in Tensor; a zero
@@ -411,7 +122,7 @@ uint32_t save_safetensors(const std::string& path, const StateDict& tensors,
     TS_CHECK(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
     TS_CHECK(name != "__metadata__", "save_safetensors: '__metadata__' is reserved");
     const Tensor host = t.cpu().contiguous();
-    entries << "," << json_string(name) << ":{\"dtype\":\"" << safetensors_dtype(t.dtype())
+    entries << "," << safetensors_json::quoted(name, "tensor name") << ":{\"dtype\":\"" << safetensors_dtype(t.dtype())
             << "\",\"shape\":[";
     for (int64_t d = 0; d < t.dim(); ++d) entries << (d ? "," : "") << t.size(d);
     entries << "],\"data_offsets\":[" << offset << "," << offset + host.nbytes() << "]}";
@@ -423,7 +134,8 @@ uint32_t save_safetensors(const std::string& path, const StateDict& tensors,
   std::string text = hashed ? kHeaderCrcLead + "00000000\"" : "{\"__metadata__\":{";
   bool first = !hashed;
   for (const auto& [key, value] : meta) {
-    text += (first ? "" : ",") + json_string(key) + ":" + json_string(value);
+    text += (first ? "" : ",") + safetensors_json::quoted(key, "metadata key") + ":" +
+            safetensors_json::quoted(value, "metadata value");
     first = false;
   }
   text += "}";
@@ -534,18 +246,18 @@ void assign_hashes(std::map<std::string, uint32_t> tensor_crcs, const std::strin
 // data, in data order.
 SafetensorsHeader parse_header(const std::string& text, const std::string& path,
                                uint64_t data_size) {
-  std::vector<std::pair<std::string, HeaderParser::Entry>> entries;
+  std::vector<safetensors_json::HeaderEntry> entries;
   SafetensorsHeader header;
   header.data_start = 8 + text.size();
   header.data_size = data_size;
-  HeaderParser(text, path).parse(entries, header.metadata);
+  safetensors_json::read_header(text, path, entries, header.metadata);
   std::map<std::string, uint32_t> tensor_crcs = take_hashes(text, path, header);
 
-  std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return a.second.offsets < b.second.offsets;
-  });
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.offsets < b.offsets; });
   uint64_t expected_begin = 0;
-  for (const auto& [key, e] : entries) {
+  for (const safetensors_json::HeaderEntry& e : entries) {
+    const std::string& key = e.name;
     const std::string name = printable(key);
     DType dtype;
     TS_CHECK(parse_dtype(e.dtype, &dtype), "load_safetensors: '", path, "': entry '", name,

@@ -210,27 +210,28 @@ std::string entry(const std::string& name, const std::string& dtype, const std::
 }
 
 TEST(Safetensors, MalformedEscapesNameTheFileAndPosition) {
-  // Not four hex digits: std::stoi used to throw its own std::invalid_argument ("stoi") or, for
-  // "+123" and " 123", read a number where JSON has none.
-  for (const std::string bad : {"\\u12G4", "\\u+123", "\\u 123", "\\uXYZW"}) {
+  // Not four hex digits (std::stoi once threw its own std::invalid_argument here, or read "+123"
+  // and " 123" as numbers): nlohmann-json's lexer names it and the byte where it stopped.
+  for (const auto& [bad, byte] : std::vector<std::pair<std::string, int>>{
+           {"\\u12G4", 8}, {"\\u+123", 6}, {"\\u 123", 6}, {"\\uXYZW", 6}}) {
     expect_header_error("{" + entry("x" + bad, "U8", "[1]", "[0,1]") + "}", 1,
-                        {"malformed \\u escape", "at byte 3"});
+                        {"'\\u' must be followed by 4 hex digits", "at byte " + std::to_string(byte)});
   }
   // Cut short by the end of the header.
-  expect_header_error("{\"x\\u00", 0, {"malformed \\u escape", "at byte 3"});
+  expect_header_error("{\"x\\u00", 0, {"'\\u' must be followed by 4 hex digits", "at byte 8"});
   // A lone or reversed surrogate is not a character.
   expect_header_error("{" + entry("x\\ud800", "U8", "[1]", "[0,1]") + "}", 1,
-                      {"surrogate", "at byte 3"});
+                      {"surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF", "at byte 10"});
   expect_header_error("{" + entry("x\\udc00\\ud800", "U8", "[1]", "[0,1]") + "}", 1,
-                      {"surrogate", "at byte 3"});
+                      {"surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF", "at byte 9"});
   // Escapes JSON does not have, and raw control characters.
   expect_header_error("{" + entry("x\\q", "U8", "[1]", "[0,1]") + "}", 1,
-                      {"unknown escape '\\q'", "at byte 3"});
+                      {"forbidden character after backslash", "at byte 5"});
   expect_header_error("{" + entry("x\ty", "U8", "[1]", "[0,1]") + "}", 1,
-                      {"control character 0x09", "at byte 3"});
+                      {"control character U+0009 (HT) must be escaped", "at byte 4"});
   // Inside an entry, the error names it.
   expect_header_error("{" + entry("w", "F\\u00", "[1]", "[0,4]") + "}", 4,
-                      {"entry 'w'", "malformed \\u escape"});
+                      {"entry 'w'", "'\\u' must be followed by 4 hex digits", "at byte 21"});
 }
 
 TEST(Safetensors, EscapesDecodeToUtf8) {
@@ -247,19 +248,38 @@ TEST(Safetensors, EscapesDecodeToUtf8) {
   const SafetensorsFile g = load_safetensors(temp_path("names.safetensors"));
   EXPECT_TRUE(g.tensors.contains(std::string("t\x01\n\"\\\xC3\xA9", 7)));
   EXPECT_EQ(g.metadata.at("tab\t"), "\x1f");
+  // JSON holds UTF-8 text only: a name that is not is refused on saving, and on loading.
+  StateDict latin1;
+  latin1.set("caf\xE9", zeros({1}));
+  testing::expect_error([&] { save_safetensors(temp_path("latin1.safetensors"), latin1); },
+                        "tensor name 'caf\\xe9' is not UTF-8 text");
+  expect_header_error("{" + entry("caf\xE9", "U8", "[1]", "[0,1]") + "}", 1,
+                      {"ill-formed UTF-8 byte", "at byte 7"});
 }
 
 TEST(Safetensors, MalformedNumbersNameTheFileAndPosition) {
-  for (const std::string bad : {"1.5", "-1", "1e3", "01", "+1", "0x10"}) {
+  // JSON numbers that are not non-negative integers: read, then refused naming the value.
+  for (const auto& [bad, shown] : std::vector<std::pair<std::string, std::string>>{
+           {"1.5", "1.5"}, {"-1", "-1"}, {"1e3", "1000.0"}, {"true", "true"}}) {
     expect_header_error("{" + entry("x", "U8", "[" + bad + "]", "[0,1]") + "}", 1,
-                        {"entry 'x'", "malformed number '" + bad + "'", "at byte 28"});
+                        {"entry 'x'", "field 'shape' holds " + shown,
+                         "expected a non-negative integer of at most 64 bits"});
   }
+  // Not JSON numbers at all: the lexer's error and the byte.
+  for (const auto& [bad, byte] : std::vector<std::pair<std::string, int>>{
+           {"01", 30}, {"+1", 29}, {"0x10", 30}}) {
+    expect_header_error("{" + entry("x", "U8", "[" + bad + "]", "[0,1]") + "}", 1,
+                        {"entry 'x'", "syntax error while parsing", "at byte " + std::to_string(byte)});
+  }
+  // 2^64 is read as a double.
   expect_header_error("{" + entry("x", "U8", "[1]", "[0,18446744073709551616]") + "}", 1,
-                      {"entry 'x'", "'18446744073709551616' does not fit in 64 bits"});
-  expect_header_error("{" + entry("x", "U8", "[true]", "[0,1]") + "}", 1,
-                      {"entry 'x'", "expected a non-negative integer", "found 't'"});
+                      {"entry 'x'", "field 'data_offsets' holds 1.8446744073709552e+19",
+                       "at most 64 bits"});
   expect_header_error("{\"x\":{\"dtype\":\"U8\",\"shape\":[1,", 0,
-                      {"expected a non-negative integer", "found the end of the header"});
+                      {"entry 'x'", "unexpected end of input", "at byte 31"});
+  // Beyond a double's range.
+  expect_header_error("{" + entry("x", "U8", "[1e999]", "[0,1]") + "}", 1,
+                      {"entry 'x'", "number overflow parsing '1e999'"});
 }
 
 TEST(Safetensors, ShapeWhoseByteCountOverflowsIsRejected) {
