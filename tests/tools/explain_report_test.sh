@@ -40,6 +40,18 @@ expect_contains "$out" "report: $TMP/direct.html (" "train says where the page w
 [ "$(tail -n 1 "$DIRECT/stdout.txt" | cut -c1-10)" = '{"model": ' ] && pass || fail "the final JSON is no longer stdout's last line"
 [ -z "$(ls -A "$TMP/tmpdir")" ] && pass || fail "the temporary trace was left: $(ls "$TMP/tmpdir")"
 case "$out" in *"trace: "*) fail "a temporary trace was announced as the user's";; *) pass;; esac
+# Every kind of strategy writes its page and ends with exit 0, whatever its rank 0 records: the
+# parameter server of shared asynchronous SGD trains no batch, so its page says there is no curve.
+for strategy in "--strategy=pipeline" "--strategy=zero3" "--strategy=gossip" "--strategy=local-sgd" \
+                "--strategy=ddp --tensor-parallel=2" "--strategy=async --batch-assignment=shared"; do
+  rm -f "$TMP/each.html"
+  # shellcheck disable=SC2086
+  out=$(TMPDIR="$TMP/tmpdir" "$MPI_RUN" 2 "$TRAIN" --model=mlp --data=synthetic --epochs=1 --train-limit=256 \
+        --threads=1 $strategy --report="$TMP/each.html" 2>&1) || fail "train $strategy --report exited non-zero: $(echo "$out" | tail -3)"
+  grep -q "<svg " "$TMP/each.html" 2>/dev/null && pass || fail "train $strategy --report: no page with pictures"
+done
+expect_contains "$(cat "$TMP/each.html")" "no step lines" "the server's page says why it has no curve"
+[ -z "$(ls -A "$TMP/tmpdir")" ] && pass || fail "temporary files left: $(ls "$TMP/tmpdir")"
 bad=$("$TRAIN" --model=mlp --report="$TMP/page.txt" 2>&1) && fail "--report=page.txt accepted"
 expect_contains "$bad" "--report=$TMP/page.txt: expected a file name ending in .html" "--report's name checked"
 bad=$("$TRAIN" --model=mlp --report="$TMP/nowhere/page.html" 2>&1) && fail "--report into a missing directory accepted"

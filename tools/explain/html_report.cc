@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tensor/check.h"
 #include "tools/explain/metrics_runs.h"
 #include "tools/explain/svg_bars.h"
 #include "tools/explain/svg_curves.h"
@@ -53,10 +54,16 @@ std::string curves_section(const RunDirectory& run) {
   if (run.metrics.empty()) return missing("No --metrics file in this run (train --metrics=RUN/metrics.jsonl writes one).");
   std::vector<MetricsRun> runs;
   std::vector<std::string> names;
+  std::string unreadable;  // files with no curve to draw, each saying why
   for (const std::string& path : run.metrics) {
-    runs.push_back(read_metrics(path));
-    names.push_back(path.substr(path.find_last_of('/') + 1));
+    try {
+      runs.push_back(read_metrics(path));
+      names.push_back(path.substr(path.find_last_of('/') + 1));
+    } catch (const Error& e) {  // no step lines: rank 0 was asynchronous SGD's server, say
+      unreadable += missing(e.message());
+    }
   }
+  if (runs.empty()) return unreadable;
   std::vector<CurvePanel> panels;
   for (Quantity q : {Quantity::kLoss, Quantity::kAccuracy}) {
     CurvePanel panel{quantity_label(q), false, {}};
@@ -69,14 +76,20 @@ std::string curves_section(const RunDirectory& run) {
   for (const MetricsRun& r : runs) {
     if (!r.has(Quantity::kAccuracy)) out += missing(r.path + ": " + missing_reason(Quantity::kAccuracy));
   }
-  return out;
+  return out + unreadable;
 }
 
 std::string timeline_section(const RunDirectory& run) {
   if (run.traces.empty()) return missing("No trace in this run (train --trace=RUN/trace.json records one).");
   std::string out;
   for (const std::string& path : run.traces) {
-    const Trace trace = read_trace(path);
+    Trace trace;
+    try {
+      trace = read_trace(path);
+    } catch (const Error& e) {  // a trace with no events, say: the page says so
+      out += missing(e.message());
+      continue;
+    }
     const int64_t step = trace.steps.back();
     out += inline_svg(step_timeline_svg(trace, step, "step " + std::to_string(step) + " of " +
                                                          std::to_string(trace.ranks) + " ranks (" +
