@@ -81,6 +81,32 @@ void accumulate(Tensor& slot, Tensor grad) {
   }
 }
 
+// The rows gradients (an embedding's) that reached `node`, added where they cost least. A leaf
+// whose only gradient of this backward is one such takes it straight into its .grad
+// (AccumulateGrad::add_rows); otherwise the first dense gradient of the slot, or the rows made
+// dense when there is none, is the sum, and the rows are added into it in place when it is the
+// slot's own memory in their compute type (the tied lm_head's gradient of wte, say), so no
+// [V, C] tensor is zero-filled and then added for them.
+void add_rows(Node& node, std::vector<Tensor>& slots, std::vector<std::vector<RowsGradient>>& rows) {
+  for (size_t k = 0; k < rows.size(); ++k) {
+    Tensor& slot = slots[k];
+    if (!slot.defined() && rows[k].size() == 1) {
+      auto* leaf = dynamic_cast<AccumulateGrad*>(&node);
+      if (leaf != nullptr && leaf->add_rows(rows[k][0])) continue;
+    }
+    for (const RowsGradient& r : rows[k]) {
+      if (!slot.defined()) {
+        slot = r.dense();
+      } else if (slot.storage().use_count() == 1 && embedding_rows_addable(slot, r.grad_out) &&
+                 slot.dtype() == r.dtype && slot.shape() == Shape{r.num_rows, r.grad_out.size(-1)}) {
+        embedding_backward_add_(slot, r.grad_out, r.indices);
+      } else {
+        accumulate(slot, r.dense());
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& grads,
@@ -132,6 +158,7 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
   NoGradGuard no_grad;
   CallbackScope callbacks;
   std::unordered_map<Node*, std::vector<Tensor>> inputs;
+  std::unordered_map<Node*, std::vector<std::vector<RowsGradient>>> rows_inputs;
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   ready.push(graph_root.get());
   while (!ready.empty()) {
@@ -140,6 +167,10 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
     std::vector<Tensor> node_grads = std::move(inputs[node]);
     inputs.erase(node);
     node_grads.resize(node->num_outputs());
+    if (auto it = rows_inputs.find(node); it != rows_inputs.end()) {
+      add_rows(*node, node_grads, it->second);
+      rows_inputs.erase(it);
+    }
     node->run_pre_hooks(node_grads);
     bool any = node->num_outputs() == 0;
     for (const Tensor& g : node_grads) any = any || g.defined();
@@ -157,6 +188,12 @@ void backward(const std::vector<Variable>& roots, const std::vector<Tensor>& gra
         std::vector<Tensor>& slots = inputs[target];
         slots.resize(target->num_outputs());
         accumulate(slots[e.input_nr], std::move(outputs[i]));
+      } else if (any) {
+        if (std::optional<RowsGradient> r = node->take_rows_gradient(i)) {
+          std::vector<std::vector<RowsGradient>>& lists = rows_inputs[target];
+          lists.resize(target->num_outputs());
+          lists[e.input_nr].push_back(std::move(*r));
+        }
       }
       if (--dependencies[target] == 0) ready.push(target);
     }

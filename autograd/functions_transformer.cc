@@ -4,7 +4,12 @@
 // Embedding and weight tying: a GPT's token embedding is also its output projection, the same
 // Variable read by embedding() and by a matmul with its transpose. Nothing here is special for
 // that: each op returns its own gradient of the weight and the engine adds the two into the
-// one .grad, as it does for any Variable used twice.
+// one .grad, as it does for any Variable used twice. The embedding's comes as rows (the tokens'
+// rows of the output gradient, RowsGradient in node.h), which the engine adds in place into the
+// matmul's dense [V, C] gradient: no second [V, C] tensor, zero-filled, then added.
+#include <optional>
+#include <utility>
+
 #include "autograd/autocast.h"
 #include "autograd/custom_op.h"
 #include "autograd/functions.h"
@@ -46,16 +51,47 @@ Variable gelu(const Variable& input, GeluApproximate approximate) {
                 });
 }
 
+namespace {
+
+// The embedding's backward gives its weight gradient as rows (RowsGradient): the engine adds
+// them into the weight's other gradients or its .grad, touching only the looked-up rows.
+class EmbeddingBackward final : public Node {
+ public:
+  EmbeddingBackward(Tensor indices, int64_t num_weights, DType dtype)
+      : indices_(std::move(indices)), num_weights_(num_weights), dtype_(dtype) {}
+  std::string name() const override { return "EmbeddingBackward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
+    check_not_released();
+    rows_ = RowsGradient{std::move(grads[0]), indices_, num_weights_, dtype_};
+    return {Tensor()};
+  }
+  std::optional<RowsGradient> take_rows_gradient(size_t output) override {
+    if (output != 0) return std::nullopt;
+    return std::exchange(rows_, std::nullopt);
+  }
+  void release_saved() override {
+    Node::release_saved();
+    indices_ = Tensor();
+  }
+
+ private:
+  Tensor indices_;
+  int64_t num_weights_;
+  DType dtype_;
+  std::optional<RowsGradient> rows_;
+};
+
+}  // namespace
+
 Variable embedding(const Variable& weight, const Tensor& indices) {
   TS_CHECK(weight.defined(), "embedding: weight is an undefined Variable");
   const int64_t num_weights = weight.dim() >= 1 ? weight.size(0) : 0;
-  const DType w_dtype = weight.dtype();
+  Tensor out = embedding(weight.data(), indices);
+  if (!any_requires_grad({weight})) return Variable(std::move(out));
   // Backward needs only the indices and the weight's shape: not its data, so a weight that
   // ZeRO-3 released after the forward is not gathered again for it.
-  return record("EmbeddingBackward", embedding(weight.data(), indices), {weight},
-                [indices, num_weights, w_dtype](const Tensor& g) -> Grads {
-                  return {embedding_backward(g, indices, num_weights, w_dtype)};
-                });
+  return attach(std::move(out), std::make_shared<EmbeddingBackward>(indices, num_weights, weight.dtype()),
+                {weight});
 }
 
 }  // namespace tessera

@@ -51,6 +51,22 @@ Edge gradient_edge(const Variable& v) {
   return {};
 }
 
+Tensor RowsGradient::dense() const { return embedding_backward(grad_out, indices, num_rows, dtype); }
+
+bool AccumulateGrad::add_rows(const RowsGradient& rows) {
+  VariableImpl& leaf = *leaf_.impl();
+  WeightGradStore* store = current_weight_grad_store();
+  if (has_pre_hooks() || !leaf.pre_hooks.empty() || (store != nullptr && store->defers(leaf_)) ||
+      !leaf.grad.defined() || leaf.grad.dtype() != rows.dtype ||
+      leaf.grad.shape() != Shape{rows.num_rows, rows.grad_out.size(-1)} ||
+      !embedding_rows_addable(leaf.grad, rows.grad_out)) {
+    return false;
+  }
+  embedding_backward_add_(leaf.grad, rows.grad_out, rows.indices);
+  for (auto& [handle, hook] : leaf.grad_ready_hooks) hook(leaf_);
+  return true;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
   if (!g.defined()) return {};

@@ -265,6 +265,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // where the rows of grad_out [..., C] are added (a repeated index sums its rows).
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t num_weights,
                           DType weight_dtype);
+// The same gradient added into `grad_weight` [V, C] in place, touching only the indexed rows (no
+// [V, C] zero-filled, no pass over the other rows): grad_weight[indices[i]] += grad_out[i].
+// grad_weight must be contiguous, on grad_out's device and in its compute type (f32 for f32, f16
+// and bf16 gradients, f64 for f64), which embedding_rows_addable says.
+bool embedding_rows_addable(const Tensor& grad_weight, const Tensor& grad_out);
+void embedding_backward_add_(const Tensor& grad_weight, const Tensor& grad_out, const Tensor& indices);
 
 // ---- joining, splitting, indexing ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);

@@ -188,4 +188,35 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
   return grad.to(weight_dtype);
 }
 
+bool embedding_rows_addable(const Tensor& grad_weight, const Tensor& grad_out) {
+  return grad_weight.defined() && grad_out.defined() && grad_weight.dim() == 2 &&
+         grad_weight.is_contiguous() && grad_weight.device() == grad_out.device() &&
+         grad_weight.dtype() == detail::compute_dtype(grad_out.dtype()) &&
+         grad_out.size(-1) == grad_weight.size(1);
+}
+
+void embedding_backward_add_(const Tensor& grad_weight, const Tensor& grad_out,
+                             const Tensor& indices) {
+  const char* op = "embedding_backward_add_";
+  detail::check_defined(grad_out, op, "grad_out");
+  detail::check_floating(grad_out, op);
+  detail::check_defined(indices, op, "indices");
+  detail::check_same_device(grad_out, indices, op);
+  TS_CHECK(embedding_rows_addable(grad_weight, grad_out), op, ": grad_weight ",
+           grad_weight.defined() ? grad_weight.shape() : Shape{}, " (",
+           grad_weight.defined() ? dtype_name(grad_weight.dtype()) : "undefined",
+           ") must be a contiguous [V, ", grad_out.size(-1), "] tensor in ",
+           dtype_name(detail::compute_dtype(grad_out.dtype())), " on ", grad_out.device().str());
+  const Tensor idx = checked_indices(indices, grad_weight.size(0), op);
+  TS_CHECK(grad_out.dim() == idx.dim() + 1 &&
+               Shape(grad_out.shape().begin(), grad_out.shape().end() - 1) == idx.shape(),
+           op, ": grad shape ", grad_out.shape(), " does not match indices shape ", idx.shape(),
+           " plus the embedding dim");
+  const int64_t c = grad_out.size(-1);
+  if (idx.numel() > 0 && c > 0) {
+    backend(grad_out.device())
+        .embedding_backward(grad_out.contiguous().view({idx.numel(), c}), idx.view({-1}), grad_weight);
+  }
+}
+
 }  // namespace tessera
