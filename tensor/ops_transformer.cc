@@ -189,7 +189,7 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& indices, int64_t
 }
 
 bool embedding_rows_addable(const Tensor& grad_weight, const Tensor& grad_out) {
-  return grad_weight.defined() && grad_out.defined() && grad_weight.dim() == 2 &&
+  return grad_weight.defined() && grad_out.defined() && grad_out.dim() >= 1 && grad_weight.dim() == 2 &&
          grad_weight.is_contiguous() && grad_weight.device() == grad_out.device() &&
          grad_weight.dtype() == detail::compute_dtype(grad_out.dtype()) &&
          grad_out.size(-1) == grad_weight.size(1);
