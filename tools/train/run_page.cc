@@ -1,7 +1,5 @@
 #include "tools/train/run_page.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

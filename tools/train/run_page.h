@@ -28,7 +28,7 @@ class RunPage {
   // The flags the run goes on with: --metrics and --trace set where the page needs them.
   const Config& config() const { return config_; }
   // The trace is the user's (--trace): say where it went. False when only the page reads it.
-  bool trace_is_users() const { return temporary_.empty() || !given_trace_.empty(); }
+  bool trace_is_users() const { return !given_trace_.empty(); }
   // Rank 0, after the final JSON line `summary`: writes the page and says so on stdout.
   // Nothing without --report.
   void write(const std::string& summary) const;
